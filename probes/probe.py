@@ -1,0 +1,145 @@
+"""The probe contract: declare hooks, fold batches into additive running sums, compute a result.
+
+A probe's whole accumulated state is a dict of float64 tensors that *add*: two probes that saw
+two halves of the data merge (``a.merge(b)``) into exactly the probe that saw all of it, and a
+sharded run all-reduces the same dict with a sum. ``compute()`` turns the sums into a frozen
+:class:`~probes.result.ProbeResult`.
+
+Writing a probe: subclass :class:`Probe`, store settings in ``__init__`` (and call
+``super().__init__()``), and implement ``hook_names``, ``settings``, ``_update`` (call
+``self._add(key, tensor)``) and ``_compute``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from probes.batch import TokenBatch
+from probes.errors import ProbeStateError
+from probes.model_info import ModelInfo
+from probes.result import ProbeResult, Provenance
+
+_N_SEQUENCES = "_n_sequences"
+_N_TOKENS = "_n_tokens"
+
+
+class Probe(ABC):
+    """Base class of every probe (see the module docstring for the contract)."""
+
+    def __init__(self) -> None:
+        self._state: dict[str, Tensor] = {}
+        self._info: ModelInfo | None = None
+        self._data = "unspecified"
+        self._seed: int | None = None
+
+    # -- what a subclass defines -------------------------------------------------------------
+    @abstractmethod
+    def hook_names(self, info: ModelInfo) -> tuple[str, ...]:
+        """The hook points this probe reads on a model described by ``info``."""
+
+    @abstractmethod
+    def settings(self) -> dict[str, Any]:
+        """The constructor settings, JSON-serialisable (they go into the provenance)."""
+
+    @abstractmethod
+    def _update(self, activations: Mapping[str, Tensor], batch: TokenBatch) -> None:
+        """Fold one batch into the running sums with ``self._add``. Must not modify inputs."""
+
+    @abstractmethod
+    def _compute(self, state: Mapping[str, Tensor], info: ModelInfo, provenance: Provenance) -> ProbeResult:
+        """Turn the summed state into a result."""
+
+    # -- the contract ------------------------------------------------------------------------
+    @property
+    def info(self) -> ModelInfo:
+        if self._info is None:
+            raise ProbeStateError(
+                f"{type(self).__name__} is not bound to a model. Use probes.run_probes(model, "
+                f"[probe], batches), or call probe.bind(ModelInfo.of(model)) before update()."
+            )
+        return self._info
+
+    def bind(self, info: ModelInfo, *, data: str = "unspecified", seed: int | None = None) -> "Probe":
+        """Attach the model facts and data description used for hooks and provenance."""
+        if self._state and self._info is not None and self._info != info:
+            raise ProbeStateError(
+                f"{type(self).__name__} already holds data from model {self._info.name!r}; "
+                f"create a new probe for {info.name!r}."
+            )
+        self._info, self._data, self._seed = info, data, seed
+        return self
+
+    def update(self, activations: Mapping[str, Tensor], batch: TokenBatch) -> None:
+        """Fold one batch: ``activations`` maps each of ``hook_names(info)`` to its tensor."""
+        info = self.info
+        missing = [name for name in self.hook_names(info) if name not in activations]
+        if missing:
+            raise ProbeStateError(
+                f"{type(self).__name__}.update() needs activations for {missing}; got "
+                f"{sorted(activations)}. Run it through probes.run_probes, which caches them."
+            )
+        self._update(activations, batch)
+        self._add(_N_SEQUENCES, torch.tensor(float(batch.tokens.shape[0])))
+        self._add(_N_TOKENS, torch.tensor(float(batch.tokens.numel())))
+
+    def _add(self, key: str, value: Tensor) -> None:
+        value = value.detach().to(torch.float64)
+        current = self._state.get(key)
+        self._state[key] = value.clone() if current is None else current + value.to(current.device)
+
+    @property
+    def n_sequences(self) -> int:
+        return int(self._state[_N_SEQUENCES]) if _N_SEQUENCES in self._state else 0
+
+    def state_dict(self) -> dict[str, Tensor]:
+        """A copy of the additive state (float64 tensors); all-reduce it with a sum to shard a run."""
+        return {key: value.clone() for key, value in self._state.items()}
+
+    def load_state_dict(self, state: Mapping[str, Tensor]) -> None:
+        self._state = {key: value.detach().to(torch.float64).clone() for key, value in state.items()}
+
+    def merge(self, other: "Probe") -> "Probe":
+        """Add ``other``'s state into this probe (in place) and return it."""
+        if type(other) is not type(self) or other.settings() != self.settings():
+            raise ProbeStateError(
+                f"Can only merge probes of one type and settings; got {type(self).__name__}"
+                f"{self.settings()} and {type(other).__name__}{other.settings()}."
+            )
+        if self._info is not None and other._info is not None and self._info != other._info:
+            raise ProbeStateError(
+                f"Cannot merge probes bound to different models ({self._info.name!r} vs {other._info.name!r})."
+            )
+        if self._state and other._state and self._state.keys() != other._state.keys():
+            raise ProbeStateError(
+                f"Cannot merge: the probes accumulated different quantities "
+                f"({sorted(self._state)} vs {sorted(other._state)})."
+            )
+        for key, value in other._state.items():
+            self._add(key, value)
+        if self._info is None:
+            self._info, self._data, self._seed = other._info, other._data, other._seed
+        return self
+
+    def compute(self) -> ProbeResult:
+        """The result over everything folded in so far. Raises before any data."""
+        if not self._state:
+            raise ProbeStateError(
+                f"{type(self).__name__}.compute() was called before any data: feed batches with "
+                f"probes.run_probes(model, [probe], batches) or probe.update(...) first."
+            )
+        info = self.info
+        provenance = Provenance(
+            model=info.name,
+            data=self._data,
+            probe=type(self).__name__,
+            settings=self.settings(),
+            seed=self._seed,
+            n_sequences=int(self._state[_N_SEQUENCES]),
+            n_tokens=int(self._state[_N_TOKENS]),
+        )
+        return self._compute(self._state, info, provenance)

@@ -1,0 +1,145 @@
+"""The only place that runs models: cache just the declared hooks, stop early, stream batches."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import torch
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from probes.batch import TokenBatch, as_token_batch
+from probes.errors import InputError, ModelError
+from probes.model_info import ModelInfo
+from probes.probe import Probe
+from probes.result import ProbeResult
+
+log = logging.getLogger(__name__)
+
+
+class _AllHooksCaptured(Exception):
+    """Raised from inside the forward pass once every needed hook has fired."""
+
+
+def model_device(model: Any) -> torch.device:
+    """The device of the model's first parameter (CPU for a model without parameters)."""
+    for parameter in model.parameters():
+        return parameter.device
+    return torch.device("cpu")
+
+
+def _is_bridge(model: Any) -> bool:
+    return type(model).__module__.startswith("transformer_lens.model_bridge")
+
+
+def capture(model: Any, batch: TokenBatch, hook_names: Sequence[str]) -> dict[str, Tensor]:
+    """Run ``model`` on ``batch`` until every hook in ``hook_names`` has fired; return their values.
+
+    The forward pass is cut short by an exception raised from the last needed hook, so the
+    layers after it (and the unembedding) never run.
+    """
+    needed = set(hook_names)
+    captured: dict[str, Tensor] = {}
+
+    def keeper(name: str):
+        def keep(tensor: Tensor, hook: Any) -> None:
+            captured[name] = tensor
+            if len(captured) == len(needed):
+                raise _AllHooksCaptured
+
+        return keep
+
+    kwargs: dict[str, Any] = {}
+    if batch.attention_mask is not None:
+        if not _is_bridge(model):
+            raise InputError(
+                "This batch has an attention_mask, but the model is a custom HookedRootModule whose "
+                "forward() takes no mask. Pass unpadded batches of equal length instead."
+            )
+        kwargs["attention_mask"] = batch.attention_mask
+    try:
+        model.run_with_hooks(batch.tokens, fwd_hooks=[(name, keeper(name)) for name in needed], **kwargs)
+    except _AllHooksCaptured:
+        pass
+    if len(captured) != len(needed):
+        raise ModelError(
+            f"The forward pass never fired {sorted(needed - set(captured))}. The model has these "
+            f"hook points but does not call them; check its forward()."
+        )
+    return captured
+
+
+def feed_probes(
+    model: Any,
+    probes: Sequence[Probe],
+    batches: Iterable[Tensor | TokenBatch],
+    *,
+    data: str = "unspecified",
+    seed: int | None = None,
+    progress: bool = True,
+    total: int | None = None,
+) -> ModelInfo:
+    """Bind ``probes`` to ``model`` and fold every batch into them (in place); no result.
+
+    This is the streaming core of :func:`run_probes`; call it directly to accumulate several
+    corpora into the same probes or to all-reduce their state before ``compute()``.
+    """
+    info = ModelInfo.of(model)
+    if not probes:
+        raise InputError("run_probes needs at least one probe; got an empty list.")
+    for probe in probes:
+        if not isinstance(probe, Probe):
+            raise InputError(f"Expected probes.Probe instances; got {type(probe).__name__}.")
+        probe.bind(info, data=data, seed=seed)
+    hook_names = sorted({name for probe in probes for name in probe.hook_names(info)})
+    unknown = [name for name in hook_names if name not in model.hook_dict]
+    if unknown:
+        raise ModelError(f"The probes read hooks this model does not have: {unknown}.")
+    device = model_device(model)
+    if total is None and hasattr(batches, "__len__"):
+        total = len(batches)  # type: ignore[arg-type]
+    was_training = getattr(model, "training", False)
+    if was_training:
+        model.eval()
+    n_batches = 0
+    try:
+        with torch.inference_mode():
+            for raw in tqdm(batches, total=total, desc="probing", unit="batch", disable=not progress):
+                batch = as_token_batch(raw, info).to(device)
+                activations = capture(model, batch, hook_names)
+                for probe in probes:
+                    probe.update({n: activations[n] for n in probe.hook_names(info)}, batch)
+                n_batches += 1
+    finally:
+        if was_training:
+            model.train()
+    if n_batches == 0:
+        raise InputError("No batches were given: the batch iterable was empty.")
+    log.info("probed %d batches on %s with %d probes", n_batches, info.name, len(probes))
+    return info
+
+
+def run_probes(
+    model: Any,
+    probes: Sequence[Probe],
+    batches: Iterable[Tensor | TokenBatch],
+    *,
+    data: str = "unspecified",
+    seed: int | None = None,
+    progress: bool = True,
+    total: int | None = None,
+) -> list[ProbeResult]:
+    """Run ``model`` once per batch, feed every probe, return their results in order.
+
+    Only the union of the probes' hooks is kept, the forward pass stops after the last of them,
+    nothing but the probes' running sums outlives a batch, and it all runs under
+    ``torch.inference_mode()``.
+
+    Example::
+
+        results = probes.run_probes(model, [probes.HeadScoreProbe()], [tokens])
+    """
+    feed_probes(model, probes, batches, data=data, seed=seed, progress=progress, total=total)
+    return [probe.compute() for probe in probes]
