@@ -1,0 +1,117 @@
+"""The ``mechprobe`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from probes.errors import MechprobeError
+
+# name -> module with PRESETS (name -> frozen config) and run(config, out_dir, *, progress) -> summary dict
+TOY_EXPERIMENTS = {
+    "topic": "analyses.toy_topic",
+    "scansnap": "analyses.toy_scansnap",
+    "induction": "analyses.toy_induction",
+}
+
+
+def _toy_module(name: str):
+    return importlib.import_module(TOY_EXPERIMENTS[name])
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mechprobe",
+        description="Probe attention mechanisms (induction heads, topic attention, co-occurrence "
+        "ordering) in toy models and pretrained models with TransformerLens.",
+    )
+    parser.add_argument("--debug", action="store_true", help="show the full traceback on errors")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress messages")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    heads = sub.add_parser(
+        "heads",
+        help="score every head for induction, previous-token and duplicate-token behaviour",
+        description="Score every (layer, head) on repeated random tokens ([BOS] X X): the attention "
+        "mass on the token after the earlier copy (induction), on the previous token, and on earlier "
+        "copies of the current token (duplicate). Prints the top heads and optionally writes JSON.",
+    )
+    heads.add_argument("--model", required=True, metavar="SPEC",
+                       help="packaged name (smollm2-135m, minilm-l6), local checkpoint folder or hub name")
+    heads.add_argument("--seq-len", type=int, default=50, metavar="N", help="length of the repeated block (default 50)")
+    heads.add_argument("--batches", type=int, default=4, metavar="B", help="number of batches (default 4)")
+    heads.add_argument("--batch-size", type=int, default=8, metavar="R", help="sequences per batch (default 8)")
+    heads.add_argument("--seed", type=int, default=0, metavar="S", help="random seed of the tokens (default 0)")
+    heads.add_argument("--top", type=int, default=5, metavar="K", help="heads to print per kind (default 5)")
+    heads.add_argument("--json", metavar="PATH", help="write all scores as JSON to PATH")
+    heads.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+
+    toy = sub.add_parser("toy", help="train a paper's toy model and probe it",
+                         description="Train the toy model of one paper and write summary.json and figures.")
+    toy.add_argument("experiment", choices=sorted(TOY_EXPERIMENTS),
+                     help="topic (Li et al. 2023), scansnap (Tian et al. 2023), induction (Chen et al. 2024)")
+    toy.add_argument("--preset", default="fast", help="configuration preset (default fast); see --list-presets")
+    toy.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                     help="override one field of the preset's config (repeatable)")
+    toy.add_argument("--out", metavar="DIR", help="output folder (required unless --list-presets)")
+    toy.add_argument("--list-presets", action="store_true", help="print the presets and their settings, then exit")
+    toy.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+    return parser
+
+
+def _run_toy(args: argparse.Namespace) -> int:
+    from analyses.config_overrides import apply_overrides
+
+    module = _toy_module(args.experiment)
+    presets = module.PRESETS
+    if args.list_presets:
+        import dataclasses
+
+        for name, config in presets.items():
+            print(f"{name}: {json.dumps(dataclasses.asdict(config))}")
+        return 0
+    if args.preset not in presets:
+        raise MechprobeError(f"Unknown preset {args.preset!r} for {args.experiment}; choose from {', '.join(presets)}.")
+    if not args.out:
+        raise MechprobeError("mechprobe toy needs --out DIR (the folder for summary.json and figures).")
+    config = apply_overrides(presets[args.preset], args.overrides)
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise MechprobeError(f"--out {out} exists and is not a folder; choose another path.")
+    out.mkdir(parents=True, exist_ok=True)
+    summary = module.run(config, out, progress=not args.no_progress)
+    shown = {k: v for k, v in summary.items() if k not in ("settings", "sweep") and not isinstance(v, (dict, list))}
+    for key, value in shown.items():
+        print(f"{key}: {value:.4g}" if isinstance(value, float) else f"{key}: {value}")
+    print(f"wrote {out / 'summary.json'}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
+    from toymodels.errors import CheckpointError, ToyConfigError, TrainingDiverged
+
+    try:
+        if args.command == "heads":
+            from analyses.heads import run_heads
+
+            run_heads(args.model, seq_len=args.seq_len, batches=args.batches, batch_size=args.batch_size,
+                      seed=args.seed, json_path=args.json, top=args.top, progress=not args.no_progress)
+            return 0
+        return _run_toy(args)
+    except (MechprobeError, ToyConfigError, CheckpointError, TrainingDiverged, OSError) as error:
+        if args.debug:
+            raise
+        print(f"mechprobe: error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,59 @@
+"""``mechprobe heads``: head scores of a model, printed as a table and written as JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from probes import HEAD_SCORE_KINDS, HeadScores, head_scores, load_model
+from probes.atomic import atomic_write_text
+from probes.errors import InputError
+
+
+def heads_document(result: HeadScores, model_name: str, settings: dict[str, Any]) -> dict[str, Any]:
+    """The JSON document of ``mechprobe heads``."""
+    first = next(iter(result.scores.values()))
+    return {
+        "model": model_name,
+        "n_layers": int(first.shape[0]),
+        "n_heads": int(first.shape[1]),
+        "scores": {kind: table.tolist() for kind, table in result.scores.items()},
+        "chance": result.chance,
+        "settings": settings,
+        "provenance": {"versions": result.provenance.versions, "n_sequences": result.provenance.n_sequences},
+    }
+
+
+def format_top_heads(result: HeadScores, top: int) -> str:
+    """A plain-text table of the ``top`` heads of each kind with the chance level."""
+    lines = []
+    for kind in result.scores:
+        lines.append(f"{kind} (chance {result.chance[kind]:.3f})")
+        lines.append(f"  {'rank':>4}  {'layer':>5}  {'head':>4}  {'score':>6}")
+        for rank, (layer, head, score) in enumerate(result.top_heads(kind, top), start=1):
+            lines.append(f"  {rank:>4}  {layer:>5}  {head:>4}  {score:>6.3f}")
+    return "\n".join(lines)
+
+
+def run_heads(model_spec: str, *, seq_len: int, batches: int, batch_size: int, seed: int,
+              json_path: str | None, top: int, progress: bool) -> dict[str, Any]:
+    """Load ``model_spec``, score its heads on repeated random tokens, print and optionally save."""
+    if json_path is not None and not Path(json_path).parent.is_dir():
+        raise InputError(
+            f"Cannot write {json_path}: the folder {Path(json_path).parent} does not exist. "
+            f"Create it first or choose another --json path."
+        )
+    model = load_model(model_spec)
+    result = head_scores(model, seq_len=seq_len, n_batches=batches, batch_size=batch_size, seed=seed,
+                         progress=progress)
+    settings = {"protocol": "repeated_random_tokens", "seq_len": seq_len, "batches": batches,
+                "batch_size": batch_size, "seed": seed, "kinds": list(HEAD_SCORE_KINDS)}
+    document = heads_document(result, model_spec, settings)
+    print(f"{model_spec}: {document['n_layers']} layers x {document['n_heads']} heads, "
+          f"{result.provenance.n_sequences} sequences of [BOS] X X with |X| = {seq_len}")
+    print(format_top_heads(result, top))
+    if json_path is not None:
+        atomic_write_text(json_path, json.dumps(document, indent=2))
+        print(f"wrote {json_path}")
+    return document
