@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import platform
 from dataclasses import dataclass, field
@@ -118,22 +119,22 @@ class ProbeResult:
         return result_type(provenance=Provenance(**document["provenance"]), **values)
 
 
-def tensors_equal(a: ProbeResult, b: ProbeResult, *, atol: float = 0.0) -> bool:
-    """True when two results of one type hold the same values (tensors within ``atol``)."""
+def _values_close(x: Any, y: Any, atol: float, rtol: float) -> bool:
+    if isinstance(x, Tensor) and isinstance(y, Tensor):
+        return x.shape == y.shape and torch.allclose(x.double(), y.double(), atol=atol, rtol=rtol, equal_nan=True)
+    if isinstance(x, dict) and isinstance(y, dict):
+        return x.keys() == y.keys() and all(_values_close(x[k], y[k], atol, rtol) for k in x)
+    if isinstance(x, float) and isinstance(y, (int, float)):
+        return math.isclose(x, y, rel_tol=rtol, abs_tol=atol) or (math.isnan(x) and math.isnan(y))
+    return x == y
+
+
+def results_close(a: ProbeResult, b: ProbeResult, *, atol: float = 0.0, rtol: float = 1e-12) -> bool:
+    """True when two results of one type hold the same values (numbers within ``atol + rtol * |b|``), provenance aside."""
     if type(a) is not type(b):
         return False
-    for f in dataclasses.fields(a):
-        if f.name == "provenance":
-            continue
-        x, y = getattr(a, f.name), getattr(b, f.name)
-        if isinstance(x, Tensor):
-            if not torch.allclose(x.double(), y.double(), atol=atol, rtol=0):
-                return False
-        elif isinstance(x, dict) and x and all(isinstance(v, Tensor) for v in x.values()):
-            if x.keys() != y.keys() or not all(
-                torch.allclose(x[k].double(), y[k].double(), atol=atol, rtol=0) for k in x
-            ):
-                return False
-        elif x != y:
-            return False
-    return True
+    return all(
+        _values_close(getattr(a, f.name), getattr(b, f.name), atol, rtol)
+        for f in dataclasses.fields(a)
+        if f.name != "provenance"
+    )
