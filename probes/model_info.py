@@ -72,9 +72,10 @@ class ModelInfo:
         attention_dir = getattr(cfg, "attention_dir", None)
         causal = None if attention_dir is None else attention_dir == "causal"
         tokenizer = getattr(model, "tokenizer", None)
-        bos = getattr(tokenizer, "bos_token_id", None) if tokenizer is not None else None
+        # Encoders open with CLS (a bridge may also give BERT tokenizers a stand-in BOS); LMs with BOS.
+        bos = getattr(tokenizer, "cls_token_id", None) if tokenizer is not None else None
         if bos is None and tokenizer is not None:
-            bos = getattr(tokenizer, "cls_token_id", None)
+            bos = getattr(tokenizer, "bos_token_id", None)
         specials = tuple(sorted(set(getattr(tokenizer, "all_special_ids", []) or []))) if tokenizer else ()
         name = str(getattr(cfg, "model_name", None) or type(model).__name__)
         return cls(
