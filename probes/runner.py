@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import torch
@@ -80,11 +80,14 @@ def feed_probes(
     seed: int | None = None,
     progress: bool = True,
     total: int | None = None,
+    on_batch: Callable[[int, Sequence[Probe]], None] | None = None,
 ) -> ModelInfo:
     """Bind ``probes`` to ``model`` and fold every batch into them (in place); no result.
 
     This is the streaming core of :func:`run_probes`; call it directly to accumulate several
     corpora into the same probes or to all-reduce their state before ``compute()``.
+    ``on_batch(i, probes)`` runs after batch ``i`` is folded in (e.g. to snapshot per-batch
+    state for a bootstrap).
     """
     info = ModelInfo.of(model)
     if not probes:
@@ -111,6 +114,8 @@ def feed_probes(
                 activations = capture(model, batch, hook_names)
                 for probe in probes:
                     probe.update({n: activations[n] for n in probe.hook_names(info)}, batch)
+                if on_batch is not None:
+                    on_batch(n_batches, probes)
                 n_batches += 1
     finally:
         if was_training:
