@@ -51,6 +51,22 @@ def build_parser() -> argparse.ArgumentParser:
     heads.add_argument("--json", metavar="PATH", help="write all scores as JSON to PATH")
     heads.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
+    report = sub.add_parser(
+        "report", help="the main job: toy models and pretrained models side by side (report.md/.html, summary.json)",
+        description="Train the toy models of the three papers, run the same probes on pretrained models over a "
+        "real corpus with gensim LDA topics, and write report.md, a self-contained report.html and summary.json.",
+    )
+    report.add_argument("--model", dest="models", action="append", metavar="SPEC",
+                        help="pretrained model (repeatable; default: smollm2-135m and minilm-l6)")
+    report.add_argument("--corpus", default="wikipedia-excerpt", metavar="SPEC",
+                        help="wikipedia-excerpt (default, offline), wikitext-2[:split], wikitext-103[:split], "
+                        "a text file or a folder of .txt files")
+    report.add_argument("--fast", action="store_true", help="less text and fewer LDA passes (a few minutes)")
+    report.add_argument("--toy-preset", default="fast", metavar="P", help="preset of the toy models (default fast)")
+    report.add_argument("--no-toys", action="store_true", help="skip the toy models")
+    report.add_argument("--out", required=True, metavar="DIR", help="output folder (replaced when the report is complete)")
+    report.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+
     toy = sub.add_parser("toy", help="train a paper's toy model and probe it",
                          description="Train the toy model of one paper and write summary.json and figures.")
     toy.add_argument("experiment", choices=sorted(TOY_EXPERIMENTS),
@@ -92,6 +108,22 @@ def _run_toy(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_report(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from analyses.report import ReportConfig, run_report
+
+    changes: dict = {"corpus": args.corpus, "toy_preset": args.toy_preset}
+    if args.models:
+        changes["models"] = tuple(args.models)
+    if args.no_toys:
+        changes["toys"] = ()
+    config = ReportConfig.fast(**changes) if args.fast else dataclasses.replace(ReportConfig(), **changes)
+    path = run_report(config, args.out, progress=not args.no_progress)
+    print(f"report written: {path} (also report.md and summary.json in {path.parent})")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -105,6 +137,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             run_heads(args.model, seq_len=args.seq_len, batches=args.batches, batch_size=args.batch_size,
                       seed=args.seed, json_path=args.json, top=args.top, progress=not args.no_progress)
             return 0
+        if args.command == "report":
+            return _run_report(args)
         return _run_toy(args)
     except (MechprobeError, ToyConfigError, CheckpointError, TrainingDiverged, OSError) as error:
         if args.debug:

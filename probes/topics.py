@@ -35,6 +35,7 @@ class TopicConfig:
     n_topics: int = 20
     passes: int = 5
     iterations: int = 100
+    chunksize: int = 500
     alpha: Literal["symmetric", "asymmetric", "auto"] = "symmetric"
     no_below: int = 5
     no_above: float = 0.3
@@ -46,7 +47,7 @@ class TopicConfig:
     top_fraction: float = 0.05
 
     def __post_init__(self) -> None:
-        for name in ("n_topics", "passes", "iterations", "keep_n", "min_word_length", "no_below"):
+        for name in ("n_topics", "passes", "iterations", "chunksize", "keep_n", "min_word_length", "no_below"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name} must be a positive integer; got {value!r}.")
@@ -131,7 +132,7 @@ def train_topic_model(documents: Iterable[Document | str], config: TopicConfig =
         )
     bows = [dictionary.doc2bow(t) for t in texts]
     lda = LdaModel(bows, id2word=dictionary, num_topics=config.n_topics, passes=config.passes,
-                   iterations=config.iterations, alpha=config.alpha, random_state=config.seed)
+                   iterations=config.iterations, chunksize=config.chunksize, alpha=config.alpha, random_state=config.seed)
     log.info("trained LDA: %d topics, %d words, %d documents", config.n_topics, len(dictionary), len(texts))
     return TopicModel(lda, dictionary, config, len(texts))
 

@@ -1,0 +1,112 @@
+"""``mechprobe report``: toy models of the three papers and pretrained models on real text, side by side."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import logging
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from analyses.compare import ToyRun, compare
+from analyses.pretrained import PretrainedConfig, PretrainedRun, probe_pretrained
+from probes.atomic import atomic_directory
+from probes.corpora import iter_documents
+from probes.errors import ConfigError, InputError
+from probes.topics import TopicConfig, assign_word_topics, train_topic_model
+
+log = logging.getLogger(__name__)
+
+TOY_MODULES = {"topic": "analyses.toy_topic", "scansnap": "analyses.toy_scansnap", "induction": "analyses.toy_induction"}
+
+
+@dataclass(frozen=True)
+class ReportConfig:
+    """What the report trains, reads and probes (the offline defaults need no network)."""
+
+    models: tuple[str, ...] = ("smollm2-135m", "minilm-l6")
+    corpus: str = "wikipedia-excerpt"
+    toys: tuple[str, ...] = ("topic", "scansnap", "induction")
+    toy_preset: str = "fast"
+    max_documents: int = 4000
+    min_chars: int = 200
+    topics: TopicConfig = field(default_factory=TopicConfig)
+    pretrained: PretrainedConfig = field(default_factory=PretrainedConfig)
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        unknown = [t for t in self.toys if t not in TOY_MODULES]
+        if unknown:
+            raise ConfigError(f"Unknown toy settings {unknown}; choose from {', '.join(TOY_MODULES)}.")
+        if not self.models and not self.toys:
+            raise ConfigError("The report needs at least one pretrained model or one toy setting.")
+        if self.max_documents < 2 or self.min_chars < 1:
+            raise ConfigError(f"max_documents must be >= 2 and min_chars >= 1; got {self.max_documents}, {self.min_chars}.")
+
+    @classmethod
+    def fast(cls, **changes: Any) -> "ReportConfig":
+        """Less text and fewer LDA passes: the whole report in a few minutes on 2 CPU cores."""
+        base = cls(max_documents=2000, pretrained=PretrainedConfig(max_batches=8, n_boot=500))
+        return dataclasses.replace(base, **changes)
+
+
+def run_toys(config: ReportConfig, folder: Path, *, progress: bool) -> dict[str, ToyRun]:
+    runs = {}
+    for name in config.toys:
+        module = importlib.import_module(TOY_MODULES[name])
+        if config.toy_preset not in module.PRESETS:
+            raise ConfigError(f"The {name} toy has no preset {config.toy_preset!r}; choose from {', '.join(module.PRESETS)}.")
+        out = folder / "toy" / name
+        out.mkdir(parents=True, exist_ok=True)
+        start = time.perf_counter()
+        summary = module.run(module.PRESETS[config.toy_preset], out, progress=progress)
+        log.info("toy %s: %.1f s", name, time.perf_counter() - start)
+        runs[name] = ToyRun(name, summary, out)
+    return runs
+
+
+def run_report(config: ReportConfig, out_dir: str | Path, *, progress: bool = True,
+               echo=print) -> Path:
+    """Build the whole report into ``out_dir`` (replaced only when complete); return report.html's path."""
+    out_dir = Path(out_dir)
+    if not out_dir.parent.is_dir():
+        raise InputError(f"Cannot write the report to {out_dir}: the folder {out_dir.parent} does not exist.")
+    timings: dict[str, float] = {}
+    with atomic_directory(out_dir) as tmp:
+        start = time.perf_counter()
+        documents = []
+        if config.models:
+            echo(f"reading corpus {config.corpus} ...")
+            documents = list(iter_documents(config.corpus, unit="paragraph", min_chars=config.min_chars,
+                                            max_documents=config.max_documents))
+            echo(f"training LDA ({config.topics.n_topics} topics) on {len(documents)} paragraphs ...")
+            topic_model = train_topic_model(documents, config.topics)
+            topic_model.save(tmp / "topics")
+            word_topics = assign_word_topics(topic_model)
+            if not word_topics:
+                raise InputError("LDA assigned no word to a topic; lower topics.threshold or use more text.")
+            random.Random(config.seed).shuffle(documents)
+        timings["corpus_and_topics_s"] = time.perf_counter() - start
+        toy_runs = {}
+        if config.toys:
+            echo(f"training toy models ({', '.join(config.toys)}; preset {config.toy_preset}) ...")
+            start = time.perf_counter()
+            toy_runs = run_toys(config, tmp, progress=progress)
+            timings["toys_s"] = time.perf_counter() - start
+        pretrained: dict[str, PretrainedRun] = {}
+        for spec in config.models:
+            echo(f"probing {spec} ...")
+            start = time.perf_counter()
+            pretrained[spec] = probe_pretrained(spec, documents, word_topics, config.pretrained, progress=progress,
+                                                data=f"{config.corpus} paragraphs")
+            timings[f"{spec}_s"] = time.perf_counter() - start
+        corpus = {"name": config.corpus, "documents": len(documents)}
+        if config.models:
+            corpus.update({"topic_words": len(word_topics),
+                           "topics": [topic_model.top_words(t, 8) for t in range(config.topics.n_topics)]})
+        settings = dataclasses.asdict(config) | {"timings_s": timings}
+        compare(toy_runs, pretrained, folder=tmp, corpus=corpus, settings=settings).write(tmp)
+    return out_dir / "report.html"
