@@ -226,8 +226,8 @@ def cooccurrence_summary(attention: KeyTokenAttention, labels: Tensor, best: tup
 
 def probe_pretrained(model_spec: Any, documents: Sequence[Any], word_topics: Mapping[str, int],
                      config: PretrainedConfig = PretrainedConfig(), *, progress: bool = True,
-                     data: str = "corpus") -> PretrainedRun:
-    """Run the whole probe suite on one pretrained model (see the module docstring).
+                     data: str = "corpus", name: str | None = None) -> PretrainedRun:
+    """Run the whole probe suite on one pretrained model (a spec for :func:`probes.load_model` or a loaded model).
 
     Example: ``probe_pretrained("minilm-l6", docs, assign_word_topics(topic_model))``.
     """
@@ -268,7 +268,7 @@ def probe_pretrained(model_spec: Any, documents: Sequence[Any], word_topics: Map
     embedding = embedding_similarity_with_ci(model.W_E, token_map.labels, n_boot=config.n_boot, seed=config.seed)
     cooccurrence = cooccurrence_summary(pair_result, token_map.labels, best, top_n=config.control_top_n,
                                         n_boot=config.n_boot, seed=config.seed)
-    name = model_spec if isinstance(model_spec, str) else info.name
+    name = name or (model_spec if isinstance(model_spec, str) else info.name)
     return PretrainedRun(
         model=name, info=info, token_map=token_map, protocol=protocol, text_heads=text_heads,
         generalized=generalized_result, topic=topic_result, topic_best_head=best, topic_ratio_ci=ratio_ci,

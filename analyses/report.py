@@ -16,6 +16,7 @@ from analyses.pretrained import PretrainedConfig, PretrainedRun, probe_pretraine
 from probes.atomic import atomic_directory
 from probes.corpora import iter_documents
 from probes.errors import ConfigError, InputError
+from probes.loading import load_model
 from probes.topics import TopicConfig, assign_word_topics, train_topic_model
 
 log = logging.getLogger(__name__)
@@ -77,6 +78,8 @@ def run_report(config: ReportConfig, out_dir: str | Path, *, progress: bool = Tr
     timings: dict[str, float] = {}
     with atomic_directory(out_dir) as tmp:
         start = time.perf_counter()
+        # Load every model first: a bad spec fails before any slow work.
+        models = {spec: load_model(spec) for spec in config.models}
         documents = []
         if config.models:
             echo(f"reading corpus {config.corpus} ...")
@@ -97,11 +100,11 @@ def run_report(config: ReportConfig, out_dir: str | Path, *, progress: bool = Tr
             toy_runs = run_toys(config, tmp, progress=progress)
             timings["toys_s"] = time.perf_counter() - start
         pretrained: dict[str, PretrainedRun] = {}
-        for spec in config.models:
+        for spec, model in models.items():
             echo(f"probing {spec} ...")
             start = time.perf_counter()
-            pretrained[spec] = probe_pretrained(spec, documents, word_topics, config.pretrained, progress=progress,
-                                                data=f"{config.corpus} paragraphs")
+            pretrained[spec] = probe_pretrained(model, documents, word_topics, config.pretrained, progress=progress,
+                                                data=f"{config.corpus} paragraphs", name=spec)
             timings[f"{spec}_s"] = time.perf_counter() - start
         corpus = {"name": config.corpus, "documents": len(documents)}
         if config.models:

@@ -1,0 +1,119 @@
+"""The pretrained suite on real text and the toy-vs-pretrained report (MiniLM, Wikipedia excerpt, gensim LDA)."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+import torch
+
+import probes
+from analyses.cli import main
+from analyses.compare import ToyRun, compare
+from analyses.pretrained import PretrainedConfig, probe_pretrained
+from analyses.render_check import colourful_fraction, find_chromium, screenshot
+from probes.corpora import iter_documents
+from probes.text_batches import text_token_batches
+from probes.topic_attention import TopicAttentionProbe
+from probes.topics import TopicConfig, assign_word_topics, token_topic_labels, train_topic_model
+
+CONFIG = PretrainedConfig(seq_len=64, batch_size=4, max_batches=6, n_pair_tokens=60, n_boot=200,
+                          protocol_seq_len=20, protocol_batches=1)
+
+
+@pytest.fixture(scope="module")
+def corpus_and_topics():
+    documents = list(iter_documents("wikipedia-excerpt", min_chars=200, max_documents=1500))
+    topic_model = train_topic_model(documents, TopicConfig(n_topics=10, passes=2))
+    random.Random(0).shuffle(documents)
+    return documents, assign_word_topics(topic_model)
+
+
+@pytest.fixture(scope="module")
+def minilm_run(corpus_and_topics):
+    documents, word_topics = corpus_and_topics
+    return probe_pretrained("minilm-l6", documents, word_topics, CONFIG, progress=False)
+
+
+@pytest.mark.slow
+def test_topic_numbers_match_a_separate_probe_run(minilm_run, corpus_and_topics, minilm):
+    documents, word_topics = corpus_and_topics
+    info = probes.ModelInfo.of(minilm)
+    labels = token_topic_labels(word_topics, minilm.tokenizer, info.d_vocab).labels
+    batches = list(text_token_batches(documents, minilm.tokenizer, info, seq_len=64, batch_size=4, max_batches=6))
+    (alone,) = probes.run_probes(minilm, [TopicAttentionProbe(labels)], batches, progress=False)
+    torch.testing.assert_close(alone.ratio, minilm_run.topic.ratio)
+    l, h = minilm_run.topic_best_head
+    gap = alone.mean["same_topic"] - alone.mean["different_topic"]
+    assert gap[l, h] == gap.max()
+    low, high = minilm_run.topic_ratio_ci
+    assert low <= float(alone.ratio[l, h]) <= high
+
+
+@pytest.mark.slow
+def test_summary_schema_and_intervals(minilm_run):
+    summary = json.loads(json.dumps(minilm_run.summary()))
+    ratio = summary["same_topic_attention_ratio"]
+    assert len(ratio["best_head"]) == 2 and ratio["ci"][0] <= ratio["value"] <= ratio["ci"][1]
+    assert -1 <= summary["embedding_cosine_same"] <= 1 and -1 <= summary["embedding_cosine_different"] <= 1
+    gap_low, gap_high = summary["embedding"]["cosine_gap_ci"]
+    assert gap_low <= summary["embedding"]["cosine_gap"] <= gap_high
+    assert -1 <= summary["cooccurrence_spearman"] <= 1
+    assert len(summary["induction_top_heads"]) == 5 and all(len(row) == 3 for row in summary["induction_top_heads"])
+    # MiniLM layer 0 keeps a near-perfect previous-token head on natural text too
+    assert summary["previous_token_top_heads"][0][2] > 0.8
+
+
+@pytest.mark.slow
+def test_report_renders_with_figures(minilm_run, tmp_path):
+    toy = tmp_path / "toy"
+    toy.mkdir()
+    toy_summary = {"same_topic_attention": 0.03, "different_topic_attention": 0.01, "attention_ratio": 3.0,
+                   "chance_ratio": 1.0, "embedding_same_topic_cosine": 0.9, "embedding_different_topic_cosine": -0.1}
+    report = compare({"topic": ToyRun("topic", toy_summary, toy)}, {"minilm-l6": minilm_run}, folder=tmp_path,
+                     corpus={"name": "wikipedia-excerpt"})
+    page = report.write(tmp_path)
+    markdown = (tmp_path / "report.md").read_text()
+    assert "| toy: 1-layer masked LM on LDA data (Li et al.) | L0H0 | 0.030 | 0.010 | 3.000 |" in markdown
+    assert json.loads((tmp_path / "summary.json").read_text())["pretrained"]["minilm-l6"]["n_layers"] == 6
+    if find_chromium() is not None:
+        assert colourful_fraction(screenshot(page, tmp_path / "shot.png")) > 0.01
+
+
+@pytest.mark.slow
+def test_no_topic_word_in_the_vocabulary(corpus_and_topics):
+    documents, _ = corpus_and_topics
+    with pytest.raises(probes.InputError, match="None of the topic words"):
+        probe_pretrained("minilm-l6", documents, {"qzxjvkwplm": 0, "vvxqqzjk": 1}, CONFIG, progress=False)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--corpus", "/no/such/corpus.txt"], "Unknown corpus"),
+    (["--model", "./no/such/model"], "No model folder"),
+])
+def test_report_bad_input_leaves_nothing(tmp_path, capsys, argv, message):
+    out = tmp_path / "report"
+    assert main(["report", "--no-toys", "--fast", "--no-progress", "--out", str(out), *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_report_on_an_empty_corpus(tmp_path, capsys):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("", encoding="utf-8")
+    out = tmp_path / "report"
+    assert main(["report", "--no-toys", "--fast", "--no-progress", "--corpus", str(empty), "--model", "minilm-l6",
+                 "--out", str(out)]) == 2
+    assert "holds no text" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_report_with_a_model_that_is_not_hookable(tmp_path, capsys):
+    folder = tmp_path / "not_a_model"
+    folder.mkdir()
+    out = tmp_path / "report"
+    assert main(["report", "--no-toys", "--fast", "--no-progress", "--model", str(folder), "--out", str(out)]) == 2
+    assert "config.json" in capsys.readouterr().err
+    assert not out.exists()
