@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -24,7 +25,12 @@ RESULT_TENSORS = "tensors.safetensors"
 
 
 def library_versions() -> dict[str, str]:
-    """Versions of the packages that decide a probe's numbers."""
+    """Versions of the packages that decide a probe's numbers (read once per process)."""
+    return dict(_library_versions())
+
+
+@functools.lru_cache(maxsize=1)
+def _library_versions() -> dict[str, str]:
     versions = {"python": platform.python_version()}
     for package in ("mechprobe", "torch", "transformer-lens", "transformers"):
         try:

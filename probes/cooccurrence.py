@@ -1,0 +1,209 @@
+"""Co-occurrence ordering: does attention on key tokens follow their co-occurrence with the query?
+
+Co-occurrence counts use the same pairs as :mod:`probes.key_token_attention`: for every query row
+holding a query token, every visible key position holding a key token adds one to
+``counts[query, key]`` (by default: all positions, keys before the query, the query excluded).
+:func:`count_cooccurrence` does this on a corpus without a model, vectorised as one
+``torch.bincount`` over pair ids per chunk; the attention probe records the same counts of the
+tokens it was fed (``KeyTokenAttention.occurrences``). A generator's known distribution (e.g.
+``P(l | m)``) can be used instead.
+
+:func:`cooccurrence_ordering` ranks, for each (layer, head, query token), the key tokens by their
+attention and by their co-occurrence and reports Spearman's rho (Pearson correlation of average
+ranks) and Kendall's tau-b, over the keys that co-occur with the query at least once (optionally
+restricted to a given subset, e.g. a fact's distinct tokens). The default attention measure is
+``per_occurrence`` (the attention one occurrence receives): the ``mass`` measure correlates with
+co-occurrence even under uniform attention, because frequent keys collect more mass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from probes.errors import ConfigError, InputError
+from probes.key_token_attention import (
+    KeyTokenAttention,
+    PairSpec,
+    QueryPosition,
+    query_rows,
+    token_index,
+    visible_pairs,
+)
+from probes.result import ProbeResult
+
+CHUNK_PAIRS = 20_000_000
+
+
+def count_cooccurrence(
+    corpus: Tensor | Iterable[Tensor],
+    query_tokens: Sequence[int] | Tensor,
+    key_tokens: Sequence[int] | Tensor,
+    *,
+    query_position: QueryPosition = "all",
+    causal: bool = True,
+    exclude_self: bool = True,
+    window: int | None = None,
+) -> Float[Tensor, "query key"]:
+    """``counts[i, j]``: (query row holding ``query_tokens[i]``, visible key holding ``key_tokens[j]``) pairs.
+
+    ``corpus`` is an integer tensor [batch pos] or an iterable of them (sequences of one batch
+    have equal length; every position counts). Sequences are processed in chunks so that at most
+    about ``CHUNK_PAIRS`` candidate pairs exist at once.
+
+    Example: ``count_cooccurrence(torch.tensor([[5, 7, 5]]), [5], [7])`` is ``[[1.]]`` (only the
+    second 5 sees the 7 before it).
+    """
+    spec = PairSpec(query_position, causal, exclude_self, window)
+    queries, keys = list(torch.as_tensor(query_tokens).tolist()), list(torch.as_tensor(key_tokens).tolist())
+    if not queries or not keys:
+        raise ConfigError("query_tokens and key_tokens must be non-empty lists of token ids.")
+    batches = [corpus] if isinstance(corpus, Tensor) else list(corpus)
+    if not batches:
+        raise InputError("The corpus is empty: pass an integer tensor [batch, pos] or a list of them.")
+    counts = torch.zeros(len(queries) * len(keys), dtype=torch.float64)
+    for tokens in batches:
+        if not isinstance(tokens, Tensor) or tokens.ndim != 2 or tokens.dtype.is_floating_point:
+            raise InputError(
+                f"Corpus batches must be integer tensors [batch, pos]; got "
+                f"{type(tokens).__name__} {tuple(getattr(tokens, 'shape', ()))}."
+            )
+        if tokens.numel() == 0:
+            continue
+        d_vocab = int(max(tokens.max().item(), max(queries), max(keys))) + 1
+        if int(tokens.min()) < 0:
+            raise InputError(f"Token ids must be >= 0; got {int(tokens.min())}.")
+        query_index = token_index(queries, d_vocab, "query_tokens").to(tokens.device)
+        key_index = token_index(keys, d_vocab, "key_tokens").to(tokens.device)
+        n_pos = tokens.shape[1]
+        chunk = max(1, CHUNK_PAIRS // (n_pos * n_pos))
+        for start in range(0, tokens.shape[0], chunk):
+            part = tokens[start : start + chunk].long()
+            valid = torch.ones_like(part, dtype=torch.bool)
+            b_idx, q_idx, q_tok = query_rows(part, valid, query_index, spec.query_position)
+            mask, key_idx = visible_pairs(part, valid, b_idx, q_idx, key_index, spec)
+            pair_ids = (q_tok[:, None] * len(keys) + key_idx)[mask]
+            counts += torch.bincount(pair_ids, minlength=counts.numel()).to(counts)
+    return counts.reshape(len(queries), len(keys))
+
+
+def average_ranks(x: Float[Tensor, "... n"]) -> Float[Tensor, "... n"]:
+    """Ranks from 1 along the last axis; ties get the mean of the ranks they span."""
+    x = x.double()
+    below = (x[..., None, :] < x[..., :, None]).sum(-1, dtype=torch.float64)
+    equal = (x[..., None, :] == x[..., :, None]).sum(-1, dtype=torch.float64)
+    return below + (equal + 1) / 2
+
+
+def spearman(x: Float[Tensor, "... n"], y: Float[Tensor, "... n"]) -> Float[Tensor, "..."]:
+    """Spearman's rho along the last axis (NaN when either side is constant or n < 2)."""
+    rx, ry = average_ranks(x), average_ranks(y)
+    rx, ry = rx - rx.mean(-1, keepdim=True), ry - ry.mean(-1, keepdim=True)
+    denominator = (rx.square().sum(-1) * ry.square().sum(-1)).sqrt()
+    return torch.where(denominator > 0, (rx * ry).sum(-1) / denominator, torch.full_like(denominator, float("nan")))
+
+
+def kendall_tau_b(x: Float[Tensor, "... n"], y: Float[Tensor, "... n"]) -> Float[Tensor, "..."]:
+    """Kendall's tau-b along the last axis (ties corrected; NaN when either side is constant)."""
+    sx = torch.sign(x.double()[..., :, None] - x.double()[..., None, :])
+    sy = torch.sign(y.double()[..., :, None] - y.double()[..., None, :])
+    denominator = (sx.abs().sum((-1, -2)) * sy.abs().sum((-1, -2))).sqrt()
+    return torch.where(denominator > 0, (sx * sy).sum((-1, -2)) / denominator,
+                       torch.full_like(denominator, float("nan")))
+
+
+@dataclass(frozen=True)
+class CooccurrenceOrdering(ProbeResult):
+    """Rank correlation of attention with co-occurrence per (layer, head, query token).
+
+    ``spearman``, ``kendall``: [layer head query]; ``n_keys``: [query] how many keys were ranked;
+    ``measure``: the attention measure; ``source``: "corpus" (counts of the probed tokens) or "given".
+    """
+
+    query_tokens: Tensor
+    spearman: Tensor
+    kendall: Tensor
+    n_keys: Tensor
+    measure: str
+    source: str
+
+    def to_dataframe(self):
+        """One row per (layer, head, query token)."""
+        import pandas as pd
+
+        n_layers, n_heads, n_q = self.spearman.shape
+        rows = [
+            {"layer": l, "head": h, "query_token": int(self.query_tokens[q]),
+             "spearman": float(self.spearman[l, h, q]), "kendall": float(self.kendall[l, h, q]),
+             "n_keys": int(self.n_keys[q])}
+            for l in range(n_layers) for h in range(n_heads) for q in range(n_q)
+        ]
+        return pd.DataFrame(rows)
+
+
+def cooccurrence_ordering(
+    attention: KeyTokenAttention,
+    cooccurrence: Float[Tensor, "query key"] | None = None,
+    *,
+    keys: Sequence[int] | Mapping[int, Sequence[int]] | None = None,
+    measure: Literal["per_occurrence", "mass"] = "per_occurrence",
+) -> CooccurrenceOrdering:
+    """Spearman and Kendall between attention on key tokens and their co-occurrence with each query.
+
+    ``cooccurrence`` is aligned with ``attention.query_tokens`` x ``attention.key_tokens`` (counts
+    or probabilities; ``None`` uses the counts of the tokens the probe saw). ``keys`` restricts the
+    ranked key tokens: one list for every query, or ``{query token: list}``. Keys that never
+    co-occurred with the query in the probed data are left out.
+
+    Example::
+
+        ordering = cooccurrence_ordering(result, data_probs, keys={30: distinct_tokens})
+        ordering.spearman[0, 0]
+    """
+    if measure not in ("per_occurrence", "mass"):
+        raise ConfigError(f"measure must be 'per_occurrence' or 'mass'; got {measure!r}.")
+    n_q, n_k = attention.occurrences.shape
+    source = "corpus" if cooccurrence is None else "given"
+    reference = attention.occurrences if cooccurrence is None else torch.as_tensor(cooccurrence)
+    if tuple(reference.shape) != (n_q, n_k):
+        raise InputError(
+            f"cooccurrence must be [query, key] = {(n_q, n_k)} (aligned with the probe's query_tokens and "
+            f"key_tokens); got {tuple(reference.shape)}."
+        )
+    values = getattr(attention, measure).double()
+    n_layers, n_heads = values.shape[:2]
+    rho = torch.full((n_layers, n_heads, n_q), float("nan"), dtype=torch.float64)
+    tau = rho.clone()
+    n_keys = torch.zeros(n_q, dtype=torch.long)
+    key_position = {int(t): i for i, t in enumerate(attention.key_tokens)}
+    for q in range(n_q):
+        selected = attention.occurrences[q] > 0
+        subset = keys.get(int(attention.query_tokens[q])) if isinstance(keys, Mapping) else keys
+        if subset is not None:
+            unknown = [int(k) for k in subset if int(k) not in key_position]
+            if unknown:
+                raise InputError(f"keys {unknown[:10]} were not tracked by the probe (its key_tokens).")
+            in_subset = torch.zeros(n_k, dtype=torch.bool)
+            in_subset[[key_position[int(k)] for k in subset]] = True
+            selected &= in_subset
+        n_keys[q] = int(selected.sum())
+        if n_keys[q] >= 2:
+            x = values[:, :, q][:, :, selected]
+            y = reference[q][selected].double().expand_as(x)
+            rho[:, :, q], tau[:, :, q] = spearman(x, y), kendall_tau_b(x, y)
+    return CooccurrenceOrdering(
+        provenance=attention.provenance, query_tokens=attention.query_tokens, spearman=rho.float(),
+        kendall=tau.float(), n_keys=n_keys, measure=measure, source=source,
+    )
+
+
+def cooccurrence_probability(counts: Float[Tensor, "query key"]) -> Float[Tensor, "query key"]:
+    """``P(key | query)``: counts normalised over the keys of each query (rows without counts stay 0)."""
+    totals = counts.sum(-1, keepdim=True)
+    return torch.where(totals > 0, counts / totals.clamp_min(1e-300), torch.zeros_like(counts))
+
