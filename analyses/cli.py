@@ -24,6 +24,12 @@ def _toy_module(name: str):
     return importlib.import_module(TOY_EXPERIMENTS[name])
 
 
+def _add_device_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--device", default="cpu", metavar="DEV", help="cpu (default), cuda, cuda:1, mps ...")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"],
+                        help="weights of pretrained models (probes accumulate in float64 regardless)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mechprobe",
@@ -49,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     heads.add_argument("--seed", type=int, default=0, metavar="S", help="random seed of the tokens (default 0)")
     heads.add_argument("--top", type=int, default=5, metavar="K", help="heads to print per kind (default 5)")
     heads.add_argument("--json", metavar="PATH", help="write all scores as JSON to PATH")
+    _add_device_flags(heads)
     heads.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
     report = sub.add_parser(
@@ -65,7 +72,10 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--toy-preset", default="fast", metavar="P", help="preset of the toy models (default fast)")
     report.add_argument("--no-toys", action="store_true", help="skip the toy models")
     report.add_argument("--out", required=True, metavar="DIR", help="output folder (replaced when the report is complete)")
+    report.add_argument("--batch-size", type=int, metavar="R", help="sequences per batch on pretrained models")
+    report.add_argument("--max-batches", type=int, metavar="B", help="batches of text per pretrained model")
     report.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+    _add_device_flags(report)
 
     toy = sub.add_parser("toy", help="train a paper's toy model and probe it",
                          description="Train the toy model of one paper and write summary.json and figures.")
@@ -113,12 +123,16 @@ def _run_report(args: argparse.Namespace) -> int:
 
     from analyses.report import ReportConfig, run_report
 
-    changes: dict = {"corpus": args.corpus, "toy_preset": args.toy_preset}
+    changes: dict = {"corpus": args.corpus, "toy_preset": args.toy_preset, "device": args.device,
+                     "dtype": args.dtype}
     if args.models:
         changes["models"] = tuple(args.models)
     if args.no_toys:
         changes["toys"] = ()
     config = ReportConfig.fast(**changes) if args.fast else dataclasses.replace(ReportConfig(), **changes)
+    sizes = {k: v for k, v in (("batch_size", args.batch_size), ("max_batches", args.max_batches)) if v is not None}
+    if sizes:
+        config = dataclasses.replace(config, pretrained=dataclasses.replace(config.pretrained, **sizes))
     path = run_report(config, args.out, progress=not args.no_progress)
     print(f"report written: {path} (also report.md and summary.json in {path.parent})")
     return 0
@@ -135,7 +149,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from analyses.heads import run_heads
 
             run_heads(args.model, seq_len=args.seq_len, batches=args.batches, batch_size=args.batch_size,
-                      seed=args.seed, json_path=args.json, top=args.top, progress=not args.no_progress)
+                      seed=args.seed, json_path=args.json, top=args.top, progress=not args.no_progress,
+                      device=args.device, dtype=args.dtype)
             return 0
         if args.command == "report":
             return _run_report(args)

@@ -9,6 +9,7 @@ from typing import Any
 from probes import HEAD_SCORE_KINDS, HeadScores, head_scores, load_model
 from probes.atomic import atomic_write_text
 from probes.errors import InputError
+from probes.loading import torch_dtype
 
 
 def heads_document(result: HeadScores, model_name: str, settings: dict[str, Any]) -> dict[str, Any]:
@@ -37,18 +38,20 @@ def format_top_heads(result: HeadScores, top: int) -> str:
 
 
 def run_heads(model_spec: str, *, seq_len: int, batches: int, batch_size: int, seed: int,
-              json_path: str | None, top: int, progress: bool) -> dict[str, Any]:
+              json_path: str | None, top: int, progress: bool, device: str = "cpu",
+              dtype: str = "float32") -> dict[str, Any]:
     """Load ``model_spec``, score its heads on repeated random tokens, print and optionally save."""
     if json_path is not None and not Path(json_path).parent.is_dir():
         raise InputError(
             f"Cannot write {json_path}: the folder {Path(json_path).parent} does not exist. "
             f"Create it first or choose another --json path."
         )
-    model = load_model(model_spec)
+    model = load_model(model_spec, device=device, dtype=torch_dtype(dtype))
     result = head_scores(model, seq_len=seq_len, n_batches=batches, batch_size=batch_size, seed=seed,
                          progress=progress)
     settings = {"protocol": "repeated_random_tokens", "seq_len": seq_len, "batches": batches,
-                "batch_size": batch_size, "seed": seed, "kinds": list(HEAD_SCORE_KINDS)}
+                "batch_size": batch_size, "seed": seed, "kinds": list(HEAD_SCORE_KINDS), "device": device,
+                "dtype": dtype}
     document = heads_document(result, model_spec, settings)
     print(f"{model_spec}: {document['n_layers']} layers x {document['n_heads']} heads, "
           f"{result.provenance.n_sequences} sequences of [BOS] X X with |X| = {seq_len}")

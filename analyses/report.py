@@ -16,7 +16,7 @@ from analyses.pretrained import PretrainedConfig, PretrainedRun, probe_pretraine
 from probes.atomic import atomic_directory
 from probes.corpora import iter_documents
 from probes.errors import ConfigError, InputError
-from probes.loading import load_model
+from probes.loading import load_model, torch_dtype
 from probes.topics import TopicConfig, assign_word_topics, train_topic_model
 
 log = logging.getLogger(__name__)
@@ -37,6 +37,8 @@ class ReportConfig:
     topics: TopicConfig = field(default_factory=TopicConfig)
     pretrained: PretrainedConfig = field(default_factory=PretrainedConfig)
     seed: int = 0
+    device: str = "cpu"
+    dtype: str = "float32"
 
     def __post_init__(self) -> None:
         unknown = [t for t in self.toys if t not in TOY_MODULES]
@@ -79,7 +81,7 @@ def run_report(config: ReportConfig, out_dir: str | Path, *, progress: bool = Tr
     with atomic_directory(out_dir) as tmp:
         start = time.perf_counter()
         # Load every model first: a bad spec fails before any slow work.
-        models = {spec: load_model(spec) for spec in config.models}
+        models = {spec: load_model(spec, device=config.device, dtype=torch_dtype(config.dtype)) for spec in config.models}
         documents = []
         if config.models:
             echo(f"reading corpus {config.corpus} ...")

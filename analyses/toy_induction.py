@@ -6,7 +6,8 @@ S = 3, n = 3, L = 100, alpha = 0.1, 9,000 / 1,000 sequences). Models:
 - ``model="simplified"`` (presets ``paper``, ``fast``): the paper's simplified model, trained by
   full-batch gradient descent on the last token, staged (c -> w -> a) or jointly. After every
   step the selector's subset weights ``c_S^2 / sum c^2`` and ``a`` are recorded (the parent-share
-  trajectory).
+  trajectory). ``model="full"`` (preset ``full``): the appendix's full model (layer-1 ``W_Q``,
+  ``W_K``, ``W_OV`` + relative position bias + normalisation), trained the same way.
 - ``model="standard"`` (preset ``standard``): a TransformerLens 2-layer model from
   ``build_standard_model`` (attention-only or with MLPs, standard or rotary positions), Adam on
   batches of fresh chains, next-token loss at every position.
@@ -43,7 +44,8 @@ from probes.model_info import ModelInfo
 from probes.runner import capture, run_probes
 from probes.selector import ParentSubsetAttention, ParentSubsetAttentionProbe, SelectorWeightProbe
 from toymodels.errors import ToyConfigError
-from toymodels.induction_models import SUBSET_WEIGHTS_HOOK, SimplifiedInductionConfig, SimplifiedInductionModel
+from toymodels.induction_models import (SUBSET_WEIGHTS_HOOK, FullInductionModel, SimplifiedInductionConfig,
+                                        SimplifiedInductionModel)
 from toymodels.induction_training import (SimplifiedTraining, all_token_loss, last_token_loss, train_on_fresh_chains,
                                           train_simplified)
 from toymodels.markov_data import MarkovConfig, bayes_optimal_loss, sample_markov_icl
@@ -63,7 +65,7 @@ class InductionExperimentConfig:
     ``checkpoint_every`` > 0 saves a resumable checkpoint in ``OUT/checkpoint``.
     """
 
-    model: Literal["simplified", "standard"] = "simplified"
+    model: Literal["simplified", "full", "standard"] = "simplified"
     n_states: int = 3
     order: int = 3
     seq_len: int = 100
@@ -125,7 +127,7 @@ PRESETS: dict[str, InductionExperimentConfig] = {
     "paper": InductionExperimentConfig(),
     "fast": InductionExperimentConfig(n_train=500, n_val=500, steps_c=20, steps_w=20, steps_a=60,
                                       probe_sequences=64, eval_seq_lens=(50, 200), eval_alphas=(0.05, 1.0)),
-    "full": InductionExperimentConfig(schedule="joint", n_steps=1000, lr_c=100.0, lr_w=10.0, lr_a=1.0),
+    "full": InductionExperimentConfig(model="full"),
     "standard": InductionExperimentConfig(model="standard", n_heads=4, n_steps=800, batch_size=32,
                                           n_val=256, eval_every=100, probe_sequences=128),
 }
@@ -133,10 +135,12 @@ PRESETS: dict[str, InductionExperimentConfig] = {
 
 # -- building and training ----------------------------------------------------------------------
 def _simplified(config: InductionExperimentConfig) -> SimplifiedInductionModel:
-    return SimplifiedInductionModel(SimplifiedInductionConfig(
+    model_class = FullInductionModel if config.model == "full" else SimplifiedInductionModel
+    return model_class(SimplifiedInductionConfig(
         n_states=config.n_states, n_heads=config.n_heads, max_subset=config.max_subset, window=config.window,
         n_ctx=max((config.seq_len,) + tuple(config.eval_seq_lens)) + 1, w_plus=config.w_plus,
-        w_minus=config.w_minus, c_init=config.c_init, a_init=config.a_init, seed=config.seed))
+        w_minus=config.w_minus, c_init=config.c_init, a_init=config.a_init, seed=config.seed,
+        model_name=f"chen-{config.model}"))
 
 
 def _standard(config: InductionExperimentConfig):
@@ -159,7 +163,7 @@ def train_model(config: InductionExperimentConfig, train_tokens: torch.Tensor, v
     torch.manual_seed(config.seed)
     generator = torch.Generator().manual_seed(config.seed + 1)
     checkpointer = _checkpointer(config, out_dir)
-    if config.model == "simplified":
+    if config.model in ("simplified", "full"):
         model = _simplified(config)
         labels = model.subset_labels
 
@@ -202,7 +206,7 @@ def true_head_subset(copier: CopierProfile, parents: list[int]) -> tuple[int, ..
 def probe_model(model: torch.nn.Module, config: InductionExperimentConfig, tokens: torch.Tensor) -> dict[str, Any]:
     """Run the copier, generalized-induction, parent-subset and (simplified) selector probes."""
     batches = list(tokens.split(32))
-    max_distance = max(config.window if config.model == "simplified" else 8, config.order)
+    max_distance = max(8 if config.model == "standard" else config.window, config.order)
     probes_ = [CopierProbe(max_distance), GeneralizedInductionProbe(config.order),
                ParentSubsetAttentionProbe(1, max_distance=config.order, max_subset=min(config.max_subset, config.order))]
     if isinstance(model, SimplifiedInductionModel):

@@ -148,7 +148,8 @@ class HeadScoreProbe(Probe):
 
     def _update(self, activations: Mapping[str, Tensor], batch: TokenBatch) -> None:
         info = self.info
-        patterns = [activations[pattern_hook(layer)] for layer in range(info.n_layers)]
+        # float32 at least: half-precision models still accumulate exactly enough (no-op for float32)
+        patterns = [activations[pattern_hook(layer)].float() for layer in range(info.n_layers)]
         n_batch, n_pos = batch.tokens.shape
         expected = (n_batch, info.n_heads, n_pos, n_pos)
         if tuple(patterns[0].shape) != expected:

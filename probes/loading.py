@@ -58,6 +58,16 @@ PACKAGED_MODELS: dict[str, PackagedModel] = {
 }
 
 
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    """``"float32"``, ``"float16"`` or ``"bfloat16"`` as a torch dtype (probes always accumulate in float64)."""
+    if name not in DTYPES:
+        raise ModelError(f"dtype must be one of {', '.join(DTYPES)}; got {name!r}.")
+    return DTYPES[name]
+
+
 def cache_dir() -> Path:
     """Where converted models are kept: ``$MECHPROBE_CACHE`` or ``~/.cache/mechprobe``."""
     return Path(os.environ.get("MECHPROBE_CACHE", Path.home() / ".cache" / "mechprobe"))

@@ -58,3 +58,15 @@ def test_heads_on_smollm2_finds_induction_heads(tmp_path, capsys):
     document = json.loads(out.read_text())
     best = max(max(row) for row in document["scores"]["induction"])
     assert best > 0.7
+
+
+def test_half_precision_scores_track_float32(tmp_path):
+    full, half = tmp_path / "full.json", tmp_path / "half.json"
+    common = ["heads", "--model", "minilm-l6", "--seq-len", "12", "--batches", "1", "--batch-size", "4", "--no-progress"]
+    assert main([*common, "--json", str(full)]) == 0
+    assert main([*common, "--json", str(half), "--dtype", "bfloat16"]) == 0
+    a, b = json.loads(full.read_text()), json.loads(half.read_text())
+    for kind in a["scores"]:
+        worst = max(abs(x - y) for row_a, row_b in zip(a["scores"][kind], b["scores"][kind]) for x, y in zip(row_a, row_b))
+        assert worst < 0.05, kind
+    assert b["settings"]["dtype"] == "bfloat16"
