@@ -1,0 +1,240 @@
+"""Same-topic vs different-topic vs same-token attention per (layer, head), from token topic labels.
+
+Labels: ``token_topics[v]`` is the topic of vocabulary id ``v`` (``-1`` = no topic, e.g. special
+tokens, stop words, or words LDA did not assign); ``has_topic`` (optional, bool [d_vocab]) marks
+more ids as unlabelled. A position is *labelled* when it is valid (see
+:class:`~probes.batch.TokenBatch`) and its token has a topic.
+
+Pairs: a query ``q`` and a key ``k != q`` that are both labelled and that the query can see
+(``k <= q`` for causal models, every key for bidirectional ones; keys with attention_mask 0 are
+never visible). Every pair falls into exactly one category:
+
+- ``same_token``: ``tok[k] == tok[q]``;
+- ``same_topic``: same topic, different token;
+- ``different_topic``: different topics.
+
+The score of a category is the mean attention weight over its pairs (over all batches)::
+
+    mean[l, h] = sum_{(b, q, k) in category} A[b, l, h, q, k] / #category
+
+``chance`` is the same mean for a head that attends uniformly to the keys its query can see
+(``1 / #visible(q)`` per pair), and ``ratio = same_topic / different_topic`` (chance ratio ~1).
+``by_topic[l, h, s, t]`` is the mean attention from topic-``s`` queries to topic-``t`` keys over
+all pairs. Everything is a running sum, so batches stream and probes merge exactly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from jaxtyping import Bool, Int
+from torch import Tensor
+
+from probes.batch import TokenBatch
+from probes.errors import ConfigError, InputError
+from probes.model_info import ModelInfo, pattern_hook
+from probes.probe import Probe
+from probes.result import ProbeResult, Provenance
+from probes.runner import run_probes
+
+TOPIC_PAIR_KINDS = ("same_topic", "different_topic", "same_token")
+
+
+def check_token_topics(token_topics: Any, has_topic: Any = None) -> Int[Tensor, "d_vocab"]:
+    """Validated copy of the labels with ids outside ``has_topic`` set to -1."""
+    if not isinstance(token_topics, Tensor) or token_topics.ndim != 1 or token_topics.dtype.is_floating_point \
+            or token_topics.dtype == torch.bool:
+        raise ConfigError(
+            f"token_topics must be a 1-d integer tensor [d_vocab] (topic id per token, -1 = none); got "
+            f"{type(token_topics).__name__}{tuple(token_topics.shape) if isinstance(token_topics, Tensor) else ''}."
+        )
+    labels = token_topics.detach().to("cpu", torch.long).clone()
+    if has_topic is not None:
+        if not isinstance(has_topic, Tensor) or has_topic.shape != labels.shape:
+            raise ConfigError(
+                f"has_topic must be a bool tensor of the same shape as token_topics {tuple(labels.shape)}; got "
+                f"{tuple(has_topic.shape) if isinstance(has_topic, Tensor) else type(has_topic).__name__}."
+            )
+        labels[~has_topic.detach().cpu().bool()] = -1
+    if bool((labels < -1).any()):
+        raise ConfigError(f"Topic ids must be >= 0, or -1 for no topic; got {int(labels.min())}.")
+    if not bool((labels >= 0).any()):
+        raise ConfigError("token_topics gives no token a topic (all -1); nothing can be measured.")
+    return labels
+
+
+def labels_fingerprint(labels: Tensor) -> str:
+    """A short hash of a label tensor (probes with different labels must not merge)."""
+    return hashlib.sha256(labels.numpy().tobytes()).hexdigest()[:16]
+
+
+def topic_pair_masks(
+    tokens: Int[Tensor, "batch pos"], topics: Int[Tensor, "batch pos"], visible: Bool[Tensor, "batch q_pos k_pos"]
+) -> dict[str, Bool[Tensor, "batch q_pos k_pos"]]:
+    """The three disjoint pair categories (``topics`` is -1 at unlabelled positions)."""
+    labelled = topics >= 0
+    n_pos = tokens.shape[1]
+    off_diagonal = ~torch.eye(n_pos, dtype=torch.bool, device=tokens.device)
+    pairs = labelled[:, :, None] & labelled[:, None, :] & off_diagonal & visible
+    same_token = tokens[:, :, None] == tokens[:, None, :]
+    same_topic = topics[:, :, None] == topics[:, None, :]
+    return {
+        "same_topic": pairs & same_topic & ~same_token,
+        "different_topic": pairs & ~same_topic,
+        "same_token": pairs & same_token,
+    }
+
+
+def visible_pairs(batch: TokenBatch, causal: bool) -> Bool[Tensor, "batch q_pos k_pos"]:
+    """``visible[b, q, k]``: query ``q`` can attend to key ``k`` (causality and attention_mask)."""
+    n_batch, n_pos = batch.tokens.shape
+    device = batch.tokens.device
+    visible = torch.ones(n_batch, n_pos, n_pos, dtype=torch.bool, device=device)
+    if causal:
+        visible = visible & torch.ones(n_pos, n_pos, dtype=torch.bool, device=device).tril()
+    if batch.attention_mask is not None:
+        visible = visible & batch.attention_mask.bool()[:, None, :]
+    return visible
+
+
+@dataclass(frozen=True)
+class TopicAttention(ProbeResult):
+    """Mean attention per pair category: ``mean[kind]`` is [n_layers, n_heads] (see module docstring).
+
+    ``pairs[kind]`` counts the pairs, ``chance[kind]`` is the uniform-attention mean,
+    ``ratio`` = same_topic / different_topic per head and ``chance_ratio`` its uniform value.
+    ``by_topic`` [n_layers, n_heads, n_topics, n_topics] is the mean attention between topics
+    (NaN where no pair was seen) and ``by_topic_pairs`` [n_topics, n_topics] the pair counts.
+    """
+
+    mean: dict[str, Tensor]
+    pairs: dict[str, int]
+    chance: dict[str, float]
+    ratio: Tensor
+    chance_ratio: float
+    by_topic: Tensor
+    by_topic_pairs: Tensor
+
+    def top_heads(self, k: int = 5) -> list[tuple[int, int, float]]:
+        """The ``k`` heads with the highest same/different-topic ratio as ``(layer, head, ratio)``."""
+        values = torch.nan_to_num(self.ratio.flatten(), nan=float("-inf"))
+        top, flat = values.topk(min(k, values.numel()))
+        n_heads = self.ratio.shape[1]
+        return [(int(i) // n_heads, int(i) % n_heads, float(self.ratio.flatten()[i])) for _, i in zip(top, flat)]
+
+    def to_dataframe(self):
+        """One row per (layer, head) with the three means, the ratio and the chance levels."""
+        import pandas as pd
+
+        n_layers, n_heads = self.ratio.shape
+        rows = []
+        for layer in range(n_layers):
+            for head in range(n_heads):
+                row: dict[str, Any] = {"layer": layer, "head": head}
+                for kind in TOPIC_PAIR_KINDS:
+                    row[kind] = float(self.mean[kind][layer, head])
+                    row[f"{kind}_chance"] = self.chance[kind]
+                row["ratio"] = float(self.ratio[layer, head])
+                row["chance_ratio"] = self.chance_ratio
+                rows.append(row)
+        return pd.DataFrame(rows)
+
+
+class TopicAttentionProbe(Probe):
+    """Accumulates same-topic / different-topic / same-token attention over batches.
+
+    Example::
+
+        probe = TopicAttentionProbe(token_topics)          # [d_vocab], -1 = no topic
+        (result,) = probes.run_probes(model, [probe], batches)
+        result.ratio                                         # [n_layers, n_heads]
+    """
+
+    def __init__(self, token_topics: Tensor, has_topic: Tensor | None = None) -> None:
+        super().__init__()
+        self.token_topics = check_token_topics(token_topics, has_topic)
+        self.n_topics = int(self.token_topics.max()) + 1
+
+    def settings(self) -> dict[str, Any]:
+        return {
+            "n_topics": self.n_topics,
+            "n_labelled_tokens": int((self.token_topics >= 0).sum()),
+            "labels_sha256": labels_fingerprint(self.token_topics),
+        }
+
+    def hook_names(self, info: ModelInfo) -> tuple[str, ...]:
+        return tuple(pattern_hook(layer) for layer in range(info.n_layers))
+
+    def _update(self, activations: Mapping[str, Tensor], batch: TokenBatch) -> None:
+        info = self.info
+        if info.d_vocab > self.token_topics.shape[0]:
+            raise InputError(
+                f"token_topics labels {self.token_topics.shape[0]} ids but the model's vocabulary has "
+                f"{info.d_vocab}; give a label (-1 = none) for every id."
+            )
+        n_batch, n_pos = batch.tokens.shape
+        expected = (n_batch, info.n_heads, n_pos, n_pos)
+        first = activations[pattern_hook(0)]
+        if tuple(first.shape) != expected:
+            raise InputError(
+                f"Attention patterns must be [batch head q_pos k_pos] = {expected}; the model's hook gave "
+                f"{tuple(first.shape)}. Check the model's hook_pattern layout."
+            )
+        causal = info.causal if info.causal is not None else bool(first.triu(1).abs().sum() == 0)
+        labels = self.token_topics.to(batch.tokens.device)
+        topics = torch.where(batch.valid, labels[batch.tokens], torch.full_like(batch.tokens, -1))
+        visible = visible_pairs(batch, causal)
+        inverse_visible = 1.0 / visible.sum(-1, keepdim=True).clamp(min=1).to(torch.float64)
+        masks = {kind: mask.to(torch.float64) for kind, mask in topic_pair_masks(batch.tokens, topics, visible).items()}
+        pair_f = sum(masks.values())  # the categories are disjoint: 1 on every counted pair
+        one_hot = torch.nn.functional.one_hot(topics.clamp(min=0), self.n_topics).to(torch.float64)
+        one_hot = one_hot * (topics >= 0)[..., None]
+        for kind, mask_f in masks.items():
+            self._add(f"{kind}/pairs", mask_f.sum())
+            self._add(f"{kind}/chance_mass", (mask_f * inverse_visible).sum())
+        self._add("by_topic/pairs", torch.einsum("bqs,bqk,bkt->st", one_hot, pair_f, one_hot))
+        # one layer at a time in float64: [batch head q k] stays the largest tensor held.
+        mass = {kind: [] for kind in masks}
+        by_topic = []
+        for layer in range(info.n_layers):
+            pattern = activations[pattern_hook(layer)].to(torch.float64)
+            for kind, mask_f in masks.items():
+                mass[kind].append(torch.einsum("bhqk,bqk->h", pattern, mask_f))
+            to_topics = (pattern * pair_f[:, None]) @ one_hot[:, None]           # [batch head q topic]
+            by_topic.append(torch.einsum("bqs,bhqt->hst", one_hot, to_topics))
+        for kind in masks:
+            self._add(f"{kind}/mass", torch.stack(mass[kind]))
+        self._add("by_topic/mass", torch.stack(by_topic))
+
+    def _compute(self, state: Mapping[str, Tensor], info: ModelInfo, provenance: Provenance) -> TopicAttention:
+        mean, pairs, chance = {}, {}, {}
+        for kind in TOPIC_PAIR_KINDS:
+            n = float(state[f"{kind}/pairs"])
+            pairs[kind] = int(n)
+            mass = state[f"{kind}/mass"]
+            mean[kind] = (mass / n).float() if n else torch.full_like(mass, float("nan")).float()
+            chance[kind] = float(state[f"{kind}/chance_mass"]) / n if n else float("nan")
+        ratio = mean["same_topic"] / mean["different_topic"]
+        chance_ratio = chance["same_topic"] / chance["different_topic"] if chance["different_topic"] else float("nan")
+        counts = state["by_topic/pairs"]
+        by_topic = torch.where(counts > 0, state["by_topic/mass"] / counts.clamp(min=1), torch.nan).float()
+        return TopicAttention(
+            provenance=provenance, mean=mean, pairs=pairs, chance=chance, ratio=ratio, chance_ratio=chance_ratio,
+            by_topic=by_topic, by_topic_pairs=counts.float(),
+        )
+
+
+def topic_attention(model: Any, batches: Iterable[Tensor | TokenBatch], token_topics: Tensor, *,
+                    has_topic: Tensor | None = None, data: str = "given tokens", progress: bool = False) -> TopicAttention:
+    """Run :class:`TopicAttentionProbe` over ``batches`` on ``model``.
+
+    Example: ``topic_attention(model, [tokens], token_topics).ratio``.
+    """
+    (result,) = run_probes(model, [TopicAttentionProbe(token_topics, has_topic)], batches, data=data,
+                           progress=progress)
+    assert isinstance(result, TopicAttention)
+    return result

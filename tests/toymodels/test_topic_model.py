@@ -1,0 +1,92 @@
+"""The paper-faithful topic model: formula, hooks, variants, key masking, config errors."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import probes
+from toymodels.errors import ToyConfigError
+from toymodels.topic_model import TopicModel, TopicModelConfig
+
+SMALL = {"d_vocab": 14, "n_words": 12, "pad_id": 13, "d_model": 8, "n_ctx": 20, "words_per_topic": 4, "init_std": 0.3}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_forward_is_the_papers_formula_and_hooks_have_tl_names():
+    model = TopicModel(TopicModelConfig(**SMALL))
+    tokens = torch.tensor([[0, 5, 7, 11, 12, 3]])
+    logits, cache = model.run_with_cache(tokens)
+    Z = model.W_E[tokens[0]].T                                    # [d, N], columns = positions
+    A = torch.softmax((model.W_K @ Z).T @ (model.W_Q @ Z), dim=0)  # A[k, q]: column q sums to 1 over keys
+    expected = (model.W_dec @ (model.W_V @ Z @ A) + model.b_dec[:, None]).T
+    torch.testing.assert_close(logits[0], expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(cache["blocks.0.attn.hook_pattern"][0, 0], A.T, atol=1e-6, rtol=1e-6)
+    assert cache["blocks.0.attn.hook_q"].shape == (1, 6, 1, 8)
+    assert cache["blocks.0.attn.hook_z"].shape == (1, 6, 1, 8)
+    assert cache["hook_embed"].shape == (1, 6, 8)
+    info = probes.ModelInfo.of(model)
+    assert (info.n_layers, info.n_heads, info.d_vocab, info.causal) == (1, 1, 14, False)
+    scores = probes.head_scores(model, seq_len=6, n_batches=1, batch_size=2)
+    assert scores.scores["induction"].shape == (1, 1)
+
+
+def test_pad_and_excluded_keys_get_no_attention():
+    model = TopicModel(TopicModelConfig(**SMALL))
+    tokens = torch.tensor([[1, 2, 13, 4, 13]])
+    key_mask = torch.tensor([[True, False, True, True, True]])
+    _, cache = model.run_with_cache(tokens, key_mask=key_mask)
+    pattern = cache["blocks.0.attn.hook_pattern"][0, 0]
+    assert (pattern[:, [1, 2, 4]] == 0).all()
+    torch.testing.assert_close(pattern.sum(-1), torch.ones(5))
+
+
+def test_uniform_attention_one_hot_embeddings_and_frozen_parts():
+    cfg = TopicModelConfig(**SMALL, embedding="one_hot_frozen", attention="uniform_frozen", value="block_frozen",
+                           decoder="identity_frozen")
+    model = TopicModel(cfg)
+    assert cfg.width == 14 and torch.equal(model.W_E, torch.eye(14))
+    assert [name for name, p in model.named_parameters() if p.requires_grad] == []
+    tokens = torch.tensor([[0, 1, 4, 13, 8]])
+    logits, cache = model.run_with_cache(tokens)
+    torch.testing.assert_close(cache["blocks.0.attn.hook_pattern"][0, 0], torch.full((5, 5), 0.25).masked_fill(
+        torch.tensor([False, False, False, True, False]), 0.0).expand(5, 5))
+    # block W_V: 1/v within a topic; the output is the mean topic mixture spread over each topic's words
+    assert model.W_V[0, 3] == pytest.approx(0.25) and model.W_V[0, 4] == 0 and model.W_V[12, 12] == 0
+    expected_topic_mass = torch.tensor([2, 1, 1]) / 4 / 4   # topics of [0, 1, 4, 8] / 4 words, spread over 4 words
+    torch.testing.assert_close(logits[0, 0].view(3, 4), expected_topic_mass[:, None].expand(3, 4).float())
+
+
+def test_trainable_parameters_of_each_variant():
+    def trainable(**kw):
+        model = TopicModel(TopicModelConfig(**SMALL, **kw))
+        return sorted(n for n, p in model.named_parameters() if p.requires_grad)
+
+    assert trainable() == ["W_E", "W_K", "W_Q", "W_V", "W_dec", "b_dec"]
+    assert trainable(embedding="one_hot_frozen", attention="uniform_frozen") == ["W_V", "W_dec", "b_dec"]
+    assert trainable(embedding="one_hot_frozen", value="identity_frozen", decoder="identity_frozen") == ["W_K", "W_Q"]
+    assert torch.equal(TopicModel(TopicModelConfig(**SMALL, seed=3)).W_V, TopicModel(TopicModelConfig(**SMALL, seed=3)).W_V)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"value": "block_frozen"}, "one_hot_frozen"),
+        ({"decoder": "identity_frozen"}, "one_hot_frozen"),
+        ({"embedding": "random"}, "embedding must be one of"),
+        ({"n_words": 20}, "n_words"),
+        ({"pad_id": 14}, "pad_id"),
+        ({"attention_dir": "causal"}, "bidirectional"),
+        ({"d_model": 0}, "d_model"),
+    ],
+)
+def test_bad_model_settings(kwargs, message):
+    with pytest.raises(ToyConfigError, match=message):
+        TopicModelConfig(**{**SMALL, **kwargs})

@@ -1,0 +1,124 @@
+"""Masked-LM training of the topic models: loss, data, callbacks, exact checkpoint resume, TL variant."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import probes
+from probes.topic_attention import TopicAttentionProbe
+from toymodels.errors import ToyConfigError
+from toymodels.lda_data import LDAConfig, MaskingConfig
+from toymodels.standard import StandardModelConfig, build_standard_model
+from toymodels.topic_model import TopicModel, TopicModelConfig
+from toymodels.topic_training import (
+    MaskedLMData,
+    TopicTrainingConfig,
+    attention_weights,
+    masked_lm_loss,
+    record_attention_norms,
+    record_value,
+    train_topic_model,
+)
+from toymodels.training import History
+
+LDA = LDAConfig(n_topics=3, words_per_topic=4, min_len=8, max_len=12)
+MASKING = MaskingConfig()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def small_model(**kw) -> TopicModel:
+    return TopicModel(TopicModelConfig(d_vocab=LDA.vocab_size, n_words=LDA.n_words, pad_id=LDA.pad_id, d_model=8,
+                                       n_ctx=LDA.max_len, words_per_topic=4, **kw))
+
+
+def test_masked_lm_loss_values():
+    logits = torch.tensor([[[2.0, 0.0, 0.0], [0.0, 1.0, 0.0]]])
+    targets = torch.tensor([[0, 2]])
+    selected = torch.tensor([[True, False]])
+    # squared: (2 - 1)^2 + 0 + 0 on the one selected position
+    assert float(masked_lm_loss(logits, targets, selected, "squared")) == pytest.approx(1.0)
+    expected_ce = -math.log(math.exp(2) / (math.exp(2) + 2))
+    assert float(masked_lm_loss(logits, targets, selected, "cross_entropy")) == pytest.approx(expected_ce)
+    assert float(masked_lm_loss(logits, targets, torch.zeros_like(selected), "squared")) == 0.0
+
+
+def test_static_masks_repeat_and_dynamic_masks_change():
+    static = MaskedLMData(LDA, MASKING, TopicTrainingConfig(n_documents=1, static_masks=True))
+    dynamic = MaskedLMData(LDA, MASKING, TopicTrainingConfig(n_documents=1, static_masks=False))
+    g = torch.Generator().manual_seed(0)
+    first, _ = static.batch(16, g)
+    assert (first.selected == first.selected[:1]).all()   # one document, masked once
+    second, key_mask = dynamic.batch(16, g)
+    assert not (second.selected == second.selected[:1]).all()
+    assert torch.equal(key_mask, ~second.selected)   # masked positions are hidden from the keys
+    keep = MaskedLMData(LDA, MASKING, TopicTrainingConfig(exclude_masked_keys=False))
+    assert keep.batch(4, g)[1].all()
+
+
+def test_training_lowers_the_loss_and_records_norms():
+    model = small_model()
+    history = train_topic_model(model, LDA, MASKING, TopicTrainingConfig(n_steps=60, batch_size=16, lr=3e-2, n_documents=256),
+                                callbacks=[record_attention_norms(every=10),
+                                           record_value("w_v_max", lambda m: float(m.W_V.abs().max()), every=30)])
+    loss = history.column("loss")
+    assert sum(loss[-10:]) / 10 < sum(loss[:10]) / 10
+    norms = [v for v in history.column("w_v_norm") if not math.isnan(v)]
+    assert len(norms) == 7   # steps 1, 10, ..., 60
+    assert norms[-1] == pytest.approx(float(model.W_V.detach().norm()), rel=1e-6)
+    assert {"w_k_norm", "w_q_norm", "w_v_max"} <= set(history.values)
+
+
+def test_interrupted_run_resumes_to_the_same_weights(tmp_path):
+    config = TopicTrainingConfig(n_steps=10, batch_size=8, lr=1e-2, static_masks=False)
+    straight = small_model()
+    reference = train_topic_model(straight, LDA, MASKING, config, seed=2)
+
+    def crash(step, model, history):
+        if step == 7:
+            raise KeyboardInterrupt
+
+    interrupted = small_model()
+    with pytest.raises(KeyboardInterrupt):
+        train_topic_model(interrupted, LDA, MASKING, config, seed=2, callbacks=[crash], checkpoint_dir=tmp_path,
+                          checkpoint_every=4)
+    resumed = small_model()
+    history = train_topic_model(resumed, LDA, MASKING, config, seed=2, checkpoint_dir=tmp_path, checkpoint_every=4)
+    for a, b in zip(straight.parameters(), resumed.parameters()):
+        assert torch.equal(a, b)
+    assert history.to_dict() == reference.to_dict()
+    assert History.from_dict(history.to_dict()).to_dict() == reference.to_dict()
+
+
+def test_standard_bidirectional_tl_model_trains_and_is_probed():
+    model = build_standard_model(StandardModelConfig(
+        n_layers=1, n_heads=1, d_model=16, d_vocab=LDA.vocab_size, n_ctx=LDA.max_len, attn_only=True,
+        positional="none", attention_dir="bidirectional", normalization="none"))
+    assert set(attention_weights(model)) == {"W_Q", "W_K", "W_V"}
+    history = train_topic_model(model, LDA, MASKING, TopicTrainingConfig(n_steps=5, batch_size=8, loss="cross_entropy"),
+                                callbacks=[record_attention_norms()])
+    assert len(history.column("w_k_norm")) == 5
+    tokens = torch.randint(0, LDA.n_words, (2, 10))
+    (result,) = probes.run_probes(model, [TopicAttentionProbe(LDA.token_topics())], [tokens], progress=False)
+    assert result.ratio.shape == (1, 1) and result.chance_ratio == pytest.approx(1.0)
+
+
+def test_bad_training_settings():
+    with pytest.raises(ToyConfigError, match="static_masks"):
+        TopicTrainingConfig(n_documents=None, static_masks=True)
+    with pytest.raises(ToyConfigError, match="lr"):
+        TopicTrainingConfig(lr=0.0)
+    with pytest.raises(ToyConfigError, match="loss"):
+        TopicTrainingConfig(loss="hinge")
+    model = TopicModel(TopicModelConfig(d_vocab=LDA.vocab_size, n_words=LDA.n_words, pad_id=LDA.pad_id))
+    with pytest.raises(ToyConfigError, match="d_vocab"):
+        train_topic_model(model, LDAConfig(), MASKING, TopicTrainingConfig(n_steps=1))

@@ -1,0 +1,205 @@
+"""The paper-faithful one-layer masked-LM model of Li, Li & Risteski (2023) as a hooked model.
+
+One layer, one head, no residual connection, no LayerNorm, no MLP. With the embedded document
+``Z = E[tokens]`` (rows = positions)::
+
+    scores = (Z W_Q^T) (Z W_K^T)^T           # [q_pos k_pos], no 1/sqrt(d) scaling
+    A      = softmax over the keys that are visible (not [PAD], not excluded)
+    out    = A (Z W_V^T)                     # = (W_V Z A^T) in the paper's column notation
+    logits = out W_dec^T + b_dec             # over the topic words only
+
+Hook points (TransformerLens names): ``hook_embed`` [batch pos d_model],
+``blocks.0.attn.hook_q/hook_k/hook_v/hook_z`` [batch pos head d_head] (one head, d_head =
+d_model), ``blocks.0.attn.hook_attn_scores`` and ``blocks.0.attn.hook_pattern``
+[batch head q_pos k_pos], ``blocks.0.hook_attn_out`` [batch pos d_model], ``hook_logits``.
+
+Options (the paper's variants): embeddings one-hot and frozen (``d_model = d_vocab``) or
+trained; attention trained or frozen uniform (W_K = W_Q = 0); W_V trained or frozen to the
+identity or to the topic block matrix; decoder trained or frozen to the identity on the words.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from jaxtyping import Bool, Float, Int
+from torch import Tensor, nn
+from transformer_lens import HookedRootModule
+from transformer_lens.hook_points import HookPoint
+
+from toymodels.errors import ToyConfigError
+
+Embedding = Literal["one_hot_frozen", "trained"]
+Attention = Literal["trained", "uniform_frozen"]
+Value = Literal["trained", "identity_frozen", "block_frozen"]
+Decoder = Literal["trained", "identity_frozen"]
+
+
+@dataclass(frozen=True)
+class TopicModelConfig:
+    """Shape and variant of a :class:`TopicModel`; also serves as its TransformerLens ``cfg``.
+
+    ``n_words`` words (the decoder's outputs) come first in the vocabulary of ``d_vocab`` ids;
+    ``pad_id`` keys are never attended. ``d_model`` is ignored (= ``d_vocab``) for one-hot
+    embeddings. ``words_per_topic`` defines the blocks of ``value="block_frozen"``.
+    """
+
+    d_vocab: int = 102
+    n_words: int = 100
+    pad_id: int | None = 101
+    d_model: int = 64
+    n_ctx: int = 150
+    words_per_topic: int = 10
+    embedding: Embedding = "trained"
+    attention: Attention = "trained"
+    value: Value = "trained"
+    decoder: Decoder = "trained"
+    init_std: float = 0.01
+    seed: int = 0
+    model_name: str = "li-topic-1L"
+    attention_dir: str = "bidirectional"
+
+    def __post_init__(self) -> None:
+        for name in ("d_vocab", "n_words", "d_model", "n_ctx", "words_per_topic"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ToyConfigError(f"{name} must be a positive integer; got {value!r}.")
+        if self.n_words > self.d_vocab:
+            raise ToyConfigError(f"n_words ({self.n_words}) must be <= d_vocab ({self.d_vocab}).")
+        if self.pad_id is not None and not 0 <= self.pad_id < self.d_vocab:
+            raise ToyConfigError(f"pad_id must be None or an id in [0, {self.d_vocab}); got {self.pad_id}.")
+        choices = {"embedding": Embedding, "attention": Attention, "value": Value, "decoder": Decoder}
+        for name, kind in choices.items():
+            allowed = kind.__args__  # type: ignore[attr-defined]
+            if getattr(self, name) not in allowed:
+                raise ToyConfigError(f"{name} must be one of {allowed}; got {getattr(self, name)!r}.")
+        one_hot = self.embedding == "one_hot_frozen"
+        if self.value == "block_frozen" and not one_hot:
+            raise ToyConfigError("value='block_frozen' needs embedding='one_hot_frozen' (blocks are over word ids).")
+        if self.decoder == "identity_frozen" and not one_hot:
+            raise ToyConfigError("decoder='identity_frozen' needs embedding='one_hot_frozen'.")
+        if self.value == "block_frozen" and self.n_words % self.words_per_topic:
+            raise ToyConfigError(
+                f"n_words ({self.n_words}) must be a multiple of words_per_topic ({self.words_per_topic})."
+            )
+        if not self.init_std >= 0:
+            raise ToyConfigError(f"init_std must be >= 0; got {self.init_std}.")
+        if self.attention_dir != "bidirectional":
+            raise ToyConfigError("The topic model is a masked LM: attention_dir must be 'bidirectional'.")
+
+    @property
+    def width(self) -> int:
+        """The embedding width actually used (``d_vocab`` for one-hot embeddings)."""
+        return self.d_vocab if self.embedding == "one_hot_frozen" else self.d_model
+
+    @property
+    def n_layers(self) -> int:
+        return 1
+
+    @property
+    def n_heads(self) -> int:
+        return 1
+
+    @property
+    def d_head(self) -> int:
+        return self.width
+
+
+class _Attention(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        for name in ("hook_q", "hook_k", "hook_v", "hook_attn_scores", "hook_pattern", "hook_z"):
+            setattr(self, name, HookPoint())
+
+
+class _Block(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.attn = _Attention()
+        self.hook_attn_out = HookPoint()
+
+
+class TopicModel(HookedRootModule):
+    """One attention head without residual, LayerNorm or MLP, on (masked) LDA documents.
+
+    ``forward(tokens, key_mask=None)`` returns logits [batch pos n_words]; ``key_mask[b, k]``
+    (True = may be attended) additionally hides keys, e.g. the masked positions during training.
+
+    Example::
+
+        model = TopicModel(TopicModelConfig(embedding="one_hot_frozen", attention="uniform_frozen"))
+        logits, cache = model.run_with_cache(tokens)
+    """
+
+    def __init__(self, cfg: TopicModelConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        generator = torch.Generator().manual_seed(cfg.seed)
+        d = cfg.width
+
+        def init(*shape: int) -> nn.Parameter:
+            return nn.Parameter(torch.randn(*shape, generator=generator) * cfg.init_std)
+
+        if cfg.embedding == "one_hot_frozen":
+            self.W_E = nn.Parameter(torch.eye(cfg.d_vocab), requires_grad=False)
+        else:
+            self.W_E = init(cfg.d_vocab, d)
+        self.W_Q, self.W_K = init(d, d), init(d, d)
+        if cfg.attention == "uniform_frozen":
+            for weight in (self.W_Q, self.W_K):
+                with torch.no_grad():
+                    weight.zero_()
+                weight.requires_grad_(False)
+        if cfg.value == "trained":
+            self.W_V = init(d, d)
+        else:
+            self.W_V = nn.Parameter(self._fixed_value(), requires_grad=False)
+        if cfg.decoder == "identity_frozen":
+            self.W_dec = nn.Parameter(torch.eye(cfg.n_words, d), requires_grad=False)
+            self.b_dec = nn.Parameter(torch.zeros(cfg.n_words), requires_grad=False)
+        else:
+            self.W_dec = init(cfg.n_words, d)
+            self.b_dec = nn.Parameter(torch.zeros(cfg.n_words))
+        self.hook_embed = HookPoint()
+        self.blocks = nn.ModuleList([_Block()])
+        self.hook_logits = HookPoint()
+        self.setup()
+
+    def _fixed_value(self) -> Tensor:
+        cfg = self.cfg
+        if cfg.value == "identity_frozen":
+            return torch.eye(cfg.width)
+        topic = torch.full((cfg.width,), -1, dtype=torch.long)
+        topic[: cfg.n_words] = torch.arange(cfg.n_words) // cfg.words_per_topic
+        same = (topic[:, None] == topic[None, :]) & (topic[:, None] >= 0)
+        return same.float() / cfg.words_per_topic
+
+    def key_visibility(self, tokens: Int[Tensor, "batch pos"],
+                       key_mask: Bool[Tensor, "batch pos"] | None = None) -> Bool[Tensor, "batch pos"]:
+        """Keys that may be attended: not ``[PAD]`` and allowed by ``key_mask``."""
+        visible = torch.ones_like(tokens, dtype=torch.bool)
+        if self.cfg.pad_id is not None:
+            visible = tokens != self.cfg.pad_id
+        if key_mask is not None:
+            visible = visible & key_mask.to(torch.bool)
+        return visible
+
+    def forward(self, tokens: Int[Tensor, "batch pos"],
+                key_mask: Bool[Tensor, "batch pos"] | None = None) -> Float[Tensor, "batch pos n_words"]:
+        attn = self.blocks[0].attn
+        z_in = self.hook_embed(torch.nn.functional.embedding(tokens, self.W_E))
+        q = attn.hook_q(torch.einsum("bpd,ed->bpe", z_in, self.W_Q)[:, :, None, :])
+        k = attn.hook_k(torch.einsum("bpd,ed->bpe", z_in, self.W_K)[:, :, None, :])
+        v = attn.hook_v(torch.einsum("bpd,ed->bpe", z_in, self.W_V)[:, :, None, :])
+        scores = attn.hook_attn_scores(torch.einsum("bqhe,bkhe->bhqk", q, k))
+        visible = self.key_visibility(tokens, key_mask)
+        # A row whose keys are all hidden falls back to uniform over all keys (never NaN).
+        empty = ~visible.any(-1, keepdim=True)
+        visible = visible | empty
+        scores = scores.masked_fill(~visible[:, None, None, :], float("-inf"))
+        pattern = attn.hook_pattern(torch.softmax(scores, dim=-1))
+        z = attn.hook_z(torch.einsum("bhqk,bkhe->bqhe", pattern, v))
+        out = self.blocks[0].hook_attn_out(z[:, :, 0, :])
+        return self.hook_logits(out @ self.W_dec.T + self.b_dec)
