@@ -109,6 +109,11 @@ class InductionExperimentConfig:
             raise ToyConfigError("checkpoint_every, n_steps and steps_c/w/a must be >= 0.")
         if self.model == "standard" and self.batch_size < 0:
             raise ToyConfigError(f"batch_size must be >= 1 for the standard model; got {self.batch_size}.")
+        if self.model == "standard" and self.d_model % self.n_heads:
+            raise ToyConfigError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads}).")
+        if self.model != "standard":  # validates the simplified/full model's settings
+            SimplifiedInductionConfig(n_states=self.n_states, n_heads=self.n_heads, max_subset=self.max_subset,
+                                      window=self.window)
         for length in self.eval_seq_lens:
             MarkovConfig(self.n_states, self.order, length, self.alpha)
         for alpha in self.eval_alphas:
@@ -128,7 +133,7 @@ PRESETS: dict[str, InductionExperimentConfig] = {
     "fast": InductionExperimentConfig(n_train=500, n_val=500, steps_c=20, steps_w=20, steps_a=60,
                                       probe_sequences=64, eval_seq_lens=(50, 200), eval_alphas=(0.05, 1.0)),
     "full": InductionExperimentConfig(model="full"),
-    "standard": InductionExperimentConfig(model="standard", n_heads=4, n_steps=800, batch_size=32,
+    "standard": InductionExperimentConfig(model="standard", n_heads=4, n_steps=800, batch_size=32, n_train=2000,
                                           n_val=256, eval_every=100, probe_sequences=128),
 }
 
@@ -237,7 +242,7 @@ def probe_model(model: torch.nn.Module, config: InductionExperimentConfig, token
     else:
         excess = {label: float(v) for label, v in zip(subsets.labels, subsets.excess[:, best])}
         label = "{" + ",".join(map(str, config.true_parents)) + "}"
-        out.update(parent_share=excess, true_parent_subset=label, true_parent_share=excess.get(label, float("nan")))
+        out.update(parent_share=excess, true_parent_subset=label, true_parent_share=excess[label])
     return out
 
 
@@ -330,13 +335,24 @@ def plot_loss(history: History, optimal_train: float, optimal_val: float, path: 
     if val:
         ax.plot(*zip(*val), marker="o", label="validation loss (last token)")
     ax.axhline(optimal_train, color="k", ls="--", lw=1, label="optimal estimator (training objective)")
-    ax.axhline(optimal_val, color="tab:red", ls=":", lw=1, label="optimal estimator (validation)")
+    ax.axhline(optimal_val, color="tab:red", ls=":", lw=1, label="optimal estimator (validation, last token)")
     ax.set_xlabel("step")
     ax.set_ylabel("NLL (nats)")
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def _nan_to_none(value: Any) -> Any:
+    """JSON has no NaN: undefined numbers (e.g. a score without any target) become null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _nan_to_none(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_nan_to_none(v) for v in value]
+    return value
 
 
 # -- the experiment -----------------------------------------------------------------------------
@@ -375,7 +391,7 @@ def _run(config: InductionExperimentConfig, out_dir: Path, *, progress: bool) ->
         optimal_train = bayes_optimal_loss(train_tokens, data)
     share_key = f"share {found['true_parent_subset']}"
     trajectory = history.column(share_key) if share_key in history.values else []
-    early = trajectory[config.early_step - 1] if len(trajectory) >= config.early_step else float("nan")
+    early = trajectory[config.early_step - 1] if len(trajectory) >= config.early_step else None
     summary: dict[str, Any] = {
         "model": config.model,
         "val_loss": val_loss,
@@ -405,6 +421,8 @@ def _run(config: InductionExperimentConfig, out_dir: Path, *, progress: bool) ->
         "settings": dataclasses.asdict(config),
     }
     if config.model == "standard":
+        onset = [s for s, v in zip(history.steps, history.column("induction_score")) if v >= 0.8]
+        summary["induction_onset_step"] = onset[0] if onset else None  # first eval with score >= 0.8
         summary["val_loss_all_positions"] = all_token_loss(model, val_tokens[:128])
         summary["optimal_loss_all_positions"] = bayes_optimal_loss(val_tokens, data, positions="all")
     example = probe_tokens[:1]
@@ -418,6 +436,7 @@ def _run(config: InductionExperimentConfig, out_dir: Path, *, progress: bool) ->
     plot_loss(history, optimal_train, optimal, out_dir / "loss_vs_optimal.png")
     history.save(out_dir / "history.json")
     summary["total_seconds"] = time.perf_counter() - started
-    atomic_write_text(out_dir / "summary.json", json.dumps(summary, indent=2))
+    summary = _nan_to_none(summary)
+    atomic_write_text(out_dir / "summary.json", json.dumps(summary, indent=2, allow_nan=False))
     log.info("induction toy: val %.4f vs optimal %.4f", val_loss, optimal)
     return summary

@@ -1,0 +1,108 @@
+"""mechprobe toy induction: summary schema, figures, the paper's claims on a small run, presets, errors."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from analyses import toy_induction
+from analyses.cli import main
+from analyses.config_overrides import apply_overrides
+from probes.errors import ConfigError
+
+SMALL = ["n_train=256", "n_val=200", "steps_c=10", "steps_w=10", "steps_a=40", "probe_sequences=32",
+         "eval_seq_lens=(50,)", "eval_alphas=(1.0,)"]
+REQUIRED = {"val_loss": float, "optimal_loss": float, "parent_share": dict, "true_parent_share": float,
+            "copier_distance": list, "generalized_induction_score": float, "generalized_induction_chance": float,
+            "settings": dict}
+FIGURES = ["parent_share.png", "copier_heatmaps.png", "layer2_attention_example.png", "loss_vs_optimal.png"]
+
+
+@pytest.mark.parametrize("model", ["simplified", "full"])
+def test_tiny_run_writes_the_summary_schema_and_figures(tmp_path, model):
+    config = apply_overrides(toy_induction.PRESETS["fast"],
+                             [f"model={model}", "n_train=32", "n_val=16", "steps_c=2", "steps_w=2", "steps_a=2", "seq_len=20",
+                              "probe_sequences=8", "eval_seq_lens=(10,)", "eval_alphas=(1.0,)", "early_step=3",
+                              "checkpoint_every=3"])
+    summary = toy_induction.run(config, tmp_path, progress=False)
+    for key, kind in REQUIRED.items():
+        assert isinstance(summary[key], kind), key
+    assert summary["steps"] == 6 and len(summary["copier_distance"]) == 3
+    assert sum(summary["parent_share"].values()) == pytest.approx(1.0, abs=1e-5)
+    assert json.loads((tmp_path / "summary.json").read_text()) == json.loads(json.dumps(summary))
+    assert (tmp_path / "checkpoint" / "checkpoint.json").is_file()
+    again = toy_induction.run(config, tmp_path, progress=False)  # resumes from the finished checkpoint
+    assert again["val_loss"] == pytest.approx(summary["val_loss"])
+    for name in FIGURES:
+        assert (tmp_path / name).stat().st_size > 1000, name
+
+
+def test_cli_run_on_the_paper_data_shows_selector_copier_and_classifier(tmp_path, capsys):
+    """Paper data (S=3, n=3, L=100, alpha=0.1), simplified model, 256 chains, staged 10/10/40 steps."""
+    out = tmp_path / "run"
+    argv = ["toy", "induction", "--preset", "fast", "--out", str(out), "--no-progress"]
+    assert main(argv + [arg for item in SMALL for arg in ("--set", item)]) == 0
+    assert "wrote" in capsys.readouterr().out
+    summary = json.loads((out / "summary.json").read_text())
+    for key, kind in REQUIRED.items():
+        assert isinstance(summary[key], kind), key
+    assert set(summary["parent_share"]) == {"{0}", "{1}", "{2}", "{0,1}", "{0,2}", "{1,2}"}
+    assert summary["true_parent_subset"] == "{0,1}"
+    assert summary["true_parent_share_early"] > 0.9 and summary["early_step"] == 10
+    assert summary["true_parent_share"] > 0.99
+    assert summary["copier_distance"][:2] == [1, 2]
+    assert 0 < summary["val_loss"] - summary["optimal_loss"] < 0.03
+    assert summary["generalized_induction_score"] > 0.9 > summary["generalized_induction_chance"] + 0.3
+    assert summary["last_token_only_mass"] < 0.5 * summary["last_token_only_chance"]
+    assert summary["parent_criterion_selected"] == "{1,2}"
+    assert [(row["seq_len"], row["alpha"]) for row in summary["generalisation"]] == [(50, 0.1), (100, 1.0)]
+    assert all(abs(row["gap"]) < 0.5 for row in summary["generalisation"])
+    assert summary["settings"]["n_train"] == 256 and summary["settings"]["seed"] == 0
+    for name in FIGURES:
+        assert (out / name).stat().st_size > 1000, name
+
+
+@pytest.mark.slow
+def test_standard_model_path_writes_the_same_schema(tmp_path):
+    config = apply_overrides(toy_induction.PRESETS["standard"],
+                             ["seq_len=20", "n_steps=4", "eval_every=2", "n_val=16", "probe_sequences=8",
+                              "d_model=16", "eval_seq_lens=(10,)", "eval_alphas=(1.0,)", "n_train=32",
+                              "attn_only=false", "positional=rotary"])
+    summary = toy_induction.run(config, tmp_path, progress=False)
+    for key, kind in REQUIRED.items():
+        assert isinstance(summary[key], kind), key
+    assert len(summary["copier_distance"]) == 4
+    assert summary["model"] == "standard" and summary["final_a"] is None
+    assert json.loads((tmp_path / "summary.json").read_text())["steps"] == 4
+    for name in FIGURES:
+        assert (tmp_path / name).is_file(), name
+
+
+def test_presets_and_overrides():
+    assert set(toy_induction.PRESETS) == {"paper", "fast", "full", "standard"}
+    paper = toy_induction.PRESETS["paper"]
+    assert (paper.n_states, paper.order, paper.seq_len, paper.alpha, paper.n_train, paper.n_val) == (3, 3, 100, 0.1, 9000, 1000)
+    assert paper.batch_size == 0 and paper.n_heads == 3 and paper.max_subset == 2
+    changed = apply_overrides(paper, ["seed=3", "schedule=joint"])
+    assert changed.seed == 3 and changed.schedule == "joint"
+    for name, config in toy_induction.PRESETS.items():
+        assert dataclasses.asdict(config)["model"] in ("simplified", "full", "standard"), name
+    with pytest.raises(ConfigError, match="unknown setting"):
+        apply_overrides(paper, ["nope=1"])
+    with pytest.raises(ConfigError, match="integer"):
+        apply_overrides(paper, ["seq_len=long"])
+    with pytest.raises(ConfigError, match="max_subset"):
+        apply_overrides(paper, ["max_subset=4"])
+    with pytest.raises(ConfigError, match="divisible"):
+        apply_overrides(toy_induction.PRESETS["standard"], ["n_heads=3"])
+
+
+@pytest.mark.parametrize("setting, words", [("n_states=1", "n_states"), ("order=1", "order"),
+                                            ("seq_len=3", "seq_len"), ("alpha=0", "alpha")])
+def test_bad_data_settings_fail_with_a_clear_message(tmp_path, capsys, setting, words):
+    assert main(["toy", "induction", "--preset", "fast", "--set", setting, "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert words in err and "Traceback" not in err
+    assert not (tmp_path / "summary.json").exists()

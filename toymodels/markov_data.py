@@ -1,0 +1,198 @@
+"""In-context n-gram Markov chains (Chen, Sheen, Wang & Yang 2024) and their Bayes-optimal predictor.
+
+Every sequence gets its own transition kernel: for each of the ``S ** (n - 1)`` parent contexts
+(the previous ``n - 1`` tokens) a row drawn from ``Dirichlet(alpha * 1_S)``. The first ``n - 1``
+tokens are uniform, the rest follow the chain. A sample holds ``L + 1`` tokens: the model reads
+the first ``L`` and predicts the last (and, language-model style, every token from its prefix).
+
+The Bayes-optimal in-context predictor of token ``i`` given ``x_0 .. x_{i-1}`` is the Dirichlet
+posterior mean of the row of the current context, from the sequence's own n-gram counts::
+
+    P(x_i = s | x_<i) = (N_i(ctx_i, s) + alpha) / (N_i(ctx_i) + S * alpha)
+
+where ``ctx_i = x_{i-n+1} .. x_{i-1}`` and ``N_i`` counts the transitions ``j < i`` (``j >= n - 1``)
+whose context equals ``ctx_i``. Tokens ``i < n - 1`` are uniform (probability ``1 / S``).
+
+Example::
+
+    data = MarkovConfig(n_states=3, order=3, seq_len=100, alpha=0.1)
+    batch = sample_markov_icl(data, 32, torch.Generator().manual_seed(0))
+    optimal = bayes_optimal_loss(batch.tokens, data)          # last-token NLL, nats
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import torch
+from jaxtyping import Bool, Float, Int
+from torch import Tensor
+
+from toymodels.errors import ToyConfigError
+
+
+@dataclass(frozen=True)
+class MarkovConfig:
+    """In-context n-gram Markov chain data: ``n_states`` = S, ``order`` = n (n - 1 parents),
+    ``seq_len`` = L input tokens (+ 1 target), ``alpha`` = Dirichlet concentration."""
+
+    n_states: int = 3
+    order: int = 3
+    seq_len: int = 100
+    alpha: float = 0.1
+
+    def __post_init__(self) -> None:
+        reasons = {"n_states": "a chain needs at least 2 states", "order": "an n-gram needs n >= 2 (one parent)"}
+        for name, reason in reasons.items():
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 2:
+                raise ToyConfigError(f"{name} must be an integer >= 2 ({reason}); got {value!r}.")
+        if isinstance(self.seq_len, bool) or not isinstance(self.seq_len, int) or self.seq_len <= self.order:
+            raise ToyConfigError(
+                f"seq_len (L) must be an integer > order (n = {self.order}) so that the sequence holds "
+                f"at least one transition; got {self.seq_len!r}."
+            )
+        if isinstance(self.alpha, bool) or not isinstance(self.alpha, (int, float)) or not (
+            self.alpha > 0 and math.isfinite(self.alpha)
+        ):
+            raise ToyConfigError(f"alpha (the Dirichlet concentration) must be a finite number > 0; got {self.alpha!r}.")
+        if self.n_states ** (self.order - 1) > 1_000_000:
+            raise ToyConfigError(
+                f"n_states ** (order - 1) = {self.n_states ** (self.order - 1)} parent contexts is too many "
+                f"transition-kernel rows per sequence (at most 1,000,000); lower n_states or order."
+            )
+
+    @property
+    def n_parents(self) -> int:
+        return self.order - 1
+
+    @property
+    def n_contexts(self) -> int:
+        return self.n_states**self.n_parents
+
+
+@dataclass(frozen=True)
+class MarkovBatch:
+    """``tokens`` [batch, L + 1] (input = ``tokens[:, :L]``, target = ``tokens[:, L]``) and the
+    per-sequence transition kernels [batch, S ** (n - 1), S] (row index = base-S context, oldest
+    parent most significant)."""
+
+    tokens: Int[Tensor, "batch pos"]
+    kernels: Float[Tensor, "batch context d_vocab"]
+
+    @property
+    def inputs(self) -> Int[Tensor, "batch pos"]:
+        return self.tokens[:, :-1]
+
+    @property
+    def targets(self) -> Int[Tensor, " batch"]:
+        return self.tokens[:, -1]
+
+
+def _numpy_rng(generator: torch.Generator) -> np.random.Generator:
+    seed = int(torch.randint(0, 2**62, (1,), generator=generator))
+    return np.random.default_rng(seed)
+
+
+def sample_markov_icl(
+    config: MarkovConfig, n_sequences: int, generator: torch.Generator | int
+) -> MarkovBatch:
+    """``n_sequences`` chains of ``L + 1`` tokens, each with a fresh Dirichlet kernel.
+
+    Randomness comes only from ``generator`` (a torch.Generator, or an int seed), vectorised over
+    sequences (one loop step per position).
+    """
+    if isinstance(n_sequences, bool) or not isinstance(n_sequences, int) or n_sequences < 1:
+        raise ToyConfigError(f"n_sequences must be an integer >= 1; got {n_sequences!r}.")
+    if isinstance(generator, int):
+        generator = torch.Generator().manual_seed(generator)
+    rng = _numpy_rng(generator)
+    S, n_ctx, length = config.n_states, config.n_contexts, config.seq_len + 1
+    gamma = rng.standard_gamma(config.alpha, size=(n_sequences, n_ctx, S))
+    totals = gamma.sum(-1, keepdims=True)
+    kernels = np.where(totals > 0, gamma / np.where(totals > 0, totals, 1.0), 1.0 / S)
+    kernels_t = torch.from_numpy(kernels).to(torch.float64)
+    tokens = torch.empty(n_sequences, length, dtype=torch.long)
+    tokens[:, : config.n_parents] = torch.randint(0, S, (n_sequences, config.n_parents), generator=generator)
+    uniforms = torch.rand(n_sequences, length, generator=generator, dtype=torch.float64)
+    cdf = kernels_t.cumsum(-1)
+    cdf[..., -1] = 1.0
+    rows = torch.arange(n_sequences)
+    context = torch.zeros(n_sequences, dtype=torch.long)
+    for i in range(config.n_parents):
+        context = context * S + tokens[:, i]
+    for i in range(config.n_parents, length):
+        row_cdf = cdf[rows, context]
+        tokens[:, i] = (row_cdf < uniforms[:, i, None]).sum(-1).clamp(max=S - 1)
+        context = (context * S + tokens[:, i]) % n_ctx
+    return MarkovBatch(tokens=tokens, kernels=kernels_t.float())
+
+
+def context_ids(tokens: Int[Tensor, "batch pos"], n_parents: int, n_states: int) -> Int[Tensor, "batch pos"]:
+    """``ctx[b, i]`` = base-``n_states`` id of the ``n_parents`` tokens *before* position ``i``
+    (``-1`` where ``i < n_parents``: fewer parents than needed)."""
+    n_batch, n_pos = tokens.shape
+    ctx = torch.full((n_batch, n_pos), -1, dtype=torch.long, device=tokens.device)
+    if n_pos > n_parents:
+        acc = torch.zeros(n_batch, n_pos - n_parents, dtype=torch.long, device=tokens.device)
+        for k in range(n_parents):  # oldest parent most significant
+            acc = acc * n_states + tokens[:, k : n_pos - n_parents + k]
+        ctx[:, n_parents:] = acc
+    return ctx
+
+
+def same_context_mask(
+    tokens: Int[Tensor, "batch pos"], n_parents: int, n_states: int
+) -> Bool[Tensor, "batch q_pos k_pos"]:
+    """``mask[b, q, k]``: key ``k <= q`` has the parents that token ``q + 1`` will have, i.e.
+    ``x_{k-j} == x_{q+1-j}`` for ``j = 1 .. n_parents`` (both fully defined)."""
+    ctx = context_ids(tokens, n_parents, n_states)
+    n_batch, n_pos = tokens.shape
+    # parents of token q + 1 = the n_parents tokens ending at q.
+    next_ctx = torch.full_like(ctx, -1)
+    if n_pos >= n_parents:
+        next_ctx[:, n_parents - 1 :] = context_ids(
+            torch.cat([tokens, tokens[:, :1]], dim=1), n_parents, n_states
+        )[:, n_parents:]
+    causal = torch.ones(n_pos, n_pos, dtype=torch.bool, device=tokens.device).tril()
+    return (next_ctx[:, :, None] == ctx[:, None, :]) & (ctx[:, None, :] >= 0) & (next_ctx[:, :, None] >= 0) & causal
+
+
+def bayes_optimal_probs(
+    tokens: Int[Tensor, "batch pos"], config: MarkovConfig
+) -> Float[Tensor, "batch pos d_vocab"]:
+    """``probs[b, q]`` = Bayes-optimal ``P(x_{q+1} | x_0 .. x_q)`` under the Dirichlet prior
+    (row ``q`` predicts the token after position ``q``; see the module docstring)."""
+    if tokens.ndim != 2:
+        raise ToyConfigError(f"tokens must be [batch, pos]; got shape {tuple(tokens.shape)}.")
+    S = config.n_states
+    mask = same_context_mask(tokens, config.n_parents, S).to(torch.float64)
+    onehot = torch.nn.functional.one_hot(tokens, S).to(torch.float64)
+    counts = torch.einsum("bqk,bks->bqs", mask, onehot)
+    probs = (counts + config.alpha) / (counts.sum(-1, keepdim=True) + S * config.alpha)
+    return probs
+
+
+def bayes_optimal_loss(
+    tokens: Int[Tensor, "batch pos"],
+    config: MarkovConfig,
+    *,
+    positions: Literal["last", "all"] = "last",
+) -> float:
+    """Mean NLL (nats) of the Bayes-optimal predictor on ``tokens`` [batch, L + 1].
+
+    ``positions="last"``: the paper's task, predicting ``tokens[:, -1]`` from the rest, averaged
+    over sequences. ``"all"``: every token from its prefix (positions 1 .. L), averaged over
+    sequences and positions, as a language model is trained.
+    """
+    probs = bayes_optimal_probs(tokens[:, :-1], config)
+    targets = tokens[:, 1:]
+    logp = probs.gather(-1, targets[..., None]).squeeze(-1).log()
+    if positions == "last":
+        return float(-logp[:, -1].mean())
+    if positions == "all":
+        return float(-logp.mean())
+    raise ToyConfigError(f"positions must be 'last' or 'all'; got {positions!r}.")
