@@ -17,7 +17,7 @@ from probes.atomic import atomic_directory
 from probes.corpora import iter_documents
 from probes.errors import ConfigError, InputError
 from probes.loading import load_model, torch_dtype
-from probes.topics import TopicConfig, assign_word_topics, train_topic_model
+from probes.topics import LdaTopicConfig, assign_word_topics, fit_lda_topics
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ class ReportConfig:
     toy_preset: str = "fast"
     max_documents: int = 4000
     min_chars: int = 200
-    topics: TopicConfig = field(default_factory=TopicConfig)
+    topics: LdaTopicConfig = field(default_factory=LdaTopicConfig)
     pretrained: PretrainedConfig = field(default_factory=PretrainedConfig)
     seed: int = 0
     device: str = "cpu"
@@ -88,7 +88,7 @@ def run_report(config: ReportConfig, out_dir: str | Path, *, progress: bool = Tr
             documents = list(iter_documents(config.corpus, unit="paragraph", min_chars=config.min_chars,
                                             max_documents=config.max_documents))
             echo(f"training LDA ({config.topics.n_topics} topics) on {len(documents)} paragraphs ...")
-            topic_model = train_topic_model(documents, config.topics)
+            topic_model = fit_lda_topics(documents, config.topics)
             topic_model.save(tmp / "topics")
             word_topics = assign_word_topics(topic_model)
             if not word_topics:

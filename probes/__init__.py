@@ -5,40 +5,56 @@ Public API::
     model = probes.load_model("smollm2-135m")
     scores = probes.head_scores(model)                 # repeated-random-token protocol
     results = probes.run_probes(model, [probes.HeadScoreProbe()], batches)
+
+Submodules hold one concept each: head_scores, topic_attention, embedding_topics,
+key_token_attention, cooccurrence, snap, two_stage, block_structure, copier, selector,
+generalized_induction, parent_criterion (probes and their results); corpora, topics, text_batches
+(real text and gensim LDA topics); runner, distributed, bootstrap, loading (machinery).
 """
 
 from probes.batch import TokenBatch, as_token_batch
+from probes.block_structure import BlockStructure, block_structure
+from probes.cooccurrence import (
+    CooccurrenceOrdering,
+    cooccurrence_ordering,
+    cooccurrence_probability,
+    count_cooccurrence,
+    kendall_tau_b,
+    spearman,
+)
+from probes.copier import CopierProbe, CopierProfile
+from probes.corpora import Document, iter_documents
+from probes.embedding_topics import EmbeddingTopicSimilarity, embedding_topic_similarity
 from probes.errors import ConfigError, InputError, MechprobeError, ModelError, ProbeStateError
+from probes.generalized_induction import GeneralizedInductionProbe, GeneralizedInductionScores, parent_match_mask
 from probes.head_scores import HEAD_SCORE_KINDS, HeadScoreProbe, HeadScores, head_scores, target_mask
+from probes.key_token_attention import KeyTokenAttention, KeyTokenAttentionProbe, entropy_nats
 from probes.loading import PACKAGED_MODELS, load_model
 from probes.model_info import ModelInfo, pattern_hook
+from probes.parent_criterion import ParentCriterion, ParentCriterionProbe, chi_square_parent_criterion
 from probes.probe import Probe
 from probes.repeated_tokens import repeated_random_tokens
 from probes.result import ProbeResult, Provenance
 from probes.runner import capture, feed_probes, run_probes
+from probes.selector import ParentSubsetAttention, ParentSubsetAttentionProbe, SelectorShares, SelectorWeightProbe
+from probes.snap import SnapPoint, detect_snap
+from probes.text_batches import text_token_batches
+from probes.topic_attention import TOPIC_PAIR_KINDS, TopicAttention, TopicAttentionProbe, topic_attention
+from probes.topics import LdaTopicConfig, LdaTopics, TokenTopicMap, assign_word_topics, fit_lda_topics, token_topic_labels
+from probes.two_stage import NormEvents, TwoStage, detect_two_stage, norm_events
 
 __all__ = [
-    "HEAD_SCORE_KINDS",
-    "PACKAGED_MODELS",
-    "ConfigError",
-    "HeadScoreProbe",
-    "HeadScores",
-    "InputError",
-    "MechprobeError",
-    "ModelError",
-    "ModelInfo",
-    "Probe",
-    "ProbeResult",
-    "ProbeStateError",
-    "Provenance",
-    "TokenBatch",
-    "as_token_batch",
-    "capture",
-    "feed_probes",
-    "head_scores",
-    "load_model",
-    "pattern_hook",
-    "repeated_random_tokens",
-    "run_probes",
-    "target_mask",
+    "HEAD_SCORE_KINDS", "PACKAGED_MODELS", "TOPIC_PAIR_KINDS",
+    "BlockStructure", "ConfigError", "CooccurrenceOrdering", "CopierProbe", "CopierProfile", "Document",
+    "EmbeddingTopicSimilarity", "GeneralizedInductionProbe", "GeneralizedInductionScores", "HeadScoreProbe",
+    "HeadScores", "InputError", "KeyTokenAttention", "KeyTokenAttentionProbe", "LdaTopicConfig", "LdaTopics",
+    "MechprobeError", "ModelError", "ModelInfo", "NormEvents", "ParentCriterion", "ParentCriterionProbe",
+    "ParentSubsetAttention", "ParentSubsetAttentionProbe", "Probe", "ProbeResult", "ProbeStateError", "Provenance",
+    "SelectorShares", "SelectorWeightProbe", "SnapPoint", "TokenBatch", "TokenTopicMap", "TopicAttention",
+    "TopicAttentionProbe", "TwoStage",
+    "as_token_batch", "assign_word_topics", "block_structure", "capture", "chi_square_parent_criterion",
+    "cooccurrence_ordering", "cooccurrence_probability", "count_cooccurrence", "detect_snap", "detect_two_stage",
+    "embedding_topic_similarity", "entropy_nats", "feed_probes", "fit_lda_topics", "head_scores", "iter_documents",
+    "kendall_tau_b", "load_model", "norm_events", "parent_match_mask", "pattern_hook", "repeated_random_tokens",
+    "run_probes", "spearman", "target_mask", "text_token_batches", "token_topic_labels", "topic_attention",
 ]

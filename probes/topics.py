@@ -1,6 +1,6 @@
 """Topics of a real corpus with gensim LDA, a word -> topic assignment, and its mapping onto model tokens.
 
-Pipeline: :func:`train_topic_model` (stop words removed, ``filter_extremes``) ->
+Pipeline: :func:`fit_lda_topics` (stop words removed, ``filter_extremes``) ->
 :func:`assign_word_topics` (top topic above a probability threshold, or the top fraction of
 words per topic) -> :func:`token_topic_labels` (which vocabulary ids of a model carry each word's
 topic: BPE leading-space and capitalised variants, WordPiece lower case; words that are not a
@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class TopicConfig:
+class LdaTopicConfig:
     """Settings of the LDA topic model and of the word -> topic assignment."""
 
     n_topics: int = 20
@@ -72,12 +72,12 @@ def words_of(text: str, min_length: int = 3) -> list[str]:
 
 
 @dataclass
-class TopicModel:
+class LdaTopics:
     """A trained gensim LDA model with its dictionary and the config that made it."""
 
     lda: Any
     dictionary: Any
-    config: TopicConfig
+    config: LdaTopicConfig
     n_documents: int
 
     def topic_word_probabilities(self) -> np.ndarray:
@@ -98,7 +98,7 @@ class TopicModel:
         return Path(folder)
 
     @classmethod
-    def load(cls, folder: str | Path) -> "TopicModel":
+    def load(cls, folder: str | Path) -> "LdaTopics":
         from gensim.corpora import Dictionary
         from gensim.models import LdaModel
 
@@ -107,13 +107,13 @@ class TopicModel:
             raise InputError(f"{folder} is not a saved topic model (no topic_config.json); train one first.")
         meta = json.loads((folder / "topic_config.json").read_text(encoding="utf-8"))
         return cls(LdaModel.load(str(folder / "lda.gensim")), Dictionary.load(str(folder / "dictionary.gensim")),
-                   TopicConfig(**meta["config"]), int(meta["n_documents"]))
+                   LdaTopicConfig(**meta["config"]), int(meta["n_documents"]))
 
 
-def train_topic_model(documents: Iterable[Document | str], config: TopicConfig = TopicConfig()) -> TopicModel:
+def fit_lda_topics(documents: Iterable[Document | str], config: LdaTopicConfig = LdaTopicConfig()) -> LdaTopics:
     """Fit LDA on ``documents`` (bag of words, stop words removed, rare/common words filtered).
 
-    Example: ``train_topic_model(iter_documents("wikipedia-excerpt", unit="article"), TopicConfig(n_topics=10))``.
+    Example: ``fit_lda_topics(iter_documents("wikipedia-excerpt", unit="article"), LdaTopicConfig(n_topics=10))``.
     """
     from gensim.corpora import Dictionary
     from gensim.models import LdaModel
@@ -134,10 +134,10 @@ def train_topic_model(documents: Iterable[Document | str], config: TopicConfig =
     lda = LdaModel(bows, id2word=dictionary, num_topics=config.n_topics, passes=config.passes,
                    iterations=config.iterations, chunksize=config.chunksize, alpha=config.alpha, random_state=config.seed)
     log.info("trained LDA: %d topics, %d words, %d documents", config.n_topics, len(dictionary), len(texts))
-    return TopicModel(lda, dictionary, config, len(texts))
+    return LdaTopics(lda, dictionary, config, len(texts))
 
 
-def assign_word_topics(topic_model: TopicModel) -> dict[str, int]:
+def assign_word_topics(topic_model: LdaTopics) -> dict[str, int]:
     """word -> topic under the config's rule.
 
     ``threshold``: p(topic | word) = phi[t, w] / sum_t phi[t, w] (uniform topic prior); a word gets

@@ -16,7 +16,7 @@ from analyses.render_check import colourful_fraction, find_chromium, screenshot
 from probes.corpora import iter_documents
 from probes.text_batches import text_token_batches
 from probes.topic_attention import TopicAttentionProbe
-from probes.topics import TopicConfig, assign_word_topics, token_topic_labels, train_topic_model
+from probes.topics import LdaTopicConfig, assign_word_topics, token_topic_labels, fit_lda_topics
 
 CONFIG = PretrainedConfig(seq_len=64, batch_size=4, max_batches=6, n_pair_tokens=60, n_boot=200,
                           protocol_seq_len=20, protocol_batches=1)
@@ -25,7 +25,7 @@ CONFIG = PretrainedConfig(seq_len=64, batch_size=4, max_batches=6, n_pair_tokens
 @pytest.fixture(scope="module")
 def corpus_and_topics():
     documents = list(iter_documents("wikipedia-excerpt", min_chars=200, max_documents=1500))
-    topic_model = train_topic_model(documents, TopicConfig(n_topics=10, passes=2))
+    topic_model = fit_lda_topics(documents, LdaTopicConfig(n_topics=10, passes=2))
     random.Random(0).shuffle(documents)
     return documents, assign_word_topics(topic_model)
 

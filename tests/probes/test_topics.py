@@ -7,7 +7,7 @@ import random
 import pytest
 
 from probes import ConfigError, InputError
-from probes.topics import TopicConfig, TopicModel, assign_word_topics, token_topic_labels, train_topic_model
+from probes.topics import LdaTopicConfig, LdaTopics, assign_word_topics, token_topic_labels, fit_lda_topics
 
 ANIMALS = ["tiger", "zebra", "monkey", "rabbit", "donkey", "giraffe", "camel", "beaver"]
 METALS = ["copper", "silver", "nickel", "cobalt", "bronze", "platinum", "tungsten", "zinc"]
@@ -19,9 +19,9 @@ def two_topic_corpus(n_docs: int = 60, length: int = 40, seed: int = 0) -> list[
 
 
 @pytest.fixture(scope="module")
-def two_topics() -> TopicModel:
-    config = TopicConfig(n_topics=2, passes=10, no_below=1, no_above=1.0, threshold=0.9, seed=0)
-    return train_topic_model(two_topic_corpus(), config)
+def two_topics() -> LdaTopics:
+    config = LdaTopicConfig(n_topics=2, passes=10, no_below=1, no_above=1.0, threshold=0.9, seed=0)
+    return fit_lda_topics(two_topic_corpus(), config)
 
 
 def test_lda_recovers_known_topics(two_topics):
@@ -32,9 +32,9 @@ def test_lda_recovers_known_topics(two_topics):
 
 
 def test_top_fraction_assignment(two_topics):
-    config = TopicConfig(n_topics=2, passes=10, no_below=1, no_above=1.0, assignment="top_fraction",
+    config = LdaTopicConfig(n_topics=2, passes=10, no_below=1, no_above=1.0, assignment="top_fraction",
                          top_fraction=0.25, seed=0)
-    model = TopicModel(two_topics.lda, two_topics.dictionary, config, two_topics.n_documents)
+    model = LdaTopics(two_topics.lda, two_topics.dictionary, config, two_topics.n_documents)
     assignment = assign_word_topics(model)
     assert len(assignment) == 8  # each topic claims the top 4 of 16 words, no overlap
     topics = {assignment[w] for w in assignment if w in ANIMALS}
@@ -43,7 +43,7 @@ def test_top_fraction_assignment(two_topics):
 
 def test_save_and_load_gives_the_same_assignment(two_topics, tmp_path):
     two_topics.save(tmp_path / "topics")
-    loaded = TopicModel.load(tmp_path / "topics")
+    loaded = LdaTopics.load(tmp_path / "topics")
     assert assign_word_topics(loaded) == assign_word_topics(two_topics)
     assert loaded.config == two_topics.config
 
@@ -71,9 +71,9 @@ def test_conflicting_and_missing_words(minilm):
 @pytest.mark.parametrize("changes", [{"n_topics": 1}, {"no_above": 0.0}, {"threshold": 1.5}, {"assignment": "x"}])
 def test_bad_topic_settings(changes):
     with pytest.raises(ConfigError):
-        TopicConfig(**changes)
+        LdaTopicConfig(**changes)
 
 
 def test_too_small_corpus():
     with pytest.raises(InputError, match="at least 2"):
-        train_topic_model(["the and of"], TopicConfig())
+        fit_lda_topics(["the and of"], LdaTopicConfig())
