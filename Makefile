@@ -23,7 +23,7 @@ $(VENV)/.installed: pyproject.toml Makefile
 	touch $@
 
 demo: install
-	$(BIN)/mechprobe heads --model smollm2-135m --json runs/demo/heads.json
+	$(BIN)/mechprobe report --out runs/report
 
 test: install
 	$(BIN)/python -m pytest -m "slow or not slow"
