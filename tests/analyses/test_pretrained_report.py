@@ -117,3 +117,28 @@ def test_report_with_a_model_that_is_not_hookable(tmp_path, capsys):
     assert main(["report", "--no-toys", "--fast", "--no-progress", "--model", str(folder), "--out", str(out)]) == 2
     assert "config.json" in capsys.readouterr().err
     assert not out.exists()
+
+
+@pytest.mark.slow
+def test_main_job_on_the_offline_defaults(tmp_path, capsys):
+    """mechprobe report --fast: both packaged models, the three toy settings, the embedded corpus."""
+    out = tmp_path / "report"
+    assert main(["report", "--fast", "--no-progress", "--out", str(out)]) == 0
+    assert "report written" in capsys.readouterr().out
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary["toy"]) == {"topic", "scansnap", "induction"}
+    assert set(summary["pretrained"]) == {"smollm2-135m", "minilm-l6"}
+    for entry in summary["pretrained"].values():
+        ratio = entry["same_topic_attention_ratio"]
+        assert ratio["ci"][0] <= ratio["value"] <= ratio["ci"][1] and len(ratio["best_head"]) == 2
+        for key in ("embedding_cosine_same", "embedding_cosine_different", "cooccurrence_spearman"):
+            assert isinstance(entry[key], float)
+        assert len(entry["induction_top_heads"][0]) == 3
+    # SmolLM2 has real induction heads on natural text, far above chance
+    smol = summary["pretrained"]["smollm2-135m"]
+    assert smol["induction_top_heads"][0][2] > 5 * smol["induction_chance"]
+    assert summary["corpus"]["name"] == "wikipedia-excerpt" and summary["settings"]["timings_s"]
+    page = (out / "report.html").read_text()
+    assert page.count("data:image/png;base64,") >= 4
+    if find_chromium() is not None:
+        assert colourful_fraction(screenshot(out / "report.html", tmp_path / "shot.png")) > 0.01
