@@ -1,0 +1,175 @@
+"""Toy training speed of each paper's main configuration on one thread, against the papers' reference code.
+
+The reference numbers were timed on this kind of machine (1 thread, same configuration) and are
+given in issue 7; ours come from the project's own training paths with the settings of
+``analyses/toy_*.py PRESETS["paper"]``:
+
+- Scan and Snap (Fig. 4): ``train_on_cooccurrence`` of the Y/Z model, paper config, recording
+  the expected attention of every fact after every step as ``analyses.toy_scansnap`` does;
+  ``--scansnap-steps`` steps. Whole process: a fresh ``mechprobe toy scansnap --preset paper
+  --set train_standard=false`` (data, 100 steps, probes, figures, summary.json), beside a fresh
+  interpreter that only imports those modules.
+- Induction heads: ``sample_markov_icl`` for 10,000 sequences (S=3, n=3, L=100, alpha=0.1);
+  ``train_simplified`` full batch on 9,000 sequences with the paper's staged schedule shortened
+  to ``--induction-steps`` steps per stage (c, w, a), for the simplified and the full model.
+- Topic structure: ``sample_documents`` + masking for the paper's 4,096 documents;
+  ``train_topic_model`` on the joint variant at batch 40, in sequences/s.
+
+Step rates come from a callback stamping the time after every step, over steps 2..N (the first
+step's one-off allocations excluded).
+
+    .venv/bin/python benchmarks/toy_training_speed.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from analyses.toy_induction import PRESETS as INDUCTION_PRESETS
+from analyses.toy_induction import _simplified
+from analyses.toy_scansnap import PRESETS as SCANSNAP_PRESETS
+from analyses.toy_topic import PRESETS as TOPIC_PRESETS
+from toymodels.cooccurrence_data import CooccurrenceData
+from toymodels.induction_training import SimplifiedTraining, train_simplified
+from toymodels.lda_data import mask_documents, sample_documents
+from toymodels.markov_data import sample_markov_icl
+from toymodels.scansnap_model import YZModelConfig, YZTransformer
+from toymodels.scansnap_training import train_on_cooccurrence
+from toymodels.topic_model import TopicModel
+from toymodels.topic_training import train_topic_model
+
+REFERENCE = {
+    "scansnap steps/s": 62.5,
+    "scansnap whole process s": 7.8,
+    "induction data 10k s": 178.0,
+    "simplified steps/s": (0.55, 0.8),
+    "full steps/s": 0.15,
+    "topic sequences/s": (620.0, 670.0),
+}
+
+
+class StepClock:
+    """Training callback stamping ``perf_counter`` after each step."""
+
+    def __init__(self) -> None:
+        self.stamps: list[float] = []
+
+    def __call__(self, step, model, history) -> None:
+        self.stamps.append(time.perf_counter())
+
+    def rate(self, first: int = 0, last: int | None = None) -> float:
+        """Steps per second between stamp ``first`` and stamp ``last``."""
+        stamps = self.stamps[first:last]
+        return (len(stamps) - 1) / (stamps[-1] - stamps[0])
+
+
+def scansnap(steps: int) -> dict[str, float]:
+    config = dataclasses.replace(SCANSNAP_PRESETS["paper"], n_steps=steps)
+    data = CooccurrenceData(config.data_config())
+    model = YZTransformer(YZModelConfig(d_vocab=data.d_vocab, n_ctx=config.seq_len, init=config.init,
+                                        seed=config.seed))
+    supports = [data.support(f) for f in range(data.n_facts)]
+
+    def record(step, trained, history) -> None:
+        expected = trained.expected_attention(data.fact_last, data.context_probs)
+        [expected[f, supports[f]].float() for f in range(data.n_facts)]
+
+    clock = StepClock()
+    train_on_cooccurrence(model, data, config.train_config(), callbacks=[record, clock])
+    with tempfile.TemporaryDirectory() as out:
+        start = time.perf_counter()
+        subprocess.run([str(Path(sys.executable).parent / "mechprobe"), "toy", "scansnap", "--preset", "paper",
+                        "--set", "train_standard=false", "--out", out], check=True, capture_output=True)
+        whole = time.perf_counter() - start
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import analyses.cli, analyses.toy_scansnap"], check=True)
+    imports = time.perf_counter() - start
+    return {"steps/s": clock.rate(1), "whole process s": whole, "imports s": imports}
+
+
+def induction(steps_per_stage: int, full_steps_per_stage: int) -> dict[str, float]:
+    config = INDUCTION_PRESETS["paper"]
+    start = time.perf_counter()
+    tokens = sample_markov_icl(config.data, 10_000, config.seed).tokens
+    data_s = time.perf_counter() - start
+    train_tokens = tokens[: config.n_train]
+    out: dict[str, float] = {"data 10k s": data_s}
+    for name, per_stage in (("simplified", steps_per_stage), ("full", full_steps_per_stage)):
+        model = _simplified(dataclasses.replace(config, model=name))
+        training = SimplifiedTraining(schedule="staged", stage_steps=(per_stage,) * 3, lr_c=config.lr_c,
+                                      lr_w=config.lr_w, lr_a=config.lr_a, batch_size=0)
+        clock = StepClock()
+        train_simplified(model, train_tokens, training, generator=torch.Generator().manual_seed(0), callbacks=[clock])
+        for i, stage in enumerate("cwa"):
+            # stamp j follows step j + 1; stage i's steps end at stamps i*k .. (i+1)*k - 1 (step 1 excluded)
+            out[f"{name} steps/s stage {stage}"] = clock.rate(max(i * per_stage - 1, 0), (i + 1) * per_stage)
+        out[f"{name} steps/s all"] = clock.rate(1)
+    return out
+
+
+def topic(steps: int, batch_size: int) -> dict[str, float]:
+    config = TOPIC_PRESETS["paper"]
+    lda, masking = config.lda(), config.masking()
+    generator = torch.Generator().manual_seed(config.seed)
+    start = time.perf_counter()
+    documents = sample_documents(lda, config.n_documents, generator)
+    mask_documents(documents, masking, generator, lda=lda)
+    data_s = time.perf_counter() - start
+    model = TopicModel(config.model(embedding="trained"))
+    training = dataclasses.replace(config.training("joint", steps), batch_size=batch_size)
+    clock = StepClock()
+    train_topic_model(model, lda, masking, training, seed=config.seed, callbacks=[clock])
+    return {"data s": data_s, "documents": config.n_documents, "sequences/s": clock.rate(1) * batch_size}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--scansnap-steps", type=int, default=50)
+    parser.add_argument("--induction-steps", type=int, default=4, help="full-batch steps per stage (c, w, a)")
+    parser.add_argument("--full-steps", type=int, default=2, help="full-model full-batch steps per stage")
+    parser.add_argument("--topic-steps", type=int, default=50)
+    parser.add_argument("--topic-batch", type=int, default=40)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+
+    s = scansnap(args.scansnap_steps)
+    i = induction(args.induction_steps, args.full_steps)
+    t = topic(args.topic_steps, args.topic_batch)
+    simplified = [i[f"simplified steps/s stage {x}"] for x in "cwa"]
+    full = [i[f"full steps/s stage {x}"] for x in "cwa"]
+
+    def span(values: list[float]) -> str:
+        return f"{min(values):.2f}-{max(values):.2f}"
+
+    rows = [
+        ("Scan and Snap Fig. 4: steps/s", f"{s['steps/s']:.1f}", "62.5", s["steps/s"] / 62.5, 2.0),
+        ("Scan and Snap: whole process s", f"{s['whole process s']:.1f}", "7.8", 7.8 / s["whole process s"], 2.0),
+        ("induction: data, 10,000 sequences s", f"{i['data 10k s']:.3f}", "178", 178 / i["data 10k s"], 50.0),
+        ("induction simplified: full-batch steps/s (c/w/a)", span(simplified), "0.55-0.8",
+         statistics.median(simplified) / 0.8, 2.0),
+        ("induction full model: full-batch steps/s (c/w/a)", span(full), "0.15", statistics.median(full) / 0.15, 2.0),
+        ("topic joint: sequences/s at batch 40", f"{t['sequences/s']:.0f}", "620-670", t["sequences/s"] / 670, 2.0),
+    ]
+    print(f"torch threads {torch.get_num_threads()}; steps timed: scansnap {args.scansnap_steps}, induction "
+          f"{args.induction_steps}/stage, full {args.full_steps}/stage, topic {args.topic_steps}")
+    print(f"{'measure':<50} {'ours':>12} {'reference':>10} {'speed-up':>9} {'target':>7}")
+    for name, ours, ref, speedup, target in rows:
+        print(f"{name:<50} {ours:>12} {ref:>10} {speedup:>8.1f}x {'met' if speedup >= target else 'NOT met':>7}")
+    print(f"Scan and Snap whole process: {s['imports s']:.1f} s of it is a fresh interpreter importing "
+          f"analyses.cli + analyses.toy_scansnap (torch, transformer_lens, matplotlib)")
+    print(f"topic data ({t['documents']} documents, sampled + masked): {t['data s']:.3f} s (no reference number)")
+    print("speed-up of a range: ours (median over stages) against the reference's fastest; steps/s = steps 2..N")
+
+
+if __name__ == "__main__":
+    main()
