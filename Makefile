@@ -23,6 +23,7 @@ $(VENV)/.installed: pyproject.toml Makefile
 	touch $@
 
 demo: install
+	mkdir -p runs
 	$(BIN)/mechprobe report --out runs/report
 
 test: install
