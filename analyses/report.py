@@ -13,6 +13,7 @@ from typing import Any
 
 from analyses.compare import ToyRun, compare
 from analyses.pretrained import PretrainedConfig, PretrainedRun, probe_pretrained
+from analyses.timings import write_timings
 from probes.atomic import atomic_directory
 from probes.corpora import iter_documents
 from probes.errors import ConfigError, InputError
@@ -112,6 +113,6 @@ def run_report(config: ReportConfig, out_dir: str | Path, *, progress: bool = Tr
         if config.models:
             corpus.update({"topic_words": len(word_topics),
                            "topics": [topic_model.top_words(t, 8) for t in range(config.topics.n_topics)]})
-        settings = dataclasses.asdict(config) | {"timings_s": timings}
-        compare(toy_runs, pretrained, folder=tmp, corpus=corpus, settings=settings).write(tmp)
+        compare(toy_runs, pretrained, folder=tmp, corpus=corpus, settings=dataclasses.asdict(config)).write(tmp)
+        write_timings(tmp, timings)
     return out_dir / "report.html"

@@ -35,6 +35,7 @@ from typing import Any, Literal
 
 import torch
 
+from analyses.timings import write_timings
 from probes.atomic import atomic_write_text
 from probes.batch import as_token_batch
 from probes.copier import CopierProbe, CopierProfile
@@ -417,7 +418,6 @@ def _run(config: InductionExperimentConfig, out_dir: Path, *, progress: bool) ->
         "final_a": float(model.a.detach()) if isinstance(model, SimplifiedInductionModel) else None,
         "final_train_loss": history.column("loss")[-1] if history.steps else None,
         "steps": history.steps[-1] if history.steps else 0,
-        "train_seconds": trained - started,
         "settings": dataclasses.asdict(config),
     }
     if config.model == "standard":
@@ -435,7 +435,7 @@ def _run(config: InductionExperimentConfig, out_dir: Path, *, progress: bool) ->
                         out_dir / "layer2_attention_example.png")
     plot_loss(history, optimal_train, optimal, out_dir / "loss_vs_optimal.png")
     history.save(out_dir / "history.json")
-    summary["total_seconds"] = time.perf_counter() - started
+    write_timings(out_dir, {"train": trained - started, "total": time.perf_counter() - started})
     summary = _nan_to_none(summary)
     atomic_write_text(out_dir / "summary.json", json.dumps(summary, indent=2, allow_nan=False))
     log.info("induction toy: val %.4f vs optimal %.4f", val_loss, optimal)

@@ -46,6 +46,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from analyses.timings import write_timings
 from probes.atomic import atomic_write_text
 from probes.cooccurrence import cooccurrence_ordering
 from probes.key_token_attention import KeyTokenAttention, KeyTokenAttentionProbe, entropy_nats
@@ -394,6 +395,7 @@ def run(config: ScanSnapConfig, out_dir: Path, *, progress: bool) -> dict[str, A
 
 def _run(config: ScanSnapConfig, out_dir: Path, *, progress: bool) -> dict[str, Any]:
     start = time.perf_counter()
+    timings: dict[str, float] = {}
     main = main_run(config, progress=progress)
     summary: dict[str, Any] = dict(main["summary"])
     plot_heatmap(main, out_dir / "attention_heatmap.png")
@@ -405,7 +407,7 @@ def _run(config: ScanSnapConfig, out_dir: Path, *, progress: bool) -> dict[str, 
     if config.sweep_num_last:
         sweep_start = time.perf_counter()
         summary["sweep"] = run_sweep(config, progress=progress)
-        summary["sweep_seconds"] = time.perf_counter() - sweep_start
+        timings["sweep"] = time.perf_counter() - sweep_start
         plot_sweep(summary["sweep"], out_dir / "entropy_sweep.png")
     if config.wikitext_steps:
         from analyses.scansnap_wikitext import plot_wikitext, wikitext_run
@@ -413,7 +415,8 @@ def _run(config: ScanSnapConfig, out_dir: Path, *, progress: bool) -> dict[str, 
         summary["wikitext"] = wikitext_run(config, progress=progress)
         plot_wikitext(summary["wikitext"], out_dir / "wikitext.png")
     summary["settings"] = dataclasses.asdict(config)
-    summary["runtime_seconds"] = time.perf_counter() - start
+    timings["total"] = time.perf_counter() - start
+    write_timings(out_dir, timings)
     atomic_write_text(out_dir / "summary.json", json.dumps(summary, indent=2))
     log.info("scansnap: wrote %s", out_dir / "summary.json")
     return summary

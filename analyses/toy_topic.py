@@ -30,6 +30,7 @@ from typing import Any, Literal
 
 import torch
 
+from analyses.timings import write_timings
 from probes.atomic import atomic_write_text
 from probes.block_structure import block_structure
 from probes.embedding_topics import embedding_topic_similarity
@@ -333,8 +334,8 @@ def _run(config: TopicExperimentConfig, out_dir: Path, progress: bool) -> dict[s
     summary["claims"] = claims
     summary["settings"] = {**dataclasses.asdict(config), "n_words": lda.n_words, "vocab_size": lda.vocab_size,
                            "attention_measured_on": "unmasked held-out documents of length max_len"}
-    summary["seconds"] = round(time.perf_counter() - started, 2)
     summary["figures"] = _plot(figures, history, stages, out_dir)
+    write_timings(out_dir, {"total": time.perf_counter() - started})
     atomic_write_text(out_dir / "summary.json", json.dumps(summary, indent=2, allow_nan=True))
     return summary
 
