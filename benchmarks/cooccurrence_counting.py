@@ -2,7 +2,8 @@
 
 Same corpus (WikiText-2 test tokenized with MiniLM's tokenizer into windows, or the embedded
 Wikipedia excerpt when ../shared is absent), same pairs (each query position holding one of the
-K most frequent tokens, every earlier position holding one of them), same counts (checked).
+K most frequent tokens, every earlier position holding one of them), same counts (checked). Both routes
+are timed round robin after one warm-up call of ours; the medians are compared.
 
     .venv/bin/python benchmarks/cooccurrence_counting.py --windows 400 --seq-len 128 --top-k 200
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import time
 from collections import Counter
 from pathlib import Path
@@ -43,6 +45,7 @@ def main() -> None:
     parser.add_argument("--windows", type=int, default=400)
     parser.add_argument("--seq-len", type=int, default=128)
     parser.add_argument("--top-k", type=int, default=200)
+    parser.add_argument("--repeats", type=int, default=5, help="timed repeats of each route (median reported)")
     args = parser.parse_args()
     tokenizer = probes.load_model("minilm-l6").tokenizer
     corpus = WIKITEXT if WIKITEXT.is_file() else "wikipedia-excerpt"
@@ -54,12 +57,17 @@ def main() -> None:
     tokens = torch.tensor(ids[: args.windows * args.seq_len]).reshape(args.windows, args.seq_len)
     top = torch.bincount(tokens.flatten()).topk(args.top_k).indices.sort().values.tolist()
 
-    start = time.perf_counter()
-    ours = count_cooccurrence(tokens, top, top, query_position="all", causal=True, exclude_self=True)
-    ours_s = time.perf_counter() - start
-    start = time.perf_counter()
-    reference = python_count(tokens.tolist(), set(top))
-    python_s = time.perf_counter() - start
+    rows, tracked = tokens.tolist(), set(top)
+    count_cooccurrence(tokens, top, top)  # warm-up: first calls pay for allocator and kernel set-up
+    ours_times, python_times = [], []
+    for _ in range(args.repeats):  # round robin, so load changes hit both routes alike
+        start = time.perf_counter()
+        ours = count_cooccurrence(tokens, top, top, query_position="all", causal=True, exclude_self=True)
+        ours_times.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        reference = python_count(rows, tracked)
+        python_times.append(time.perf_counter() - start)
+    ours_s, python_s = statistics.median(ours_times), statistics.median(python_times)
 
     position = {t: i for i, t in enumerate(top)}
     dense = torch.zeros(len(top), len(top), dtype=torch.float64)
@@ -69,6 +77,7 @@ def main() -> None:
     n_tokens = tokens.numel()
     print(f"corpus {corpus if isinstance(corpus, str) else corpus.name}: {n_tokens} tokens in {args.windows} windows "
           f"of {args.seq_len}; {args.top_k} tracked tokens; {int(ours.sum())} pairs; torch threads {torch.get_num_threads()}")
+    print(f"load average {Path('/proc/loadavg').read_text().split()[:3]}; median of {args.repeats} repeats")
     print(f"{'route':<28} {'seconds':>8} {'tokens/s':>12}")
     print(f"{'count_cooccurrence':<28} {ours_s:>8.3f} {n_tokens / ours_s:>12.0f}")
     print(f"{'python dict':<28} {python_s:>8.3f} {n_tokens / python_s:>12.0f}")

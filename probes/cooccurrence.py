@@ -3,8 +3,9 @@
 Co-occurrence counts use the same pairs as :mod:`probes.key_token_attention`: for every query row
 holding a query token, every visible key position holding a key token adds one to
 ``counts[query, key]`` (by default: all positions, keys before the query, the query excluded).
-:func:`count_cooccurrence` does this on a corpus without a model, vectorised as one
-``torch.bincount`` over pair ids per chunk; the attention probe records the same counts of the
+:func:`count_cooccurrence` does this on a corpus without a model: each sequence is compacted to
+the positions holding tracked tokens and the pairs among them are counted with one
+``torch.bincount`` per chunk; the attention probe records the same counts of the
 tokens it was fed (``KeyTokenAttention.occurrences``). A generator's known distribution (e.g.
 ``P(l | m)``) can be used instead.
 
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import torch
-from jaxtyping import Float
+from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from probes.errors import ConfigError, InputError
@@ -31,9 +32,7 @@ from probes.key_token_attention import (
     KeyTokenAttention,
     PairSpec,
     QueryPosition,
-    query_rows,
     token_index,
-    visible_pairs,
 )
 from probes.result import ProbeResult
 
@@ -53,8 +52,10 @@ def count_cooccurrence(
     """``counts[i, j]``: (query row holding ``query_tokens[i]``, visible key holding ``key_tokens[j]``) pairs.
 
     ``corpus`` is an integer tensor [batch pos] or an iterable of them (sequences of one batch
-    have equal length; every position counts). Sequences are processed in chunks so that at most
-    about ``CHUNK_PAIRS`` candidate pairs exist at once.
+    have equal length; every position counts). Each sequence is first compacted to its tracked
+    positions (those holding a query or a key token, in order), so only pairs of tracked
+    positions are enumerated (as one [row, slot, slot] grid of pair ids); rows are processed in
+chunks of at most about ``CHUNK_PAIRS`` pairs.
 
     Example: ``count_cooccurrence(torch.tensor([[5, 7, 5]]), [5], [7])`` is ``[[1.]]`` (only the
     second 5 sees the 7 before it).
@@ -66,7 +67,7 @@ def count_cooccurrence(
     batches = [corpus] if isinstance(corpus, Tensor) else list(corpus)
     if not batches:
         raise InputError("The corpus is empty: pass an integer tensor [batch, pos] or a list of them.")
-    counts = torch.zeros(len(queries) * len(keys), dtype=torch.float64)
+    counts = torch.zeros((len(queries) + 1) * (len(keys) + 1), dtype=torch.long)
     for tokens in batches:
         if not isinstance(tokens, Tensor) or tokens.ndim != 2 or tokens.dtype.is_floating_point:
             raise InputError(
@@ -75,21 +76,61 @@ def count_cooccurrence(
             )
         if tokens.numel() == 0:
             continue
-        d_vocab = int(max(tokens.max().item(), max(queries), max(keys))) + 1
         if int(tokens.min()) < 0:
             raise InputError(f"Token ids must be >= 0; got {int(tokens.min())}.")
+        d_vocab = int(max(tokens.max().item(), max(queries), max(keys))) + 1
+        # untracked tokens go to an extra row / column that is dropped at the end
         query_index = token_index(queries, d_vocab, "query_tokens").to(tokens.device)
         key_index = token_index(keys, d_vocab, "key_tokens").to(tokens.device)
-        n_pos = tokens.shape[1]
-        chunk = max(1, CHUNK_PAIRS // (n_pos * n_pos))
-        for start in range(0, tokens.shape[0], chunk):
-            part = tokens[start : start + chunk].long()
-            valid = torch.ones_like(part, dtype=torch.bool)
-            b_idx, q_idx, q_tok = query_rows(part, valid, query_index, spec.query_position)
-            mask, key_idx = visible_pairs(part, valid, b_idx, q_idx, key_index, spec)
-            pair_ids = (q_tok[:, None] * len(keys) + key_idx)[mask]
-            counts += torch.bincount(pair_ids, minlength=counts.numel()).to(counts)
-    return counts.reshape(len(queries), len(keys))
+        query_index[query_index < 0] = len(queries)
+        key_index[key_index < 0] = len(keys)
+        counts += _count_pairs(tokens.long(), query_index, key_index, len(queries), len(keys), spec).cpu()
+    return counts.reshape(len(queries) + 1, len(keys) + 1)[:-1, :-1].double()
+
+
+def _count_pairs(tokens: Int[Tensor, "batch pos"], query_index: Int[Tensor, " d_vocab"],
+                 key_index: Int[Tensor, " d_vocab"], n_q: int, n_k: int, spec: PairSpec) -> Int[Tensor, " bucket"]:
+    """Pair counts of one batch over (n_q + 1) x (n_k + 1) buckets; index n_q / n_k means untracked."""
+    q_of, k_of = query_index[tokens], key_index[tokens]
+    if spec.query_position == "last":
+        q_of[:, :-1] = n_q
+    tracked = (q_of < n_q) | (k_of < n_k)
+    # positions of the tracked tokens of each row, in order, then untracked ones (sorted stably)
+    order = torch.argsort((~tracked).to(torch.uint8), dim=1, stable=True)
+    n_tracked = tracked.sum(1, keepdim=True)
+    width = int(n_tracked.max())
+    buckets = (n_q + 1) * (n_k + 1)
+    counts = torch.zeros(buckets, dtype=torch.long, device=tokens.device)
+    if width == 0:
+        return counts
+    order = order[:, :width]
+    live = torch.arange(width, device=tokens.device) < n_tracked
+    q_c = torch.where(live, q_of.gather(1, order), n_q)
+    k_c = torch.where(live, k_of.gather(1, order), n_k)
+    id_dtype = torch.int32 if buckets < 2**31 else torch.long  # int32 halves the memory traffic
+    q_c, k_c = q_c.to(id_dtype), k_c.to(id_dtype)
+    dropped = _dropped_slots(width, spec, tokens.device)
+    rows = max(1, CHUNK_PAIRS // (width * width))
+    for start in range(0, tokens.shape[0], rows):
+        part = slice(start, start + rows)
+        ids = q_c[part, :, None] * (n_k + 1) + k_c[part, None, :]  # [row, query slot, key slot]
+        drop = dropped
+        if spec.window is not None:
+            drop = drop | ((order[part, :, None] - order[part, None, :]).abs() > spec.window)
+        ids.masked_fill_(drop, buckets - 1)  # the (untracked, untracked) bucket, dropped later
+        counts += torch.bincount(ids.flatten(), minlength=buckets)
+    return counts
+
+
+def _dropped_slots(width: int, spec: PairSpec, device: torch.device) -> Bool[Tensor, "q_slot k_slot"]:
+    """Which (query slot, key slot) pairs of the compacted positions never count (causality, self)."""
+    slots = torch.arange(width, device=device)
+    dropped = torch.zeros(width, width, dtype=torch.bool, device=device)
+    if spec.causal:
+        dropped |= slots[None, :] > slots[:, None]
+    if spec.exclude_self:
+        dropped |= slots[None, :] == slots[:, None]
+    return dropped
 
 
 def average_ranks(x: Float[Tensor, "... n"]) -> Float[Tensor, "... n"]:
