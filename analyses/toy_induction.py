@@ -159,7 +159,9 @@ def _standard(config: InductionExperimentConfig):
 def _checkpointer(config: InductionExperimentConfig, out_dir: Path) -> Checkpointer | None:
     if not config.checkpoint_every:
         return None
-    fingerprint = json.dumps(dataclasses.asdict(config), sort_keys=True)
+    settings = dataclasses.asdict(config)
+    del settings["checkpoint_every"]  # how often to save does not change the run; resuming may change it
+    fingerprint = json.dumps(settings, sort_keys=True)
     return Checkpointer(out_dir / "checkpoint", every=config.checkpoint_every, fingerprint=fingerprint)
 
 

@@ -24,6 +24,7 @@ import torch.distributed as dist
 
 from probes.batch import TokenBatch
 from probes.errors import ProbeStateError
+from probes.model_info import ModelInfo
 from probes.probe import Probe
 from probes.result import ProbeResult
 from probes.runner import feed_probes
@@ -83,8 +84,6 @@ def run_probes_sharded(model: Any, probes: Sequence[Probe], batches: Iterable[to
     if own:
         feed_probes(model, probes, own, data=data, seed=seed, progress=progress and rank == 0)
     else:
-        from probes.model_info import ModelInfo
-
         for probe in probes:
             probe.bind(ModelInfo.of(model), data=data, seed=seed)
     device = "cuda" if dist.is_initialized() and dist.get_backend() == "nccl" else "cpu"

@@ -71,6 +71,56 @@ def capture(model: Any, batch: TokenBatch, hook_names: Sequence[str]) -> dict[st
     return captured
 
 
+def is_out_of_memory(error: BaseException) -> bool:
+    """True for an allocator failure (CUDA/MPS/CPU) that a smaller batch could avoid."""
+    if isinstance(error, torch.OutOfMemoryError):
+        return True
+    message = str(error)
+    return isinstance(error, RuntimeError) and ("out of memory" in message or "not enough memory" in message)
+
+
+def _rows(batch: TokenBatch, start: int, stop: int) -> TokenBatch:
+    mask = None if batch.attention_mask is None else batch.attention_mask[start:stop]
+    return TokenBatch(batch.tokens[start:stop], batch.valid[start:stop], mask)
+
+
+class _AdaptiveCapture:
+    """Captures hooks in row chunks that fit in memory, halving the chunk after an out-of-memory error.
+
+    Only the forward pass is retried (nothing has been folded into a probe yet when it fails), and
+    since probe state is additive, feeding a batch in chunks gives the same result as feeding it
+    whole. The chunk size found is kept for the following batches.
+    """
+
+    def __init__(self, model: Any, hook_names: Sequence[str]) -> None:
+        self.model, self.hook_names = model, hook_names
+        self.max_rows: int | None = None
+
+    def chunks(self, batch: TokenBatch) -> Iterable[tuple[TokenBatch, dict[str, Tensor]]]:
+        start, n_rows = 0, batch.shape[0]
+        while start < n_rows:
+            stop = n_rows if self.max_rows is None else min(n_rows, start + self.max_rows)
+            part = batch if (start, stop) == (0, n_rows) else _rows(batch, start, stop)
+            try:
+                activations = capture(self.model, part, self.hook_names)
+            except Exception as error:
+                if not is_out_of_memory(error):
+                    raise
+                if stop - start == 1:
+                    raise ModelError(
+                        f"Out of memory on a single sequence of {batch.shape[1]} tokens. Use shorter sequences, "
+                        f"--dtype bfloat16/float16, or another device."
+                    ) from error
+                self.max_rows = (stop - start) // 2
+                log.warning("out of memory on %d rows; retrying with %d rows per forward pass",
+                            stop - start, self.max_rows)
+                if torch.cuda.is_available():
+                    torch.cuda.empty_cache()
+                continue
+            yield part, activations
+            start = stop
+
+
 def feed_probes(
     model: Any,
     probes: Sequence[Probe],
@@ -87,7 +137,8 @@ def feed_probes(
     This is the streaming core of :func:`run_probes`; call it directly to accumulate several
     corpora into the same probes or to all-reduce their state before ``compute()``.
     ``on_batch(i, probes)`` runs after batch ``i`` is folded in (e.g. to snapshot per-batch
-    state for a bootstrap).
+    state for a bootstrap). A batch that does not fit in memory is run in smaller row chunks
+    (halved until it fits; the same result, since probe state is additive).
     """
     info = ModelInfo.of(model)
     if not probes:
@@ -107,13 +158,14 @@ def feed_probes(
     if was_training:
         model.eval()
     n_batches = 0
+    runner = _AdaptiveCapture(model, hook_names)
     try:
         with torch.inference_mode():
             for raw in tqdm(batches, total=total, desc="probing", unit="batch", disable=not progress):
                 batch = as_token_batch(raw, info).to(device)
-                activations = capture(model, batch, hook_names)
-                for probe in probes:
-                    probe.update({n: activations[n] for n in probe.hook_names(info)}, batch)
+                for part, activations in runner.chunks(batch):
+                    for probe in probes:
+                        probe.update({n: activations[n] for n in probe.hook_names(info)}, part)
                 if on_batch is not None:
                     on_batch(n_batches, probes)
                 n_batches += 1

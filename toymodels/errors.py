@@ -13,3 +13,7 @@ class CheckpointError(RuntimeError):
 
 class TrainingDiverged(RuntimeError):
     """The loss became NaN or infinite; the last good checkpoint (if any) is kept."""
+
+
+class TrainingInterrupted(RuntimeError):
+    """SIGTERM stopped training after the current step was saved; the same command resumes it."""

@@ -186,20 +186,44 @@ class TopicModel(HookedRootModule):
             visible = visible & key_mask.to(torch.bool)
         return visible
 
+    def has_active_hooks(self) -> bool:
+        """Whether any hook point has a forward or backward hook attached."""
+        return any(point.has_hooks() for point in self.hook_dict.values())
+
     def forward(self, tokens: Int[Tensor, "batch pos"],
                 key_mask: Bool[Tensor, "batch pos"] | None = None) -> Float[Tensor, "batch pos n_words"]:
         attn = self.blocks[0].attn
         z_in = self.hook_embed(torch.nn.functional.embedding(tokens, self.W_E))
-        q = attn.hook_q(torch.einsum("bpd,ed->bpe", z_in, self.W_Q)[:, :, None, :])
-        k = attn.hook_k(torch.einsum("bpd,ed->bpe", z_in, self.W_K)[:, :, None, :])
-        v = attn.hook_v(torch.einsum("bpd,ed->bpe", z_in, self.W_V)[:, :, None, :])
-        scores = attn.hook_attn_scores(torch.einsum("bqhe,bkhe->bhqk", q, k))
-        visible = self.key_visibility(tokens, key_mask)
-        # A row whose keys are all hidden falls back to uniform over all keys (never NaN).
-        empty = ~visible.any(-1, keepdim=True)
-        visible = visible | empty
+        q = attn.hook_q((z_in @ self.W_Q.T).unsqueeze(2))
+        k = attn.hook_k((z_in @ self.W_K.T).unsqueeze(2))
+        v = attn.hook_v((z_in @ self.W_V.T).unsqueeze(2))
+        scores = attn.hook_attn_scores((q[:, :, 0] @ k[:, :, 0].transpose(1, 2)).unsqueeze(1))
+        visible = self._visible_keys(tokens, key_mask)
         scores = scores.masked_fill(~visible[:, None, None, :], float("-inf"))
         pattern = attn.hook_pattern(torch.softmax(scores, dim=-1))
-        z = attn.hook_z(torch.einsum("bhqk,bkhe->bqhe", pattern, v))
+        z = attn.hook_z((pattern[:, 0] @ v[:, :, 0]).unsqueeze(2))
         out = self.blocks[0].hook_attn_out(z[:, :, 0, :])
         return self.hook_logits(out @ self.W_dec.T + self.b_dec)
+
+    def query_logits(self, tokens: Int[Tensor, "batch pos"], queries: Int[Tensor, "batch query"],
+                     key_mask: Bool[Tensor, "batch pos"] | None = None) -> Float[Tensor, "batch query n_words"]:
+        """``forward(tokens, key_mask)[b, queries[b]]`` computed for those query positions only, without hooks.
+
+        One layer without residual: the logits at a position depend only on its own attention row,
+        so a masked-LM loss, which reads a few positions, needs only those rows. With
+        ``Z = E[tokens]`` and ``z = E[tokens[queries]]`` this computes
+        ``softmax((z W_Q^T W_K) Z^T) Z (W_dec W_V)^T + b_dec`` -- the forward formula with the
+        matrix products regrouped (equal up to float rounding). Hook points are bypassed.
+        """
+        context = torch.nn.functional.embedding(tokens, self.W_E)
+        query = torch.nn.functional.embedding(tokens.gather(1, queries), self.W_E)
+        scores = (query @ (self.W_Q.T @ self.W_K)) @ context.transpose(1, 2)
+        visible = self._visible_keys(tokens, key_mask)
+        pattern = torch.softmax(scores.masked_fill(~visible[:, None, :], float("-inf")), dim=-1)
+        return (pattern @ context) @ (self.W_dec @ self.W_V).T + self.b_dec
+
+    def _visible_keys(self, tokens: Int[Tensor, "batch pos"],
+                      key_mask: Bool[Tensor, "batch pos"] | None) -> Bool[Tensor, "batch pos"]:
+        """:meth:`key_visibility`, except that a row whose keys are all hidden shows all keys (uniform, never NaN)."""
+        visible = self.key_visibility(tokens, key_mask)
+        return visible | ~visible.any(-1, keepdim=True)

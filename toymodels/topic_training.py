@@ -123,6 +123,29 @@ def masked_lm_loss(logits: Float[Tensor, "batch pos d_out"], targets: Int[Tensor
     return ((chosen - F.one_hot(wanted, chosen.shape[-1]).to(chosen.dtype)) ** 2).sum(-1).mean()
 
 
+def selected_positions(selected: Bool[Tensor, "batch pos"]) -> tuple[Int[Tensor, "batch query"], Bool[Tensor, "batch query"]]:
+    """Each row's selected positions in order, padded to the longest row.
+
+    ``index[b, j]`` is row ``b``'s ``j``-th selected position and ``valid[b, j]`` says whether
+    there is one (padding slots point at position 0), so ``x.gather(1, index)[valid]`` equals
+    ``x[selected]`` in the same order.
+    """
+    counts = selected.sum(1)
+    width = int(counts.max()) if selected.numel() else 0
+    index = torch.sort((~selected).to(torch.uint8), dim=1, stable=True).indices[:, :width]
+    return index, torch.arange(width) < counts[:, None]
+
+
+def batch_loss(model: nn.Module, masked: MaskedDocuments, key_mask: Bool[Tensor, "batch pos"], pad_id: int,
+               kind: LossKind) -> Tensor:
+    """``masked_lm_loss`` of ``model`` on ``masked``; a hook-free TopicModel computes only the selected rows."""
+    if isinstance(model, TopicModel) and not model.has_active_hooks():
+        index, valid = selected_positions(masked.selected)
+        logits = model.query_logits(masked.inputs, index, key_mask)
+        return masked_lm_loss(logits, masked.targets.gather(1, index), valid, kind)
+    return masked_lm_loss(model_logits(model, masked.inputs, key_mask, pad_id), masked.targets, masked.selected, kind)
+
+
 def model_logits(model: nn.Module, inputs: Tensor, key_mask: Tensor, pad_id: int) -> Tensor:
     """Logits of a :class:`TopicModel` (keys hidden by ``key_mask``) or of a TransformerBridge."""
     if isinstance(model, TopicModel):
@@ -210,8 +233,7 @@ def train_topic_model(
 
     def loss_fn(step: int, generator: torch.Generator) -> Tensor:
         masked, key_mask = data.batch(config.batch_size, generator)
-        logits = model_logits(model, masked.inputs, key_mask, lda.pad_id)
-        return masked_lm_loss(logits, masked.targets, masked.selected, config.loss)
+        return batch_loss(model, masked, key_mask, lda.pad_id, config.loss)
 
     checkpointer = None
     if checkpoint_dir is not None:

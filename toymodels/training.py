@@ -11,22 +11,28 @@ Example::
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import math
 import os
+import pickle
+import secrets
+import signal
 import tempfile
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
+from safetensors.torch import save as save_safetensors
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
-from toymodels.errors import CheckpointError, ToyConfigError, TrainingDiverged
+from toymodels.errors import CheckpointError, ToyConfigError, TrainingDiverged, TrainingInterrupted
 
 log = logging.getLogger(__name__)
 
@@ -126,4 +132,252 @@ def make_optimizer(params: Sequence[nn.Parameter], *, lr: float, kind: str = "sg
     raise ToyConfigError(f"Optimiser kind must be 'sgd' or 'adam'; got {kind!r}.")
 
 
-#CHECKPOINTER
+_META = "checkpoint.json"
+_OWNED = ("weights-*.safetensors", "state-*.pt", ".*.tmp")
+"""Files a checkpoint folder may hold besides ``checkpoint.json``; those it does not name are removed."""
+
+
+class Checkpointer:
+    """Saves and restores model, optimisers, data generator, history and step in one folder.
+
+    Files: ``weights-STEP-TAG.safetensors`` (the model's state dict), ``state-STEP-TAG.pt`` (the
+    optimisers' states and the generator's state: tensors and numbers only, read back with
+    ``torch.load(weights_only=True)``) and ``checkpoint.json`` (step, the two file names, history,
+    fingerprint). Each file is written under a temporary name, fsynced and renamed;
+    ``checkpoint.json`` is renamed last, so a crash or kill at any moment leaves the previous
+    complete checkpoint in force. Files the new ``checkpoint.json`` does not name (the previous
+    checkpoint, temporaries of a killed run) are removed after it is in place. A damaged
+    checkpoint raises :class:`CheckpointError` naming the bad file.
+    """
+
+    def __init__(self, folder: str | os.PathLike, *, every: int, fingerprint: str = "") -> None:
+        if every < 1:
+            raise ToyConfigError(f"checkpoint every must be >= 1 step; got {every}.")
+        self.folder = Path(folder)
+        self.every = every
+        self.fingerprint = fingerprint
+
+    @property
+    def meta_path(self) -> Path:
+        return self.folder / _META
+
+    def save(self, step: int, model: nn.Module, optimizers: Sequence[torch.optim.Optimizer],
+             generator: torch.Generator, history: History) -> None:
+        """Write a checkpoint of ``step``; it replaces the previous one only once complete."""
+        tag = f"{step}-{secrets.token_hex(4)}"
+        weights, state = f"weights-{tag}.safetensors", f"state-{tag}.pt"
+        tensors = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+        _atomic_write_bytes(self.folder / weights, save_safetensors(tensors))
+        buffer = io.BytesIO()
+        torch.save({"optimizers": [o.state_dict() for o in optimizers], "generator": generator.get_state()}, buffer)
+        _atomic_write_bytes(self.folder / state, buffer.getvalue())
+        meta = {"step": step, "weights": weights, "state": state, "fingerprint": self.fingerprint,
+                "history": history.to_dict()}
+        _atomic_write_bytes(self.meta_path, json.dumps(meta).encode())
+        for pattern in _OWNED:
+            for path in self.folder.glob(pattern):
+                if path.name not in (weights, state):
+                    path.unlink(missing_ok=True)
+
+    def _bad(self, path: Path, problem: str) -> CheckpointError:
+        return CheckpointError(f"Checkpoint file {path} {problem}. Delete the folder {self.folder} to start "
+                               f"training from scratch.")
+
+    def _read_meta(self) -> dict[str, Any] | None:
+        path = self.meta_path
+        if not path.is_file():
+            return None
+        try:
+            meta = json.loads(path.read_bytes())
+        except ValueError as error:  # JSONDecodeError and UnicodeDecodeError
+            raise self._bad(path, f"is not valid JSON ({_one_line(error)})") from error
+        names_ok = isinstance(meta, dict) and all(
+            isinstance(meta.get(key), str) and Path(meta[key]).name == meta[key] and meta[key].startswith(key)
+            for key in ("weights", "state"))
+        step = meta.get("step") if isinstance(meta, dict) else None
+        if not (names_ok and type(step) is int and step >= 0 and isinstance(meta.get("history"), dict)):
+            raise self._bad(path, "does not hold a step, the weights and state file names and a history")
+        return meta
+
+    def _load_weights(self, path: Path, model: nn.Module) -> dict[str, Tensor]:
+        if not path.is_file():
+            raise self._bad(path, "(the model weights) is missing")
+        try:
+            tensors = load_file(str(path))
+        except Exception as error:  # safetensors raises SafetensorError for every malformed file
+            raise self._bad(path, f"is not a readable safetensors file ({_one_line(error)})") from error
+        expected = model.state_dict()
+        missing = sorted(expected.keys() - tensors.keys())
+        unexpected = sorted(tensors.keys() - expected.keys())
+        reshaped = sorted(k for k in expected.keys() & tensors.keys() if tensors[k].shape != expected[k].shape)
+        if missing or unexpected or reshaped:
+            problems = [f"{label}: {', '.join(keys[:3])}" for label, keys in
+                        (("missing", missing), ("unexpected", unexpected), ("other shape", reshaped)) if keys]
+            raise self._bad(path, f"holds weights that do not fit this model ({'; '.join(problems)})")
+        return tensors
+
+    def _load_state(self, path: Path, n_optimizers: int) -> dict[str, Any]:
+        if not path.is_file():
+            raise self._bad(path, "(the optimiser and data-generator state) is missing")
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+        except pickle.UnpicklingError as error:
+            raise self._bad(path, "holds Python objects that safe loading (torch.load with weights_only=True) "
+                                  "refuses") from error
+        except Exception as error:  # truncated zip archives and garbage raise RuntimeError and others
+            raise self._bad(path, f"is truncated or corrupted ({_one_line(error)})") from error
+        ok = (isinstance(state, dict) and isinstance(state.get("optimizers"), list)
+              and len(state["optimizers"]) == n_optimizers and all(isinstance(s, dict) for s in state["optimizers"])
+              and isinstance(state.get("generator"), Tensor) and state["generator"].dtype == torch.uint8)
+        if not ok:
+            raise self._bad(path, f"does not hold {n_optimizers} optimiser state(s) and a data-generator state")
+        return state
+
+    def restore(self, model: nn.Module, optimizers: Sequence[torch.optim.Optimizer],
+                generator: torch.Generator) -> tuple[int, History] | None:
+        """Load the latest checkpoint into the objects; return ``(step, history)``, or None if there is none.
+
+        Every file is read and checked before any object is changed.
+        """
+        meta = self._read_meta()
+        if meta is None:
+            return None
+        if meta.get("fingerprint") != self.fingerprint:
+            raise CheckpointError(
+                f"The checkpoint in {self.folder} was made with other settings; use another --out "
+                f"folder or delete it to start over."
+            )
+        tensors = self._load_weights(self.folder / meta["weights"], model)
+        state = self._load_state(self.folder / meta["state"], len(optimizers))
+        try:
+            history = History.from_dict(meta["history"])
+        except (KeyError, TypeError, ValueError, AttributeError) as error:
+            raise self._bad(self.meta_path, f"holds a malformed history ({_one_line(error)})") from error
+        for optimizer, saved in zip(optimizers, state["optimizers"]):
+            try:
+                optimizer.load_state_dict(saved)
+            except (KeyError, TypeError, ValueError, RuntimeError) as error:
+                raise self._bad(self.folder / meta["state"], f"holds optimiser states that do not fit these "
+                                f"optimisers ({_one_line(error)})") from error
+        try:
+            generator.set_state(state["generator"])
+        except (RuntimeError, TypeError) as error:
+            raise self._bad(self.folder / meta["state"], f"holds a bad data-generator state ({_one_line(error)})") from error
+        model.load_state_dict(tensors)
+        return meta["step"], history
+
+
+def _one_line(error: BaseException) -> str:
+    """The first sentence of an error's message (library messages can run over many lines)."""
+    lines = str(error).strip().splitlines()
+    text = lines[0] if lines else type(error).__name__
+    return text.split(". ")[0].rstrip(".")[:200]
+
+
+class _SigtermStop:
+    """While active, SIGTERM only sets ``requested``; the loop then saves, and stops.
+
+    Installed only in the main thread and only where SIGTERM still has its default action (an
+    application's own handler is left alone). A SIGTERM that arrives after the loop's last check
+    is re-delivered with the default action on exit, so the process still ends.
+    """
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.requested = False
+        self._previous: Any = None
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.requested = True
+
+    def __enter__(self) -> "_SigtermStop":
+        if (self.enabled and threading.current_thread() is threading.main_thread()
+                and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL):
+            self._previous = signal.signal(signal.SIGTERM, self._handle)
+        return self
+
+    def __exit__(self, kind: Any, error: Any, traceback: Any) -> None:
+        if self._previous is None:
+            return
+        signal.signal(signal.SIGTERM, self._previous)
+        if self.requested and kind is None:
+            signal.raise_signal(signal.SIGTERM)
+
+
+def _all_finite(params: Sequence[Tensor]) -> bool:
+    return all(bool(p.detach().isfinite().all()) for p in params)
+
+
+def _diverged(what: str, step: int, checkpointer: Checkpointer | None, saved_step: int | None) -> TrainingDiverged:
+    if checkpointer is None:
+        kept = ""
+    elif saved_step is None:
+        kept = f" No checkpoint was saved before it (one is saved every {checkpointer.every} steps)."
+    else:
+        kept = (f" The last good checkpoint (step {saved_step}) is kept in {checkpointer.folder}; delete that "
+                f"folder before running with other settings.")
+    return TrainingDiverged(f"Training diverged: {what} at step {step}.{kept} Lower the learning rates and run again.")
+
+
+def train(
+    model: nn.Module,
+    loss_fn: LossFn,
+    optimizers: Sequence[torch.optim.Optimizer],
+    *,
+    n_steps: int,
+    generator: torch.Generator,
+    callbacks: Sequence[Callback] = (),
+    history: History | None = None,
+    checkpointer: Checkpointer | None = None,
+    progress: bool = False,
+    desc: str = "training",
+) -> History:
+    """Run ``n_steps`` optimiser steps; log ``loss`` each step, then call each callback.
+
+    With a ``checkpointer`` the run first resumes from its latest checkpoint and saves every
+    ``checkpointer.every`` steps and at the end. Divergence raises :class:`TrainingDiverged`:
+    a NaN/inf loss before the bad step is applied, non-finite weights right after it; nothing
+    non-finite is ever saved, so the folder keeps the last good checkpoint. With a checkpointer,
+    SIGTERM (e.g. from a job scheduler) lets the current step finish, saves it and raises
+    :class:`TrainingInterrupted`; SIGKILL loses at most the steps since the last checkpoint.
+    """
+    if n_steps < 0:
+        raise ToyConfigError(f"n_steps must be >= 0; got {n_steps}.")
+    history = history if history is not None else History()
+    start, saved_step = 0, None
+    if checkpointer is not None:
+        restored = checkpointer.restore(model, optimizers, generator)
+        if restored is not None:
+            start, history = restored
+            saved_step = start
+            log.info("resumed from step %d in %s", start, checkpointer.folder)
+    params = list(model.parameters())
+    model.train()
+    with _SigtermStop(enabled=checkpointer is not None) as stop:
+        for step in tqdm(range(start + 1, n_steps + 1), initial=start, total=n_steps, desc=desc,
+                         disable=not progress):
+            for optimizer in optimizers:
+                optimizer.zero_grad(set_to_none=True)
+            loss = loss_fn(step, generator)
+            value = loss.item()
+            if not math.isfinite(value):
+                raise _diverged(f"the loss became {value}", step, checkpointer, saved_step)
+            loss.backward()
+            for optimizer in optimizers:
+                optimizer.step()
+            if not _all_finite(params):
+                raise _diverged(f"the weights became non-finite (the loss was {value:.4g})", step, checkpointer,
+                                saved_step)
+            history.log(step, loss=value)
+            for callback in callbacks:
+                callback(step, model, history)
+            if checkpointer is not None and (step % checkpointer.every == 0 or step == n_steps or stop.requested):
+                checkpointer.save(step, model, optimizers, generator, history)
+                saved_step = step
+            if stop.requested:
+                raise TrainingInterrupted(
+                    f"Training stopped by SIGTERM after step {step} of {n_steps}; the checkpoint in "
+                    f"{checkpointer.folder} holds it. Run the same command again to resume."
+                )
+    model.eval()
+    return history

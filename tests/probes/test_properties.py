@@ -1,0 +1,384 @@
+"""Property tests (hypothesis) of every streaming probe and of ``probes.count_cooccurrence``.
+
+For each probe, on random corpora, random probe settings and random split points:
+
+- split: feeding the corpus as one batch or cut into 2-3 batches along the batch axis (each
+  padded only to its own longest row) gives the same result;
+- merge: probe A fed the first batches and probe B the rest, ``A.merge(B)``, equals one probe fed
+  all of them, and merging is commutative;
+- permutation: permuting the documents (rows) of the corpus, then cutting it anew, leaves the
+  result unchanged;
+- inputs: every ``update`` leaves the tokens, masks and captured activations bit-identical
+  (checked inside :func:`tests.probes.property_strategies.fold` on every call), and probes leave
+  their label / token-list tensors and the corpus handed to ``run_probes`` unchanged.
+
+Tolerances. A probe's state is a float64 running sum, but some probes form each batch's partial
+sums in the activations' dtype (float32) before adding them, so a different cut changes float32
+summation order: those agree to ``F32`` (rtol 1e-5, atol 1e-6). Probes that form their partial sums
+in float64 agree to ``F64`` (rtol 1e-10, atol 1e-12) on :class:`RandomAttentionModel`, whose rows
+have bit-identical activations in any batch. On TransformerLens bridges the activations themselves
+move by float32 rounding when the batch shape changes (about 1e-7), so every probe gets ``F32`` there.
+Merge order does not matter to float64 addition, so merge-vs-sequential and commutativity are exact.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import probes
+from probes import (
+    HEAD_SCORE_KINDS,
+    CopierProbe,
+    GeneralizedInductionProbe,
+    HeadScoreProbe,
+    KeyTokenAttentionProbe,
+    ModelInfo,
+    ParentCriterionProbe,
+    ParentSubsetAttentionProbe,
+    Probe,
+    SelectorWeightProbe,
+    TopicAttentionProbe,
+    count_cooccurrence,
+)
+from tests.probes.property_strategies import (
+    SUBSET_HOOK,
+    Corpus,
+    RandomAttentionModel,
+    assert_unchanged,
+    corpora,
+    fold,
+    result_differences,
+    split_points,
+    topic_labels,
+)
+from toymodels.standard import StandardModelConfig, build_standard_model
+
+F32 = {"rtol": 1e-5, "atol": 1e-6}
+F64 = {"rtol": 1e-10, "atol": 1e-12}
+FAST = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+# -- models (built once per module) -----------------------------------------------------------------
+
+
+@functools.cache
+def custom_model(attention_dir: str | None) -> tuple[RandomAttentionModel, ModelInfo]:
+    model = RandomAttentionModel(attention_dir).eval()
+    return model, ModelInfo.of(model)
+
+
+@functools.cache
+def bridge_model(attention_dir: str):
+    config = StandardModelConfig(n_layers=2, d_model=16, n_heads=2, d_vocab=20, n_ctx=12, attention_dir=attention_dir)
+    model = build_standard_model(config).eval()
+    return model, ModelInfo.of(model)
+
+
+CUSTOM_KINDS = ("causal", "bidirectional", None)  # None: the cfg does not say; probes detect it
+
+# -- probes with drawn settings ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProbeCase:
+    """A streaming probe: how to draw its settings, what corpora it accepts, how exactly it adds up."""
+
+    name: str
+    draw: Callable[[st.DataObject, ModelInfo], tuple[Callable[[], Probe], list[torch.Tensor]]]
+    tolerance: dict[str, float]
+    all_valid: bool = False  # needs unpadded rows without special tokens
+    min_len: int = 1
+    needs_subset_hook: bool = False
+
+
+def _head_scores(data, info):
+    kinds = data.draw(st.lists(st.sampled_from(HEAD_SCORE_KINDS), min_size=1, unique=True), label="kinds")
+    return (lambda: HeadScoreProbe(kinds)), []
+
+
+def _topic_attention(data, info):
+    token_topics, has_topic = data.draw(topic_labels(info.d_vocab), label="topics")
+    return (lambda: TopicAttentionProbe(token_topics, has_topic)), [t for t in (token_topics, has_topic) if t is not None]
+
+
+def _token_subset(data, info, label):
+    as_tensor = data.draw(st.booleans(), label=f"{label} as tensor")
+    ids = data.draw(st.none() | st.lists(st.integers(0, info.d_vocab - 1), min_size=1, unique=True), label=label)
+    return torch.tensor(ids) if ids is not None and as_tensor else ids
+
+
+def _key_token_attention(data, info):
+    queries, keys = _token_subset(data, info, "query_tokens"), _token_subset(data, info, "key_tokens")
+    options = data.draw(st.fixed_dictionaries({
+        "query_position": st.sampled_from(["all", "last"]), "exclude_self": st.booleans(),
+        "window": st.none() | st.integers(1, 4), "causal": st.sampled_from([None, True, False]),
+        "layers": st.none() | st.lists(st.integers(0, info.n_layers - 1), min_size=1, unique=True),
+    }), label="options")
+    tensors = [t for t in (queries, keys) if isinstance(t, torch.Tensor)]
+    return (lambda: KeyTokenAttentionProbe(queries, keys, **options)), tensors
+
+
+def _generalized_induction(data, info):
+    distances = data.draw(st.lists(st.integers(1, 4), min_size=1, max_size=3, unique=True), label="distances")
+    return (lambda: GeneralizedInductionProbe(distances=distances)), []
+
+
+def _copier(data, info):
+    max_distance = data.draw(st.integers(1, 4), label="max_distance")
+    min_query = data.draw(st.none() | st.integers(0, 3), label="min_query")
+    return (lambda: CopierProbe(max_distance, min_query=min_query)), []
+
+
+def _parent_subsets(data, info):
+    layer = data.draw(st.integers(0, info.n_layers - 1), label="layer")
+    max_distance = data.draw(st.integers(1, 3), label="max_distance")
+    max_subset = data.draw(st.integers(1, max_distance), label="max_subset")
+    return (lambda: ParentSubsetAttentionProbe(layer, max_distance=max_distance, max_subset=max_subset)), []
+
+
+def _selector_weights(data, info):
+    labels = data.draw(st.none() | st.just([f"s{i}" for i in range(4)]), label="labels")
+    return (lambda: SelectorWeightProbe(SUBSET_HOOK, labels)), []
+
+
+def _parent_criterion(data, info):
+    max_distance = data.draw(st.integers(1, 3), label="max_distance")
+    max_subset = data.draw(st.integers(1, max_distance), label="max_subset")
+    return (lambda: ParentCriterionProbe(max_distance, max_subset)), []
+
+
+PROBE_CASES = [
+    ProbeCase("head_scores", _head_scores, F32),
+    ProbeCase("topic_attention", _topic_attention, F64),
+    ProbeCase("key_token_attention", _key_token_attention, F64),
+    ProbeCase("generalized_induction", _generalized_induction, F32),
+    ProbeCase("copier", _copier, F32),
+    ProbeCase("parent_subset_attention", _parent_subsets, F32),
+    ProbeCase("selector_weights", _selector_weights, F32, needs_subset_hook=True),
+    ProbeCase("parent_criterion", _parent_criterion, F64, all_valid=True, min_len=4),
+]
+CASE_PARAMS = [
+    pytest.param(case, kind, id=f"{case.name}-{kind or 'unspecified'}")
+    for case, kind in itertools.product(PROBE_CASES, CUSTOM_KINDS)
+]
+
+
+def _draw_setup(data, case: ProbeCase, kind: str | None):
+    model, info = custom_model(kind)
+    corpus = data.draw(corpora(info.d_vocab, min_len=case.min_len, max_len=info.n_ctx, all_valid=case.all_valid),
+                       label="corpus")
+    make_probe, label_tensors = case.draw(data, info)
+    return model, info, corpus, make_probe, label_tensors
+
+
+def _assert_same(a: Probe, b: Probe, tolerance: dict[str, float], what: str) -> None:
+    gaps = result_differences(a.compute(), b.compute(), **tolerance)
+    assert not gaps, f"{what}: " + "; ".join(gaps)
+
+
+# -- the properties on hooked models with known per-row activations --------------------------------
+
+
+@pytest.mark.parametrize("case, kind", CASE_PARAMS)
+@FAST
+@given(data=st.data())
+def test_splitting_the_batch_does_not_change_the_result(case, kind, data):
+    model, info, corpus, make_probe, labels = _draw_setup(data, case, kind)
+    cuts = data.draw(split_points(corpus.n_rows), label="cuts")
+    order = list(range(corpus.n_rows))
+    whole = fold(make_probe, model, [corpus.whole()], info)
+    split = fold(make_probe, model, corpus.batches(order, cuts), info)
+    _assert_same(split, whole, case.tolerance, f"split at {cuts} vs whole")
+    assert split.compute().provenance.n_tokens == whole.compute().provenance.n_tokens
+
+
+@pytest.mark.parametrize("case, kind", CASE_PARAMS)
+@FAST
+@given(data=st.data())
+def test_merging_halves_equals_the_whole_and_commutes(case, kind, data):
+    model, info, corpus, make_probe, labels = _draw_setup(data, case, kind)
+    cuts = data.draw(split_points(corpus.n_rows, max_cuts=3), label="cuts")
+    batches = corpus.batches(list(range(corpus.n_rows)), cuts)
+    first = data.draw(st.integers(1, len(batches) - 1), label="batches of probe A")
+    sequential = fold(make_probe, model, batches, info)
+    a_then_b = fold(make_probe, model, batches[:first], info).merge(fold(make_probe, model, batches[first:], info))
+    b_then_a = fold(make_probe, model, batches[first:], info).merge(fold(make_probe, model, batches[:first], info))
+    exact = {"rtol": 0.0, "atol": 0.0}
+    _assert_same(a_then_b, sequential, exact, "A.merge(B) vs one probe fed both")
+    _assert_same(b_then_a, a_then_b, exact, "B.merge(A) vs A.merge(B)")
+    _assert_same(a_then_b, fold(make_probe, model, [corpus.whole()], info), case.tolerance, "A.merge(B) vs whole")
+
+
+@pytest.mark.parametrize("case, kind", CASE_PARAMS)
+@FAST
+@given(data=st.data())
+def test_permuting_documents_does_not_change_the_result(case, kind, data):
+    model, info, corpus, make_probe, labels = _draw_setup(data, case, kind)
+    order = data.draw(st.permutations(range(corpus.n_rows)), label="order")
+    cuts = data.draw(st.none() | split_points(corpus.n_rows), label="cuts")
+    whole = fold(make_probe, model, [corpus.whole()], info)
+    permuted = fold(make_probe, model, corpus.batches(order, cuts or []), info)
+    _assert_same(permuted, whole, case.tolerance, f"rows in order {order}, cut at {cuts}")
+
+
+@pytest.mark.parametrize("case, kind", CASE_PARAMS)
+@FAST
+@given(data=st.data())
+def test_probes_never_modify_their_inputs(case, kind, data):
+    """Through run_probes: the corpus, the probe's label tensors and every activation the runner captured."""
+    model, info, corpus, make_probe, labels = _draw_setup(data, case, kind)
+    batches = corpus.batches(list(range(corpus.n_rows)), data.draw(split_points(corpus.n_rows), label="cuts"))
+    raw = [b if data.draw(st.booleans(), label="as TokenBatch") else b.tokens for b in batches]
+    corpus_before = [(b.tokens.clone(), b.valid.clone()) if isinstance(b, probes.TokenBatch) else (b.clone(),)
+                     for b in raw]
+    labels_before = [t.clone() for t in labels]
+    probe = make_probe()
+    seen: list[tuple[dict, dict]] = []
+    update = probe.update
+
+    def checked_update(activations, batch):
+        before = {name: t.clone() for name, t in activations.items()}
+        update(activations, batch)
+        seen.append((before, dict(activations)))
+
+    probe.update = checked_update  # type: ignore[method-assign]
+    probes.run_probes(model, [probe], raw, progress=False)
+    assert len(seen) == len(raw)
+    for before, after in seen:
+        assert_unchanged(before, after, f"{type(probe).__name__} (activations)")
+    for b, saved in zip(raw, corpus_before):
+        now = (b.tokens, b.valid) if isinstance(b, probes.TokenBatch) else (b,)
+        assert all(torch.equal(x, y) for x, y in zip(now, saved)), "run_probes modified the corpus"
+    assert all(torch.equal(t, s) for t, s in zip(labels, labels_before)), "the probe modified its label tensors"
+
+
+# -- the same properties on TransformerLens bridges with padded batches -----------------------------
+
+BRIDGE_CASES = [case for case in PROBE_CASES if not case.all_valid and not case.needs_subset_hook]
+
+
+@pytest.mark.parametrize("attention_dir", ["causal", "bidirectional"])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_padded_bridge_batches_split_merge_and_permute(attention_dir, data):
+    """Every bridge-compatible probe at once: right-padded rows of different lengths, each batch padded
+    only to its own longest row (as text_token_batches does), attention_mask passed to the model."""
+    model, info = bridge_model(attention_dir)
+    corpus = data.draw(corpora(info.d_vocab, max_len=info.n_ctx, padded=True), label="corpus")
+    makers = {case.name: case.draw(data, info)[0] for case in BRIDGE_CASES}
+    cuts = data.draw(split_points(corpus.n_rows), label="cuts")
+    order = data.draw(st.permutations(range(corpus.n_rows)), label="order")
+    batches = corpus.batches(list(range(corpus.n_rows)), cuts)
+    for name, make_probe in makers.items():
+        whole = fold(make_probe, model, [corpus.whole()], info)
+        split = fold(make_probe, model, batches, info)
+        _assert_same(split, whole, F32, f"{name}: split at {cuts} vs whole")
+        merged = fold(make_probe, model, batches[:1], info).merge(fold(make_probe, model, batches[1:], info))
+        _assert_same(merged, split, {"rtol": 0.0, "atol": 0.0}, f"{name}: merged vs sequential")
+        permuted = fold(make_probe, model, corpus.batches(order, cuts), info)
+        _assert_same(permuted, whole, F32, f"{name}: rows in order {order}")
+
+
+# -- count_cooccurrence: its public contract --------------------------------------------------------
+
+
+def reference_cooccurrence(batches, queries, keys, *, query_position, causal, exclude_self, window):
+    """Nested loops over the docstring's definition (every position of every row counts)."""
+    counts = torch.zeros(len(queries), len(keys), dtype=torch.float64)
+    for tokens in batches:
+        for row in tokens.tolist():
+            n = len(row)
+            query_positions = range(n) if query_position == "all" else [n - 1] if n else []
+            for q in query_positions:
+                if row[q] not in queries:
+                    continue
+                for k in range(n):
+                    if row[k] not in keys or (exclude_self and k == q) or (causal and k > q):
+                        continue
+                    if window is not None and abs(q - k) > window:
+                        continue
+                    counts[queries.index(row[q]), keys.index(row[k])] += 1
+    return counts
+
+
+@st.composite
+def cooccurrence_problem(draw):
+    d_vocab = draw(st.integers(1, 9))
+    n_batches = draw(st.integers(1, 3))
+    batches = []
+    for _ in range(n_batches):
+        shape = (draw(st.integers(0, 5)), draw(st.integers(1, 9)))
+        ids = draw(st.lists(st.integers(0, d_vocab - 1), min_size=shape[0] * shape[1], max_size=shape[0] * shape[1]))
+        batches.append(torch.tensor(ids, dtype=torch.long).reshape(shape))
+    vocab = st.integers(0, d_vocab + 1)  # ids the corpus may lack are allowed
+    queries = draw(st.lists(vocab, min_size=1, max_size=d_vocab + 2, unique=True))
+    keys = draw(st.lists(vocab, min_size=1, max_size=d_vocab + 2, unique=True))
+    options = draw(st.fixed_dictionaries({
+        "query_position": st.sampled_from(["all", "last"]), "causal": st.booleans(), "exclude_self": st.booleans(),
+        "window": st.none() | st.integers(1, 6),
+    }))
+    return batches, queries, keys, options
+
+
+@settings(max_examples=150, deadline=None)
+@given(problem=cooccurrence_problem(), as_list=st.booleans(), query_as_tensor=st.booleans())
+def test_count_cooccurrence_matches_the_nested_loop_reference(problem, as_list, query_as_tensor):
+    batches, queries, keys, options = problem
+    corpus = batches if as_list or len(batches) > 1 else batches[0]
+    before = [b.clone() for b in batches]
+    query_arg = torch.tensor(queries) if query_as_tensor else queries
+    counts = count_cooccurrence(corpus, query_arg, keys, **options)
+    assert counts.dtype == torch.float64 and counts.shape == (len(queries), len(keys))
+    assert torch.equal(counts, reference_cooccurrence(batches, queries, keys, **options))
+    assert all(torch.equal(b, s) for b, s in zip(batches, before)), "count_cooccurrence modified the corpus"
+    if query_as_tensor:
+        assert query_arg.tolist() == queries
+
+
+@settings(max_examples=100, deadline=None)
+@given(problem=cooccurrence_problem(), data=st.data())
+def test_count_cooccurrence_is_invariant_to_splitting_and_permuting_rows(problem, data):
+    batches, queries, keys, options = problem
+    expected = count_cooccurrence(batches, queries, keys, **options)
+    pieces = []
+    for tokens in batches:
+        if tokens.shape[0] >= 2:
+            cuts = data.draw(split_points(tokens.shape[0]), label="cuts")
+            tokens = tokens[data.draw(st.permutations(range(tokens.shape[0])), label="order")]
+            pieces += list(torch.tensor_split(tokens, cuts))
+        else:
+            pieces.append(tokens)
+    pieces = data.draw(st.permutations(pieces), label="batch order")
+    assert torch.equal(count_cooccurrence(pieces, queries, keys, **options), expected)
+
+
+@pytest.mark.parametrize("kind", ["causal", "bidirectional"])
+@FAST
+@given(data=st.data())
+def test_count_cooccurrence_equals_the_attention_probes_occurrences(kind, data):
+    """``KeyTokenAttention.occurrences`` counts the same pairs as count_cooccurrence on all-valid rows."""
+    model, info = custom_model(kind)
+    corpus = data.draw(corpora(info.d_vocab, max_len=info.n_ctx, all_valid=True), label="corpus")
+    make_probe, _ = _key_token_attention(data, info)
+    probe = fold(make_probe, model, [corpus.whole()], info)
+    chosen = probe.settings()
+    every_id = list(range(info.d_vocab))
+    causal = chosen["causal"] if chosen["causal"] is not None else info.causal  # the model's direction by default
+    counts = count_cooccurrence(corpus.tokens, chosen["query_tokens"] or every_id, chosen["key_tokens"] or every_id,
+                                query_position=chosen["query_position"], causal=causal,
+                                exclude_self=chosen["exclude_self"], window=chosen["window"])
+    assert torch.equal(probe.compute().occurrences.double(), counts)
+
+
+def test_corpus_rows_trims_padding_columns():
+    corpus = Corpus(torch.arange(8).reshape(2, 4), torch.tensor([[1, 1, 0, 0], [1, 0, 0, 0]]).bool(),
+                    torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0]]))
+    assert corpus.rows([1]).tokens.tolist() == [[4, 5]]
+    assert corpus.rows([1, 0]).tokens.shape == (2, 3)
