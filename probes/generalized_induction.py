@@ -148,7 +148,7 @@ class GeneralizedInductionProbe(Probe):
         full = parent_match_mask(batch.tokens, batch.valid, self.distances)
         last = parent_match_mask(batch.tokens, batch.valid, (1,)) & ~full
         has_target = full.any(-1)
-        visible = visible_keys(batch.valid, causal)
+        visible = visible_keys(batch.valid, causal, batch.attention_mask)
         keep = has_target[:, None, :].to(patterns[0].dtype)
         for name, mask in (("full", full), ("last", last)):
             mask_f = mask.to(patterns[0].dtype)

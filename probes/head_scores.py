@@ -17,7 +17,8 @@ Queries without a target are left out, not counted as zero, and attention mass o
 tokens (e.g. a BOS sink) is never credited. A perfect head scores exactly 1.0.
 
 ``chance`` is the score a head would get by attending uniformly over the keys it can see
-(``k <= q`` for causal models, all positions for bidirectional ones).
+(the positions the attention_mask keeps: ``k <= q`` for causal models, all of them for
+bidirectional ones), so it does not depend on how far a batch was padded.
 
 Relation to ``transformer_lens.head_detector.detect_head(..., error_measure="mul")``: its target
 patterns are the same sets ``T(q)``, but it divides the mass by the total attention of *all* query
@@ -86,13 +87,19 @@ def target_mask(
     raise ConfigError(f"Unknown head-score kind {kind!r}; choose from {HEAD_SCORE_KINDS}.")
 
 
-def visible_keys(valid: Bool[Tensor, "batch pos"], causal: bool) -> Float[Tensor, "batch q_pos"]:
-    """How many keys each query can attend to (all positions; causal models see ``k <= q``)."""
+def visible_keys(
+    valid: Bool[Tensor, "batch pos"], causal: bool, attention_mask: Int[Tensor, "batch pos"] | None = None
+) -> Float[Tensor, "batch q_pos"]:
+    """How many keys each query can attend to: positions the ``attention_mask`` keeps (all when None),
+    and of those only ``k <= q`` for causal models. Padding is never visible, so the count (and every
+    chance level built on it) does not depend on how far a batch is padded."""
     n_batch, n_pos = valid.shape
+    attended = torch.ones(n_batch, n_pos, dtype=torch.float64, device=valid.device)
+    if attention_mask is not None:
+        attended = attention_mask.to(device=valid.device, dtype=torch.float64)
     if causal:
-        counts = torch.arange(1, n_pos + 1, dtype=torch.float64, device=valid.device)
-        return counts.expand(n_batch, n_pos)
-    return torch.full((n_batch, n_pos), float(n_pos), dtype=torch.float64, device=valid.device)
+        return attended.cumsum(-1)
+    return attended.sum(-1, keepdim=True).expand(n_batch, n_pos)
 
 
 @dataclass(frozen=True)
@@ -158,7 +165,7 @@ class HeadScoreProbe(Probe):
                 f"hook gave {tuple(patterns[0].shape)}. Check the model's hook_pattern layout."
             )
         causal = info.causal if info.causal is not None else bool(patterns[0].triu(1).abs().sum() == 0)
-        visible = visible_keys(batch.valid, causal)
+        visible = visible_keys(batch.valid, causal, batch.attention_mask)
         self._add("rows", batch.valid.sum())
         for kind in self.kinds:
             mask = target_mask(kind, batch.tokens, batch.valid)

@@ -85,7 +85,9 @@ class Probe(ABC):
             )
         self._update(activations, batch)
         self._add(_N_SEQUENCES, torch.tensor(float(batch.tokens.shape[0])))
-        self._add(_N_TOKENS, torch.tensor(float(batch.tokens.numel())))
+        # padding (attention_mask 0) is not a token of the corpus: the count must not depend on batching
+        n_tokens = batch.tokens.numel() if batch.attention_mask is None else int(batch.attention_mask.sum())
+        self._add(_N_TOKENS, torch.tensor(float(n_tokens)))
 
     def _add(self, key: str, value: Tensor) -> None:
         value = value.detach().to(torch.float64)

@@ -7,8 +7,8 @@
 - :class:`RandomAttentionModel`: a hooked model whose attention is a fixed random function of each
   row's tokens (``softmax(S[tok_q, tok_k] + P[q, k])``), so every row's activations are the same
   whatever batch it is in; it also has a selector hook [batch subset].
-- :func:`fold`: feed batches to a fresh probe the way ``probes.feed_probes`` does, checking after
-  every ``update`` that the tokens, masks and captured activations are unchanged.
+- :func:`fold` / :func:`fold_all`: feed batches to fresh probes the way ``probes.feed_probes`` does,
+  checking after every ``update`` that the tokens, masks and captured activations are unchanged.
 - :func:`result_differences`: the fields in which two probe results differ beyond a tolerance.
 """
 
@@ -184,16 +184,24 @@ def assert_unchanged(before: dict[str, Tensor], after: dict[str, Tensor], what: 
 
 def fold(make_probe: Callable[[], Probe], model: Any, batches: Sequence[TokenBatch], info: ModelInfo) -> Probe:
     """A fresh probe fed ``batches`` as ``probes.feed_probes`` would, checking that no input changes."""
-    probe = make_probe().bind(info)
-    names = probe.hook_names(info)
+    return fold_all([make_probe], model, batches, info)[0]
+
+
+def fold_all(makers: Sequence[Callable[[], Probe]], model: Any, batches: Sequence[TokenBatch],
+             info: ModelInfo) -> list[Probe]:
+    """Fresh probes fed ``batches`` together (one forward pass per batch for the union of their hooks)."""
+    fresh = [make_probe().bind(info) for make_probe in makers]
+    names = sorted({name for probe in fresh for name in probe.hook_names(info)})
     with torch.inference_mode():
         for raw in batches:
             batch = as_token_batch(raw, info)
-            activations = capture(model, batch, names) if names else {}
-            before = _snapshot(batch, activations)
-            probe.update(activations, batch)
-            assert_unchanged(before, _snapshot(batch, activations), f"{type(probe).__name__}.update")
-    return probe
+            captured = capture(model, batch, names) if names else {}
+            for probe in fresh:
+                activations = {name: captured[name] for name in probe.hook_names(info)}
+                before = _snapshot(batch, activations)
+                probe.update(activations, batch)
+                assert_unchanged(before, _snapshot(batch, activations), f"{type(probe).__name__}.update")
+    return fresh
 
 
 def _value_difference(x: Any, y: Any, rtol: float, atol: float) -> str | None:
