@@ -21,6 +21,7 @@ import secrets
 import signal
 import tempfile
 import threading
+import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -167,13 +168,18 @@ class Checkpointer:
         tag = f"{step}-{secrets.token_hex(4)}"
         weights, state = f"weights-{tag}.safetensors", f"state-{tag}.pt"
         tensors = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
-        _atomic_write_bytes(self.folder / weights, save_safetensors(tensors))
         buffer = io.BytesIO()
         torch.save({"optimizers": [o.state_dict() for o in optimizers], "generator": generator.get_state()}, buffer)
-        _atomic_write_bytes(self.folder / state, buffer.getvalue())
         meta = {"step": step, "weights": weights, "state": state, "fingerprint": self.fingerprint,
                 "history": history.to_dict()}
-        _atomic_write_bytes(self.meta_path, json.dumps(meta).encode())
+        try:
+            _atomic_write_bytes(self.folder / weights, save_safetensors(tensors))
+            _atomic_write_bytes(self.folder / state, buffer.getvalue())
+            _atomic_write_bytes(self.meta_path, json.dumps(meta).encode())
+        except BaseException:  # the previous checkpoint stays in force; drop the new files it does not name
+            for name in (weights, state):
+                (self.folder / name).unlink(missing_ok=True)
+            raise
         for pattern in _OWNED:
             for path in self.folder.glob(pattern):
                 if path.name not in (weights, state):
@@ -188,7 +194,7 @@ class Checkpointer:
         if not path.is_file():
             return None
         try:
-            meta = json.loads(path.read_bytes())
+            meta = json.loads(path.read_text(encoding="utf-8"))
         except ValueError as error:  # JSONDecodeError and UnicodeDecodeError
             raise self._bad(path, f"is not valid JSON ({_one_line(error)})") from error
         names_ok = isinstance(meta, dict) and all(
@@ -219,11 +225,15 @@ class Checkpointer:
     def _load_state(self, path: Path, n_optimizers: int) -> dict[str, Any]:
         if not path.is_file():
             raise self._bad(path, "(the optimiser and data-generator state) is missing")
+        if not zipfile.is_zipfile(path):
+            raise self._bad(path, "is truncated or corrupted (not a complete torch.save archive)")
         try:
             state = torch.load(path, map_location="cpu", weights_only=True)
         except pickle.UnpicklingError as error:
-            raise self._bad(path, "holds Python objects that safe loading (torch.load with weights_only=True) "
-                                  "refuses") from error
+            if "GLOBAL" in str(error):  # a class or function reference, which weights_only refuses to import
+                raise self._bad(path, "holds Python objects that safe loading (torch.load with weights_only=True) "
+                                      "refuses") from error
+            raise self._bad(path, f"is truncated or corrupted ({_one_line(error)})") from error
         except Exception as error:  # truncated zip archives and garbage raise RuntimeError and others
             raise self._bad(path, f"is truncated or corrupted ({_one_line(error)})") from error
         ok = (isinstance(state, dict) and isinstance(state.get("optimizers"), list)
@@ -252,7 +262,8 @@ class Checkpointer:
         try:
             history = History.from_dict(meta["history"])
         except (KeyError, TypeError, ValueError, AttributeError) as error:
-            raise self._bad(self.meta_path, f"holds a malformed history ({_one_line(error)})") from error
+            why = f"no {error.args[0]!r} entry" if isinstance(error, KeyError) else _one_line(error)
+            raise self._bad(self.meta_path, f"holds a malformed history ({why})") from error
         for optimizer, saved in zip(optimizers, state["optimizers"]):
             try:
                 optimizer.load_state_dict(saved)
