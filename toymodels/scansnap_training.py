@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
@@ -80,13 +80,79 @@ def parameter_groups(model: nn.Module) -> dict[str, list[nn.Parameter]]:
     return groups
 
 
-def make_two_rate_optimizers(model: nn.Module, config: TwoRateConfig) -> list[torch.optim.Optimizer]:
-    """``[optimiser of Y (eta_y), optimiser of Z (eta_z)]`` built from :func:`parameter_groups`."""
+class MomentumSGD:
+    """SGD with heavy-ball momentum, step for step the update of ``torch.optim.SGD(params, lr, momentum)``.
+
+    ``buf = grad`` on the first step, then ``buf = momentum * buf + grad``; ``param -= lr * buf``
+    (no dampening, weight decay or Nesterov). Building any ``torch.optim`` optimiser imports
+    ``torch._dynamo`` (about as long as importing torch itself), which would dominate a short
+    Scan and Snap run; this class offers what the training loop and the checkpointer use
+    (``param_groups``, ``zero_grad``, ``step``, ``state_dict``, ``load_state_dict``) without it.
+    Its ``state_dict`` has the layout of ``torch.optim.SGD``'s, so either loads the other's.
+    """
+
+    def __init__(self, params: Sequence[nn.Parameter], *, lr: float, momentum: float = 0.0) -> None:
+        params = [p for p in params if p.requires_grad]
+        if not params:
+            raise ToyConfigError(
+                "An optimiser needs at least one trainable parameter; all given parameters are frozen."
+            )
+        self.param_groups = [{"params": params, "lr": lr, "momentum": momentum, "dampening": 0, "weight_decay": 0,
+                              "nesterov": False, "maximize": False, "foreach": None, "differentiable": False,
+                              "fused": None}]
+        self.buffers: list[Tensor | None] = [None] * len(params)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for param in self.param_groups[0]["params"]:
+            if set_to_none:
+                param.grad = None
+            elif param.grad is not None:
+                param.grad.zero_()
+
+    @torch.no_grad()
+    def step(self) -> None:
+        group = self.param_groups[0]
+        for i, param in enumerate(group["params"]):
+            if param.grad is None:
+                continue
+            update = param.grad
+            if group["momentum"] != 0:
+                if self.buffers[i] is None:
+                    self.buffers[i] = update.detach().clone()
+                else:
+                    self.buffers[i].mul_(group["momentum"]).add_(update)
+                update = self.buffers[i]
+            param.add_(update, alpha=-group["lr"])
+
+    def state_dict(self) -> dict[str, Any]:
+        group = {k: v for k, v in self.param_groups[0].items() if k != "params"}
+        group["params"] = list(range(len(self.buffers)))
+        state = {i: {"momentum_buffer": b} for i, b in enumerate(self.buffers) if b is not None}
+        return {"state": state, "param_groups": [group]}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        (group,) = state_dict["param_groups"]
+        if len(group["params"]) != len(self.buffers):
+            raise ToyConfigError(f"The saved optimiser state holds {len(group['params'])} parameters; this "
+                                 f"optimiser has {len(self.buffers)}.")
+        self.param_groups[0].update({k: v for k, v in group.items() if k != "params"})
+        saved = state_dict["state"]
+        self.buffers = [saved[i]["momentum_buffer"].clone() if i in saved and saved[i].get("momentum_buffer")
+                        is not None else None for i in range(len(self.buffers))]
+
+
+def make_two_rate_optimizers(model: nn.Module, config: TwoRateConfig) -> list[Any]:
+    """``[optimiser of Y (eta_y), optimiser of Z (eta_z)]`` built from :func:`parameter_groups`.
+
+    SGD uses :class:`MomentumSGD` (the same updates as ``torch.optim.SGD``), Adam ``torch.optim.Adam``.
+    """
     groups = parameter_groups(model)
-    momentum = config.momentum if config.optimizer == "sgd" else 0.0
+    if config.optimizer == "sgd":
+        return [MomentumSGD(groups["Y"], lr=float(config.eta_y), momentum=config.momentum),
+                MomentumSGD(groups["Z"], lr=float(config.eta_z), momentum=config.momentum)]
     return [
-        make_optimizer(groups["Y"], lr=float(config.eta_y), kind=config.optimizer, momentum=momentum),
-        make_optimizer(groups["Z"], lr=float(config.eta_z), kind=config.optimizer, momentum=momentum),
+        make_optimizer(groups["Y"], lr=float(config.eta_y), kind=config.optimizer),
+        make_optimizer(groups["Z"], lr=float(config.eta_z), kind=config.optimizer),
     ]
 
 

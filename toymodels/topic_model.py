@@ -13,6 +13,9 @@ Hook points (TransformerLens names): ``hook_embed`` [batch pos d_model],
 d_model), ``blocks.0.attn.hook_attn_scores`` and ``blocks.0.attn.hook_pattern``
 [batch head q_pos k_pos], ``blocks.0.hook_attn_out`` [batch pos d_model], ``hook_logits``.
 
+``query_logits(tokens, queries, key_mask)`` computes the logits at given positions only (the
+masked-LM training path; it bypasses the hook points).
+
 Options (the paper's variants): embeddings one-hot and frozen (``d_model = d_vocab``) or
 trained; attention trained or frozen uniform (W_K = W_Q = 0); W_V trained or frozen to the
 identity or to the topic block matrix; decoder trained or frozen to the identity on the words.
@@ -217,9 +220,11 @@ class TopicModel(HookedRootModule):
         """
         context = torch.nn.functional.embedding(tokens, self.W_E)
         query = torch.nn.functional.embedding(tokens.gather(1, queries), self.W_E)
-        scores = (query @ (self.W_Q.T @ self.W_K)) @ context.transpose(1, 2)
-        visible = self._visible_keys(tokens, key_mask)
-        pattern = torch.softmax(scores.masked_fill(~visible[:, None, :], float("-inf")), dim=-1)
+        key_bias = torch.zeros(tokens.shape, dtype=context.dtype, device=context.device).masked_fill(
+            ~self._visible_keys(tokens, key_mask), float("-inf"))    # 0 = visible, -inf = hidden
+        scores = torch.baddbmm(key_bias[:, None, :].expand(-1, queries.shape[1], -1),
+                               query @ (self.W_Q.T @ self.W_K), context.transpose(1, 2))
+        pattern = torch.softmax(scores, dim=-1)
         return (pattern @ context) @ (self.W_dec @ self.W_V).T + self.b_dec
 
     def _visible_keys(self, tokens: Int[Tensor, "batch pos"],

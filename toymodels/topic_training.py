@@ -3,7 +3,10 @@
 The training set is a fixed set of ``n_documents`` documents drawn from ``data_seed`` (the
 reference code's setting); with ``static_masks`` each document is masked once, otherwise it is
 re-masked every time it is drawn. ``n_documents=None`` draws fresh documents every step.
-Minibatches are drawn from the training loop's generator, so checkpoints resume exactly.
+Minibatches are drawn from the training loop's generator, so checkpoints resume exactly. A
+TopicModel without hooks is trained through ``TopicModel.query_logits`` on the selected positions
+only (the loss reads nothing else); with hooks attached, or for a TransformerBridge, the full
+forward pass runs.
 
 Example::
 
@@ -123,7 +126,9 @@ def masked_lm_loss(logits: Float[Tensor, "batch pos d_out"], targets: Int[Tensor
     return ((chosen - F.one_hot(wanted, chosen.shape[-1]).to(chosen.dtype)) ** 2).sum(-1).mean()
 
 
-def selected_positions(selected: Bool[Tensor, "batch pos"]) -> tuple[Int[Tensor, "batch query"], Bool[Tensor, "batch query"]]:
+def selected_positions(
+    selected: Bool[Tensor, "batch pos"],
+) -> tuple[Int[Tensor, "batch query"], Bool[Tensor, "batch query"]]:
     """Each row's selected positions in order, padded to the longest row.
 
     ``index[b, j]`` is row ``b``'s ``j``-th selected position and ``valid[b, j]`` says whether
