@@ -6,11 +6,15 @@ import argparse
 import importlib
 import json
 import logging
+import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from probes.errors import MechprobeError
+from probes.corpora import check_corpus_spec
+from probes.errors import ConfigError, InputError, MechprobeError
+from probes.loading import check_device
+from toymodels.errors import CheckpointError, ToyConfigError, TrainingDiverged
 
 # name -> module with PRESETS (name -> frozen config) and run(config, out_dir, *, progress) -> summary dict
 TOY_EXPERIMENTS = {
@@ -18,6 +22,17 @@ TOY_EXPERIMENTS = {
     "scansnap": "analyses.toy_scansnap",
     "induction": "analyses.toy_induction",
 }
+
+
+class UsageError(Exception):
+    """A command-line usage error (unknown flag, missing argument, bad int); exits 2 in one line."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors that point to --help (sub-commands inherit the class)."""
+
+    def error(self, message: str):  # type: ignore[override]
+        raise UsageError(f"{self.prog}: error: {message}. See {self.prog} --help.")
 
 
 def _toy_module(name: str):
@@ -31,7 +46,7 @@ def _add_device_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="mechprobe",
         description="Probe attention mechanisms (induction heads, topic attention, co-occurrence "
         "ordering) in toy models and pretrained models with TransformerLens.",
@@ -87,12 +102,23 @@ def build_parser() -> argparse.ArgumentParser:
     toy.add_argument("--out", metavar="DIR", help="output folder (required unless --list-presets)")
     toy.add_argument("--list-presets", action="store_true", help="print the presets and their settings, then exit")
     toy.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+    # Accepted only to say why they do not apply (toy models train in float32 on the CPU).
+    toy.add_argument("--device", help=argparse.SUPPRESS)
+    toy.add_argument("--dtype", help=argparse.SUPPRESS)
+    for command in (heads, report, toy):  # --debug also after the command name
+        command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show the full traceback")
     return parser
 
 
 def _run_toy(args: argparse.Namespace) -> int:
     from analyses.config_overrides import apply_overrides
 
+    for flag in ("device", "dtype"):
+        if getattr(args, flag) is not None:
+            raise ConfigError(
+                f"--{flag} does not apply to `mechprobe toy` (the toy models train in float32 on the CPU); "
+                f"it is an option of `mechprobe heads` and `mechprobe report`. Drop --{flag}."
+            )
     module = _toy_module(args.experiment)
     presets = module.PRESETS
     if args.list_presets:
@@ -102,15 +128,24 @@ def _run_toy(args: argparse.Namespace) -> int:
             print(f"{name}: {json.dumps(dataclasses.asdict(config))}")
         return 0
     if args.preset not in presets:
-        raise MechprobeError(f"Unknown preset {args.preset!r} for {args.experiment}; choose from {', '.join(presets)}.")
+        raise ConfigError(f"Unknown preset {args.preset!r} for {args.experiment}; choose from {', '.join(presets)}.")
     if not args.out:
-        raise MechprobeError("mechprobe toy needs --out DIR (the folder for summary.json and figures).")
+        raise ConfigError("mechprobe toy needs --out DIR (the folder for summary.json and figures).")
     config = apply_overrides(presets[args.preset], args.overrides)
     out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise MechprobeError(f"--out {out} exists and is not a folder; choose another path.")
+    existing = next(p for p in (out, *out.parents) if p.exists())
+    if not existing.is_dir():
+        raise InputError(f"--out {out}: {existing} is a file, not a folder; give a folder path (it is created if new).")
+    created = next((p for p in reversed((out, *out.parents)) if not p.exists()), None)
     out.mkdir(parents=True, exist_ok=True)
-    summary = module.run(config, out, progress=not args.no_progress)
+    try:
+        summary = module.run(config, out, progress=not args.no_progress)
+    except (MechprobeError, ToyConfigError, OSError):
+        # Bad input found during the run: take back the folder this command made. (A diverged or
+        # interrupted run keeps its folder and checkpoints; so does a folder that already existed.)
+        if created is not None:
+            shutil.rmtree(created, ignore_errors=True)
+        raise
     shown = {k: v for k, v in summary.items() if k not in ("settings", "sweep") and not isinstance(v, (dict, list))}
     for key, value in shown.items():
         print(f"{key}: {value:.4g}" if isinstance(value, float) else f"{key}: {value}")
@@ -118,11 +153,43 @@ def _run_toy(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_report_out(out: Path) -> None:
+    """The report's --out must be a folder or a new name in an existing folder: checked before any work."""
+    if not str(out).strip() or out.resolve() in (Path.cwd(), *Path.cwd().parents):
+        raise InputError(
+            f"--out {str(out)!r} would replace the current folder or one above it (the report replaces --out "
+            f"when complete); give a new folder such as runs/report."
+        )
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {out} exists and is not a folder; give a folder path (it is created if new).")
+    if not out.exists() and not out.parent.is_dir():
+        raise InputError(
+            f"--out {out}: the folder {out.parent} does not exist. Create it first (mkdir -p {out.parent}) "
+            f"or choose another --out."
+        )
+
+
 def _run_report(args: argparse.Namespace) -> int:
     import dataclasses
 
-    from analyses.report import ReportConfig, run_report
+    from analyses.report import TOY_MODULES, ReportConfig, run_report
 
+    # Everything that can be checked without loading a model or reading text is checked first.
+    _check_report_out(Path(args.out))
+    check_device(args.device)
+    check_corpus_spec(args.corpus)
+    for flag, value, low in (("--batch-size", args.batch_size, 1), ("--max-batches", args.max_batches, 2)):
+        if value is not None and value < low:
+            raise ConfigError(f"{flag} must be >= {low}{' (bootstrap intervals need 2 batches)' if low == 2 else ''}; "
+                              f"got {value}.")
+    if not args.no_toys:
+        for name, module_name in TOY_MODULES.items():
+            presets = importlib.import_module(module_name).PRESETS
+            if args.toy_preset not in presets:
+                raise ConfigError(
+                    f"--toy-preset {args.toy_preset!r}: the {name} toy has no such preset; choose from "
+                    f"{', '.join(presets)} (or pass --no-toys)."
+                )
     changes: dict = {"corpus": args.corpus, "toy_preset": args.toy_preset, "device": args.device,
                      "dtype": args.dtype}
     if args.models:
@@ -139,11 +206,24 @@ def _run_report(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
-    from toymodels.errors import CheckpointError, ToyConfigError, TrainingDiverged
+    """Run the ``mechprobe`` command; bad input prints one ``mechprobe: error: ...`` line and returns 2.
 
+    ``--debug`` re-raises instead, to show the full traceback.
+    """
+    parser = build_parser()
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = parser.parse_args(arguments)
+    except UsageError as error:
+        if "--debug" in arguments:
+            raise
+        print(error, file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
+    if getattr(args, "no_progress", False) and args.command in ("heads", "report"):
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # the "Loading weights" bars too
     try:
         if args.command == "heads":
             from analyses.heads import run_heads
@@ -158,8 +238,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (MechprobeError, ToyConfigError, CheckpointError, TrainingDiverged, OSError) as error:
         if args.debug:
             raise
-        print(f"mechprobe: error: {error}", file=sys.stderr)
+        message = " ".join(str(error).split())  # one line, whatever the library wrote
+        print(f"mechprobe: error: {message}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        if args.debug:
+            raise
+        print("mechprobe: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

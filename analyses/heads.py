@@ -8,8 +8,8 @@ from typing import Any
 
 from probes import HEAD_SCORE_KINDS, HeadScores, head_scores, load_model
 from probes.atomic import atomic_write_text
-from probes.errors import InputError
-from probes.loading import torch_dtype
+from probes.errors import ConfigError, InputError
+from probes.loading import check_device, torch_dtype
 
 
 def heads_document(result: HeadScores, model_name: str, settings: dict[str, Any]) -> dict[str, Any]:
@@ -40,12 +40,31 @@ def format_top_heads(result: HeadScores, top: int) -> str:
 def run_heads(model_spec: str, *, seq_len: int, batches: int, batch_size: int, seed: int,
               json_path: str | None, top: int, progress: bool, device: str = "cpu",
               dtype: str = "float32") -> dict[str, Any]:
-    """Load ``model_spec``, score its heads on repeated random tokens, print and optionally save."""
-    if json_path is not None and not Path(json_path).parent.is_dir():
-        raise InputError(
-            f"Cannot write {json_path}: the folder {Path(json_path).parent} does not exist. "
-            f"Create it first or choose another --json path."
-        )
+    """Load ``model_spec``, score its heads on repeated random tokens, print and optionally save.
+
+    Every setting is checked before the model loads; the context length is checked once it has.
+    """
+    for flag, value, low, what in (("--seq-len", seq_len, 2, "seq_len, the length of the repeated block"),
+                                   ("--batches", batches, 1, "the number of batches"),
+                                   ("--batch-size", batch_size, 1, "sequences per batch"),
+                                   ("--top", top, 1, "heads printed per kind")):
+        if value < low:
+            raise ConfigError(f"{flag} ({what}) must be >= {low}; got {value}.")
+    torch_dtype(dtype)
+    check_device(device)
+    if json_path is not None:
+        target = Path(json_path)
+        if target.is_dir():
+            raise InputError(f"--json {json_path} is a folder; give a file path such as {target / 'heads.json'}.")
+        if target.parent.exists() and not target.parent.is_dir():
+            raise InputError(
+                f"Cannot write {json_path}: {target.parent} is a file, not a folder. Choose another --json path."
+            )
+        if not target.parent.is_dir():
+            raise InputError(
+                f"Cannot write {json_path}: the folder {target.parent} does not exist. "
+                f"Create it first or choose another --json path."
+            )
     model = load_model(model_spec, device=device, dtype=torch_dtype(dtype))
     result = head_scores(model, seq_len=seq_len, n_batches=batches, batch_size=batch_size, seed=seed,
                          progress=progress)

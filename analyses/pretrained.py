@@ -115,6 +115,7 @@ class PretrainedRun:
             "n_heads": self.info.n_heads,
             "causal": self.info.causal,
             "tokens_probed": self.n_tokens,
+            "seed": self.protocol.provenance.seed,  # the random tokens of the protocol and every bootstrap
         }
 
 

@@ -103,11 +103,12 @@ def run_report(config: ReportConfig, out_dir: str | Path, *, progress: bool = Tr
             toy_runs = run_toys(config, tmp, progress=progress)
             timings["toys_s"] = time.perf_counter() - start
         pretrained: dict[str, PretrainedRun] = {}
+        data = f"{config.corpus} paragraphs (LDA seed {config.topics.seed}, shuffled with seed {config.seed})"
         for spec, model in models.items():
             echo(f"probing {spec} ...")
             start = time.perf_counter()
             pretrained[spec] = probe_pretrained(model, documents, word_topics, config.pretrained, progress=progress,
-                                                data=f"{config.corpus} paragraphs", name=spec)
+                                                data=data, name=spec)
             timings[f"{spec}_s"] = time.perf_counter() - start
         corpus = {"name": config.corpus, "documents": len(documents)}
         if config.models:

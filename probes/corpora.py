@@ -169,6 +169,43 @@ def hub_wikitext_lines(name: str, split: str = "test") -> Iterator[str]:
         ) from error
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_corpus_spec(spec: Any) -> None:
+    """Raise :class:`InputError` unless ``spec`` names a corpus :func:`iter_documents` can open.
+
+    Checks the name or path only (nothing is read), so a command can fail before slow work.
+    Example: ``check_corpus_spec("wikipedia-excerpt")``.
+    """
+    if hasattr(spec, "column_names") or hasattr(spec, "features"):
+        columns = getattr(spec, "column_names", None) or list(getattr(spec, "features", {}) or {})
+        if "text" not in columns:
+            raise InputError(f"The datasets dataset needs a 'text' column; it has {columns}. Rename the text column.")
+        return
+    if not isinstance(spec, (str, os.PathLike)):
+        raise InputError(
+            f"A corpus is a name, a path or a datasets dataset with a 'text' column; got {type(spec).__name__}."
+        )
+    text = os.fspath(spec)
+    name = text.partition(":")[0]
+    if not text.strip():
+        raise InputError("The corpus spec is empty; give wikipedia-excerpt, wikitext-2[:split], a file or a folder.")
+    if text == "wikipedia-excerpt" or (name in WIKITEXT_CONFIGS and not Path(text).exists()):
+        return
+    path = Path(text).expanduser()
+    if not path.exists():
+        raise InputError(
+            f"Unknown corpus {text!r}: not 'wikipedia-excerpt', 'wikitext-2[:split]', 'wikitext-103[:split]', "
+            f"nor an existing file or folder. Check the path."
+        )
+    if path.is_dir() and not any(p.is_file() for p in path.rglob("*.txt")):
+        raise InputError(f"The folder {path} holds no .txt files; put the corpus there as UTF-8 .txt files.")
+    if not path.is_dir() and not path.is_file():
+        raise InputError(f"The corpus {path} is neither a regular file nor a folder; give a UTF-8 text file.")
+
+
 def iter_documents(spec: Any = "wikipedia-excerpt", *, unit: Unit = "paragraph", min_chars: int = 1,
                    max_documents: int | None = None) -> Iterator[Document]:
     """Stream the documents of a corpus spec (see the module docstring), at most ``max_documents``.
@@ -176,8 +213,11 @@ def iter_documents(spec: Any = "wikipedia-excerpt", *, unit: Unit = "paragraph",
     Example: ``next(iter_documents("wikipedia-excerpt", unit="article")).title == "Anarchism"``.
     """
     _check_unit(unit)
-    if max_documents is not None and max_documents < 1:
-        raise InputError(f"max_documents must be >= 1 or None; got {max_documents}.")
+    if not _is_int(min_chars) or min_chars < 0:
+        raise InputError(f"min_chars must be an integer >= 0 (characters per document); got {min_chars!r}.")
+    if max_documents is not None and (not _is_int(max_documents) or max_documents < 1):
+        raise InputError(f"max_documents must be an integer >= 1 or None; got {max_documents!r}.")
+    check_corpus_spec(spec)
     stream: Iterable[Document]
     if isinstance(spec, (str, os.PathLike)):
         text = os.fspath(spec)
@@ -186,22 +226,10 @@ def iter_documents(spec: Any = "wikipedia-excerpt", *, unit: Unit = "paragraph",
             stream = wikipedia_excerpt_documents(unit, min_chars)
         elif name in WIKITEXT_CONFIGS and not Path(text).exists():
             stream = wikitext_documents(hub_wikitext_lines(name, split or "test"), text, unit, min_chars)
-        elif Path(text).expanduser().exists():
-            stream = local_documents(Path(text).expanduser(), unit, min_chars)
         else:
-            raise InputError(
-                f"Unknown corpus {text!r}: not 'wikipedia-excerpt', 'wikitext-2[:split]', 'wikitext-103[:split]', "
-                f"nor an existing file or folder. Check the path."
-            )
-    elif hasattr(spec, "column_names") or hasattr(spec, "features"):
-        columns = getattr(spec, "column_names", None) or list(getattr(spec, "features", {}) or {})
-        if "text" not in columns:
-            raise InputError(f"The datasets dataset needs a 'text' column; it has {columns}.")
-        stream = wikitext_documents((row["text"] for row in spec), "datasets", unit, min_chars)
+            stream = local_documents(Path(text).expanduser(), unit, min_chars)
     else:
-        raise InputError(
-            f"A corpus is a name, a path or a datasets dataset with a 'text' column; got {type(spec).__name__}."
-        )
+        stream = wikitext_documents((row["text"] for row in spec), "datasets", unit, min_chars)
     count = 0
     for document in stream:
         yield document
@@ -209,4 +237,7 @@ def iter_documents(spec: Any = "wikipedia-excerpt", *, unit: Unit = "paragraph",
         if max_documents is not None and count >= max_documents:
             return
     if count == 0:
-        raise InputError(f"The corpus {spec!r} holds no text (no document of at least {min_chars} characters).")
+        raise InputError(
+            f"The corpus {spec!r} holds no text: no {unit} of at least {min_chars} characters "
+            f"(paragraphs are separated by blank lines). Give a larger UTF-8 text or lower min_chars."
+        )

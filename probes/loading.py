@@ -9,6 +9,7 @@ Hugging Face checkpoint, a Hugging Face hub name (``gpt2``, ``EleutherAI/pythia-
 from __future__ import annotations
 
 import importlib.util
+import json
 import logging
 import os
 import shutil
@@ -19,7 +20,7 @@ from typing import Any
 
 import torch
 
-from probes.errors import ModelError
+from probes.errors import ConfigError, ModelError
 from probes.model_info import ModelInfo
 
 log = logging.getLogger(__name__)
@@ -66,6 +67,33 @@ def torch_dtype(name: str) -> torch.dtype:
     if name not in DTYPES:
         raise ModelError(f"dtype must be one of {', '.join(DTYPES)}; got {name!r}.")
     return DTYPES[name]
+
+
+def check_device(device: str | torch.device) -> torch.device:
+    """``device`` as a torch device that exists on this machine, else :class:`ConfigError`.
+
+    Example: ``check_device("cpu")``; ``check_device("gpu")`` and, without CUDA, ``"cuda"`` raise.
+    """
+    if isinstance(device, torch.device):
+        parsed = device
+    else:
+        try:
+            parsed = torch.device(device)
+        except (RuntimeError, TypeError, ValueError):
+            raise ConfigError(
+                f"--device {device!r} is not a torch device; use cpu, cuda, cuda:N (N-th GPU) or mps."
+            ) from None
+    if parsed.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise ConfigError(f"--device {device}: this machine has no usable CUDA GPU; use --device cpu.")
+        if parsed.index is not None and parsed.index >= count:
+            raise ConfigError(f"--device {device}: there are only {count} CUDA GPUs (cuda:0 to cuda:{count - 1}).")
+    elif parsed.type == "mps" and not torch.backends.mps.is_available():
+        raise ConfigError(f"--device {device}: Apple MPS is not available on this machine; use --device cpu.")
+    elif parsed.type not in ("cpu", "cuda", "mps"):
+        raise ConfigError(f"--device {device}: mechprobe runs on cpu, cuda or mps; got the {parsed.type} device type.")
+    return parsed
 
 
 def cache_dir() -> Path:
@@ -133,6 +161,43 @@ def _boot(name_or_dir: str, label: str, device: str | torch.device, dtype: torch
     return bridge
 
 
+def _boot_folder(path: Path, device: str | torch.device, dtype: torch.dtype, trust_remote_code: bool) -> Any:
+    """Boot a local checkpoint folder; a config or architecture TransformerLens cannot read is a ModelError."""
+    try:
+        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ModelError(
+            f"{path / 'config.json'} is not valid JSON ({error}); the folder does not hold a usable Hugging Face "
+            f"checkpoint. Re-save it with model.save_pretrained(folder)."
+        ) from None
+    if not isinstance(config, dict):
+        raise ModelError(f"{path / 'config.json'} is not a Hugging Face config (a JSON object); re-save the model.")
+    try:
+        return _boot(str(path), path.name, device, dtype, trust_remote_code)
+    except ModelError:
+        raise
+    except Exception as error:  # transformers / TransformerLens raise many types; say it in one line
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        if "architecture" in str(error):
+            archs = ", ".join(config.get("architectures") or []) or "none listed"
+            raise ModelError(
+                f"{path} holds a {config.get('model_type', 'unknown')!r} checkpoint (architectures: {archs}), "
+                f"which TransformerLens {_tl_version()} cannot wrap in a TransformerBridge. Use a supported "
+                f"architecture such as GPT2LMHeadModel, LlamaForCausalLM or BertForMaskedLM "
+                f"(transformer_lens.model_bridge.supported_architectures lists them)."
+            ) from error
+        raise ModelError(
+            f"Cannot load the checkpoint in {path}: {first[:300]} Check that the folder holds the config, "
+            f"weights (model.safetensors) and tokenizer saved by save_pretrained."
+        ) from error
+
+
+def _tl_version() -> str:
+    from importlib.metadata import version
+
+    return version("transformer-lens")
+
+
 def _is_network_failure(error: BaseException) -> bool:
     from huggingface_hub.errors import LocalEntryNotFoundError, OfflineModeIsEnabled
 
@@ -166,6 +231,14 @@ def load_model(
         ModelInfo.of(spec)  # raises a ModelError that says what is missing
         return spec
     text = os.fspath(spec)
+    if not text.strip():
+        raise ModelError(
+            f"The model spec is empty; give a packaged name ({', '.join(PACKAGED_MODELS)}), a checkpoint "
+            f"folder or a Hugging Face hub name."
+        )
+    if not isinstance(dtype, torch.dtype):
+        raise ConfigError(f"dtype must be a torch.dtype such as torch.float32; got {dtype!r}.")
+    check_device(device)
     if text in PACKAGED_MODELS:
         entry = PACKAGED_MODELS[text]
         if entry.gguf_file is not None:
@@ -180,7 +253,7 @@ def load_model(
                 f"{path} is a folder but not a Hugging Face checkpoint (no config.json in it). "
                 f"Point --model at the folder that holds config.json and the weights."
             )
-        return _boot(str(path), path.name, device, dtype, trust_remote_code)
+        return _boot_folder(path, device, dtype, trust_remote_code)
     if path.suffix or text.startswith((".", "/", "~")) or os.sep in text and text.count("/") > 1:
         raise ModelError(
             f"No model folder at {text!r}. Give an existing checkpoint folder, a packaged name "

@@ -55,11 +55,18 @@ class ModelInfo:
                 f"HookPoints at the activations and call self.setup()."
             )
         cfg = getattr(model, "cfg", None)
-        missing = [f for f in REQUIRED_CFG_FIELDS if not isinstance(getattr(cfg, f, None), int)]
+        missing = [f for f in REQUIRED_CFG_FIELDS
+                   if isinstance(getattr(cfg, f, None), bool) or not isinstance(getattr(cfg, f, None), int)]
         if missing:
             raise ModelError(
                 f"The model's cfg must carry integer fields {', '.join(REQUIRED_CFG_FIELDS)}; "
                 f"missing or not an int: {', '.join(missing)}. Give the model a `cfg` object with them."
+            )
+        not_positive = [f"{f}={getattr(cfg, f)}" for f in REQUIRED_CFG_FIELDS if getattr(cfg, f) < 1]
+        if not_positive:
+            raise ModelError(
+                f"The model's cfg fields {', '.join(REQUIRED_CFG_FIELDS)} must be >= 1; got "
+                f"{', '.join(not_positive)}. Fix the model's cfg."
             )
         absent = [pattern_hook(l) for l in range(cfg.n_layers) if pattern_hook(l) not in model.hook_dict]
         if absent:

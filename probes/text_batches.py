@@ -34,15 +34,23 @@ def text_token_batches(
     """Tokenize documents one by one and yield right-padded batches of windows from single documents.
 
     Each row holds one window of one document (windows never mix documents), framed by the model's
-    BOS/CLS and, for encoders, SEP. Padding is masked out (``attention_mask``) and, like the
-    special tokens, is never a query or target for the probes. Only the current batch is in memory.
+    BOS/CLS and, for encoders, SEP; rows hold at most ``min(seq_len, info.n_ctx)`` tokens. Padding
+    is masked out (``attention_mask``) and, like the special tokens, is never a query or target for
+    the probes. Only the current batch is in memory.
 
     Example: ``next(text_token_batches(iter_documents(), model.tokenizer, ModelInfo.of(model)))``.
     """
-    if seq_len < 2 or batch_size < 1 or min_tokens < 1:
-        raise ConfigError(
-            f"seq_len must be >= 2, batch_size and min_tokens >= 1; got {seq_len}, {batch_size}, {min_tokens}."
+    for name, value, low in (("seq_len", seq_len, 2), ("batch_size", batch_size, 1), ("min_tokens", min_tokens, 1),
+                             ("max_batches", 1 if max_batches is None else max_batches, 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ConfigError(f"{name} must be an integer >= {low}; got {value!r}.")
+    if isinstance(documents, (str, bytes)) or not isinstance(documents, Iterable):
+        raise InputError(
+            f"documents must be an iterable of Document or str; got {type(documents).__name__}. "
+            f"Wrap a single text in a list, or pass iter_documents(...)."
         )
+    if not isinstance(info, ModelInfo):
+        raise InputError(f"info must be probes.ModelInfo.of(model); got {type(info).__name__}.")
     if tokenizer is None:
         raise InputError("The model has no tokenizer; tokenize the text yourself and pass token batches.")
     prefix = [info.bos_token_id] if info.bos_token_id is not None else []
@@ -71,6 +79,8 @@ def text_token_batches(
 
     for document in documents:
         text = document.text if isinstance(document, Document) else document
+        if not isinstance(text, str):
+            raise InputError(f"Each document must be a probes.Document or a str; got {type(document).__name__}.")
         ids = tokenizer.encode(text, add_special_tokens=False)
         for piece in document_windows(ids, window, min_tokens):
             rows.append(prefix + piece + suffix)

@@ -53,6 +53,10 @@ class LdaTopicConfig:
                 raise ConfigError(f"{name} must be a positive integer; got {value!r}.")
         if self.n_topics < 2:
             raise ConfigError(f"n_topics must be >= 2 to compare same vs different topics; got {self.n_topics}.")
+        for name in ("no_above", "threshold", "top_fraction"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ConfigError(f"{name} must be a number in (0, 1]; got {value!r}.")
         if not 0 < self.no_above <= 1:
             raise ConfigError(f"no_above is a fraction of documents in (0, 1]; got {self.no_above}.")
         if self.assignment not in ("threshold", "top_fraction"):
@@ -110,6 +114,14 @@ class LdaTopics:
                    LdaTopicConfig(**meta["config"]), int(meta["n_documents"]))
 
 
+def _document_text(document: Any) -> str:
+    if isinstance(document, Document):
+        return document.text
+    if isinstance(document, str):
+        return document
+    raise InputError(f"Each document must be a probes.Document or a str; got {type(document).__name__}.")
+
+
 def fit_lda_topics(documents: Iterable[Document | str], config: LdaTopicConfig = LdaTopicConfig()) -> LdaTopics:
     """Fit LDA on ``documents`` (bag of words, stop words removed, rare/common words filtered).
 
@@ -118,7 +130,14 @@ def fit_lda_topics(documents: Iterable[Document | str], config: LdaTopicConfig =
     from gensim.corpora import Dictionary
     from gensim.models import LdaModel
 
-    texts = [words_of(d.text if isinstance(d, Document) else d, config.min_word_length) for d in documents]
+    if not isinstance(config, LdaTopicConfig):
+        raise ConfigError(f"config must be a probes.LdaTopicConfig; got {type(config).__name__}.")
+    if isinstance(documents, (str, bytes)) or not isinstance(documents, Iterable):
+        raise InputError(
+            f"documents must be an iterable of Document or str (one per document); got {type(documents).__name__}. "
+            f"Wrap a single text in a list, or pass iter_documents(...)."
+        )
+    texts = [words_of(_document_text(d), config.min_word_length) for d in documents]
     texts = [t for t in texts if t]
     if len(texts) < 2:
         raise InputError(f"LDA needs at least 2 non-empty documents; the corpus gave {len(texts)}.")
@@ -190,8 +209,24 @@ def token_topic_labels(word_topics: Mapping[str, int], tokenizer: Any, d_vocab: 
     A token claimed by words of different topics is marked -1 (ambiguous). Words with no
     single-token variant are counted in ``n_multi_token_words`` and left out.
     """
+    if not isinstance(word_topics, Mapping):
+        raise InputError(
+            f"word_topics must map word -> topic (e.g. assign_word_topics(...)); got {type(word_topics).__name__}."
+        )
     if not word_topics:
         raise InputError("The word -> topic assignment is empty; lower the threshold or train more topics.")
+    bad = next(((w, t) for w, t in word_topics.items()
+                if not isinstance(w, str) or isinstance(t, bool) or not isinstance(t, (int, np.integer)) or t < 0),
+               None)
+    if bad is not None:
+        raise InputError(f"word_topics must map str words to topic ids >= 0; got {bad[0]!r} -> {bad[1]!r}.")
+    if not callable(getattr(tokenizer, "encode", None)):
+        raise InputError(
+            f"tokenizer must have encode(text, add_special_tokens=False) (a Hugging Face tokenizer such as "
+            f"model.tokenizer); got {type(tokenizer).__name__}."
+        )
+    if isinstance(d_vocab, bool) or not isinstance(d_vocab, int) or d_vocab < 1:
+        raise InputError(f"d_vocab must be a positive integer (the model's vocabulary size); got {d_vocab!r}.")
     labels = torch.full((d_vocab,), -1, dtype=torch.long)
     owner: dict[int, int] = {}
     conflicts: set[int] = set()

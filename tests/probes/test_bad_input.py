@@ -7,7 +7,10 @@ import torch
 
 import probes
 from probes import ConfigError, InputError, ModelError, ProbeStateError
+from probes.loading import check_device
 from tests.hooked_models import NoHooksModel, OracleConfig, OracleModel
+from toymodels.errors import CheckpointError
+from toymodels.training import Checkpointer, History
 
 
 def test_unknown_model_name_offline():
@@ -81,3 +84,135 @@ def test_merge_incompatible():
 def test_load_of_a_folder_that_is_not_a_result(tmp_path):
     with pytest.raises(InputError, match="not a saved probe result"):
         probes.ProbeResult.load(tmp_path)
+
+
+def test_bad_device_and_dtype():
+    with pytest.raises(ConfigError, match="'gpu' is not a torch device"):
+        probes.load_model("minilm-l6", device="gpu")
+    with pytest.raises(ConfigError, match="mechprobe runs on cpu, cuda or mps"):
+        check_device("meta")
+    if not torch.cuda.is_available():
+        with pytest.raises(ConfigError, match="no usable CUDA GPU"):
+            probes.load_model("minilm-l6", device="cuda")
+    with pytest.raises(ConfigError, match="torch.dtype"):
+        probes.load_model("minilm-l6", dtype="float16")
+    assert check_device("cpu") == torch.device("cpu")
+
+
+def test_empty_model_spec_and_unsupported_architecture(tmp_path):
+    with pytest.raises(ModelError, match="spec is empty"):
+        probes.load_model("")
+    (tmp_path / "config.json").write_text('{"architectures": ["XLNetLMHeadModel"], "model_type": "xlnet"}')
+    with pytest.raises(ModelError, match="'xlnet' checkpoint .* cannot wrap"):
+        probes.load_model(tmp_path)
+
+
+def test_model_cfg_sizes_must_be_positive():
+    model = OracleModel(OracleConfig(n_layers=0))
+    with pytest.raises(ModelError, match="n_layers=0"):
+        probes.ModelInfo.of(model)
+    model.cfg.n_layers, model.cfg.n_ctx = 2, True  # a bool is not an int here
+    with pytest.raises(ModelError, match="not an int: n_ctx"):
+        probes.ModelInfo.of(model)
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    ({"spec": ""}, InputError, "spec is empty"),
+    ({"spec": None}, InputError, "got NoneType"),
+    ({"min_chars": -1}, InputError, "min_chars must be an integer >= 0"),
+    ({"min_chars": "5"}, InputError, "min_chars must be an integer >= 0"),
+    ({"max_documents": 0}, InputError, "max_documents must be an integer >= 1"),
+    ({"max_documents": "3"}, InputError, "max_documents must be an integer >= 1"),
+    ({"unit": "sentence"}, InputError, "unit must be"),
+])
+def test_iter_documents_arguments(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        next(probes.iter_documents(**kwargs))
+
+
+def test_short_corpus_says_how_many_characters(tmp_path):
+    (tmp_path / "short.txt").write_text("a few words\n", encoding="utf-8")
+    with pytest.raises(InputError, match="no paragraph of at least 50 characters.*lower min_chars"):
+        list(probes.iter_documents(tmp_path / "short.txt", min_chars=50))
+
+
+def test_fit_lda_topics_arguments():
+    with pytest.raises(InputError, match="iterable of Document or str .* got str"):
+        probes.fit_lda_topics("one long text instead of a list of documents")
+    with pytest.raises(InputError, match="got NoneType"):
+        probes.fit_lda_topics(None)
+    with pytest.raises(InputError, match="Each document must be"):
+        probes.fit_lda_topics([1, 2, 3])
+    with pytest.raises(ConfigError, match="LdaTopicConfig; got dict"):
+        probes.fit_lda_topics(["a b c"], {"n_topics": 2})
+    with pytest.raises(ConfigError, match="threshold must be a number"):
+        probes.LdaTopicConfig(threshold="0.5")
+
+
+class CharTokenizer:
+    """Every character is one token id (ord % 50)."""
+
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        return [ord(c) % 50 for c in text]
+
+
+def test_token_topic_labels_arguments():
+    with pytest.raises(InputError, match="map word -> topic"):
+        probes.token_topic_labels(["river"], CharTokenizer(), 50)
+    with pytest.raises(InputError, match="topic ids >= 0; got 'river' -> 'water'"):
+        probes.token_topic_labels({"river": "water"}, CharTokenizer(), 50)
+    with pytest.raises(InputError, match="topic ids >= 0; got 'river' -> -1"):
+        probes.token_topic_labels({"river": -1}, CharTokenizer(), 50)
+    with pytest.raises(InputError, match="tokenizer must have encode"):
+        probes.token_topic_labels({"river": 0}, None, 50)
+    with pytest.raises(InputError, match="d_vocab must be a positive integer"):
+        probes.token_topic_labels({"river": 0}, CharTokenizer(), -1)
+
+
+def test_topics_with_no_overlap_with_the_vocabulary():
+    # Every word is several characters, so none is a single token of the character tokenizer.
+    with pytest.raises(InputError, match="None of the topic words is a single token"):
+        probes.token_topic_labels({"river": 0, "music": 1}, CharTokenizer(), 50)
+
+
+@pytest.mark.parametrize("documents, kwargs, error, message", [
+    ("one text, not a list", {}, InputError, "iterable of Document or str; got str"),
+    (None, {}, InputError, "got NoneType"),
+    ([1, 2], {}, InputError, "Each document must be"),
+    (["text"], {"seq_len": "10"}, ConfigError, "seq_len must be an integer >= 2"),
+    (["text"], {"batch_size": 0}, ConfigError, "batch_size must be an integer >= 1"),
+    (["text"], {"max_batches": 0}, ConfigError, "max_batches must be an integer >= 1"),
+])
+def test_text_token_batches_arguments(documents, kwargs, error, message):
+    info = probes.ModelInfo.of(OracleModel())
+    with pytest.raises(error, match=message):
+        next(probes.text_token_batches(documents, CharTokenizer(), info, **kwargs))
+    with pytest.raises(InputError, match="ModelInfo.of"):
+        next(probes.text_token_batches(["text"], CharTokenizer(), OracleModel()))
+
+
+def test_text_windows_never_exceed_the_context():
+    info = probes.ModelInfo.of(OracleModel(OracleConfig(n_ctx=16)))
+    batch = next(probes.text_token_batches(["x" * 100], CharTokenizer(), info, seq_len=128, min_tokens=1))
+    assert batch.tokens.shape[1] == 16
+
+
+def test_apply_overrides_python_api():
+    from analyses.config_overrides import apply_overrides
+    from analyses.toy_scansnap import PRESETS
+
+    config = PRESETS["fast"]
+    assert apply_overrides(config, ["sweep_eta_z=(0.5, 2)", " seed = 3 "]).sweep_eta_z == (0.5, 2.0)
+    assert apply_overrides(config, ["sweep_num_last=(4,)"]).sweep_num_last == (4,)
+    with pytest.raises(ConfigError, match="expected comma-separated numbers"):
+        apply_overrides(config, ["sweep_eta_z=0.5,,2"])
+    with pytest.raises(ConfigError, match="given twice"):
+        apply_overrides(config, ["seed=1", "seed=1"])
+
+
+def test_resuming_with_other_settings(tmp_path):
+    model = torch.nn.Linear(2, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    Checkpointer(tmp_path, every=1, fingerprint="seed=0").save(1, model, [optimizer], torch.Generator(), History())
+    with pytest.raises(CheckpointError, match="made with other settings"):
+        Checkpointer(tmp_path, every=1, fingerprint="seed=1").restore(model, [optimizer], torch.Generator())

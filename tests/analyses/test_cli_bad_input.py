@@ -1,0 +1,243 @@
+"""Bad input on the command line: exit code 2, one `mechprobe...: error:` line, no traceback, nothing
+left behind; ``--debug`` raises the typed error instead (its traceback is shown)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from analyses.cli import UsageError, main
+from probes.errors import ConfigError, InputError, MechprobeError, ModelError
+
+TINY_HEADS = ["--seq-len", "3", "--batches", "1", "--batch-size", "1", "--no-progress"]
+
+
+def fails_in_one_line(argv: list[str], capsys, *words: str, error: type[BaseException] = MechprobeError) -> str:
+    """Run ``mechprobe ARGV``: exit 2 and one error line holding ``words``; with --debug, ``error`` is raised."""
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.replace("\r", "\n").splitlines()
+    errors = [line for line in lines if "error:" in line]
+    assert len(errors) == 1 and errors[0] == lines[-1] and errors[0].startswith("mechprobe"), captured.err
+    err = errors[0]
+    assert "Traceback" not in captured.err and "Traceback" not in captured.out
+    for word in words:
+        assert word in err, (word, err)
+    with pytest.raises(error):
+        main(["--debug", *argv])
+    capsys.readouterr()
+    return err
+
+
+# ---- mechprobe toy ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("settings, words", [
+    (["seeed=3"], ["unknown setting", "Did you mean seed?", "Known settings"]),
+    (["seed=abc"], ["expected an integer", "e.g. --set seed=0"]),
+    (["seed=1.5"], ["expected an integer"]),
+    (["static_masks=maybe"], ["expected a boolean (true/false)"]),
+    (["alpha=nan"], ["expected a number"]),
+    (["joint_loss=hinge"], ["expected one of squared, cross_entropy"]),
+    (["d_vocab=abc"], ["expected an integer or none"]),
+    (["seed"], ["expects KEY=VALUE"]),
+    (["=3"], ["expects KEY=VALUE"]),
+    (["seed=1", "seed=2"], ["given twice"]),
+    (["alpha=0"], ["alpha", "0.1"]),  # parsed, then refused by the config's own validation
+])
+def test_toy_set_errors(tmp_path, capsys, settings, words):
+    out = tmp_path / "run"
+    argv = ["toy", "topic", "--out", str(out)]
+    for setting in settings:
+        argv += ["--set", setting]
+    fails_in_one_line(argv, capsys, *words, error=ConfigError)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("setting, words", [
+    ("sweep_num_last=4,,5", ["expected comma-separated integers"]),
+    ("sweep_num_last=a,b", ["expected comma-separated integers"]),
+    ("sweep_eta_z=1,inf", ["expected comma-separated numbers", "e.g. --set sweep_eta_z="]),
+])
+def test_toy_set_tuple_errors(tmp_path, capsys, setting, words):
+    fails_in_one_line(["toy", "scansnap", "--out", str(tmp_path / "run"), "--set", setting], capsys, *words,
+                      error=ConfigError)
+    assert not (tmp_path / "run").exists()
+
+
+def test_toy_unknown_preset_and_missing_out(tmp_path, capsys):
+    fails_in_one_line(["toy", "induction", "--preset", "huge", "--out", str(tmp_path / "r")], capsys,
+                      "Unknown preset 'huge'", "choose from", error=ConfigError)
+    fails_in_one_line(["toy", "induction"], capsys, "needs --out DIR", error=ConfigError)
+
+
+def test_toy_unknown_experiment_and_flag(capsys):
+    fails_in_one_line(["toy", "gpt5"], capsys, "invalid choice", "mechprobe toy --help", error=UsageError)
+    fails_in_one_line(["toy", "topic", "--steps", "3"], capsys, "unrecognized arguments: --steps", error=UsageError)
+
+
+@pytest.mark.parametrize("flag, value", [("--dtype", "float16"), ("--device", "cuda")])
+def test_toy_rejects_dtype_and_device(tmp_path, capsys, flag, value):
+    fails_in_one_line(["toy", "topic", "--out", str(tmp_path / "r"), flag, value], capsys,
+                      f"{flag} does not apply to `mechprobe toy`", "Drop", error=ConfigError)
+
+
+def test_toy_out_that_is_a_file(tmp_path, capsys):
+    target = tmp_path / "file.txt"
+    target.write_text("keep me", encoding="utf-8")
+    fails_in_one_line(["toy", "topic", "--out", str(target)], capsys, "is a file, not a folder", error=InputError)
+    fails_in_one_line(["toy", "topic", "--out", str(target / "sub")], capsys, "is a file, not a folder",
+                      error=InputError)
+    assert target.read_text(encoding="utf-8") == "keep me"
+
+
+def test_toy_error_during_the_run_removes_the_folder_it_made(tmp_path, capsys):
+    """d_model=0 is refused only when the standard model is built, after --out was created."""
+    out = tmp_path / "new" / "run"
+    argv = ["toy", "induction", "--preset", "standard", "--set", "d_model=0", "--no-progress", "--out", str(out)]
+    fails_in_one_line(argv, capsys, "d_model", error=ValueError)
+    assert list(tmp_path.iterdir()) == []
+    kept = tmp_path / "mine"
+    kept.mkdir()
+    (kept / "notes.txt").write_text("x", encoding="utf-8")
+    assert main([*argv[:-1], str(kept)]) == 2
+    assert (kept / "notes.txt").is_file()  # a folder that existed before is not removed
+
+
+# ---- mechprobe heads --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("argv, words", [
+    (["--batch-size", "0"], ["--batch-size (sequences per batch) must be >= 1; got 0"]),
+    (["--batch-size", "-3"], ["--batch-size", "got -3"]),
+    (["--batches", "0"], ["--batches", ">= 1"]),
+    (["--top", "0"], ["--top", ">= 1"]),
+    (["--seq-len", "1"], ["--seq-len", ">= 2"]),
+])
+def test_heads_sizes_are_checked_before_the_model_loads(capsys, argv, words):
+    # A spec that cannot load proves the check comes first: the size error is reported, not the model.
+    fails_in_one_line(["heads", "--model", "not-loaded-xyz", *argv], capsys, *words, error=ConfigError)
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--batch-size", "abc"], ["invalid int value: 'abc'", "mechprobe heads --help"]),
+    (["--dtype", "float64"], ["invalid choice: 'float64'"]),
+    (["--sequence-length", "5"], ["unrecognized arguments"]),
+])
+def test_heads_argparse_errors_are_one_line(capsys, argv, words):
+    fails_in_one_line(["heads", "--model", "minilm-l6", *argv], capsys, *words, error=UsageError)
+
+
+def test_missing_command_is_one_line(capsys):
+    fails_in_one_line([], capsys, "required: COMMAND", error=UsageError)
+
+
+@pytest.mark.parametrize("device, words", [
+    ("gpu", ["--device 'gpu' is not a torch device", "cpu, cuda"]),
+    ("meta", ["runs on cpu, cuda or mps"]),
+    pytest.param("cuda", ["no usable CUDA GPU", "--device cpu"],
+                 marks=pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")),
+])
+def test_heads_bad_device(capsys, device, words):
+    fails_in_one_line(["heads", "--model", "not-loaded-xyz", "--device", device], capsys, *words, error=ConfigError)
+
+
+def test_heads_json_path_that_is_a_folder_or_inside_a_file(tmp_path, capsys):
+    fails_in_one_line(["heads", "--model", "not-loaded-xyz", "--json", str(tmp_path)], capsys, "is a folder",
+                      error=InputError)
+    blocker = tmp_path / "file"
+    blocker.write_text("", encoding="utf-8")
+    fails_in_one_line(["heads", "--model", "not-loaded-xyz", "--json", str(blocker / "x.json")], capsys,
+                      "is a file, not a folder", error=InputError)
+
+
+def test_heads_seq_len_longer_than_the_context(capsys):
+    fails_in_one_line(["heads", "--model", "minilm-l6", "--seq-len", "300", "--batches", "1", "--batch-size", "1",
+                       "--no-progress"], capsys, "more than the model's context of 512", "Use seq_len <= 255",
+                      error=InputError)
+
+
+def model_folder(path, config) -> str:
+    path.mkdir()
+    (path / "config.json").write_text(config if isinstance(config, str) else json.dumps(config), encoding="utf-8")
+    return str(path)
+
+
+def test_heads_model_folder_of_an_unsupported_architecture(tmp_path, capsys):
+    folder = model_folder(tmp_path / "xlnet", {"architectures": ["XLNetLMHeadModel"], "model_type": "xlnet"})
+    fails_in_one_line(["heads", "--model", folder, *TINY_HEADS], capsys, "'xlnet' checkpoint", "XLNetLMHeadModel",
+                      "cannot wrap", "GPT2LMHeadModel", error=ModelError)
+    folder = model_folder(tmp_path / "foo", {"architectures": ["FooForCausalLM"], "model_type": "foo"})
+    fails_in_one_line(["heads", "--model", folder, *TINY_HEADS], capsys, "'foo' checkpoint", error=ModelError)
+
+
+def test_heads_model_folder_with_a_broken_config_or_no_weights(tmp_path, capsys):
+    folder = model_folder(tmp_path / "broken", "{not json")
+    fails_in_one_line(["heads", "--model", folder, *TINY_HEADS], capsys, "is not valid JSON", error=ModelError)
+    folder = model_folder(tmp_path / "empty", {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_layer": 1,
+                                                "n_head": 2, "n_embd": 8, "vocab_size": 10, "n_positions": 16})
+    fails_in_one_line(["heads", "--model", folder, *TINY_HEADS], capsys, "Cannot load the checkpoint",
+                      "model.safetensors", error=ModelError)
+
+
+def test_heads_empty_model_spec(capsys):
+    fails_in_one_line(["heads", "--model", "", *TINY_HEADS], capsys, "model spec is empty", error=ModelError)
+
+
+# ---- mechprobe report -------------------------------------------------------------------------------
+
+def report_argv(tmp_path, *argv: str) -> list[str]:
+    return ["report", "--no-toys", "--fast", "--no-progress", "--model", "minilm-l6", "--out",
+            str(tmp_path / "report"), *argv]
+
+
+@pytest.mark.parametrize("argv, words, error", [
+    (["--batch-size", "0"], ["--batch-size must be >= 1; got 0"], ConfigError),
+    (["--batch-size", "-3"], ["--batch-size must be >= 1; got -3"], ConfigError),
+    (["--max-batches", "1"], ["--max-batches must be >= 2"], ConfigError),
+    (["--device", "gpu"], ["not a torch device"], ConfigError),
+    (["--corpus", ""], ["corpus spec is empty"], InputError),
+    (["--corpus", "/no/such/corpus.txt"], ["Unknown corpus"], InputError),
+])
+def test_report_settings_are_checked_before_any_work(tmp_path, capsys, argv, words, error):
+    fails_in_one_line(report_argv(tmp_path, *argv), capsys, *words, error=error)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_report_unknown_toy_preset_fails_before_any_work(tmp_path, capsys):
+    argv = ["report", "--fast", "--no-progress", "--toy-preset", "huge", "--out", str(tmp_path / "report")]
+    fails_in_one_line(argv, capsys, "--toy-preset 'huge'", "choose from", error=ConfigError)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_report_out_that_is_a_file_a_missing_folder_or_the_current_one(tmp_path, capsys):
+    target = tmp_path / "file"
+    target.write_text("keep me", encoding="utf-8")
+    fails_in_one_line(["report", "--no-toys", "--out", str(target)], capsys, "is not a folder", error=InputError)
+    assert target.read_text(encoding="utf-8") == "keep me"
+    fails_in_one_line(["report", "--no-toys", "--out", str(tmp_path / "missing" / "r")], capsys,
+                      "does not exist", "mkdir -p", error=InputError)
+    for current in (".", "", ".."):
+        fails_in_one_line(["report", "--no-toys", "--out", current], capsys, "would replace the current folder",
+                          error=InputError)
+
+
+def test_report_corpus_folder_without_text(tmp_path, capsys):
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    (folder / "notes.md").write_text("# not a .txt file", encoding="utf-8")
+    fails_in_one_line(report_argv(tmp_path, "--corpus", str(folder)), capsys, "holds no .txt files", error=InputError)
+    assert not (tmp_path / "report").exists()
+
+
+@pytest.mark.parametrize("content, words", [
+    (b"", ["holds no text", "lower min_chars"]),
+    (b"short line\n", ["holds no text", "at least 200 characters"]),
+    (b"x" * 300 + b"\x00\x01\x02 binary", ["looks binary"]),
+    ("caf\u00e9 ".encode("latin-1") * 100, ["is not UTF-8 text", "iconv"]),
+])
+def test_report_bad_corpus_file_leaves_nothing(tmp_path, capsys, content, words):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes(content)
+    fails_in_one_line(report_argv(tmp_path, "--corpus", str(corpus)), capsys, *words, error=InputError)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.txt"]
