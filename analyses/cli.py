@@ -102,9 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
     toy.add_argument("--out", metavar="DIR", help="output folder (required unless --list-presets)")
     toy.add_argument("--list-presets", action="store_true", help="print the presets and their settings, then exit")
     toy.add_argument("--no-progress", action="store_true", help="hide the progress bars")
-    # Accepted only to say why they do not apply (toy models train in float32 on the CPU).
-    toy.add_argument("--device", help=argparse.SUPPRESS)
-    toy.add_argument("--dtype", help=argparse.SUPPRESS)
+    toy.add_argument("--device", metavar="DEV",
+                     help="where the toy models train: cpu (default), cuda, cuda:1, mps ... (same as --set device=DEV)")
+    toy.add_argument("--dtype", help=argparse.SUPPRESS)  # accepted only to say why it does not apply
     for command in (heads, report, toy):  # --debug also after the command name
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show the full traceback")
     return parser
@@ -113,12 +113,17 @@ def build_parser() -> argparse.ArgumentParser:
 def _run_toy(args: argparse.Namespace) -> int:
     from analyses.config_overrides import apply_overrides
 
-    for flag in ("device", "dtype"):
-        if getattr(args, flag) is not None:
-            raise ConfigError(
-                f"--{flag} does not apply to `mechprobe toy` (the toy models train in float32 on the CPU); "
-                f"it is an option of `mechprobe heads` and `mechprobe report`. Drop --{flag}."
-            )
+    if args.dtype is not None:
+        raise ConfigError(
+            "--dtype does not apply to `mechprobe toy` (the toy models train in float32); it sets the weights of "
+            "pretrained models in `mechprobe heads` and `mechprobe report`. Drop --dtype."
+        )
+    overrides = list(args.overrides)
+    if args.device is not None:
+        check_device(args.device)
+        if any(o.partition("=")[0].strip() == "device" for o in overrides):
+            raise ConfigError("--device and --set device=... both set the device; give only one of them.")
+        overrides.append(f"device={args.device}")
     module = _toy_module(args.experiment)
     presets = module.PRESETS
     if args.list_presets:
@@ -131,7 +136,7 @@ def _run_toy(args: argparse.Namespace) -> int:
         raise ConfigError(f"Unknown preset {args.preset!r} for {args.experiment}; choose from {', '.join(presets)}.")
     if not args.out:
         raise ConfigError("mechprobe toy needs --out DIR (the folder for summary.json and figures).")
-    config = apply_overrides(presets[args.preset], args.overrides)
+    config = apply_overrides(presets[args.preset], overrides)
     out = Path(args.out)
     existing = next(p for p in (out, *out.parents) if p.exists())
     if not existing.is_dir():

@@ -58,6 +58,7 @@ class ReportConfig:
 
 
 def run_toys(config: ReportConfig, folder: Path, *, progress: bool) -> dict[str, ToyRun]:
+    """Train and probe each of ``config.toys`` (preset ``toy_preset``, on ``device``) into ``folder/toy/NAME``."""
     runs = {}
     for name in config.toys:
         module = importlib.import_module(TOY_MODULES[name])
@@ -66,7 +67,8 @@ def run_toys(config: ReportConfig, folder: Path, *, progress: bool) -> dict[str,
         out = folder / "toy" / name
         out.mkdir(parents=True, exist_ok=True)
         start = time.perf_counter()
-        summary = module.run(module.PRESETS[config.toy_preset], out, progress=progress)
+        toy_config = dataclasses.replace(module.PRESETS[config.toy_preset], device=config.device)
+        summary = module.run(toy_config, out, progress=progress)
         log.info("toy %s: %.1f s", name, time.perf_counter() - start)
         runs[name] = ToyRun(name, summary, out)
     return runs

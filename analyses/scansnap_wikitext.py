@@ -62,7 +62,10 @@ def word_sequences(spec: str, *, vocab_size: int, seq_len: int) -> tuple[torch.T
 
 
 def wikitext_run(config: Any, *, progress: bool) -> dict[str, Any]:
-    """Train on WikiText and probe entropy and co-occurrence ordering along the way (module docstring)."""
+    """Train on WikiText and probe entropy and co-occurrence ordering along the way (module docstring).
+
+    The model trains on ``config.device``; batches are drawn on the CPU and moved there.
+    """
     sequences, vocabulary = word_sequences(config.wikitext_corpus, vocab_size=config.wikitext_vocab,
                                            seq_len=config.wikitext_seq_len)
     generator = torch.Generator().manual_seed(config.seed)
@@ -78,7 +81,7 @@ def wikitext_run(config: Any, *, progress: bool) -> dict[str, Any]:
     model = build_standard_model(StandardModelConfig(
         n_layers=1, d_model=config.wikitext_d_model, n_heads=1, d_vocab=len(vocabulary),
         n_ctx=config.wikitext_seq_len, attn_only=True, positional="none", attention_dir="causal",
-        seed=config.seed))
+        seed=config.seed), device=config.device)
     two_rates = TwoRateConfig(eta_y=config.wikitext_lr, eta_z=config.wikitext_lr, optimizer="adam")
     optimizers = make_two_rate_optimizers(model, two_rates)
     trace: dict[str, list[float]] = {"step": [], "entropy": [], "spearman_count": [], "spearman_lift": []}
@@ -98,6 +101,7 @@ def wikitext_run(config: Any, *, progress: bool) -> dict[str, Any]:
 
     def loss_fn(step: int, batch_generator: torch.Generator) -> torch.Tensor:
         batch = training[torch.randint(len(training), (config.wikitext_batch_size,), generator=batch_generator)]
+        batch = batch.to(config.device)
         logits = model(batch)[:, :-1]
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1))
 

@@ -40,9 +40,10 @@ from probes.atomic import atomic_write_text
 from probes.batch import as_token_batch
 from probes.copier import CopierProbe, CopierProfile
 from probes.generalized_induction import GeneralizedInductionProbe, GeneralizedInductionScores, parent_match_mask
+from probes.loading import check_device
 from probes.parent_criterion import chi_square_parent_criterion
 from probes.model_info import ModelInfo
-from probes.runner import capture, run_probes
+from probes.runner import capture, model_device, run_probes
 from probes.selector import ParentSubsetAttention, ParentSubsetAttentionProbe, SelectorWeightProbe
 from toymodels.errors import ToyConfigError
 from toymodels.induction_models import (SUBSET_WEIGHTS_HOOK, FullInductionModel, SimplifiedInductionConfig,
@@ -63,7 +64,8 @@ class InductionExperimentConfig:
     Simplified model: ``schedule`` joint (``n_steps``) or staged (``steps_c``, ``steps_w``,
     ``steps_a``), SGD rates ``lr_c``, ``lr_w``, ``lr_a``, ``batch_size`` 0 = full batch.
     Standard model: ``n_steps`` Adam steps at ``lr`` on ``batch_size`` fresh chains.
-    ``checkpoint_every`` > 0 saves a resumable checkpoint in ``OUT/checkpoint``.
+    ``checkpoint_every`` > 0 saves a resumable checkpoint in ``OUT/checkpoint``. ``device`` is where
+    the model trains and is probed (data is sampled on the CPU).
     """
 
     model: Literal["simplified", "full", "standard"] = "simplified"
@@ -100,8 +102,10 @@ class InductionExperimentConfig:
     early_step: int = 10
     checkpoint_every: int = 0
     seed: int = 0
+    device: str = "cpu"
 
     def __post_init__(self) -> None:
+        check_device(self.device)
         MarkovConfig(self.n_states, self.order, self.seq_len, self.alpha)  # validates the data settings
         for name in ("n_train", "n_val", "probe_sequences", "eval_every", "early_step"):
             if getattr(self, name) < 1:
@@ -146,21 +150,22 @@ def _simplified(config: InductionExperimentConfig) -> SimplifiedInductionModel:
         n_states=config.n_states, n_heads=config.n_heads, max_subset=config.max_subset, window=config.window,
         n_ctx=max((config.seq_len,) + tuple(config.eval_seq_lens)) + 1, w_plus=config.w_plus,
         w_minus=config.w_minus, c_init=config.c_init, a_init=config.a_init, seed=config.seed,
-        model_name=f"chen-{config.model}"))
+        model_name=f"chen-{config.model}"), device=config.device)
 
 
 def _standard(config: InductionExperimentConfig):
     return build_standard_model(StandardModelConfig(
         n_layers=2, d_model=config.d_model, n_heads=config.n_heads, d_vocab=config.n_states,
         n_ctx=max((config.seq_len,) + tuple(config.eval_seq_lens)) + 1, attn_only=config.attn_only,
-        positional=config.positional, seed=config.seed))
+        positional=config.positional, seed=config.seed), device=config.device)
 
 
 def _checkpointer(config: InductionExperimentConfig, out_dir: Path) -> Checkpointer | None:
     if not config.checkpoint_every:
         return None
     settings = dataclasses.asdict(config)
-    del settings["checkpoint_every"]  # how often to save does not change the run; resuming may change it
+    for name in ("checkpoint_every", "device"):  # how often and where do not change the run; a resume may change them
+        del settings[name]
     fingerprint = json.dumps(settings, sort_keys=True)
     return Checkpointer(out_dir / "checkpoint", every=config.checkpoint_every, fingerprint=fingerprint)
 
@@ -429,8 +434,9 @@ def _run(config: InductionExperimentConfig, out_dir: Path, *, progress: bool) ->
         summary["optimal_loss_all_positions"] = bayes_optimal_loss(val_tokens, data, positions="all")
     example = probe_tokens[:1]
     with torch.no_grad():
-        acts = capture(model, as_token_batch(example, ModelInfo.of(model)),
+        acts = capture(model, as_token_batch(example, ModelInfo.of(model)).to(model_device(model)),
                        ["blocks.0.attn.hook_pattern", "blocks.1.attn.hook_pattern"])
+    acts = {name: pattern.cpu() for name, pattern in acts.items()}
     plot_parent_share(history, out_dir / "parent_share.png", found["true_parent_subset"])
     plot_copier_heatmaps(acts["blocks.0.attn.hook_pattern"][0].float(), found["copier_mass"], out_dir / "copier_heatmaps.png")
     plot_layer2_example(example[0], acts["blocks.1.attn.hook_pattern"][0, found["best_head"]].float(), config.order,

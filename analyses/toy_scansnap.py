@@ -50,7 +50,8 @@ from analyses.timings import write_timings
 from probes.atomic import atomic_write_text
 from probes.cooccurrence import cooccurrence_ordering
 from probes.key_token_attention import KeyTokenAttention, KeyTokenAttentionProbe, entropy_nats
-from probes.runner import run_probes
+from probes.loading import check_device
+from probes.runner import model_device, run_probes
 from probes.snap import detect_snap
 from toymodels.cooccurrence_data import CooccurrenceConfig, CooccurrenceData
 from toymodels.errors import ToyConfigError
@@ -65,7 +66,10 @@ LOSS_TARGET = 0.05
 
 @dataclass(frozen=True)
 class ScanSnapConfig:
-    """Every setting of the experiment; ``mechprobe toy scansnap --set key=value`` overrides fields."""
+    """Every setting of the experiment; ``mechprobe toy scansnap --set key=value`` overrides fields.
+
+    ``device`` is where the models train and are probed (data is sampled on the CPU).
+    """
 
     num_last: int = 2
     num_next_per_last: int = 1
@@ -107,8 +111,10 @@ class ScanSnapConfig:
     wikitext_queries: int = 30
     wikitext_query_rank: int = 50
     wikitext_keys: int = 300
+    device: str = "cpu"
 
     def __post_init__(self) -> None:
+        check_device(self.device)
         for name, low in (("eval_sequences", 2), ("snap_patience", 0),
                           ("standard_d_model", 1), ("standard_steps", 0), ("sweep_seeds", 1),
                           ("sweep_num_next_per_last", 1), ("threads", 1), ("wikitext_steps", 0),
@@ -193,10 +199,21 @@ def average_statistics(results: list[KeyTokenAttention], data: CooccurrenceData)
 
 
 def eval_loss(model: nn.Module, data: CooccurrenceData, eval_sets: list[torch.Tensor]) -> float:
+    """Query-token cross-entropy averaged over facts (``eval_sets[f]``: fact ``f``'s sequences).
+
+    The sequences are moved to the model's device.
+    """
+    device = model_device(model)
     with torch.no_grad():
-        losses = [F.cross_entropy(query_logits(model, tokens), data.fact_next[f].expand(len(tokens)))
+        losses = [F.cross_entropy(query_logits(model, tokens.to(device)),
+                                  data.fact_next[f].expand(len(tokens)).to(device))
                   for f, tokens in enumerate(eval_sets)]
     return float(torch.stack(losses).mean())
+
+
+def expected_attention(model: YZTransformer, data: CooccurrenceData) -> torch.Tensor:
+    """The Y/Z model's long-context composition [fact d_vocab] of every fact, on the CPU."""
+    return model.expected_attention(data.fact_last, data.context_probs).cpu()
 
 
 # -- main run ----------------------------------------------------------------------------------------
@@ -204,14 +221,14 @@ def main_run(config: ScanSnapConfig, *, progress: bool) -> dict[str, Any]:
     """Train the Y/Z model, recording the support composition of every fact at every step."""
     data = CooccurrenceData(config.data_config())
     model = YZTransformer(YZModelConfig(d_vocab=data.d_vocab, n_ctx=config.seq_len, init=config.init,
-                                        seed=config.seed))
+                                        seed=config.seed), device=config.device)
     generator = torch.Generator().manual_seed(config.seed + 1_000_003)
     eval_sets = [data.sample(config.eval_sequences, generator, fact=f)[0] for f in range(data.n_facts)]
     supports = [data.support(f) for f in range(data.n_facts)]
     trajectory: list[list[torch.Tensor]] = [[] for _ in range(data.n_facts)]
 
     def record(step: int, trained: nn.Module, history: Any) -> None:
-        expected = trained.expected_attention(data.fact_last, data.context_probs)
+        expected = expected_attention(trained, data)
         for f in range(data.n_facts):
             trajectory[f].append(expected[f, supports[f]].float())
 
@@ -223,7 +240,7 @@ def main_run(config: ScanSnapConfig, *, progress: bool) -> dict[str, Any]:
                          patience=config.snap_patience) for f in range(data.n_facts)]
     losses = history.values["loss"]
     below = [s for s, loss in zip(history.steps, losses) if loss < LOSS_TARGET]
-    expected = model.expected_attention(data.fact_last, data.context_probs)
+    expected = expected_attention(model, data)
     expected_entropy = entropy_nats(torch.gather(expected, 1, data.distinct_tokens)).mean()
     results = [probe_fact(model, data, f, eval_sets[f]) for f in range(data.n_facts)]
     deviation = max(float((r.mass[0, 0, 0, supports[f]] - expected[f, supports[f]]).abs().max())
@@ -250,7 +267,7 @@ def standard_run(config: ScanSnapConfig) -> dict[str, Any]:
     data = CooccurrenceData(config.data_config())
     model = build_standard_model(StandardModelConfig(
         n_layers=1, d_model=config.standard_d_model, n_heads=1, d_vocab=data.d_vocab, n_ctx=config.seq_len,
-        attn_only=True, positional="none", attention_dir="causal", seed=config.seed))
+        attn_only=True, positional="none", attention_dir="causal", seed=config.seed), device=config.device)
     train_config = dataclasses.replace(config.train_config(), eta_y=config.standard_eta_y,
                                        eta_z=config.standard_eta_z, optimizer=config.standard_optimizer,
                                        n_steps=config.standard_steps)
@@ -269,7 +286,7 @@ def standard_run(config: ScanSnapConfig) -> dict[str, Any]:
 # -- sweep (Figure 6) --------------------------------------------------------------------------------
 def final_entropies(model: YZTransformer, data: CooccurrenceData) -> tuple[float, float]:
     """(distinct-token entropy, support entropy) of the expected attention, averaged over facts."""
-    expected = model.expected_attention(data.fact_last, data.context_probs)
+    expected = expected_attention(model, data)
     distinct = entropy_nats(torch.gather(expected, 1, data.distinct_tokens)).mean()
     support = torch.stack([entropy_nats(expected[f, data.support(f)]) for f in range(data.n_facts)]).mean()
     return float(distinct), float(support)
@@ -289,11 +306,11 @@ def sweep_cell(config: ScanSnapConfig, num_last: int, eta_z: float, ratio: float
     distinct, support, snaps = [], [], []
     for seed in range(config.sweep_seeds):
         model = YZTransformer(YZModelConfig(d_vocab=data.d_vocab, n_ctx=config.seq_len, init=config.sweep_init,
-                                            seed=seed))
-        trajectory = [model.expected_attention(data.fact_last, data.context_probs)]
+                                            seed=seed), device=config.device)
+        trajectory = [expected_attention(model, data)]
         train_config = dataclasses.replace(config.train_config(), eta_y=ratio * eta_z, eta_z=eta_z, seed=seed)
         train_on_cooccurrence(model, data, train_config, callbacks=[
-            lambda step, m, h: trajectory.append(m.expected_attention(data.fact_last, data.context_probs))])
+            lambda step, m, h: trajectory.append(expected_attention(m, data))])
         d, s = final_entropies(model, data)
         distinct.append(d)
         support.append(s)

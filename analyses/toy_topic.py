@@ -35,6 +35,7 @@ from probes.atomic import atomic_write_text
 from probes.block_structure import block_structure
 from probes.embedding_topics import embedding_topic_similarity
 from probes.errors import ConfigError
+from probes.loading import check_device
 from probes.topic_attention import TopicAttention, TopicAttentionProbe
 from probes.runner import run_probes
 from probes.two_stage import detect_two_stage
@@ -57,7 +58,10 @@ Optimizer = Literal["sgd", "adam"]
 
 @dataclass(frozen=True)
 class TopicExperimentConfig:
-    """All settings of one ``mechprobe toy topic`` run (every field can be ``--set``)."""
+    """All settings of one ``mechprobe toy topic`` run (every field can be ``--set``).
+
+    ``device`` is where the models train and are probed (data is sampled on the CPU).
+    """
 
     # data (paper: T = 10, v = 10, alpha = 0.1, N ~ U{100..150}; masking 0.15 / 80-10-10)
     n_topics: int = 10
@@ -104,8 +108,10 @@ class TopicExperimentConfig:
     eval_documents: int = 128
     checkpoints: bool = False
     seed: int = 0
+    device: str = "cpu"
 
     def __post_init__(self) -> None:
+        check_device(self.device)
         self.lda()
         self.masking()
         for name in ("joint", "uniform", "fixed_value", "two_stage", "standard"):
@@ -150,6 +156,11 @@ PRESETS: dict[str, TopicExperimentConfig] = {
         fixed_value_steps=200, two_stage_steps=400, eval_documents=64,
     ),
 }
+
+
+def _topic_model(config: TopicExperimentConfig, **variant: Any) -> TopicModel:
+    """A fresh :class:`TopicModel` of ``variant`` (see :meth:`TopicExperimentConfig.model`) on ``config.device``."""
+    return TopicModel(config.model(**variant), device=config.device)
 
 
 def _eval_batches(config: TopicExperimentConfig, *, masked: bool) -> list[torch.Tensor]:
@@ -223,13 +234,13 @@ def _run(config: TopicExperimentConfig, out_dir: Path, progress: bool) -> dict[s
     figures: dict[str, Any] = {}
 
     # 1. joint training, trained embeddings: claims 1 and 3
-    joint = TopicModel(config.model(embedding="trained"))
+    joint = _topic_model(config, embedding="trained")
     _train(joint, config, "joint", out_dir, progress)
     attention = measure_topic_attention(joint, config)
     masked_attention = measure_topic_attention(joint, config, masked=True)
     summary.update(_attention_numbers(attention))
     summary["masked_documents_attention_ratio"] = float(masked_attention.ratio[0, 0])
-    embedding = joint.W_E.detach()[: lda.n_words]
+    embedding = joint.W_E.detach()[: lda.n_words].cpu()
     similarity = embedding_topic_similarity(embedding, word_labels)
     gram_blocks = block_structure(embedding @ embedding.T, word_labels)
     summary["embedding_same_topic_cosine"] = similarity.same_topic_cosine
@@ -254,15 +265,14 @@ def _run(config: TopicExperimentConfig, out_dir: Path, progress: bool) -> dict[s
     figures["attention_joint"] = attention.by_topic[0, 0].numpy()
 
     # 2. uniform attention, W_V trained: claim 2
-    uniform = TopicModel(config.model(embedding="one_hot_frozen", attention="uniform_frozen",
-                                      decoder="identity_frozen"))
+    uniform = _topic_model(config, embedding="one_hot_frozen", attention="uniform_frozen", decoder="identity_frozen")
     _train(uniform, config, "uniform", out_dir, progress)
-    value = uniform.W_V.detach()[: lda.n_words, : lda.n_words]
+    value = uniform.W_V.detach()[: lda.n_words, : lda.n_words].cpu()
     value_blocks = block_structure(value, word_labels)
-    uniform_decoder = TopicModel(config.model(embedding="one_hot_frozen", attention="uniform_frozen"))
+    uniform_decoder = _topic_model(config, embedding="one_hot_frozen", attention="uniform_frozen")
     _train(uniform_decoder, config, "uniform", out_dir, progress, name="uniform_trained_decoder")
-    value_alone = uniform_decoder.W_V.detach()[: lda.n_words, : lda.n_words]
-    product = (uniform_decoder.W_dec.detach() @ uniform_decoder.W_V.detach())[:, : lda.n_words]
+    value_alone = uniform_decoder.W_V.detach()[: lda.n_words, : lda.n_words].cpu()
+    product = (uniform_decoder.W_dec.detach() @ uniform_decoder.W_V.detach())[:, : lda.n_words].cpu()
     summary["wv_block_score"] = value_blocks.score
     summary["wv_block"] = value_blocks.to_dict()
     summary["wv_block_score_trained_decoder"] = block_structure(value_alone, word_labels).score
@@ -278,7 +288,7 @@ def _run(config: TopicExperimentConfig, out_dir: Path, progress: bool) -> dict[s
     figures["decoder_value"] = product.numpy()
 
     # 3. W_V frozen, attention trained: claim 3 with fixed W_V
-    fixed = TopicModel(config.model(embedding="one_hot_frozen", value=config.fixed_value))
+    fixed = _topic_model(config, embedding="one_hot_frozen", value=config.fixed_value)
     _train(fixed, config, "fixed_value", out_dir, progress)
     fixed_attention = measure_topic_attention(fixed, config)
     summary["fixed_value_attention"] = _attention_numbers(fixed_attention)
@@ -293,7 +303,7 @@ def _run(config: TopicExperimentConfig, out_dir: Path, progress: bool) -> dict[s
     figures["attention_fixed_value"] = fixed_attention.by_topic[0, 0].numpy()
 
     # 4. two-stage dynamics
-    staged = TopicModel(config.model(embedding="one_hot_frozen"))
+    staged = _topic_model(config, embedding="one_hot_frozen")
     ratio_probe_every = max(config.record_every, config.two_stage_steps // 20)
     probe_batch = _eval_batches(config, masked=False)[0][:8]
 
@@ -327,7 +337,8 @@ def _run(config: TopicExperimentConfig, out_dir: Path, progress: bool) -> dict[s
     if config.standard_steps > 0:
         standard = build_standard_model(StandardModelConfig(
             n_layers=1, n_heads=1, d_model=config.d_model, d_vocab=lda.vocab_size, n_ctx=config.max_len,
-            attn_only=True, positional="none", attention_dir="bidirectional", normalization="none", seed=config.seed))
+            attn_only=True, positional="none", attention_dir="bidirectional", normalization="none", seed=config.seed),
+            device=config.device)
         _train(standard, config, "standard", out_dir, progress)
         summary["standard_model"] = _attention_numbers(measure_topic_attention(standard, config))
 

@@ -128,7 +128,8 @@ class Probe(ABC):
         return self
 
     def compute(self) -> ProbeResult:
-        """The result over everything folded in so far. Raises before any data."""
+        """The result over everything folded in so far, in CPU tensors (the running sums stay on the
+        model's device). Raises before any data."""
         if not self._state:
             raise ProbeStateError(
                 f"{type(self).__name__}.compute() was called before any data: feed batches with "
@@ -144,4 +145,4 @@ class Probe(ABC):
             n_sequences=int(self._state[_N_SEQUENCES]),
             n_tokens=int(self._state[_N_TOKENS]),
         )
-        return self._compute(self._state, info, provenance)
+        return self._compute({key: value.cpu() for key, value in self._state.items()}, info, provenance)

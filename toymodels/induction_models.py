@@ -103,13 +103,15 @@ class SimplifiedInductionConfig:
 class SimplifiedInductionModel(HookedRootModule):
     """The simplified model of the module docstring; ``forward(tokens)`` -> log-probs [batch pos d_vocab].
 
+    The weights are initialised on the CPU, then moved to ``device``.
+
     Example::
 
-        model = SimplifiedInductionModel(SimplifiedInductionConfig(n_states=3))
+        model = SimplifiedInductionModel(SimplifiedInductionConfig(n_states=3), device="cpu")
         log_probs = model(tokens)          # tokens [batch, L] with ids < 3
     """
 
-    def __init__(self, cfg: SimplifiedInductionConfig) -> None:
+    def __init__(self, cfg: SimplifiedInductionConfig, *, device: str | torch.device = "cpu") -> None:
         super().__init__()
         self.cfg = cfg
         H, M = cfg.n_heads, cfg.window
@@ -131,6 +133,7 @@ class SimplifiedInductionModel(HookedRootModule):
         self.blocks[0].mlp.hook_subset_weights = HookPoint()
         self.blocks[1].attn.hook_attn_scores = HookPoint()
         self.setup()
+        self.to(device)
 
     # -- pieces ---------------------------------------------------------------------------------
     @property
@@ -251,13 +254,15 @@ class FullInductionModel(SimplifiedInductionModel):
     the simplified one.
     """
 
-    def __init__(self, cfg: SimplifiedInductionConfig, *, qk_init_scale: float = 0.1) -> None:
+    def __init__(self, cfg: SimplifiedInductionConfig, *, device: str | torch.device = "cpu",
+                 qk_init_scale: float = 0.1) -> None:
         super().__init__(cfg)
         H, S = cfg.n_heads, cfg.n_states
         generator = torch.Generator().manual_seed(cfg.seed)
         self.W_Q = nn.Parameter(qk_init_scale * torch.randn(H, S, S, generator=generator))
         self.W_K = nn.Parameter(qk_init_scale * torch.randn(H, S, S, generator=generator))
         self.W_OV = nn.Parameter(torch.eye(S).repeat(H, 1, 1))
+        self.to(device)
 
     def layer1_parameters(self) -> list[nn.Parameter]:
         return [self.rel_logits, self.W_Q, self.W_K, self.W_OV]

@@ -25,7 +25,7 @@ from torch import Tensor, nn
 from toymodels.errors import ToyConfigError
 from toymodels.induction_models import SimplifiedInductionModel
 from toymodels.markov_data import MarkovConfig, sample_markov_icl
-from toymodels.training import Callback, Checkpointer, History, train
+from toymodels.training import Callback, Checkpointer, History, model_device, train
 
 STAGES = ("c", "w", "a")
 
@@ -86,10 +86,15 @@ def last_token_log_probs(model: nn.Module, tokens: Int[Tensor, "batch pos"]) -> 
 
 
 def last_token_loss(model: nn.Module, tokens: Int[Tensor, "batch pos"], *, batch_size: int = 512) -> float:
-    """Mean NLL (nats) of ``tokens[:, -1]`` given ``tokens[:, :-1]``, averaged over sequences."""
+    """Mean NLL (nats) of ``tokens[:, -1]`` given ``tokens[:, :-1]``, averaged over sequences.
+
+    ``tokens`` may be on any device; chunks of ``batch_size`` are moved to the model's.
+    """
     total, count = 0.0, 0
+    device = model_device(model)
     with torch.no_grad():
         for chunk in tokens.split(batch_size):
+            chunk = chunk.to(device)
             logp = last_token_log_probs(model, chunk[:, :-1])
             total += float(-logp.gather(-1, chunk[:, -1:]).sum())
             count += chunk.shape[0]
@@ -97,10 +102,15 @@ def last_token_loss(model: nn.Module, tokens: Int[Tensor, "batch pos"], *, batch
 
 
 def all_token_loss(model: nn.Module, tokens: Int[Tensor, "batch pos"], *, batch_size: int = 256) -> float:
-    """Mean NLL (nats) of every token ``1 .. L`` given its prefix, over sequences and positions."""
+    """Mean NLL (nats) of every token ``1 .. L`` given its prefix, over sequences and positions.
+
+    ``tokens`` may be on any device; chunks of ``batch_size`` are moved to the model's.
+    """
     total, count = 0.0, 0
+    device = model_device(model)
     with torch.no_grad():
         for chunk in tokens.split(batch_size):
+            chunk = chunk.to(device)
             logp = F.log_softmax(model(chunk[:, :-1]).float(), dim=-1)
             total += float(-logp.gather(-1, chunk[:, 1:, None]).sum())
             count += chunk[:, 1:].numel()
@@ -121,7 +131,8 @@ def train_simplified(
 
     Works for the simplified and the full model (``w`` = all layer-1 parameters). SGD with one
     learning rate per part; in the staged schedule the parts not being trained get
-    no gradient. Logs ``loss`` every step (then the callbacks run).
+    no gradient. Logs ``loss`` every step (then the callbacks run). ``train_tokens`` are copied to
+    the model's device once; mini-batch indices are drawn on the CPU.
     """
     if train_tokens.ndim != 2 or train_tokens.shape[1] < 3:
         raise ToyConfigError(f"train_tokens must be [n, L + 1] with L >= 2; got {tuple(train_tokens.shape)}.")
@@ -129,6 +140,7 @@ def train_simplified(
     lrs = {"c": training.lr_c, "w": training.lr_w, "a": training.lr_a}
     optimizer = torch.optim.SGD([{"params": parts[stage], "lr": lrs[stage]} for stage in STAGES])
     n_train = train_tokens.shape[0]
+    train_tokens = train_tokens.to(model_device(model))
 
     def loss_fn(step: int, gen: torch.Generator) -> Tensor:
         stage = training.stage_at(step)
@@ -136,7 +148,8 @@ def train_simplified(
             for param in params:
                 param.requires_grad_(stage is None or stage == name)
         if training.batch_size and training.batch_size < n_train:
-            batch = train_tokens[torch.randint(0, n_train, (training.batch_size,), generator=gen)]
+            index = torch.randint(0, n_train, (training.batch_size,), generator=gen)
+            batch = train_tokens[index.to(train_tokens.device)]
         else:
             batch = train_tokens
         logp = model.final_log_probs(batch[:, :-1])
@@ -165,14 +178,16 @@ def train_on_fresh_chains(
     """Adam on the next-token NLL at every position of ``batch_size`` fresh chains per step.
 
     Works for any model mapping tokens [batch, L] to logits [batch, L, d_vocab] (e.g. a
-    TransformerBridge from ``build_standard_model``).
+    TransformerBridge from ``build_standard_model``). Chains are sampled on the CPU and moved to
+    the model's device.
     """
     if batch_size < 1:
         raise ToyConfigError(f"batch_size must be >= 1; got {batch_size}.")
     optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=lr)
+    device = model_device(model)
 
     def loss_fn(step: int, gen: torch.Generator) -> Tensor:
-        tokens = sample_markov_icl(data, batch_size, gen).tokens
+        tokens = sample_markov_icl(data, batch_size, gen).tokens.to(device)
         logits = model(tokens[:, :-1])
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), tokens[:, 1:].reshape(-1))
 

@@ -19,7 +19,7 @@ Example::
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import torch
 from jaxtyping import Bool, Int
@@ -198,6 +198,10 @@ class MaskedDocuments:
     targets: Int[Tensor, "batch pos"]
     selected: Bool[Tensor, "batch pos"]
     is_word: Bool[Tensor, "batch pos"]
+
+    def to(self, device: str | torch.device) -> "MaskedDocuments":
+        """The same documents with every tensor on ``device``."""
+        return MaskedDocuments(*(getattr(self, f.name).to(device) for f in fields(self)))
 
 
 def mask_documents(documents: Documents, config: MaskingConfig, generator: torch.Generator, *,

@@ -67,13 +67,15 @@ class YZModelConfig:
 class YZTransformer(HookedRootModule):
     """The Y/Z model: ``Z`` [query token, key token] attention logits, ``Y`` [output token, d_vocab] decoder.
 
+    The weights are initialised on the CPU (``cfg.seed``), then moved to ``device``.
+
     Example::
 
-        model = YZTransformer(YZModelConfig(d_vocab=34))
+        model = YZTransformer(YZModelConfig(d_vocab=34), device="cpu")
         logits = model(tokens)            # [batch pos d_vocab]; the prediction is logits[:, -1]
     """
 
-    def __init__(self, cfg: YZModelConfig) -> None:
+    def __init__(self, cfg: YZModelConfig, *, device: str | torch.device = "cpu") -> None:
         super().__init__()
         if not isinstance(cfg, YZModelConfig):
             raise ToyConfigError(f"YZTransformer needs a YZModelConfig; got {type(cfg).__name__}.")
@@ -88,6 +90,7 @@ class YZTransformer(HookedRootModule):
                     weight.copy_((torch.rand(weight.shape, generator=generator) * 2 - 1) * bound)
         self.blocks = nn.ModuleList([_YZBlock()])
         self.setup()
+        self.to(device)
 
     def forward(self, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch pos d_vocab"]:
         if tokens.ndim != 2 or tokens.shape[1] < 2:
@@ -131,9 +134,11 @@ class YZTransformer(HookedRootModule):
     def expected_attention(
         self, query_tokens: Int[Tensor, " fact"], context_probs: Float[Tensor, "fact d_vocab"]
     ) -> Float[Tensor, "fact d_vocab"]:
-        """The long-context attention composition ``c_l`` proportional to ``P(l | fact) exp(Z[m, l])`` per fact."""
-        logits = self.Z.detach().double()[query_tokens.long()]
-        weights = context_probs.double() * torch.exp(logits - logits.max(-1, keepdim=True).values)
+        """The long-context attention composition ``c_l`` proportional to ``P(l | fact) exp(Z[m, l])`` per fact
+        (float64, on the model's device)."""
+        logits = self.Z.detach().double()[query_tokens.to(self.Z.device, torch.long)]
+        prior = context_probs.to(logits.device, torch.float64)
+        weights = prior * torch.exp(logits - logits.max(-1, keepdim=True).values)
         return weights / weights.sum(-1, keepdim=True)
 
 

@@ -31,7 +31,7 @@ from torch import Tensor, nn
 from toymodels.cooccurrence_data import CooccurrenceData
 from toymodels.errors import ToyConfigError
 from toymodels.scansnap_model import YZTransformer
-from toymodels.training import Callback, Checkpointer, History, make_optimizer, train
+from toymodels.training import Callback, Checkpointer, History, make_optimizer, model_device, train
 
 
 @dataclass(frozen=True)
@@ -137,8 +137,9 @@ class MomentumSGD:
                                  f"optimiser has {len(self.buffers)}.")
         self.param_groups[0].update({k: v for k, v in group.items() if k != "params"})
         saved = state_dict["state"]
-        self.buffers = [saved[i]["momentum_buffer"].clone() if i in saved and saved[i].get("momentum_buffer")
-                        is not None else None for i in range(len(self.buffers))]
+        params = self.param_groups[0]["params"]
+        self.buffers = [saved[i]["momentum_buffer"].to(params[i].device, copy=True) if i in saved
+                        and saved[i].get("momentum_buffer") is not None else None for i in range(len(self.buffers))]
 
 
 def make_two_rate_optimizers(model: nn.Module, config: TwoRateConfig) -> list[Any]:
@@ -175,6 +176,8 @@ def train_on_cooccurrence(
 ) -> History:
     """Train ``model`` for ``config.n_steps`` steps; batches come from a generator seeded by ``config.seed``.
 
+    Batches are drawn on the CPU and moved to the model's device.
+
     ``history.values["loss"][i]`` is the loss of the batch drawn at step ``history.steps[i]``
     (before that step's update), so step 1 holds the loss at initialisation.
     """
@@ -187,7 +190,7 @@ def train_on_cooccurrence(
             f"with d_vocab=data.d_vocab."
         )
     optimizers = make_two_rate_optimizers(model, config)
-    device = next(model.parameters()).device
+    device = model_device(model)
 
     def loss_fn(step: int, generator: torch.Generator) -> Tensor:
         tokens, labels, _ = data.sample(config.batch_size, generator)

@@ -48,7 +48,7 @@ class StandardModelConfig:
 
 
 def build_standard_model(config: StandardModelConfig, *, device: str | torch.device = "cpu"):
-    """A randomly initialised TransformerBridge (seeded by ``config.seed``) in training mode.
+    """A randomly initialised TransformerBridge (seeded by ``config.seed``) on ``device``, in training mode.
 
     Example: ``build_standard_model(StandardModelConfig(n_layers=2, d_vocab=3))``.
     """

@@ -130,13 +130,15 @@ class TopicModel(HookedRootModule):
     ``forward(tokens, key_mask=None)`` returns logits [batch pos n_words]; ``key_mask[b, k]``
     (True = may be attended) additionally hides keys, e.g. the masked positions during training.
 
+    The weights are initialised on the CPU (``cfg.seed``), then moved to ``device``.
+
     Example::
 
-        model = TopicModel(TopicModelConfig(embedding="one_hot_frozen", attention="uniform_frozen"))
+        model = TopicModel(TopicModelConfig(embedding="one_hot_frozen", attention="uniform_frozen"), device="cpu")
         logits, cache = model.run_with_cache(tokens)
     """
 
-    def __init__(self, cfg: TopicModelConfig) -> None:
+    def __init__(self, cfg: TopicModelConfig, *, device: str | torch.device = "cpu") -> None:
         super().__init__()
         self.cfg = cfg
         generator = torch.Generator().manual_seed(cfg.seed)
@@ -169,6 +171,7 @@ class TopicModel(HookedRootModule):
         self.blocks = nn.ModuleList([_Block()])
         self.hook_logits = HookPoint()
         self.setup()
+        self.to(device)
 
     def _fixed_value(self) -> Tensor:
         cfg = self.cfg

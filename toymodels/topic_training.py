@@ -33,7 +33,7 @@ from torch import Tensor, nn
 from toymodels.errors import ToyConfigError
 from toymodels.lda_data import Documents, LDAConfig, MaskedDocuments, MaskingConfig, mask_documents, sample_documents
 from toymodels.topic_model import TopicModel
-from toymodels.training import Callback, Checkpointer, History, make_optimizer, train
+from toymodels.training import Callback, Checkpointer, History, make_optimizer, model_device, train
 
 LossKind = Literal["squared", "cross_entropy"]
 
@@ -138,7 +138,7 @@ def selected_positions(
     counts = selected.sum(1)
     width = int(counts.max()) if selected.numel() else 0
     index = torch.sort((~selected).to(torch.uint8), dim=1, stable=True).indices[:, :width]
-    return index, torch.arange(width) < counts[:, None]
+    return index, torch.arange(width, device=selected.device) < counts[:, None]
 
 
 def batch_loss(model: nn.Module, masked: MaskedDocuments, key_mask: Bool[Tensor, "batch pos"], pad_id: int,
@@ -223,8 +223,9 @@ def train_topic_model(
 ) -> History:
     """Train ``model`` (a TopicModel or a bidirectional TransformerBridge) as a masked LM.
 
-    ``seed`` drives the minibatch sampling (and dynamic masks); with ``checkpoint_dir`` the run
-    resumes from its last checkpoint there and ends identical to an uninterrupted one.
+    ``seed`` drives the minibatch sampling (and dynamic masks), done on the CPU; each batch then
+    moves to the model's device. With ``checkpoint_dir`` the run resumes from its last checkpoint
+    there and ends identical to an uninterrupted one.
     """
     n_model_vocab = int(model.cfg.d_vocab)
     if lda.vocab_size > n_model_vocab:
@@ -235,10 +236,11 @@ def train_topic_model(
     data = MaskedLMData(lda, masking, config)
     optimizer = make_optimizer(list(model.parameters()), lr=config.lr, kind=config.optimizer,
                                momentum=config.momentum, weight_decay=config.l2)
+    device = model_device(model)
 
     def loss_fn(step: int, generator: torch.Generator) -> Tensor:
         masked, key_mask = data.batch(config.batch_size, generator)
-        return batch_loss(model, masked, key_mask, lda.pad_id, config.loss)
+        return batch_loss(model, masked.to(device), key_mask.to(device), lda.pad_id, config.loss)
 
     checkpointer = None
     if checkpoint_dir is not None:

@@ -4,6 +4,9 @@ The loop owns one ``torch.Generator`` for data sampling; its state is checkpoint
 and the optimisers, so a run resumed from a checkpoint ends with the same weights and history as
 an uninterrupted one.
 
+The generator is a CPU generator: data is sampled on the CPU (so a run is the same on every
+device up to float rounding) and each loss function moves its batch to :func:`model_device`.
+
 Example::
 
     history = train(model, loss_fn, optimizers, n_steps=100, generator=torch.Generator().manual_seed(0))
@@ -42,6 +45,13 @@ LossFn = Callable[[int, torch.Generator], Tensor]
 
 Callback = Callable[[int, nn.Module, "History"], None]
 """``callback(step, model, history)`` runs after every optimiser step (``step`` counts from 1)."""
+
+
+def model_device(model: nn.Module) -> torch.device:
+    """The device of ``model``'s first parameter (CPU for a model without parameters): where batches go."""
+    for parameter in model.parameters():
+        return parameter.device
+    return torch.device("cpu")
 
 
 @dataclass
@@ -247,7 +257,8 @@ class Checkpointer:
                 generator: torch.Generator) -> tuple[int, History] | None:
         """Load the latest checkpoint into the objects; return ``(step, history)``, or None if there is none.
 
-        Every file is read and checked before any object is changed.
+        Every file is read and checked before any object is changed. Files are read on the CPU;
+        the weights and optimiser states land on the device of the model's parameters.
         """
         meta = self._read_meta()
         if meta is None:

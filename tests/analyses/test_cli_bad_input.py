@@ -77,10 +77,30 @@ def test_toy_unknown_experiment_and_flag(capsys):
     fails_in_one_line(["toy", "topic", "--steps", "3"], capsys, "unrecognized arguments: --steps", error=UsageError)
 
 
-@pytest.mark.parametrize("flag, value", [("--dtype", "float16"), ("--device", "cuda")])
-def test_toy_rejects_dtype_and_device(tmp_path, capsys, flag, value):
-    fails_in_one_line(["toy", "topic", "--out", str(tmp_path / "r"), flag, value], capsys,
-                      f"{flag} does not apply to `mechprobe toy`", "Drop", error=ConfigError)
+def test_toy_rejects_dtype(tmp_path, capsys):
+    fails_in_one_line(["toy", "topic", "--out", str(tmp_path / "r"), "--dtype", "float16"], capsys,
+                      "--dtype does not apply to `mechprobe toy`", "float32", "Drop --dtype", error=ConfigError)
+    assert list(tmp_path.iterdir()) == []
+
+
+NO_CUDA = pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--device", "nonsense"], ["--device 'nonsense' is not a torch device", "use cpu, cuda, cuda:N"]),
+    (["--set", "device=nonsense"], ["--device 'nonsense' is not a torch device"]),
+    (["--device", "meta"], ["runs on cpu, cuda or mps"]),
+    pytest.param(["--device", "cuda"], ["--device cuda", "no usable CUDA GPU", "use --device cpu"], marks=NO_CUDA),
+    pytest.param(["--set", "device=cuda:1"], ["--device cuda:1", "no usable CUDA GPU"], marks=NO_CUDA),
+    (["--device", "cpu", "--set", "device=cpu"], ["--device and --set device=", "give only one"]),
+])
+def test_toy_bad_device_fails_before_any_training(tmp_path, capsys, monkeypatch, argv, words):
+    import analyses.toy_topic
+
+    monkeypatch.setattr(analyses.toy_topic, "run", lambda *a, **k: pytest.fail("trained despite a bad device"))
+    fails_in_one_line(["toy", "topic", "--no-progress", "--out", str(tmp_path / "new" / "run"), *argv], capsys, *words,
+                      error=ConfigError)
+    assert list(tmp_path.iterdir()) == []  # no output folder (nor its parent) was made
 
 
 def test_toy_out_that_is_a_file(tmp_path, capsys):
