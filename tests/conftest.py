@@ -16,6 +16,16 @@ torch.set_num_threads(min(2, torch.get_num_threads()))
 SHARED_DATA = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data")
 
 
+@pytest.fixture(scope="module")
+def one_thread():
+    """One torch thread for a module (``pytestmark = pytest.mark.usefixtures("one_thread")``): small toy
+    tensors train faster on one thread, and CI's second core is shared."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="session")
 def smollm2():
     """The packaged SmolLM2-135M (converted from GGUF once into the mechprobe cache)."""

@@ -21,15 +21,7 @@ SUMMARY_KEYS = {"final_loss", "distinct_mass", "common_mass", "cooccurrence_spea
                 "settings"}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """The library restores the thread count after run(); keep the fixtures' own work on one thread too."""
-    import torch
-
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,6 @@ import json
 import math
 
 import pytest
-import torch
 
 from analyses.cli import main
 from analyses.config_overrides import apply_overrides
@@ -24,12 +23,7 @@ REQUIRED = {"same_topic_attention": float, "different_topic_attention": float, "
             "wv_block_score": float, "two_stage": dict, "settings": dict}
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 @pytest.mark.slow

@@ -13,13 +13,7 @@ from probes.errors import ConfigError, InputError, ProbeStateError
 from probes.key_token_attention import KeyTokenAttentionProbe, entropy_nats
 from probes.model_info import ModelInfo, pattern_hook
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny tensors: on a loaded 2-core machine a second torch thread only adds contention."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 INFO = ModelInfo(name="fake", n_layers=2, n_heads=3, n_ctx=9, d_vocab=6, causal=True, bos_token_id=None,

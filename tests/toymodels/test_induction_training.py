@@ -16,13 +16,7 @@ from toymodels.markov_data import MarkovConfig, bayes_optimal_loss, sample_marko
 from toymodels.standard import StandardModelConfig, build_standard_model
 from toymodels.training import Checkpointer
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """These small tensors train several times faster on one thread (and CI has 2 shared cores)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 PAPER_DATA = MarkovConfig(n_states=3, order=3, seq_len=100, alpha=0.1)

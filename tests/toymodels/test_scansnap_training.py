@@ -21,13 +21,7 @@ from toymodels.standard import StandardModelConfig, build_standard_model
 from toymodels.training import Checkpointer
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """These models are tiny: on a loaded 2-core machine a second torch thread only adds contention."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 @pytest.fixture(scope="module")

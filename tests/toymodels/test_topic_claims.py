@@ -21,12 +21,7 @@ MASKING = MaskingConfig()
 WORD_TOPICS = LDA.token_topics()[: LDA.n_words]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def model(**kw) -> TopicModel:

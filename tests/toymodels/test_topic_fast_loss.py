@@ -14,12 +14,7 @@ from toymodels.topic_training import batch_loss, masked_lm_loss, model_logits, s
 LDA = LDAConfig(n_topics=3, words_per_topic=4, min_len=8, max_len=12)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def test_selected_positions_by_hand():

@@ -12,12 +12,7 @@ from toymodels.topic_model import TopicModel, TopicModelConfig
 SMALL = {"d_vocab": 14, "n_words": 12, "pad_id": 13, "d_model": 8, "n_ctx": 20, "words_per_topic": 4, "init_std": 0.3}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def test_forward_is_the_papers_formula_and_hooks_have_tl_names():
