@@ -14,7 +14,13 @@ attention and by their co-occurrence and reports Spearman's rho (Pearson correla
 ranks) and Kendall's tau-b, over the keys that co-occur with the query at least once (optionally
 restricted to a given subset, e.g. a fact's distinct tokens). The default attention measure is
 ``per_occurrence`` (the attention one occurrence receives): the ``mass`` measure correlates with
-co-occurrence even under uniform attention, because frequent keys collect more mass.
+co-occurrence even under uniform attention, because frequent keys collect more mass. On natural
+text ``per_occurrence`` is still confounded by position (co-occurring tokens sit close together,
+and causal attention over a short prefix is large): ``distance_matched`` (see
+:mod:`probes.key_token_attention`) compares each key with the other keys at the same distances
+from the same query token, so purely positional attention scores 0. :func:`ordering_null` gives
+the null distribution of the mean Spearman with the co-occurrence values shuffled among the keys
+of each query token.
 """
 
 from __future__ import annotations
@@ -192,7 +198,7 @@ def cooccurrence_ordering(
     cooccurrence: Float[Tensor, "query key"] | None = None,
     *,
     keys: Sequence[int] | Mapping[int, Sequence[int]] | None = None,
-    measure: Literal["per_occurrence", "mass"] = "per_occurrence",
+    measure: Literal["per_occurrence", "mass", "distance_matched"] = "per_occurrence",
 ) -> CooccurrenceOrdering:
     """Spearman and Kendall between attention on key tokens and their co-occurrence with each query.
 
@@ -206,8 +212,7 @@ def cooccurrence_ordering(
         ordering = cooccurrence_ordering(result, data_probs, keys={30: distinct_tokens})
         ordering.spearman[0, 0]
     """
-    if measure not in ("per_occurrence", "mass"):
-        raise ConfigError(f"measure must be 'per_occurrence' or 'mass'; got {measure!r}.")
+    values = _measure_values(attention, measure)
     n_q, n_k = attention.occurrences.shape
     source = "corpus" if cooccurrence is None else "given"
     reference = attention.occurrences if cooccurrence is None else torch.as_tensor(cooccurrence)
@@ -216,7 +221,6 @@ def cooccurrence_ordering(
             f"cooccurrence must be [query, key] = {(n_q, n_k)} (aligned with the probe's query_tokens and "
             f"key_tokens); got {tuple(reference.shape)}."
         )
-    values = getattr(attention, measure).double()
     n_layers, n_heads = values.shape[:2]
     rho = torch.full((n_layers, n_heads, n_q), float("nan"), dtype=torch.float64)
     tau = rho.clone()
@@ -241,6 +245,59 @@ def cooccurrence_ordering(
         provenance=attention.provenance, query_tokens=attention.query_tokens, spearman=rho.float(),
         kendall=tau.float(), n_keys=n_keys, measure=measure, source=source,
     )
+
+
+def _measure_values(attention: KeyTokenAttention, measure: str) -> Tensor:
+    if measure not in ("per_occurrence", "mass", "distance_matched"):
+        raise ConfigError(f"measure must be 'per_occurrence', 'mass' or 'distance_matched'; got {measure!r}.")
+    values = getattr(attention, measure)
+    if values is None:
+        raise InputError("This attention result has no distance-matched values; probe with "
+                         "KeyTokenAttentionProbe(..., distance_matched=True).")
+    return values.double()
+
+
+def ordering_null(
+    attention: KeyTokenAttention,
+    *,
+    measure: Literal["per_occurrence", "mass", "distance_matched"] = "distance_matched",
+    min_keys: int = 3,
+    n_permutations: int = 1000,
+    seed: int = 0,
+) -> Float[Tensor, "permutation layer head"]:
+    """Mean Spearman over query tokens per head when each query's co-occurrence counts are shuffled among its keys.
+
+    Uses the query tokens with at least ``min_keys`` co-occurring keys, as the observed statistic
+    ``cooccurrence_ordering(attention, measure=measure).spearman[..., n_keys >= min_keys].nanmean(-1)``
+    does; queries whose attention values are all tied (NaN rho) are skipped the same way.
+    Example: ``(ordering_null(result) >= observed).float().mean(0)`` is a permutation p-value per head.
+    """
+    values = _measure_values(attention, measure)
+    generator = torch.Generator().manual_seed(seed)
+    n_layers, n_heads = values.shape[:2]
+    total = torch.zeros(n_permutations, n_layers, n_heads, dtype=torch.float64)
+    count = torch.zeros(n_layers, n_heads, dtype=torch.float64)
+    for q in range(attention.occurrences.shape[0]):
+        selected = attention.occurrences[q] > 0
+        n = int(selected.sum())
+        if n < max(2, min_keys):
+            continue
+        rx = average_ranks(values[:, :, q][:, :, selected])
+        rx = rx - rx.mean(-1, keepdim=True)
+        rx_norm = rx.square().sum(-1).sqrt()
+        ry = average_ranks(attention.occurrences[q][selected])
+        ry = ry - ry.mean()
+        if float(ry.square().sum()) == 0:
+            continue  # constant co-occurrence: rho is NaN for every head, as in the observed statistic
+        order = torch.rand(n_permutations, n, generator=generator).argsort(dim=1)
+        shuffled = ry[order] / ry.square().sum().sqrt()          # [permutation key]
+        finite = rx_norm > 0
+        rho = torch.einsum("lhk,pk->plh", rx / rx_norm.clamp_min(1e-300)[..., None], shuffled)
+        total += torch.where(finite, rho, torch.zeros_like(rho))
+        count += finite.double()
+    if not bool((count > 0).any()):
+        raise InputError(f"No query token has {min_keys} or more co-occurring keys; probe more text.")
+    return total / count
 
 
 def cooccurrence_probability(counts: Float[Tensor, "query key"]) -> Float[Tensor, "query key"]:

@@ -17,12 +17,30 @@ removed: ``exp(Z[t, s])`` up to a constant in the Y/Z model). ``occurrences`` is
 count of the corpus that was fed. ``position_entropy`` is the entropy (nats) of each query row's
 attention over positions, averaged over the rows of each query token.
 
+Distance-matched attention (``distance_matched=True``). Natural text puts co-occurring tokens
+close together, and a head with purely positional attention (recency, a causal prefix) then gives
+them more attention without reading their identity. To compare key tokens at matched query-key
+distances, each attention weight is first scaled by the number of keys its query row can see
+(uniform attention scores 1 everywhere), and the offset ``q - k`` is put into a distance bin
+(:func:`distance_bin`: exact up to 16, then half-octaves; sign kept for bidirectional models).
+For a query token ``t``, a key token ``s`` and a head::
+
+    expected[t, s]         = sum_d  pairs[t, s, d] * (scaled mass of t's pairs in bin d / t's pairs in bin d)
+    distance_matched[t, s] = (scaled mass of the pairs (t, s)) / expected[t, s]
+
+i.e. how much more (> 1) or less (< 1) attention ``s`` gets than the other tracked keys at the same
+distances from the same query token. Uniform attention scores exactly 1 for every pair, and so
+does any head whose scaled attention depends only on the distance bin; a recency head is matched
+on distance but not on the query's position, so it keeps some noise (not a bias toward
+co-occurring keys).
+
 Models whose only meaningful query is the last position (Scan and Snap's Y/Z model) are probed
 with ``query_position="last"``.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -39,6 +57,22 @@ from probes.result import ProbeResult, Provenance
 
 QueryPosition = Literal["last", "all"]
 MAX_STATE_ENTRIES = 50_000_000
+EXACT_DISTANCES = 16
+
+
+def distance_bin(offset: Tensor, n_ctx: int) -> Tensor:
+    """Bin index of each query-key offset ``q - k``: ``|offset|`` itself up to 16, then one bin per
+    half-octave; negative offsets (keys after the query) get the bins after the non-negative ones."""
+    magnitude = offset.abs()
+    far = EXACT_DISTANCES + torch.ceil(2 * torch.log2(magnitude.clamp(min=1).double() / EXACT_DISTANCES)).long()
+    bins = torch.where(magnitude <= EXACT_DISTANCES, magnitude, far)
+    return torch.where(offset >= 0, bins, bins + n_distance_bins(n_ctx) // 2)
+
+
+def n_distance_bins(n_ctx: int) -> int:
+    """How many bins :func:`distance_bin` uses for a context of ``n_ctx`` positions (both signs)."""
+    largest = max(n_ctx, EXACT_DISTANCES + 1)
+    return 2 * (EXACT_DISTANCES + math.ceil(2 * math.log2(largest / EXACT_DISTANCES)) + 1)
 
 
 def entropy_nats(p: Float[Tensor, "... n"], dim: int = -1) -> Float[Tensor, "..."]:
@@ -123,7 +157,9 @@ class KeyTokenAttention(ProbeResult):
 
     ``mass``, ``per_occurrence``: [layer head query key]; ``occurrences``: [query key];
     ``rows``: [query] query rows seen; ``position_entropy``: [layer head query];
-    ``query_tokens`` [query] and ``key_tokens`` [key] are the token ids of the axes.
+    ``query_tokens`` [query] and ``key_tokens`` [key] are the token ids of the axes;
+    ``distance_matched`` [layer head query key] (``None`` unless probed with ``distance_matched=True``;
+    NaN where the pair never occurred).
     """
 
     query_tokens: Tensor
@@ -133,6 +169,7 @@ class KeyTokenAttention(ProbeResult):
     occurrences: Tensor
     rows: Tensor
     position_entropy: Tensor
+    distance_matched: Tensor | None = None
 
     def _query(self, query: int) -> int:
         hits = (self.query_tokens == query).nonzero()
@@ -207,8 +244,12 @@ class KeyTokenAttentionProbe(Probe):
         window: int | None = None,
         causal: bool | None = None,
         layers: Sequence[int] | None = None,
+        distance_matched: bool = False,
     ) -> None:
         super().__init__()
+        if not isinstance(distance_matched, bool):
+            raise ConfigError(f"distance_matched must be True or False; got {distance_matched!r}.")
+        self.distance_matched = distance_matched
         self.query_tokens = _token_list(query_tokens, "query_tokens")
         self.key_tokens = _token_list(key_tokens, "key_tokens")
         self.spec = PairSpec(query_position, True if causal is None else causal, exclude_self, window)
@@ -224,6 +265,7 @@ class KeyTokenAttentionProbe(Probe):
             "query_position": self.spec.query_position, "exclude_self": self.spec.exclude_self,
             "window": self.spec.window, "causal": self.causal,
             "layers": None if self.layers is None else list(self.layers),
+            "distance_matched": self.distance_matched,
         }
 
     def _layers(self, info: ModelInfo) -> tuple[int, ...]:
@@ -279,14 +321,55 @@ class KeyTokenAttentionProbe(Probe):
                               minlength=n_layers * n_heads * n_q * n_k)
         self._add("mass", mass.reshape(n_layers, n_heads, n_q, n_k))
         self._add("rows", torch.bincount(q_tok, minlength=n_q))
+        if self.distance_matched:
+            self._update_distance_matched(batch, spec, (b_idx, q_idx, q_tok), mask, pair_ids, values, (n_q, n_k))
         entropy = entropy_nats(rows)  # [layer head row]
         summed = torch.zeros(n_layers, n_heads, n_q, dtype=torch.float64, device=entropy.device)
         self._add("entropy", summed.index_add_(2, q_tok, entropy))
+
+    def _update_distance_matched(self, batch: TokenBatch, spec: PairSpec, query: tuple[Tensor, Tensor, Tensor],
+                                 mask: Tensor, pair_ids: Tensor, values: Tensor, shape: tuple[int, int]) -> None:
+        """Sum attention scaled by the visible-key count, per pair and per (query token, distance bin).
+
+        ``query`` is (batch index, position, query index) of each query row; ``values`` [layer*head pair]."""
+        b_idx, q_idx, q_tok = query
+        n_q, n_k = shape
+        n_bins = n_distance_bins(self.info.n_ctx)
+        n_pos = batch.tokens.shape[1]
+        device = batch.tokens.device
+        attended = (torch.ones_like(batch.tokens) if batch.attention_mask is None else batch.attention_mask)
+        attended = attended.to(torch.float64)[b_idx]
+        if spec.causal:
+            n_visible = attended.cumsum(-1).gather(1, q_idx[:, None]).squeeze(1)
+        else:
+            n_visible = attended.sum(-1)
+        row_of = torch.arange(len(q_idx), device=device)[:, None].expand(-1, n_pos)[mask]
+        bins = distance_bin(q_idx[:, None] - torch.arange(n_pos, device=device)[None, :], self.info.n_ctx)[mask]
+        scaled = values * n_visible[row_of][None, :]  # [layer*head pair]
+        n_heads_total = values.shape[0]
+        head_offsets = torch.arange(n_heads_total, device=device)[:, None]
+        self._add("scaled_mass", torch.bincount((head_offsets * (n_q * n_k) + pair_ids[None, :]).flatten(),
+                                                weights=scaled.flatten(), minlength=n_heads_total * n_q * n_k)
+                  .reshape(-1, self.info.n_heads, n_q, n_k))
+        self._add("bin_pairs", torch.bincount(pair_ids * n_bins + bins, minlength=n_q * n_k * n_bins)
+                  .reshape(n_q, n_k, n_bins))
+        query_bins = q_tok[row_of] * n_bins + bins
+        self._add("bin_scaled_mass", torch.bincount((head_offsets * (n_q * n_bins) + query_bins[None, :]).flatten(),
+                                                    weights=scaled.flatten(), minlength=n_heads_total * n_q * n_bins)
+                  .reshape(-1, self.info.n_heads, n_q, n_bins))
 
     def _compute(self, state: Mapping[str, Tensor], info: ModelInfo, provenance: Provenance) -> KeyTokenAttention:
         queries, keys = self._tokens(info)
         rows = state["rows"]
         per_row = rows.clamp_min(1)
+        matched = None
+        if self.distance_matched:
+            bin_pairs = state["bin_pairs"]                                   # query key bin
+            per_bin = state["bin_scaled_mass"] / bin_pairs.sum(1).clamp_min(1)[None, None]  # layer head query bin
+            expected = torch.einsum("qkd,lhqd->lhqk", bin_pairs, per_bin)
+            # 0 / 0 (the pair only occurs where the head puts no attention at all) is "as expected"
+            ratio = torch.where(expected > 0, state["scaled_mass"] / expected.clamp_min(1e-300), 1.0)
+            matched = torch.where(state["occurrences"] > 0, ratio, torch.nan).float()
         return KeyTokenAttention(
             provenance=provenance,
             query_tokens=torch.tensor(queries, dtype=torch.long),
@@ -296,4 +379,5 @@ class KeyTokenAttentionProbe(Probe):
             occurrences=state["occurrences"].float(),
             rows=rows.long(),
             position_entropy=(state["entropy"] / per_row).float(),
+            distance_matched=matched,
         )

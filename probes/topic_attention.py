@@ -21,10 +21,19 @@ The score of a category is the mean attention weight over its pairs (over all ba
 (``1 / #visible(q)`` per pair), and ``ratio = same_topic / different_topic`` (chance ratio ~1).
 ``by_topic[l, h, s, t]`` is the mean attention from topic-``s`` queries to topic-``t`` keys over
 all pairs. Everything is a running sum, so batches stream and probes merge exactly.
+
+Label-permutation null (``n_permutations > 0``): the topic labels are shuffled among the labelled
+vocabulary entries (topic sizes kept, :func:`probes.nulls.label_permutations`), and for every
+permutation the same pass sums the attention on the pairs that the shuffled labels call
+same-topic. ``same_token`` pairs and the set of counted pairs do not depend on the labels, so
+``null_mean[kind][p]`` is exactly the ``mean[kind]`` that permutation ``p`` would give. Only the
+labelled pairs of distinct tokens are gathered, so the cost is [pairs x permutations] per head,
+not another pass over the [q_pos k_pos] grid per permutation.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -37,11 +46,13 @@ from torch import Tensor
 from probes.batch import TokenBatch
 from probes.errors import ConfigError, InputError
 from probes.model_info import ModelInfo, pattern_hook
+from probes.nulls import check_count, label_permutations
 from probes.probe import Probe
 from probes.result import ProbeResult, Provenance
 from probes.runner import run_probes
 
 TOPIC_PAIR_KINDS = ("same_topic", "different_topic", "same_token")
+NULL_CHUNK_ENTRIES = 8_000_000  # pairs x permutations held at once while scoring the null
 
 
 def check_token_topics(token_topics: Any, has_topic: Any = None) -> Int[Tensor, "d_vocab"]:
@@ -109,6 +120,8 @@ class TopicAttention(ProbeResult):
     ``ratio`` = same_topic / different_topic per head and ``chance_ratio`` its uniform value.
     ``by_topic`` [n_layers, n_heads, n_topics, n_topics] is the mean attention between topics
     (NaN where no pair was seen) and ``by_topic_pairs`` [n_topics, n_topics] the pair counts.
+    ``null_mean[kind]`` [permutation, n_layers, n_heads] holds ``same_topic`` and ``different_topic``
+    under each label permutation (empty without permutations).
     """
 
     mean: dict[str, Tensor]
@@ -118,6 +131,14 @@ class TopicAttention(ProbeResult):
     chance_ratio: float
     by_topic: Tensor
     by_topic_pairs: Tensor
+    null_mean: dict[str, Tensor] = dataclasses.field(default_factory=dict)
+
+    @property
+    def null_ratio(self) -> Tensor:
+        """same/different-topic ratio per head under each label permutation [permutation layer head]."""
+        if not self.null_mean:
+            raise InputError("This result has no permutation null; probe with TopicAttentionProbe(..., n_permutations=N).")
+        return self.null_mean["same_topic"] / self.null_mean["different_topic"]
 
     def top_heads(self, k: int = 5) -> list[tuple[int, int, float]]:
         """The ``k`` heads with the highest same/different-topic ratio as ``(layer, head, ratio)``."""
@@ -154,17 +175,53 @@ class TopicAttentionProbe(Probe):
         result.ratio                                         # [n_layers, n_heads]
     """
 
-    def __init__(self, token_topics: Tensor, has_topic: Tensor | None = None) -> None:
+    def __init__(self, token_topics: Tensor, has_topic: Tensor | None = None, *, n_permutations: int = 0,
+                 permutation_seed: int = 0) -> None:
         super().__init__()
         self.token_topics = check_token_topics(token_topics, has_topic)
         self.n_topics = int(self.token_topics.max()) + 1
+        self.n_permutations = check_count(n_permutations, "n_permutations", minimum=0)
+        self.permutation_seed = check_count(permutation_seed, "permutation_seed", minimum=0)
+        self._permuted: Tensor | None = None  # [permutation, labelled entry], drawn on first use
 
     def settings(self) -> dict[str, Any]:
         return {
             "n_topics": self.n_topics,
             "n_labelled_tokens": int((self.token_topics >= 0).sum()),
             "labels_sha256": labels_fingerprint(self.token_topics),
+            "n_permutations": self.n_permutations,
+            "permutation_seed": self.permutation_seed,
         }
+
+    def _permuted_labels(self, device: torch.device) -> tuple[Tensor, Tensor]:
+        """``(entry, permuted)``: each vocabulary id's index among the labelled ids (-1 if none), and
+        the permuted topic of each labelled id [permutation, labelled entry]."""
+        labelled = self.token_topics >= 0
+        entry = torch.full_like(self.token_topics, -1)
+        entry[labelled] = torch.arange(int(labelled.sum()))
+        if self._permuted is None:
+            permuted = label_permutations(self.token_topics, self.n_permutations, seed=self.permutation_seed)
+            self._permuted = permuted[:, labelled].to(torch.int32)
+        return entry.to(device), self._permuted.to(device)
+
+    def _update_null(self, activations: Mapping[str, Tensor], tokens: Tensor, distinct: Tensor) -> None:
+        """Sum attention over the pairs each permutation calls same-topic (see the module docstring)."""
+        entry, permuted = self._permuted_labels(tokens.device)
+        b, q, k = distinct.nonzero(as_tuple=True)
+        query_entry, key_entry = entry[tokens[b, q]], entry[tokens[b, k]]
+        n_layers, n_perm = self.info.n_layers, self.n_permutations
+        mass = torch.zeros(n_layers, self.info.n_heads, n_perm, dtype=torch.float64, device=tokens.device)
+        pairs = torch.zeros(n_perm, dtype=torch.float64, device=tokens.device)
+        step = max(1, NULL_CHUNK_ENTRIES // n_perm)
+        for start in range(0, len(b), step):
+            part = slice(start, start + step)
+            same = (permuted[:, query_entry[part]] == permuted[:, key_entry[part]]).to(torch.float64)  # [perm pair]
+            pairs += same.sum(1)
+            for layer in range(n_layers):
+                values = activations[pattern_hook(layer)][b[part], :, q[part], k[part]].to(torch.float64)  # [pair head]
+                mass[layer] += values.T @ same.T
+        self._add("null/same_topic/mass", mass)
+        self._add("null/same_topic/pairs", pairs)
 
     def hook_names(self, info: ModelInfo) -> tuple[str, ...]:
         return tuple(pattern_hook(layer) for layer in range(info.n_layers))
@@ -209,6 +266,9 @@ class TopicAttentionProbe(Probe):
         for kind in masks:
             self._add(f"{kind}/mass", torch.stack(mass[kind]))
         self._add("by_topic/mass", torch.stack(by_topic))
+        if self.n_permutations:
+            distinct = (masks["same_topic"] + masks["different_topic"]) > 0
+            self._update_null(activations, batch.tokens, distinct)
 
     def _compute(self, state: Mapping[str, Tensor], info: ModelInfo, provenance: Provenance) -> TopicAttention:
         mean, pairs, chance = {}, {}, {}
@@ -222,19 +282,31 @@ class TopicAttentionProbe(Probe):
         chance_ratio = chance["same_topic"] / chance["different_topic"] if chance["different_topic"] else float("nan")
         counts = state["by_topic/pairs"]
         by_topic = torch.where(counts > 0, state["by_topic/mass"] / counts.clamp(min=1), torch.nan).float()
+        null_mean = {}
+        if self.n_permutations:
+            # the distinct-token labelled pairs are the same set under every permutation
+            distinct_mass = (state["same_topic/mass"] + state["different_topic/mass"])[..., None]
+            distinct_pairs = state["same_topic/pairs"] + state["different_topic/pairs"]
+            same_mass, same_pairs = state["null/same_topic/mass"], state["null/same_topic/pairs"]
+            null_mean = {
+                "same_topic": (same_mass / same_pairs).permute(2, 0, 1).float(),
+                "different_topic": ((distinct_mass - same_mass) / (distinct_pairs - same_pairs)).permute(2, 0, 1).float(),
+            }
         return TopicAttention(
             provenance=provenance, mean=mean, pairs=pairs, chance=chance, ratio=ratio, chance_ratio=chance_ratio,
-            by_topic=by_topic, by_topic_pairs=counts.float(),
+            by_topic=by_topic, by_topic_pairs=counts.float(), null_mean=null_mean,
         )
 
 
 def topic_attention(model: Any, batches: Iterable[Tensor | TokenBatch], token_topics: Tensor, *,
-                    has_topic: Tensor | None = None, data: str = "given tokens", progress: bool = False) -> TopicAttention:
+                    has_topic: Tensor | None = None, n_permutations: int = 0, permutation_seed: int = 0,
+                    data: str = "given tokens", progress: bool = False) -> TopicAttention:
     """Run :class:`TopicAttentionProbe` over ``batches`` on ``model``.
 
-    Example: ``topic_attention(model, [tokens], token_topics).ratio``.
+    Example: ``topic_attention(model, [tokens], token_topics, n_permutations=1000).null_ratio``.
     """
-    (result,) = run_probes(model, [TopicAttentionProbe(token_topics, has_topic)], batches, data=data,
-                           progress=progress)
+    probe = TopicAttentionProbe(token_topics, has_topic, n_permutations=n_permutations,
+                                permutation_seed=permutation_seed)
+    (result,) = run_probes(model, [probe], batches, data=data, progress=progress)
     assert isinstance(result, TopicAttention)
     return result

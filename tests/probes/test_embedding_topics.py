@@ -64,3 +64,46 @@ def test_errors():
         embedding_topic_similarity(torch.ones(3, 2), torch.tensor([0, 1, 2]))
     with pytest.raises(ConfigError):
         embedding_topic_similarity(torch.ones(3, 2), torch.tensor([-1, -1, -1]))
+
+
+def _planted(strength: float, seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    topics = torch.arange(60) % 4
+    topics[::7] = -1
+    common = torch.randn(16, generator=g) * 5  # a shared direction, as in anisotropic pretrained embeddings
+    directions = torch.randn(4, 16, generator=g)
+    embedding = common + torch.randn(60, 16, generator=g) + strength * directions[topics.clamp(min=0)]
+    return embedding, topics
+
+
+def test_centred_measures_and_null_match_a_direct_recomputation():
+    from probes.embedding_topics import EMBEDDING_MEASURES, embedding_topic_test
+    from probes.nulls import label_permutations
+
+    embedding, topics = _planted(0.5)
+    test = embedding_topic_test(embedding, topics, n_permutations=20, n_boot=50, seed=4)
+    centred = embedding.double() - embedding.double().mean(0)
+    ref = reference(centred, topics)
+    assert test.same["centred_dot"] == pytest.approx(ref["same_dot"], rel=1e-9)
+    assert test.different["centred_cosine"] == pytest.approx(ref["diff_cos"], rel=1e-9, abs=1e-12)
+    for p, labels in enumerate(label_permutations(topics, 20, seed=4)):
+        for measure in EMBEDDING_MEASURES:
+            direct = embedding_topic_similarity(embedding, labels, center=measure.startswith("centred"))
+            kind = "cosine" if measure.endswith("cosine") else "dot"
+            expected = getattr(direct, f"same_topic_{kind}") - getattr(direct, f"different_topic_{kind}")
+            assert float(test.null_gaps[measure][p]) == pytest.approx(expected, rel=1e-9, abs=1e-12)
+    for measure in EMBEDDING_MEASURES:
+        low, high = test.gap_ci[measure]
+        assert low <= test.gap[measure] <= high
+
+
+def test_planted_topics_beat_the_null_and_random_embeddings_do_not():
+    from probes.embedding_topics import embedding_topic_test
+
+    planted = embedding_topic_test(*_planted(1.0), n_permutations=200, n_boot=100)
+    unplanted = embedding_topic_test(*_planted(0.0), n_permutations=200, n_boot=100)
+    for measure in ("centred_dot", "centred_cosine"):
+        assert planted.p_value[measure] == pytest.approx(1 / 201)
+        assert unplanted.p_value[measure] > 0.05
+    # the common direction inflates raw cosines for every pair alike
+    assert unplanted.same["cosine"] > 0.5 and abs(unplanted.gap["cosine"]) < 0.1

@@ -208,3 +208,36 @@ def test_probes_with_different_labels_do_not_merge():
     other[0] = 2
     with pytest.raises(ProbeStateError):
         TopicAttentionProbe(TOPICS).merge(TopicAttentionProbe(other))
+
+
+@pytest.mark.parametrize("direction", ["bidirectional", "causal"])
+def test_permutation_null_equals_rerunning_with_each_shuffled_labelling(direction):
+    from probes.nulls import label_permutations
+
+    model = RandomAttentionModel(_Cfg(attention_dir=direction))
+    batches = _batches(2, 3)
+    result = topic_attention(model, batches, TOPICS, n_permutations=7, permutation_seed=3)
+    assert torch.equal(result.mean["same_topic"], topic_attention(model, batches, TOPICS).mean["same_topic"])
+    for p, labels in enumerate(label_permutations(TOPICS, 7, seed=3)):
+        # topic sizes kept, unlabelled ids untouched
+        assert torch.equal(torch.bincount(labels[labels >= 0]), torch.bincount(TOPICS[TOPICS >= 0]))
+        assert torch.equal(labels < 0, TOPICS < 0)
+        again = topic_attention(model, batches, labels)
+        for kind in ("same_topic", "different_topic"):
+            torch.testing.assert_close(result.null_mean[kind][p], again.mean[kind], atol=1e-6, rtol=1e-6)
+    assert result.null_ratio.shape == (7, 2, 3)
+
+
+def test_permutation_null_survives_merge_and_save(tmp_path):
+    model = RandomAttentionModel(_Cfg())
+    batches = _batches(1, 4)
+    whole = topic_attention(model, batches, TOPICS, n_permutations=5)
+    first, second = TopicAttentionProbe(TOPICS, n_permutations=5), TopicAttentionProbe(TOPICS, n_permutations=5)
+    run_probes(model, [first], batches[:2], progress=False)
+    run_probes(model, [second], batches[2:], progress=False)
+    assert results_close(first.merge(second).compute(), whole, atol=1e-6, rtol=1e-6)
+    assert results_close(ProbeResult.load(whole.save(tmp_path / "null")), whole)
+    with pytest.raises(ConfigError, match="n_permutations"):
+        TopicAttentionProbe(TOPICS, n_permutations=-1)
+    with pytest.raises(InputError, match="no permutation null"):
+        topic_attention(model, batches, TOPICS).null_ratio
