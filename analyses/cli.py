@@ -89,6 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--out", required=True, metavar="DIR", help="output folder (replaced when the report is complete)")
     report.add_argument("--batch-size", type=int, metavar="R", help="sequences per batch on pretrained models")
     report.add_argument("--max-batches", type=int, metavar="B", help="batches of text per pretrained model")
+    report.add_argument("--control", action=argparse.BooleanOptionalAction, default=True,
+                        help="probe each pretrained model's random-weight control (same architecture, built from its "
+                        "config) on the same batches and show it beside the model (default: on)")
     report.add_argument("--no-progress", action="store_true", help="hide the progress bars")
     _add_device_flags(report)
 
@@ -183,10 +186,10 @@ def _run_report(args: argparse.Namespace) -> int:
     _check_report_out(Path(args.out))
     check_device(args.device)
     check_corpus_spec(args.corpus)
-    for flag, value, low in (("--batch-size", args.batch_size, 1), ("--max-batches", args.max_batches, 2)):
+    for flag, value, low in (("--batch-size", args.batch_size, 1), ("--max-batches", args.max_batches, 4)):
         if value is not None and value < low:
-            raise ConfigError(f"{flag} must be >= {low}{' (bootstrap intervals need 2 batches)' if low == 2 else ''}; "
-                              f"got {value}.")
+            why = " (two halves of 2: one picks the best head, the other measures it)" if low == 4 else ""
+            raise ConfigError(f"{flag} must be >= {low}{why}; got {value}.")
     if not args.no_toys:
         for name, module_name in TOY_MODULES.items():
             presets = importlib.import_module(module_name).PRESETS
@@ -203,8 +206,7 @@ def _run_report(args: argparse.Namespace) -> int:
         changes["toys"] = ()
     config = ReportConfig.fast(**changes) if args.fast else dataclasses.replace(ReportConfig(), **changes)
     sizes = {k: v for k, v in (("batch_size", args.batch_size), ("max_batches", args.max_batches)) if v is not None}
-    if sizes:
-        config = dataclasses.replace(config, pretrained=dataclasses.replace(config.pretrained, **sizes))
+    config = dataclasses.replace(config, pretrained=dataclasses.replace(config.pretrained, control=args.control, **sizes))
     path = run_report(config, args.out, progress=not args.no_progress)
     print(f"report written: {path} (also report.md and summary.json in {path.parent})")
     return 0

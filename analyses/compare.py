@@ -11,7 +11,9 @@ from typing import Any
 import torch
 
 from analyses.figures import layer_head_heatmaps, paired_bars
-from analyses.pretrained import PretrainedRun
+from analyses.pretrained import HeldOut, ModelMeasurements, PretrainedRun
+from analyses.verdicts import toy_findings, verdict_section
+from probes.embedding_topics import EMBEDDING_MEASURES
 from analyses.report_document import Figure, Report, Section, Table
 
 
@@ -33,12 +35,22 @@ def _get(summary: Mapping[str, Any], *keys: str, default: Any = float("nan")) ->
     return value
 
 
-def _verdict(low: float, high: float, reference: float) -> str:
-    if low > reference:
-        return "above"
-    if high < reference:
-        return "below"
-    return "not distinguishable from"
+def _measured(runs: Mapping[str, PretrainedRun]) -> list[tuple[str, ModelMeasurements]]:
+    """Each pretrained model followed by its random-weight control (when it was run)."""
+    rows = []
+    for name, run in runs.items():
+        rows.append((name, run.measured))
+        if run.control is not None:
+            rows.append((f"{name} (random weights)", run.control))
+    return rows
+
+
+def _held(label: str, what: str, held: HeldOut) -> list[Any]:
+    head = "" if held.head is None else f"L{held.head[0]}H{held.head[1]}"
+    return [label, what, head, held.value, held.ci, held.null_value, held.p_value]
+
+
+HELD_COLUMNS = ["model", "statistic", "head", "value", "95% CI", "null", "p"]
 
 
 def _induction_section(toy: Mapping[str, ToyRun], runs: Mapping[str, PretrainedRun], figures: Path) -> Section:
@@ -46,63 +58,59 @@ def _induction_section(toy: Mapping[str, ToyRun], runs: Mapping[str, PretrainedR
     if "induction" in toy:
         s = toy["induction"].summary
         rows.append(["toy: " + str(_get(s, "model", default="simplified")) + " model, Markov chains (Chen et al.)",
-                     "layer-2 generalized induction (n=3)", _get(s, "generalized_induction_score"),
-                     _get(s, "generalized_induction_chance")])
-    for name, run in runs.items():
-        l, h, score = run.protocol.top_heads("induction", 1)[0]
-        rows.append([f"{name}: repeated random tokens", f"induction L{l}H{h}", score, run.protocol.chance["induction"]])
-        l, h, score = run.text_heads.top_heads("induction", 1)[0]
-        rows.append([f"{name}: natural text", f"induction L{l}H{h}", score, run.text_heads.chance["induction"]])
-        l, h, score = run.generalized.best_head()
-        n = len(run.generalized.provenance.settings["distances"]) + 1
-        rows.append([f"{name}: natural text", f"generalized induction n={n} L{l}H{h}", score, run.generalized.chance])
+                     "layer-2 generalized induction (n=3)", "", _get(s, "generalized_induction_score"), "",
+                     _get(s, "generalized_induction_chance"), ""])
+    for label, measured in _measured(runs):
+        held = measured.held_out
+        rows.append(_held(label, "induction, repeated random tokens", held["induction_protocol"]))
+        rows.append(_held(label, "induction, natural text", held["induction_text"]))
+        rows.append(_held(label, "previous token, natural text", held["previous_token_text"]))
+        l, h, score = measured.generalized.best_head()
+        n = len(measured.generalized.provenance.settings["distances"]) + 1
+        rows.append([label, f"generalized induction n={n}, natural text (all data)", f"L{l}H{h}", score, "",
+                     measured.generalized.chance, ""])
     section = Section(
         "Induction heads",
         ["Attention mass on the token after an earlier occurrence of the current context (n=2: the last token; "
-         "n=3: the last two tokens), averaged over queries that have such a target; chance is the same score "
-         "under uniform attention over the visible keys."],
-        [Table(["setting", "probe (best head)", "score", "chance"], rows)],
+         "n=3: the last two tokens), averaged over queries that have such a target. The best head is chosen on "
+         "the even batches and measured on the odd ones (95% bootstrap interval over those batches); the null is "
+         "uniform attention over the visible keys, and p is the bootstrap probability that the held-out score "
+         "does not exceed it."],
+        [Table(HELD_COLUMNS, rows)],
     )
     if runs:
-        path = layer_head_heatmaps({n: r.protocol.scores["induction"] for n, r in runs.items()},
-                                   figures / "induction_heads.png", title="Induction score on [BOS] X X",
+        tables = {label: m.protocol.scores["induction"] for label, m in _measured(runs)}
+        path = layer_head_heatmaps(tables, figures / "induction_heads.png", title="Induction score on [BOS] X X",
                                    colorbar="induction score")
         section.figures.append(Figure(str(path.relative_to(figures.parent)), "Induction score per layer and head "
-                                      "(repeated random tokens) for each pretrained model."))
+                                      "(repeated random tokens), each model beside its random-weight control."))
     return section
 
 
 def _topic_section(toy: Mapping[str, ToyRun], runs: Mapping[str, PretrainedRun], figures: Path) -> Section:
     rows, paragraphs = [], [
-        "Mean attention weight between two positions holding different tokens of the same topic, and of "
-        "different topics (topics: the toy's LDA generator; gensim LDA on the corpus for pretrained models). "
-        "Pretrained: the head with the largest same-minus-different gap, with a 95% bootstrap interval over "
-        "batches of documents, and the ratio averaged over all heads. Chance ratio = uniform attention."
+        "Mean attention weight between two positions holding different tokens of the same topic, divided by the "
+        "mean between tokens of different topics (topics: the toy's LDA generator; gensim LDA on the corpus for "
+        "pretrained models). Null: the same ratio with the topic labels permuted among the labelled tokens "
+        "(topic sizes kept), computed in the same pass; p is the permutation p-value. The best head (largest "
+        "same-minus-different gap) is chosen on the even batches and measured on the odd ones."
     ]
     if "topic" in toy:
         s = toy["topic"].summary
-        rows.append(["toy: 1-layer masked LM on LDA data (Li et al.)", "L0H0", _get(s, "same_topic_attention"),
-                     _get(s, "different_topic_attention"), _get(s, "attention_ratio"), "", _get(s, "chance_ratio")])
-    for name, run in runs.items():
-        l, h = run.topic_best_head
-        rows.append([name, f"L{l}H{h}", float(run.topic.mean["same_topic"][l, h]),
-                     float(run.topic.mean["different_topic"][l, h]), float(run.topic.ratio[l, h]),
-                     run.topic_ratio_ci, run.topic.chance_ratio])
-        mean, low, high = run.topic_mean_ratio_ci
-        rows.append([name, "mean over heads", float(run.topic.mean["same_topic"].mean()),
-                     float(run.topic.mean["different_topic"].mean()), mean, (low, high), run.topic.chance_ratio])
-        paragraphs.append(
-            f"{name}: averaged over all heads, same-topic attention is {_verdict(low, high, 1.0)} different-topic "
-            f"attention (ratio {mean:.2f}, 95% CI [{low:.2f}, {high:.2f}])."
-        )
-    section = Section("Topic attention", paragraphs, [Table(
-        ["setting", "head", "same topic", "different topic", "ratio", "ratio 95% CI", "chance ratio"], rows)])
+        rows.append(["toy: 1-layer masked LM on LDA data (Li et al.)", "ratio, its only head", "L0H0",
+                     _get(s, "attention_ratio"), "", _get(s, "chance_ratio"), ""])
+    for label, measured in _measured(runs):
+        rows.append(_held(label, "ratio, best head", measured.held_out["topic_attention_best_head"]))
+        rows.append(_held(label, "ratio, mean over heads", measured.held_out["topic_attention_mean"]))
+    section = Section("Topic attention", paragraphs, [Table(HELD_COLUMNS, rows)])
     if runs:
-        path = layer_head_heatmaps({n: torch.log2(r.topic.ratio) for n, r in runs.items()},
-                                   figures / "topic_attention.png", title="log2(same-topic / different-topic attention)",
-                                   colorbar="log2 ratio", cmap="RdBu_r", center=0.0)
+        tables = {label: torch.log2(m.topic.ratio) for label, m in _measured(runs)}
+        path = layer_head_heatmaps(tables, figures / "topic_attention.png",
+                                   title="log2(same-topic / different-topic attention)", colorbar="log2 ratio",
+                                   cmap="RdBu_r", center=0.0)
         section.figures.append(Figure(str(path.relative_to(figures.parent)),
-                                      "Same- vs different-topic attention per head (red: more same-topic)."))
+                                      "Same- vs different-topic attention per head (red: more same-topic), each "
+                                      "model beside its random-weight control."))
     return section
 
 
@@ -111,23 +119,27 @@ def _embedding_section(toy: Mapping[str, ToyRun], runs: Mapping[str, PretrainedR
     if "topic" in toy:
         s = toy["topic"].summary
         same, different = _get(s, "embedding_same_topic_cosine"), _get(s, "embedding_different_topic_cosine")
-        rows.append(["toy (trained embeddings)", same, different, same - different, ""])
-        groups["toy"] = {"same topic": same, "different topic": different}
-    for name, run in runs.items():
-        e = run.embedding
-        rows.append([name, e["same_topic_cosine"], e["different_topic_cosine"], e["cosine_gap"],
-                     tuple(e["cosine_gap_ci"])])
-        groups[name] = {"same topic": e["same_topic_cosine"], "different topic": e["different_topic_cosine"]}
+        rows.append(["toy (trained embeddings)", "cosine", same, different, same - different, "", "", ""])
+    for label, measured in _measured(runs):
+        test = measured.embedding
+        for measure in EMBEDDING_MEASURES:
+            rows.append([label, measure.replace("_", " "), test.same[measure], test.different[measure],
+                         test.gap[measure], test.gap_ci[measure], test.null_mean(measure), test.p_value[measure]])
+        groups[label] = {m.replace("_", " "): test.gap[m] for m in ("cosine", "centred_cosine")}
+        errors[label] = {m.replace("_", " "): test.gap_ci[m] for m in ("cosine", "centred_cosine")}
     section = Section(
         "Embedding topic similarity",
-        ["Mean cosine between the input embeddings of two different tokens of the same topic vs of different "
-         "topics; the gap's 95% interval resamples topic-labelled tokens."],
-        [Table(["setting", "cosine same topic", "cosine different topic", "gap", "gap 95% CI"], rows)],
+        ["Mean similarity between the input embeddings of two different tokens of the same topic and of different "
+         "topics, as inner product and cosine, raw and after subtracting the mean embedding (raw cosines of "
+         "anisotropic embeddings mostly measure their common direction). The gap's 95% interval resamples "
+         "labelled tokens; the null permutes the topic labels among them."],
+        [Table(["model", "measure", "same topic", "different topic", "gap", "gap 95% CI", "null gap", "p"], rows)],
     )
     if groups:
-        path = paired_bars(groups, figures / "embedding_cosine.png", title="Embedding cosine by topic",
-                           ylabel="mean cosine", errors=errors)
-        section.figures.append(Figure(str(path.relative_to(figures.parent)), "Same- vs different-topic embedding cosine."))
+        path = paired_bars(groups, figures / "embedding_cosine.png", title="Embedding cosine gap (same - different topic)",
+                           ylabel="cosine gap", errors=errors)
+        section.figures.append(Figure(str(path.relative_to(figures.parent)),
+                                      "Same-minus-different-topic cosine, raw and mean-centred, with 95% intervals."))
     return section
 
 
@@ -136,27 +148,21 @@ def _cooccurrence_section(toy: Mapping[str, ToyRun], runs: Mapping[str, Pretrain
     if "scansnap" in toy:
         s = toy["scansnap"].summary
         rows.append(["toy: Y/Z model, Scan and Snap data (Tian et al.)", "attention vs P(key | query), distinct tokens",
-                     _get(s, "cooccurrence_spearman"), "", 0.0])
-    for name, run in runs.items():
-        c = run.cooccurrence
-        rows.append([name, "mean over heads and query tokens", c["spearman_mean"], "", c["chance"]])
-        l, h = c["best_head"]
-        rows.append([name, f"best head L{l}H{h}", c["best_head_spearman"], tuple(c["best_head_ci"]), c["chance"]])
-    control_rows = [
-        [name, f"L{run.cooccurrence['control']['topic_head'][0]}H{run.cooccurrence['control']['topic_head'][1]}",
-         run.cooccurrence["control"]["same_topic_attention"], run.cooccurrence["control"]["top_cooccurring_attention"],
-         run.cooccurrence["control"]["same_topic_attention_all_heads"],
-         run.cooccurrence["control"]["top_cooccurring_attention_all_heads"]]
-        for name, run in runs.items()
-    ]
+                     "L0H0", _get(s, "cooccurrence_spearman"), "", 0.0, ""])
+    for label, measured in _measured(runs):
+        c = measured.cooccurrence
+        rows.append(_held(label, "distance-matched, best head", measured.held_out["cooccurrence_ordering"]))
+        rows.append([label, "distance-matched, mean over heads", "", c["spearman_distance_matched_mean"], "", 0.0, ""])
+        rows.append([label, "per occurrence (confounded by position), mean over heads", "",
+                     c["spearman_per_occurrence_mean"], "", "", ""])
     return Section(
         "Co-occurrence ordering",
-        ["Spearman correlation, per query token, between the attention one occurrence of a key token receives "
-         "and how often the key co-occurs with the query; chance is 0. The control (Li et al.) compares "
-         "attention on same-topic token pairs with attention on the N most co-occurring pairs."],
-        [Table(["setting", "probe", "Spearman", "95% CI", "chance"], rows),
-         Table(["model", "topic head", "same-topic pairs", "top co-occurring pairs", "same-topic (all heads)",
-                "top co-occurring (all heads)"], control_rows)],
+        ["Spearman correlation, per query token, between the attention a key token receives and how often it "
+         "co-occurs with the query, averaged over query tokens. Distance-matched attention compares each key with "
+         "the other keys at the same distance from the same query token, after scaling attention by the number of "
+         "visible keys, so purely positional attention (recency, a causal prefix) scores 0; the raw per-occurrence "
+         "measure is shown for comparison. Null: co-occurrence counts shuffled among each query's keys."],
+        [Table(HELD_COLUMNS, rows)],
     )
 
 
@@ -204,6 +210,7 @@ def compare(toy_runs: Mapping[str, ToyRun], pretrained_runs: Mapping[str, Pretra
     if corpus and corpus.get("topics"):
         overview.tables.append(Table(["topic", "top words"], [[i, ", ".join(words)] for i, words in enumerate(corpus["topics"])]))
     sections = [
+        verdict_section({name: run.summary for name, run in toy_runs.items()}, pretrained_runs),
         overview,
         _induction_section(toy_runs, pretrained_runs, figures),
         _topic_section(toy_runs, pretrained_runs, figures),
@@ -212,7 +219,7 @@ def compare(toy_runs: Mapping[str, ToyRun], pretrained_runs: Mapping[str, Pretra
         _toy_dynamics_section(toy_runs, figures),
     ]
     summary = {
-        "toy": {name: run.summary for name, run in toy_runs.items()},
+        "toy": {name: {**run.summary, "findings": toy_findings(run.summary)} for name, run in toy_runs.items()},
         "pretrained": {name: run.summary() for name, run in pretrained_runs.items()},
         "corpus": dict(corpus or {}),
         "settings": dict(settings or {}),

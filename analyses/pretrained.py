@@ -1,10 +1,15 @@
-"""The probe suite on a pretrained model over real text with gensim LDA topics.
+"""The probe suite on a pretrained model over real text with gensim LDA topics, beside a random-weight control.
 
-One streamed pass of the model over the corpus batches feeds every probe at once: head scores on
-natural text, the generalized (trigram) induction score, same- vs different-topic attention and
-per-key-token attention between the most frequent topic tokens (for co-occurrence ordering).
-Confidence intervals are percentile bootstraps over batches (topic attention), query tokens
-(co-occurrence ordering) or labelled tokens (embedding similarity).
+The text batches are split in two halves (even and odd batches). Every statistic that picks a best
+head picks it on the first half and is measured on the second, so its interval and p-value are
+free of the search over heads. Each half is one streamed pass feeding every probe at once: head
+scores on natural text, the generalized (trigram) induction score, same- vs different-topic
+attention with its label-permutation null, and distance-matched attention between the most frequent
+topic tokens (co-occurrence ordering). The same batches then go through the control model, the
+same architecture with random weights (:func:`probes.control_model.random_weight_control`).
+Intervals are percentile bootstraps over batches (head scores, topic attention), query tokens
+(co-occurrence ordering) or labelled tokens (embeddings). :mod:`analyses.pretrained_findings`
+turns the measurements into findings.
 """
 
 from __future__ import annotations
@@ -12,89 +17,122 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from probes import HeadScoreProbe, HeadScores, ModelInfo, TokenBatch, feed_probes, head_scores, load_model
-from probes.bootstrap import BatchStateRecorder, bootstrap_interval
-from probes.cooccurrence import cooccurrence_ordering
-from probes.embedding_topics import embedding_topic_similarity
+from analyses.pretrained_findings import PRETRAINED_FINDINGS, pretrained_findings
+from probes import HeadScoreProbe, HeadScores, ModelInfo, TokenBatch, feed_probes, load_model
+from probes.bootstrap import BatchStateRecorder, bootstrap_draws, bootstrap_interval
+
+from probes.control_model import random_weight_control
+from probes.cooccurrence import cooccurrence_ordering, ordering_null
+from probes.embedding_topics import EmbeddingTopicTest, embedding_topic_test
 from probes.errors import ConfigError, InputError
+from probes.findings import Finding
 from probes.generalized_induction import GeneralizedInductionProbe, GeneralizedInductionScores
 from probes.key_token_attention import KeyTokenAttention, KeyTokenAttentionProbe
+from probes.nulls import check_count, permutation_p_value
+from probes.repeated_tokens import repeated_random_tokens
 from probes.text_batches import text_token_batches
 from probes.topic_attention import TopicAttention, TopicAttentionProbe
 from probes.topics import TokenTopicMap, token_topic_labels
 
 log = logging.getLogger(__name__)
+MIN_RANKED_KEYS = 3
 
 
 @dataclass(frozen=True)
 class PretrainedConfig:
-    """How much text each pretrained model reads and how its statistics are computed."""
+    """How much text each pretrained model reads and how its statistics are computed.
+
+    ``max_batches`` batches of text (split in halves: head selection / estimation) and
+    ``protocol_batches`` batches of ``protocol_batch_size`` repeated-random-token rows;
+    ``n_boot`` bootstrap resamples and ``n_permutations`` label permutations (>= 700 so that a
+    p-value can pass 0.01 after Holm's correction over the seven findings of a model).
+    """
 
     seq_len: int = 128
     batch_size: int = 8
     max_batches: int = 16
     n_pair_tokens: int = 100
-    control_top_n: int = 50
     n_boot: int = 1000
+    n_permutations: int = 1000
     protocol_seq_len: int = 50
-    protocol_batches: int = 2
+    protocol_batches: int = 8
+    protocol_batch_size: int = 4
     generalized_n: int = 3
+    control: bool = True
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("seq_len", "batch_size", "max_batches", "n_pair_tokens", "control_top_n", "n_boot",
-                     "protocol_seq_len", "protocol_batches", "generalized_n"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"{name} must be a positive integer; got {value!r}.")
-        if self.max_batches < 2:
-            raise ConfigError(f"max_batches must be >= 2 for bootstrap intervals; got {self.max_batches}.")
+        for name in ("seq_len", "batch_size", "max_batches", "n_pair_tokens", "n_boot", "n_permutations",
+                     "protocol_seq_len", "protocol_batches", "protocol_batch_size", "generalized_n"):
+            check_count(getattr(self, name), name)
+        check_count(self.seed, "seed", minimum=0)
+        if self.max_batches < 4 or self.protocol_batches < 4:
+            raise ConfigError(
+                f"max_batches and protocol_batches must be >= 4 (two halves of >= 2 batches each: one picks the "
+                f"best head, the other measures it with a bootstrap); got {self.max_batches} and {self.protocol_batches}."
+            )
         if self.generalized_n < 2:
             raise ConfigError(f"generalized_n must be >= 2; got {self.generalized_n}.")
+        if not isinstance(self.control, bool):
+            raise ConfigError(f"control must be true or false; got {self.control!r}.")
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    """A statistic of one head (or of all heads), chosen on the selection half and measured on the other.
+
+    ``null_draws`` are the statistic's draws under its null (permutations) or, for bootstrap tests, the
+    bootstrap draws of ``value - null_value``; ``p_value`` is one-sided (greater than the null).
+    """
+
+    value: float
+    ci: tuple[float, float]
+    null_value: float
+    p_value: float
+    head: tuple[int, int] | None = None
+    selection_value: float = float("nan")
 
 
 @dataclass
-class PretrainedRun:
-    """Everything measured on one pretrained model; :meth:`summary` is its entry in summary.json."""
+class ModelMeasurements:
+    """Everything measured on one model (pretrained or control) over the shared batches."""
 
-    model: str
+    name: str
     info: ModelInfo
-    token_map: TokenTopicMap
     protocol: HeadScores
     text_heads: HeadScores
     generalized: GeneralizedInductionScores
     topic: TopicAttention
-    topic_best_head: tuple[int, int]
-    topic_ratio_ci: tuple[float, float]
-    topic_mean_ratio_ci: tuple[float, float, float]
-    embedding: dict[str, float]
+    ordering: KeyTokenAttention
+    embedding: EmbeddingTopicTest
+    held_out: dict[str, HeldOut]
     cooccurrence: dict[str, Any]
-    n_tokens: int
-    extras: dict[str, Any] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
-        layer, head = self.topic_best_head
+        """The numbers behind the findings, JSON-ready."""
+        topic = self.held_out["topic_attention_best_head"]
+        layer, head = topic.head
         return {
             "same_topic_attention_ratio": {
                 "best_head": [layer, head],
-                "value": float(self.topic.ratio[layer, head]),
-                "ci": list(self.topic_ratio_ci),
+                "value": topic.value,
+                "ci": list(topic.ci),
+                "null_ratio": topic.null_value,
+                "p_value": topic.p_value,
                 "chance": self.topic.chance_ratio,
-                "mean_over_heads": {"value": self.topic_mean_ratio_ci[0], "ci": list(self.topic_mean_ratio_ci[1:])},
+                "mean_over_heads": {"value": self.held_out["topic_attention_mean"].value,
+                                    "ci": list(self.held_out["topic_attention_mean"].ci),
+                                    "null_ratio": self.held_out["topic_attention_mean"].null_value},
                 "same_topic_attention": float(self.topic.mean["same_topic"][layer, head]),
                 "different_topic_attention": float(self.topic.mean["different_topic"][layer, head]),
                 "pairs": self.topic.pairs,
             },
-            "embedding_cosine_same": self.embedding["same_topic_cosine"],
-            "embedding_cosine_different": self.embedding["different_topic_cosine"],
-            "embedding": self.embedding,
-            "cooccurrence_spearman": self.cooccurrence["spearman_mean"],
+            "embedding": self.embedding.to_dict(),
             "cooccurrence": self.cooccurrence,
             "induction_top_heads": [[l, h, s] for l, h, s in self.text_heads.top_heads("induction", 5)],
             "induction_chance": self.text_heads.chance["induction"],
@@ -107,6 +145,36 @@ class PretrainedRun:
                 "score": self.generalized.best_head()[2],
                 "chance": self.generalized.chance,
             },
+            "held_out": {name: {"head": None if h.head is None else list(h.head), "value": h.value,
+                                "ci": list(h.ci), "null_value": h.null_value, "p_value": h.p_value,
+                                "selection_value": h.selection_value}
+                         for name, h in self.held_out.items()},
+        }
+
+
+@dataclass
+class PretrainedRun:
+    """One pretrained model, its random-weight control, and the findings; :meth:`summary` goes to summary.json."""
+
+    model: str
+    info: ModelInfo
+    token_map: TokenTopicMap
+    measured: ModelMeasurements
+    control: ModelMeasurements | None
+    findings: dict[str, Finding]
+    control_findings: dict[str, Finding]
+    n_tokens: int
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, Any]:
+        summary = self.measured.summary()
+        summary.update({
+            "findings": {name: finding.to_dict() for name, finding in self.findings.items()},
+            "control": None if self.control is None else {
+                "model": self.control.name,
+                "findings": {name: finding.to_dict() for name, finding in self.control_findings.items()},
+                **self.control.summary(),
+            },
             "topic_words": {"words": self.token_map.n_words, "mapped": self.token_map.n_words_mapped,
                             "multi_token": self.token_map.n_multi_token_words,
                             "conflicting_tokens": self.token_map.n_conflicting_tokens,
@@ -115,122 +183,206 @@ class PretrainedRun:
             "n_heads": self.info.n_heads,
             "causal": self.info.causal,
             "tokens_probed": self.n_tokens,
-            "seed": self.protocol.provenance.seed,  # the random tokens of the protocol and every bootstrap
-        }
+            "seed": self.measured.protocol.provenance.seed,
+        })
+        return summary
 
 
 def frequent_labelled_tokens(batches: Sequence[TokenBatch], labels: Tensor, k: int) -> list[int]:
     """The ``k`` most frequent topic-labelled token ids among the valid positions of ``batches``."""
     counts = torch.zeros(labels.shape[0], dtype=torch.long)
     for batch in batches:
-        counts += torch.bincount(batch.tokens[batch.valid], minlength=labels.shape[0])[: labels.shape[0]]
+        counts += torch.bincount(batch.tokens[batch.valid].cpu(), minlength=labels.shape[0])[: labels.shape[0]]
     counts[labels < 0] = 0
     top = counts.topk(min(k, int((counts > 0).sum()))).indices
     return sorted(int(t) for t in top)
 
 
-def embedding_similarity_with_ci(embedding: Tensor, labels: Tensor, *, n_boot: int, seed: int) -> dict[str, float]:
-    """Same/different-topic cosine and dot, with a bootstrap CI of the cosine gap over labelled tokens.
-
-    Each labelled token is a unit carrying its pair sums with every other labelled token.
-    """
-    similarity = embedding_topic_similarity(embedding, labels).to_dict()
-    keep = labels >= 0
-    vectors = embedding.detach().to("cpu", torch.float64)[keep]
-    topics = labels[keep]
-    unit = vectors / vectors.norm(dim=1, keepdim=True).clamp(min=1e-12)
-    topic_sums = torch.zeros(int(topics.max()) + 1, unit.shape[1], dtype=torch.float64).index_add_(0, topics, unit)
-    own = topic_sums[topics]
-    same = (unit * own).sum(1) - 1.0
-    different = unit @ unit.sum(0) - (unit * own).sum(1)
-    sizes = torch.bincount(topics).double()[topics]
-    per_token = {"same": same, "n_same": sizes - 1, "different": different, "n_different": len(topics) - sizes}
-    gap, low, high = bootstrap_interval(
-        per_token, lambda s: s["same"] / s["n_same"] - s["different"] / s["n_different"], n_boot=n_boot, seed=seed
-    )
-    similarity.update({"cosine_gap": float(gap), "cosine_gap_ci": [float(low), float(high)]})
-    return similarity
+def halves(batches: Sequence[Any]) -> tuple[list[Any], list[Any]]:
+    """(selection half, estimation half): the even and the odd batches."""
+    return list(batches[0::2]), list(batches[1::2])
 
 
-def _topic_ratio_intervals(per_batch: Mapping[str, Tensor], best: tuple[int, int], *, n_boot: int, seed: int):
-    keys = {k: per_batch[k] for k in ("same_topic/mass", "same_topic/pairs", "different_topic/mass",
-                                      "different_topic/pairs")}
-
-    def ratio(state: Mapping[str, Tensor]) -> Tensor:
-        same = state["same_topic/mass"] / state["same_topic/pairs"][..., None, None]
-        different = state["different_topic/mass"] / state["different_topic/pairs"][..., None, None]
-        return same / different
-
-    _, low, high = bootstrap_interval(keys, lambda s: ratio(s)[:, best[0], best[1]], n_boot=n_boot, seed=seed)
-    mean, mean_low, mean_high = bootstrap_interval(
-        keys, lambda s: ratio(s).flatten(1).mean(1), n_boot=n_boot, seed=seed
-    )
-    return (float(low), float(high)), (float(mean), float(mean_low), float(mean_high))
+def _flat_argmax(table: Tensor) -> tuple[int, int]:
+    flat = int(torch.nan_to_num(table.flatten().double(), nan=float("-inf")).argmax())
+    return flat // table.shape[1], flat % table.shape[1]
 
 
-def cooccurrence_summary(attention: KeyTokenAttention, labels: Tensor, best: tuple[int, int], *,
-                         top_n: int, n_boot: int, seed: int) -> dict[str, Any]:
-    """Spearman of per-occurrence attention with corpus co-occurrence, and Li et al.'s control.
+def _greater_than_zero_p(draws: Tensor) -> float:
+    """Bootstrap p-value of ``statistic > 0`` from the draws of the statistic."""
+    finite = draws[torch.isfinite(draws)]
+    return float((1 + (finite <= 0).sum()) / (1 + finite.numel()))
 
-    ``spearman_mean``: Spearman over key tokens, averaged over query tokens and all heads;
-    ``best_head``: the head with the highest mean, with a bootstrap CI over query tokens.
-    Control: mean per-occurrence attention on same-topic pairs vs on the ``top_n`` most
-    co-occurring pairs (distinct tokens), at the best topic-attention head and over all heads.
-    """
-    ordering = cooccurrence_ordering(attention)
-    rho = ordering.spearman.double()  # layer head query
-    ranked = ordering.n_keys >= 3
+
+def held_out_head_score(kind: str, selection: HeadScores, per_batch: Mapping[str, Tensor], *, n_boot: int,
+                        seed: int) -> HeldOut:
+    """Best head of ``kind`` on the selection half; its score on the estimation half's batches, a bootstrap CI
+    over those batches, and a bootstrap p-value of (score - uniform-attention chance) > 0."""
+    layer, head = _flat_argmax(selection.scores[kind])
+    units = {k: per_batch[f"{kind}/{k}"] for k in ("mass", "rows_with_target", "chance_mass")}
+    _, low, high = bootstrap_interval(units, lambda s: s["mass"][:, layer, head] / s["rows_with_target"],
+                                      n_boot=n_boot, seed=seed)
+    excess, draws = bootstrap_draws(units, lambda s: (s["mass"][:, layer, head] - s["chance_mass"])
+                                    / s["rows_with_target"], n_boot=n_boot, seed=seed)
+    rows = float(units["rows_with_target"].sum())
+    value = float(units["mass"][:, layer, head].sum()) / rows
+    chance = float(units["chance_mass"].sum()) / rows
+    return HeldOut(value, (float(low), float(high)), chance, _greater_than_zero_p(draws), (layer, head),
+                   float(selection.scores[kind][layer, head]))
+
+
+def _topic_ratio(state: Mapping[str, Tensor]) -> Tensor:
+    same = state["same_topic/mass"] / state["same_topic/pairs"][..., None, None]
+    different = state["different_topic/mass"] / state["different_topic/pairs"][..., None, None]
+    return same / different
+
+
+TOPIC_UNIT_KEYS = ("same_topic/mass", "same_topic/pairs", "different_topic/mass", "different_topic/pairs")
+
+
+def held_out_topic(selection: TopicAttention, estimation: TopicAttention, per_batch: Mapping[str, Tensor], *,
+                   n_boot: int, seed: int) -> HeldOut:
+    """The head with the largest same-minus-different-topic gap on the selection half (a ratio alone favours
+    heads that barely attend to topic words); its ratio on the estimation half with a bootstrap CI over
+    batches and the label-permutation null at that head."""
+    layer, head = _flat_argmax(selection.mean["same_topic"] - selection.mean["different_topic"])
+    units = {k: per_batch[k] for k in TOPIC_UNIT_KEYS}
+    _, low, high = bootstrap_interval(units, lambda s: _topic_ratio(s)[:, layer, head], n_boot=n_boot, seed=seed)
+    value = float(estimation.ratio[layer, head])
+    null = estimation.null_ratio[:, layer, head]
+    return HeldOut(value, (float(low), float(high)), float(null.nanmean()),
+                   float(permutation_p_value(torch.tensor(value), null)), (layer, head),
+                   float(selection.ratio[layer, head]))
+
+
+def topic_mean_over_heads(whole: TopicAttention, per_batch: Mapping[str, Tensor], *, n_boot: int,
+                          seed: int) -> HeldOut:
+    """Same/different-topic ratio averaged over every head (no search): all batches, bootstrap over batches,
+    label-permutation null of the same average."""
+    units = {k: per_batch[k] for k in TOPIC_UNIT_KEYS}
+    _, low, high = bootstrap_interval(units, lambda s: _topic_ratio(s).flatten(1).nanmean(1), n_boot=n_boot,
+                                      seed=seed)
+    value = float(whole.ratio.double().nanmean())
+    null = whole.null_ratio.double().flatten(1).nanmean(1)
+    return HeldOut(value, (float(low), float(high)), float(null.mean()),
+                   float(permutation_p_value(torch.tensor(value), null)))
+
+
+def _ordering_per_head(attention: KeyTokenAttention) -> tuple[Tensor, Tensor]:
+    """Distance-matched Spearman [layer head query] and the mask of query tokens with enough ranked keys."""
+    ordering = cooccurrence_ordering(attention, measure="distance_matched")
+    ranked = ordering.n_keys >= MIN_RANKED_KEYS
     if not bool(ranked.any()):
         raise InputError("Too few co-occurring topic tokens to rank; probe more text (raise max_batches).")
-    per_head = rho[:, :, ranked].nanmean(-1)
-    flat = torch.nan_to_num(per_head, nan=float("-inf")).flatten().argmax()
-    layer, head = int(flat) // rho.shape[1], int(flat) % rho.shape[1]
-    values = rho[layer, head, ranked]
+    return ordering.spearman.double(), ranked
+
+
+def held_out_ordering(selection: KeyTokenAttention, estimation: KeyTokenAttention, *, n_boot: int,
+                      n_permutations: int, seed: int) -> HeldOut:
+    """The head whose distance-matched attention follows co-occurrence best on the selection half; on the
+    estimation half its mean Spearman over query tokens, a bootstrap CI over query tokens, and the null with
+    co-occurrence shuffled among each query's keys."""
+    rho_a, ranked_a = _ordering_per_head(selection)
+    layer, head = _flat_argmax(rho_a[:, :, ranked_a].nanmean(-1))
+    rho_b, ranked_b = _ordering_per_head(estimation)
+    values = rho_b[layer, head, ranked_b]
     finite = torch.isfinite(values)
     units = {"rho": torch.where(finite, values, 0.0), "n": finite.double()}
-    best_value, low, high = bootstrap_interval(units, lambda s: s["rho"] / s["n"], n_boot=n_boot, seed=seed)
-    q_labels = labels[attention.query_tokens]
-    k_labels = labels[attention.key_tokens]
-    distinct = attention.query_tokens[:, None] != attention.key_tokens[None, :]
-    seen = attention.occurrences > 0
-    same_topic = (q_labels[:, None] == k_labels[None, :]) & distinct & seen
-    candidates = torch.where(distinct & seen, attention.occurrences, torch.zeros_like(attention.occurrences))
-    top = torch.zeros_like(seen)
-    n_top = min(top_n, int((candidates > 0).sum()))
-    top.view(-1)[candidates.flatten().topk(n_top).indices] = True
-    per_occurrence = attention.per_occurrence.double()
+    value, low, high = bootstrap_interval(units, lambda s: s["rho"] / s["n"], n_boot=n_boot, seed=seed)
+    null = ordering_null(estimation, min_keys=MIN_RANKED_KEYS, n_permutations=n_permutations, seed=seed)[:, layer, head]
+    return HeldOut(float(value), (float(low), float(high)), float(null.mean()),
+                   float(permutation_p_value(value, null)), (layer, head),
+                   float(rho_a[layer, head, ranked_a].nanmean()))
 
-    def mean_over(mask: Tensor) -> Tensor:
-        return per_occurrence[:, :, mask].mean(-1)
 
-    tl, th = best
+def cooccurrence_summary(whole: KeyTokenAttention, best: HeldOut) -> dict[str, Any]:
+    """Mean Spearman over heads and query tokens: distance-matched (the finding's measure) and per occurrence
+    (confounded by position; kept for comparison), plus the held-out best head."""
+    matched, ranked = _ordering_per_head(whole)
+    raw = cooccurrence_ordering(whole).spearman.double()
     return {
-        "spearman_mean": float(rho[:, :, ranked].nanmean()),
-        "chance": 0.0,
-        "best_head": [layer, head],
-        "best_head_spearman": float(best_value),
-        "best_head_ci": [float(low), float(high)],
+        "spearman_distance_matched_mean": float(matched[:, :, ranked].nanmean()),
+        "spearman_per_occurrence_mean": float(raw[:, :, ranked].nanmean()),
+        "best_head": list(best.head),
+        "best_head_spearman": best.value,
+        "best_head_ci": list(best.ci),
+        "null_value": best.null_value,
+        "p_value": best.p_value,
         "query_tokens": int(ranked.sum()),
-        "key_tokens": int(attention.key_tokens.numel()),
-        "control": {
-            "top_n": n_top,
-            "same_topic_pairs": int(same_topic.sum()),
-            "topic_head": [tl, th],
-            "same_topic_attention": float(mean_over(same_topic)[tl, th]),
-            "top_cooccurring_attention": float(mean_over(top)[tl, th]),
-            "same_topic_attention_all_heads": float(mean_over(same_topic).mean()),
-            "top_cooccurring_attention_all_heads": float(mean_over(top).mean()),
-            "overlap_pairs": int((same_topic & top).sum()),
-        },
+        "key_tokens": int(whole.key_tokens.numel()),
     }
+
+
+def protocol_batches(info: ModelInfo, config: PretrainedConfig) -> list[TokenBatch]:
+    """The repeated-random-token batches ``[BOS] X X`` of the induction protocol (seeded by ``config.seed``)."""
+    generator = torch.Generator().manual_seed(config.seed)
+    return [repeated_random_tokens(info, seq_len=config.protocol_seq_len, n_sequences=config.protocol_batch_size,
+                                   generator=generator) for _ in range(config.protocol_batches)]
+
+
+def _run_half(model: Any, batches: Sequence[TokenBatch], labels: Tensor, pair_tokens: list[int],
+              config: PretrainedConfig, *, data: str, progress: bool):
+    """One streamed pass over ``batches``: the probes and each batch's state increments for the bootstrap."""
+    probes_list = [HeadScoreProbe(), GeneralizedInductionProbe(config.generalized_n),
+                   TopicAttentionProbe(labels, n_permutations=config.n_permutations, permutation_seed=config.seed),
+                   KeyTokenAttentionProbe(pair_tokens, pair_tokens, query_position="all", distance_matched=True)]
+    recorder = BatchStateRecorder(keys=lambda key: not key.startswith(("null/", "by_topic/")))
+    feed_probes(model, probes_list, batches, data=data, seed=config.seed, progress=progress,
+                on_batch=lambda i, ps: recorder(i, [ps[0], ps[2]]))
+    return probes_list, recorder
+
+
+def measure_model(model: Any, name: str, batches: Sequence[TokenBatch], labels: Tensor, pair_tokens: list[int],
+                  config: PretrainedConfig, *, data: str, progress: bool) -> ModelMeasurements:
+    """Every statistic of the suite on ``model`` (see the module docstring)."""
+    info = ModelInfo.of(model)
+    n_boot, seed = config.n_boot, config.seed
+    first, second = halves(batches)
+    probes_a, recorder_a = _run_half(model, first, labels, pair_tokens, config, data=data, progress=progress)
+    probes_b, recorder_b = _run_half(model, second, labels, pair_tokens, config, data=data, progress=progress)
+    results_a = [p.compute() for p in probes_a]
+    results_b = [p.compute() for p in probes_b]
+    whole = [a.merge(b).compute() for a, b in zip(probes_a, probes_b)]
+    text_heads, generalized, topic, ordering = whole
+
+    protocol_a, protocol_b = HeadScoreProbe(("induction",)), HeadScoreProbe(("induction",))
+    protocol_recorder = BatchStateRecorder()
+    first_p, second_p = halves(protocol_batches(info, config))
+    protocol_data = (f"repeated random tokens (seq_len={config.protocol_seq_len}, {config.protocol_batches}x"
+                     f"{config.protocol_batch_size}, seed={seed})")
+    feed_probes(model, [protocol_a], first_p, data=protocol_data, seed=seed, progress=False)
+    feed_probes(model, [protocol_b], second_p, data=protocol_data, seed=seed, progress=False,
+                on_batch=protocol_recorder)
+    protocol_selection = protocol_a.compute()
+    protocol = protocol_a.merge(protocol_b).compute()
+
+    heads_b = recorder_b.per_unit(0)
+    topic_units = {k: torch.cat([recorder_a.per_unit(1)[k], recorder_b.per_unit(1)[k]]) for k in TOPIC_UNIT_KEYS}
+    ordering_best = held_out_ordering(results_a[3], results_b[3], n_boot=n_boot, n_permutations=config.n_permutations,
+                                      seed=seed)
+    held_out = {
+        "induction_protocol": held_out_head_score("induction", protocol_selection, protocol_recorder.per_unit(0),
+                                                  n_boot=n_boot, seed=seed),
+        "induction_text": held_out_head_score("induction", results_a[0], heads_b, n_boot=n_boot, seed=seed),
+        "previous_token_text": held_out_head_score("previous_token", results_a[0], heads_b, n_boot=n_boot, seed=seed),
+        "topic_attention_mean": topic_mean_over_heads(topic, topic_units, n_boot=n_boot, seed=seed),
+        "topic_attention_best_head": held_out_topic(results_a[2], results_b[2], recorder_b.per_unit(1),
+                                                    n_boot=n_boot, seed=seed),
+        "cooccurrence_ordering": ordering_best,
+    }
+    embedding = embedding_topic_test(model.W_E, labels, n_permutations=config.n_permutations, n_boot=n_boot, seed=seed)
+    return ModelMeasurements(name=name, info=info, protocol=protocol, text_heads=text_heads, generalized=generalized,
+                             topic=topic, ordering=ordering, embedding=embedding, held_out=held_out,
+                             cooccurrence=cooccurrence_summary(ordering, ordering_best))
 
 
 def probe_pretrained(model_spec: Any, documents: Sequence[Any], word_topics: Mapping[str, int],
                      config: PretrainedConfig = PretrainedConfig(), *, progress: bool = True,
                      data: str = "corpus", name: str | None = None) -> PretrainedRun:
-    """Run the whole probe suite on one pretrained model (a spec for :func:`probes.load_model` or a loaded model).
+    """The whole suite on one pretrained model (a :func:`probes.load_model` spec or a loaded model) and,
+    unless ``config.control`` is off, on its random-weight control over the same batches.
 
-    Example: ``probe_pretrained("minilm-l6", docs, assign_word_topics(topic_model))``.
+    Example: ``probe_pretrained("minilm-l6", docs, assign_word_topics(topic_model)).findings``.
     """
     model = load_model(model_spec)
     info = ModelInfo.of(model)
@@ -238,10 +390,10 @@ def probe_pretrained(model_spec: Any, documents: Sequence[Any], word_topics: Map
     token_map = token_topic_labels(word_topics, tokenizer, info.d_vocab)
     batches = list(text_token_batches(documents, tokenizer, info, seq_len=config.seq_len,
                                       batch_size=config.batch_size, max_batches=config.max_batches))
-    if len(batches) < 2:
+    if len(batches) < 4:
         raise InputError(
-            f"The corpus gave {len(batches)} batch(es) of text for {info.name}; at least 2 are needed "
-            f"(bootstrap over batches). Use a larger corpus or a smaller batch_size."
+            f"The corpus gave {len(batches)} batch(es) of text for {info.name}; at least 4 are needed (two halves "
+            f"of two: head selection and a bootstrap over batches). Use a larger corpus or a smaller batch_size."
         )
     pair_tokens = frequent_labelled_tokens(batches, token_map.labels, config.n_pair_tokens)
     if len(pair_tokens) < 3:
@@ -249,31 +401,18 @@ def probe_pretrained(model_spec: Any, documents: Sequence[Any], word_topics: Map
             f"Only {len(pair_tokens)} topic-labelled tokens occur in the probed text of {info.name}; the topic "
             f"probes need more. Use more text or more topic words."
         )
-    heads = HeadScoreProbe()
-    generalized = GeneralizedInductionProbe(config.generalized_n)
-    topic = TopicAttentionProbe(token_map.labels)
-    pairs = KeyTokenAttentionProbe(pair_tokens, pair_tokens, query_position="all")
-    recorder = BatchStateRecorder(keys=lambda key: key.startswith(("same_topic/", "different_topic/")))
-    probes_list = [heads, generalized, topic, pairs]
-    feed_probes(model, probes_list, batches, data=data, seed=config.seed, progress=progress,
-                on_batch=lambda i, ps: recorder(i, [ps[2]]))
-    text_heads, generalized_result, topic_result, pair_result = (p.compute() for p in probes_list)
-    # The head that moves the most attention toward same-topic tokens (a ratio alone favours heads
-    # that barely attend to topic words at all).
-    gap = topic_result.mean["same_topic"] - topic_result.mean["different_topic"]
-    best_flat = int(torch.nan_to_num(gap.flatten(), nan=float("-inf")).argmax())
-    best = (best_flat // info.n_heads, best_flat % info.n_heads)
-    ratio_ci, mean_ratio = _topic_ratio_intervals(recorder.per_unit(0), best, n_boot=config.n_boot, seed=config.seed)
-    protocol = head_scores(model, seq_len=config.protocol_seq_len, n_batches=config.protocol_batches,
-                           seed=config.seed)
-    embedding = embedding_similarity_with_ci(model.W_E, token_map.labels, n_boot=config.n_boot, seed=config.seed)
-    cooccurrence = cooccurrence_summary(pair_result, token_map.labels, best, top_n=config.control_top_n,
-                                        n_boot=config.n_boot, seed=config.seed)
     name = name or (model_spec if isinstance(model_spec, str) else info.name)
+    measured = measure_model(model, name, batches, token_map.labels, pair_tokens, config, data=data,
+                             progress=progress)
+    control = None
+    if config.control:
+        control_model = random_weight_control(model, seed=config.seed)
+        control = measure_model(control_model, f"{name} (random weights)", batches, token_map.labels, pair_tokens,
+                                config, data=data, progress=progress)
+        del control_model
+    findings, control_findings = pretrained_findings(measured, control)
     return PretrainedRun(
-        model=name, info=info, token_map=token_map, protocol=protocol, text_heads=text_heads,
-        generalized=generalized_result, topic=topic_result, topic_best_head=best, topic_ratio_ci=ratio_ci,
-        topic_mean_ratio_ci=mean_ratio, embedding=embedding, cooccurrence=cooccurrence,
-        n_tokens=int(sum(int(b.valid.sum()) for b in batches)),
-        extras={"config": asdict(config)},
+        model=name, info=info, token_map=token_map, measured=measured, control=control, findings=findings,
+        control_findings=control_findings, n_tokens=int(sum(int(b.valid.sum()) for b in batches)),
+        extras={"config": asdict(config), "findings": list(PRETRAINED_FINDINGS)},
     )

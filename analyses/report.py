@@ -53,7 +53,7 @@ class ReportConfig:
     @classmethod
     def fast(cls, **changes: Any) -> "ReportConfig":
         """Less text and fewer LDA passes: the whole report in a few minutes on 2 CPU cores."""
-        base = cls(max_documents=2000, pretrained=PretrainedConfig(max_batches=8, n_boot=500))
+        base = cls(max_documents=2000, pretrained=PretrainedConfig(max_batches=8))
         return dataclasses.replace(base, **changes)
 
 

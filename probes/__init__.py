@@ -22,6 +22,7 @@ from probes.cooccurrence import (
     kendall_tau_b,
     spearman,
 )
+from probes.control_model import random_weight_control
 from probes.copier import CopierProbe, CopierProfile
 from probes.corpora import Document, iter_documents
 from probes.embedding_topics import EmbeddingTopicSimilarity, embedding_topic_similarity
@@ -55,6 +56,7 @@ __all__ = [
     "as_token_batch", "assign_word_topics", "block_structure", "capture", "chi_square_parent_criterion",
     "cooccurrence_ordering", "cooccurrence_probability", "count_cooccurrence", "detect_snap", "detect_two_stage",
     "embedding_topic_similarity", "entropy_nats", "feed_probes", "fit_lda_topics", "head_scores", "iter_documents",
-    "kendall_tau_b", "load_model", "norm_events", "parent_match_mask", "pattern_hook", "repeated_random_tokens",
-    "run_probes", "spearman", "target_mask", "text_token_batches", "token_topic_labels", "topic_attention",
+    "kendall_tau_b", "load_model", "norm_events", "parent_match_mask", "pattern_hook", "random_weight_control",
+    "repeated_random_tokens", "run_probes", "spearman", "target_mask", "text_token_batches", "token_topic_labels",
+    "topic_attention",
 ]

@@ -18,6 +18,34 @@ Statistic = Callable[[Mapping[str, Tensor]], Tensor]
 """Maps summed state (each entry with a leading resample axis) to the statistic per resample."""
 
 
+def bootstrap_draws(
+    per_unit: Mapping[str, Float[Tensor, "unit ..."]],
+    statistic: Statistic,
+    *,
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> tuple[Tensor, Float[Tensor, "draw ..."]]:
+    """``(estimate, draws)``: ``statistic`` on all units once, and on ``n_boot`` resamples of the units.
+
+    ``per_unit[key][i]`` is unit ``i``'s contribution to the summed state entry ``key``; units are
+    resampled with replacement (every resample evaluated at once).
+    """
+    if not per_unit:
+        raise InputError("bootstrap_interval needs at least one per-unit state entry.")
+    n_units = {int(v.shape[0]) for v in per_unit.values()}
+    if len(n_units) != 1:
+        raise InputError(f"Every per-unit entry must have the same number of units; got {sorted(n_units)}.")
+    (n,) = n_units
+    if n < 2:
+        raise InputError(f"A bootstrap needs at least 2 units; got {n}. Use more batches.")
+    generator = torch.Generator().manual_seed(seed)
+    draws = torch.randint(0, n, (n_boot, n), generator=generator)
+    counts = torch.zeros(n_boot, n, dtype=torch.float64).scatter_add_(1, draws, torch.ones(n_boot, n, dtype=torch.float64))
+    full = {k: v.detach().cpu().double().sum(0, keepdim=True) for k, v in per_unit.items()}
+    resampled = {k: torch.einsum("rn,n...->r...", counts, v.detach().cpu().double()) for k, v in per_unit.items()}
+    return statistic(full)[0], statistic(resampled)
+
+
 def bootstrap_interval(
     per_unit: Mapping[str, Float[Tensor, "unit ..."]],
     statistic: Statistic,
@@ -34,23 +62,9 @@ def bootstrap_interval(
     Example: the CI of a mean over batches, ``bootstrap_interval({"s": sums, "n": counts},
     lambda st: st["s"] / st["n"])``.
     """
-    if not per_unit:
-        raise InputError("bootstrap_interval needs at least one per-unit state entry.")
-    n_units = {int(v.shape[0]) for v in per_unit.values()}
-    if len(n_units) != 1:
-        raise InputError(f"Every per-unit entry must have the same number of units; got {sorted(n_units)}.")
-    (n,) = n_units
-    if n < 2:
-        raise InputError(f"A bootstrap needs at least 2 units; got {n}. Use more batches.")
     if not 0 < level < 1:
         raise InputError(f"level must lie in (0, 1); got {level}.")
-    generator = torch.Generator().manual_seed(seed)
-    draws = torch.randint(0, n, (n_boot, n), generator=generator)
-    counts = torch.zeros(n_boot, n, dtype=torch.float64).scatter_add_(1, draws, torch.ones(n_boot, n, dtype=torch.float64))
-    full = {k: v.double().sum(0, keepdim=True) for k, v in per_unit.items()}
-    resampled = {k: torch.einsum("rn,n...->r...", counts, v.double()) for k, v in per_unit.items()}
-    estimate = statistic(full)[0]
-    values = statistic(resampled)
+    estimate, values = bootstrap_draws(per_unit, statistic, n_boot=n_boot, seed=seed)
     alpha = (1 - level) / 2
     low = torch.nanquantile(values, alpha, dim=0)
     high = torch.nanquantile(values, 1 - alpha, dim=0)

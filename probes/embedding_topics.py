@@ -150,6 +150,29 @@ def _per_token_sums(vectors: Tensor, topics: Tensor) -> tuple[Tensor, Tensor]:
     return own - self_dot, vectors @ vectors.sum(0) - own
 
 
+def _permuted_gaps(vectors: Tensor, permuted: Tensor, n_same: int, n_different: int, chunk: int = 250) -> Tensor:
+    """The same-minus-different gap under each row of ``permuted`` (topics of the labelled rows).
+
+    Per permutation, the per-topic sums of the rows are one sparse [topic, row] x [row, d_model] product;
+    ``chunk`` permutations share one product."""
+    n_topics = int(permuted.max()) + 1
+    n = vectors.shape[0]
+    self_dots = float((vectors * vectors).sum())
+    total = vectors.sum(0)
+    total_sum = float(total @ total) - self_dots
+    draws = []
+    for start in range(0, permuted.shape[0], chunk):
+        part = permuted[start : start + chunk]
+        rows = (torch.arange(part.shape[0])[:, None] * n_topics + part).flatten()
+        columns = torch.arange(n).repeat(part.shape[0])
+        assign = torch.sparse_coo_tensor(torch.stack([rows, columns]), torch.ones(rows.numel(), dtype=vectors.dtype),
+                                         (part.shape[0] * n_topics, n), check_invariants=False)
+        sums = torch.sparse.mm(assign, vectors).reshape(part.shape[0], n_topics, -1)
+        same = sums.square().sum((1, 2)) - self_dots
+        draws.append(same / n_same - (total_sum - same) / n_different)
+    return torch.cat(draws)
+
+
 def embedding_topic_test(embedding: Float[Tensor, "d_vocab d_model"], token_topics: Int[Tensor, "d_vocab"], *,
                          n_permutations: int = 1000, n_boot: int = 1000, seed: int = 0) -> EmbeddingTopicTest:
     """Topic gaps of the embedding rows under the four measures, each with a bootstrap CI and a permutation null.
@@ -180,16 +203,7 @@ def embedding_topic_test(embedding: Float[Tensor, "d_vocab d_model"], token_topi
         gap_ci[measure] = (float(low), float(high))
         draws = torch.empty(0, dtype=torch.float64)
         if permuted is not None:
-            n_same, n_different = similarity.same_topic_pairs, similarity.different_topic_pairs
-            self_dots = float((vectors * vectors).sum())
-            total = vectors.sum(0)
-            total_sum = float(total @ total) - self_dots
-            n_topics = int(topics.max()) + 1
-            draws = torch.empty(n_permutations, dtype=torch.float64)
-            for p, shuffled in enumerate(permuted):
-                sums = torch.zeros(n_topics, vectors.shape[1], dtype=torch.float64).index_add_(0, shuffled, vectors)
-                same_sum_p = float((sums * sums).sum()) - self_dots
-                draws[p] = same_sum_p / n_same - (total_sum - same_sum_p) / n_different
+            draws = _permuted_gaps(vectors, permuted, similarity.same_topic_pairs, similarity.different_topic_pairs)
             p_value[measure] = float(permutation_p_value(torch.tensor(gap[measure]), draws))
         else:
             p_value[measure] = float("nan")

@@ -214,7 +214,7 @@ def report_argv(tmp_path, *argv: str) -> list[str]:
 @pytest.mark.parametrize("argv, words, error", [
     (["--batch-size", "0"], ["--batch-size must be >= 1; got 0"], ConfigError),
     (["--batch-size", "-3"], ["--batch-size must be >= 1; got -3"], ConfigError),
-    (["--max-batches", "1"], ["--max-batches must be >= 2"], ConfigError),
+    (["--max-batches", "3"], ["--max-batches must be >= 4"], ConfigError),
     (["--device", "gpu"], ["not a torch device"], ConfigError),
     (["--corpus", ""], ["corpus spec is empty"], InputError),
     (["--corpus", "/no/such/corpus.txt"], ["Unknown corpus"], InputError),

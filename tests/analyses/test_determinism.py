@@ -192,10 +192,13 @@ def test_pretrained_probe_results_carry_the_seed(minilm):
     documents = list(iter_documents("wikipedia-excerpt", min_chars=200, max_documents=60))
     counts = Counter(w for d in documents[:8] for w in words_of(d.text))
     word_topics = {word: i % 3 for i, (word, _) in enumerate(counts.most_common(60))}  # no LDA: any labels do
-    config = PretrainedConfig(seq_len=32, batch_size=2, max_batches=2, n_pair_tokens=20, n_boot=20,
-                              protocol_seq_len=8, protocol_batches=1, seed=7)
+    config = PretrainedConfig(seq_len=32, batch_size=2, max_batches=4, n_pair_tokens=20, n_boot=20,
+                              n_permutations=20, protocol_seq_len=8, protocol_batches=4, protocol_batch_size=2,
+                              control=False, seed=7)
     run = probe_pretrained(minilm, documents, word_topics, config, progress=False, data="excerpt (seed 3)")
-    for result in (run.protocol, run.text_heads, run.generalized, run.topic):
+    measured = run.measured
+    for result in (measured.protocol, measured.text_heads, measured.generalized, measured.topic, measured.ordering):
         assert result.provenance.seed == 7, type(result).__name__
-    assert run.text_heads.provenance.data == "excerpt (seed 3)"
+    assert measured.text_heads.provenance.data == "excerpt (seed 3)"
+    assert measured.topic.provenance.settings["permutation_seed"] == 7
     assert run.summary()["seed"] == 7

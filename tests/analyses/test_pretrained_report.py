@@ -12,14 +12,15 @@ import probes
 from analyses.cli import main
 from analyses.compare import ToyRun, compare
 from analyses.pretrained import PretrainedConfig, probe_pretrained
+from analyses.pretrained_findings import PRETRAINED_FINDINGS
 from analyses.render_check import colourful_fraction, find_chromium, screenshot
 from probes.corpora import iter_documents
 from probes.text_batches import text_token_batches
 from probes.topic_attention import TopicAttentionProbe
 from probes.topics import LdaTopicConfig, assign_word_topics, token_topic_labels, fit_lda_topics
 
-CONFIG = PretrainedConfig(seq_len=64, batch_size=4, max_batches=6, n_pair_tokens=60, n_boot=200,
-                          protocol_seq_len=20, protocol_batches=1)
+CONFIG = PretrainedConfig(seq_len=64, batch_size=4, max_batches=8, n_pair_tokens=60, n_boot=200,
+                          n_permutations=200, protocol_seq_len=20, protocol_batches=4)
 
 
 @pytest.fixture(scope="module")
@@ -37,32 +38,44 @@ def minilm_run(corpus_and_topics):
 
 
 @pytest.mark.slow
-def test_topic_numbers_match_a_separate_probe_run(minilm_run, corpus_and_topics, minilm):
+def test_topic_numbers_match_separate_probe_runs(minilm_run, corpus_and_topics, minilm):
+    """The merged halves equal one run over every batch; the best head is the even batches' argmax and its
+    reported ratio is the odd batches' own ratio (selection and estimation on disjoint data)."""
     documents, word_topics = corpus_and_topics
     info = probes.ModelInfo.of(minilm)
     labels = token_topic_labels(word_topics, minilm.tokenizer, info.d_vocab).labels
-    batches = list(text_token_batches(documents, minilm.tokenizer, info, seq_len=64, batch_size=4, max_batches=6))
+    batches = list(text_token_batches(documents, minilm.tokenizer, info, seq_len=64, batch_size=4, max_batches=8))
     (alone,) = probes.run_probes(minilm, [TopicAttentionProbe(labels)], batches, progress=False)
-    torch.testing.assert_close(alone.ratio, minilm_run.topic.ratio)
-    l, h = minilm_run.topic_best_head
-    gap = alone.mean["same_topic"] - alone.mean["different_topic"]
+    torch.testing.assert_close(alone.ratio, minilm_run.measured.topic.ratio)
+    (even,) = probes.run_probes(minilm, [TopicAttentionProbe(labels)], batches[0::2], progress=False)
+    (odd,) = probes.run_probes(minilm, [TopicAttentionProbe(labels)], batches[1::2], progress=False)
+    held = minilm_run.measured.held_out["topic_attention_best_head"]
+    l, h = held.head
+    gap = even.mean["same_topic"] - even.mean["different_topic"]
     assert gap[l, h] == gap.max()
-    low, high = minilm_run.topic_ratio_ci
-    assert low <= float(alone.ratio[l, h]) <= high
+    assert held.value == pytest.approx(float(odd.ratio[l, h]), rel=1e-6)
+    assert held.ci[0] <= held.value <= held.ci[1] and 0 < held.p_value <= 1
 
 
 @pytest.mark.slow
 def test_summary_schema_and_intervals(minilm_run):
     summary = json.loads(json.dumps(minilm_run.summary()))
-    ratio = summary["same_topic_attention_ratio"]
-    assert len(ratio["best_head"]) == 2 and ratio["ci"][0] <= ratio["value"] <= ratio["ci"][1]
-    assert -1 <= summary["embedding_cosine_same"] <= 1 and -1 <= summary["embedding_cosine_different"] <= 1
-    gap_low, gap_high = summary["embedding"]["cosine_gap_ci"]
-    assert gap_low <= summary["embedding"]["cosine_gap"] <= gap_high
-    assert -1 <= summary["cooccurrence_spearman"] <= 1
+    assert set(summary["findings"]) == set(PRETRAINED_FINDINGS) == set(summary["control"]["findings"])
+    for finding in [*summary["findings"].values(), *summary["control"]["findings"].values()]:
+        assert {"statistic", "value", "ci", "null", "control", "holds"} <= set(finding)
+        assert {"kind", "value", "p_value"} <= set(finding["null"]) and isinstance(finding["holds"], bool)
+        assert finding["ci"][0] <= finding["value"] <= finding["ci"][1]
+    for finding in summary["findings"].values():
+        assert set(finding["control"]) == {"value", "ci"}
+    # a random-weight encoder holds nothing
+    assert not any(f["holds"] for f in summary["control"]["findings"].values())
+    embedding = summary["embedding"]
+    assert {"cosine", "centred_cosine", "dot", "centred_dot"} <= set(embedding)
+    assert -1 <= summary["cooccurrence"]["spearman_distance_matched_mean"] <= 1
     assert len(summary["induction_top_heads"]) == 5 and all(len(row) == 3 for row in summary["induction_top_heads"])
     # MiniLM layer 0 keeps a near-perfect previous-token head on natural text too
     assert summary["previous_token_top_heads"][0][2] > 0.8
+    assert summary["findings"]["previous_token_text"]["value"] > 0.8
 
 
 @pytest.mark.slow
@@ -75,7 +88,7 @@ def test_report_renders_with_figures(minilm_run, tmp_path):
                      corpus={"name": "wikipedia-excerpt"})
     page = report.write(tmp_path)
     markdown = (tmp_path / "report.md").read_text()
-    assert "| toy: 1-layer masked LM on LDA data (Li et al.) | L0H0 | 0.030 | 0.010 | 3.000 |" in markdown
+    assert "| toy: 1-layer masked LM on LDA data (Li et al.) | ratio, its only head | L0H0 | 3.000 |" in markdown
     assert json.loads((tmp_path / "summary.json").read_text())["pretrained"]["minilm-l6"]["n_layers"] == 6
     if find_chromium() is not None:
         assert colourful_fraction(screenshot(page, tmp_path / "shot.png")) > 0.01
@@ -131,12 +144,16 @@ def test_main_job_on_the_offline_defaults(tmp_path, capsys):
     for entry in summary["pretrained"].values():
         ratio = entry["same_topic_attention_ratio"]
         assert ratio["ci"][0] <= ratio["value"] <= ratio["ci"][1] and len(ratio["best_head"]) == 2
-        for key in ("embedding_cosine_same", "embedding_cosine_different", "cooccurrence_spearman"):
-            assert isinstance(entry[key], float)
+        assert set(entry["findings"]) == set(PRETRAINED_FINDINGS)
+        # the random-weight control of each model holds nothing
+        assert not [name for name, f in entry["control"]["findings"].items() if f["holds"]]
         assert len(entry["induction_top_heads"][0]) == 3
-    # SmolLM2 has real induction heads on natural text, far above chance
+    # SmolLM2 has real induction heads, far above chance and above its random-weight control
     smol = summary["pretrained"]["smollm2-135m"]
+    assert smol["findings"]["induction_protocol"]["holds"]
     assert smol["induction_top_heads"][0][2] > 5 * smol["induction_chance"]
+    markdown = (out / "report.md").read_text()
+    assert markdown.index("## Verdicts") < markdown.index("## Setup")
     assert summary["corpus"]["name"] == "wikipedia-excerpt" and json.loads((out / "timings.json").read_text())["smollm2-135m_s"] > 0
     page = (out / "report.html").read_text()
     assert page.count("data:image/png;base64,") >= 4

@@ -1,0 +1,55 @@
+"""The report's opening table: every finding x (toy, each pretrained model, its random-weight control)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from analyses.pretrained_findings import PRETRAINED_FINDINGS, THRESHOLDS_TEXT
+from analyses.report_document import Section, Table
+from probes.findings import ALPHA
+
+if TYPE_CHECKING:
+    from analyses.pretrained import PretrainedRun
+
+
+def toy_findings(summary: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The findings a toy experiment computed (``summary["findings"]``, same schema as the pretrained ones)."""
+    return dict(summary.get("findings") or {})
+
+
+def _cell(finding: Mapping[str, Any] | None) -> str:
+    if not finding:
+        return "-"
+    value, (low, high) = finding["value"], finding["ci"]
+    numbers = "n/a" if value is None else f"{value:.3f}"
+    if low is not None and high is not None:
+        numbers += f" [{low:.3f}, {high:.3f}]"
+    p = finding["null"].get("p_adjusted", finding["null"]["p_value"])
+    if p is not None:
+        numbers += f", p={p:.3g}"
+    return f"{'**holds**' if finding['holds'] else 'no'}: {numbers}"
+
+
+def verdict_section(toy_summaries: Mapping[str, Mapping[str, Any]], runs: Mapping[str, "PretrainedRun"]) -> Section:
+    """One row per finding; a column for the toy settings, each pretrained model and its control."""
+    toy = {}
+    for summary in toy_summaries.values():
+        toy.update(toy_findings(summary))
+    columns = ["finding", "toy"]
+    cells: list[dict[str, dict[str, Any]]] = []
+    for name, run in runs.items():
+        columns.append(name)
+        cells.append({k: f.to_dict() for k, f in run.findings.items()})
+        if run.control is not None:
+            columns.append(f"{name} (random weights)")
+            cells.append({k: f.to_dict() for k, f in run.control_findings.items()})
+    rows = [[name, _cell(toy.get(name)), *(_cell(c.get(name)) for c in cells)] for name in PRETRAINED_FINDINGS]
+    return Section("Verdicts", [
+        f"A finding holds when its p-value (Holm-adjusted over the findings of the model) is below {ALPHA}, its 95% "
+        f"interval lies above its null and above the same architecture with random weights (the control, probed "
+        f"on the same batches), and the effect clears a threshold: {THRESHOLDS_TEXT} Best heads are chosen on the "
+        f"even batches and measured on the odd ones, so intervals and p-values do not reward the search over "
+        f"heads. Cells: verdict, value [95% interval], adjusted p. A random-weight column should never hold; "
+        f"if it does, the statistic is confounded.",
+    ], [Table(columns, rows)])
