@@ -25,7 +25,6 @@ from torch import Tensor
 from analyses.pretrained_findings import PRETRAINED_FINDINGS, pretrained_findings
 from probes import HeadScoreProbe, HeadScores, ModelInfo, TokenBatch, feed_probes, load_model
 from probes.bootstrap import BatchStateRecorder, bootstrap_draws, bootstrap_interval
-
 from probes.control_model import random_weight_control
 from probes.cooccurrence import cooccurrence_ordering, ordering_null
 from probes.embedding_topics import EmbeddingTopicTest, embedding_topic_test
@@ -231,7 +230,8 @@ def held_out_head_score(kind: str, selection: HeadScores, per_batch: Mapping[str
                    float(selection.scores[kind][layer, head]))
 
 
-def _topic_ratio(state: Mapping[str, Tensor]) -> Tensor:
+def topic_ratio(state: Mapping[str, Tensor]) -> Tensor:
+    """Same/different-topic ratio per head from (resampled) summed TopicAttentionProbe state [draw layer head]."""
     same = state["same_topic/mass"] / state["same_topic/pairs"][..., None, None]
     different = state["different_topic/mass"] / state["different_topic/pairs"][..., None, None]
     return same / different
@@ -247,7 +247,7 @@ def held_out_topic(selection: TopicAttention, estimation: TopicAttention, per_ba
     batches and the label-permutation null at that head."""
     layer, head = _flat_argmax(selection.mean["same_topic"] - selection.mean["different_topic"])
     units = {k: per_batch[k] for k in TOPIC_UNIT_KEYS}
-    _, low, high = bootstrap_interval(units, lambda s: _topic_ratio(s)[:, layer, head], n_boot=n_boot, seed=seed)
+    _, low, high = bootstrap_interval(units, lambda s: topic_ratio(s)[:, layer, head], n_boot=n_boot, seed=seed)
     value = float(estimation.ratio[layer, head])
     null = estimation.null_ratio[:, layer, head]
     return HeldOut(value, (float(low), float(high)), float(null.nanmean()),
@@ -260,7 +260,7 @@ def topic_mean_over_heads(whole: TopicAttention, per_batch: Mapping[str, Tensor]
     """Same/different-topic ratio averaged over every head (no search): all batches, bootstrap over batches,
     label-permutation null of the same average."""
     units = {k: per_batch[k] for k in TOPIC_UNIT_KEYS}
-    _, low, high = bootstrap_interval(units, lambda s: _topic_ratio(s).flatten(1).nanmean(1), n_boot=n_boot,
+    _, low, high = bootstrap_interval(units, lambda s: topic_ratio(s).flatten(1).nanmean(1), n_boot=n_boot,
                                       seed=seed)
     value = float(whole.ratio.double().nanmean())
     null = whole.null_ratio.double().flatten(1).nanmean(1)

@@ -51,12 +51,18 @@ _SPECS = {
 }
 
 
+def finding_from_spec(name: str, value: float, ci: tuple[float, float], null_value: float, p_value: float, *,
+                      head: tuple[int, int] | None = None, selection: str | None = None) -> Finding:
+    """A :class:`Finding` named ``name`` with that finding's statistic, null kind and effect threshold."""
+    statistic, null_kind, effect, min_effect, default_selection = _SPECS[name]
+    if head is not None:
+        statistic = f"{statistic} (L{head[0]}H{head[1]})"
+    return Finding(statistic, value, ci, null_kind, null_value, p_value, min_effect, effect,
+                   selection=default_selection if selection is None else selection)
+
+
 def _finding(name: str, held: "HeldOut") -> Finding:
-    statistic, null_kind, effect, min_effect, selection = _SPECS[name]
-    if held.head is not None:
-        statistic = f"{statistic} (L{held.head[0]}H{held.head[1]})"
-    return Finding(statistic, held.value, held.ci, null_kind, held.null_value, held.p_value, min_effect,
-                   effect, selection=selection)
+    return finding_from_spec(name, held.value, held.ci, held.null_value, held.p_value, head=held.head)
 
 
 def model_findings(measured: "ModelMeasurements") -> dict[str, Finding]:
@@ -64,10 +70,9 @@ def model_findings(measured: "ModelMeasurements") -> dict[str, Finding]:
     findings = {name: _finding(name, measured.held_out[name]) for name in PRETRAINED_FINDINGS
                 if name in measured.held_out}
     test = measured.embedding
-    statistic, null_kind, effect, min_effect, selection = _SPECS["embedding_topic_similarity"]
-    findings["embedding_topic_similarity"] = Finding(
-        statistic, test.gap[EMBEDDING_MEASURE], test.gap_ci[EMBEDDING_MEASURE], null_kind,
-        test.null_mean(EMBEDDING_MEASURE), test.p_value[EMBEDDING_MEASURE], min_effect, effect, selection=selection)
+    findings["embedding_topic_similarity"] = finding_from_spec(
+        "embedding_topic_similarity", test.gap[EMBEDDING_MEASURE], test.gap_ci[EMBEDDING_MEASURE],
+        test.null_mean(EMBEDDING_MEASURE), test.p_value[EMBEDDING_MEASURE])
     return {name: findings[name] for name in PRETRAINED_FINDINGS}
 
 

@@ -33,6 +33,7 @@ import torch
 from analyses.timings import write_timings
 from probes.atomic import atomic_write_text
 from probes.block_structure import block_structure
+from analyses.toy_topic_findings import topic_toy_findings
 from probes.embedding_topics import embedding_topic_similarity
 from probes.errors import ConfigError
 from probes.loading import check_device
@@ -248,6 +249,9 @@ def _run(config: TopicExperimentConfig, out_dir: Path, progress: bool) -> dict[s
     summary["embedding_same_topic_dot"] = similarity.same_topic_dot
     summary["embedding_different_topic_dot"] = similarity.different_topic_dot
     summary["embedding_gram_block_score"] = gram_blocks.score
+    summary["findings"] = topic_toy_findings(joint, _topic_model(config, embedding="trained"),
+                                             torch.cat(_eval_batches(config, masked=False)), labels, lda.n_words,
+                                             config.seed)
     joint_setting = {"variant": "joint", "embedding": "trained", "attention": "trained", "value": "trained",
                      "loss": config.joint_loss, "optimizer": config.joint_optimizer, "lr": config.joint_lr,
                      "steps": config.joint_steps, "d_model": config.d_model}

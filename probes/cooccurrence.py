@@ -43,6 +43,7 @@ from probes.key_token_attention import (
 from probes.result import ProbeResult
 
 CHUNK_PAIRS = 20_000_000
+MATCHED_DECIMALS = 1e4
 
 
 def count_cooccurrence(
@@ -254,6 +255,10 @@ def _measure_values(attention: KeyTokenAttention, measure: str) -> Tensor:
     if values is None:
         raise InputError("This attention result has no distance-matched values; probe with "
                          "KeyTokenAttentionProbe(..., distance_matched=True).")
+    if measure == "distance_matched":
+        # ratios near 1, compared to 4 decimals: the float32 rounding of attention weights (~1e-7) is not an
+        # ordering (uniform attention would otherwise rank keys by how their positions round)
+        return torch.round(values.double() * MATCHED_DECIMALS) / MATCHED_DECIMALS
     return values.double()
 
 
@@ -277,11 +282,13 @@ def ordering_null(
     n_layers, n_heads = values.shape[:2]
     total = torch.zeros(n_permutations, n_layers, n_heads, dtype=torch.float64)
     count = torch.zeros(n_layers, n_heads, dtype=torch.float64)
+    ranked = 0
     for q in range(attention.occurrences.shape[0]):
         selected = attention.occurrences[q] > 0
         n = int(selected.sum())
         if n < max(2, min_keys):
             continue
+        ranked += 1
         rx = average_ranks(values[:, :, q][:, :, selected])
         rx = rx - rx.mean(-1, keepdim=True)
         rx_norm = rx.square().sum(-1).sqrt()
@@ -295,9 +302,9 @@ def ordering_null(
         rho = torch.einsum("lhk,pk->plh", rx / rx_norm.clamp_min(1e-300)[..., None], shuffled)
         total += torch.where(finite, rho, torch.zeros_like(rho))
         count += finite.double()
-    if not bool((count > 0).any()):
+    if not ranked:
         raise InputError(f"No query token has {min_keys} or more co-occurring keys; probe more text.")
-    return total / count
+    return total / count  # NaN for a head whose attention is tied on every query (rho undefined)
 
 
 def cooccurrence_probability(counts: Float[Tensor, "query key"]) -> Float[Tensor, "query key"]:
