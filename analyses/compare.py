@@ -152,7 +152,7 @@ def _cooccurrence_section(toy: Mapping[str, ToyRun], runs: Mapping[str, Pretrain
     for label, measured in _measured(runs):
         c = measured.cooccurrence
         rows.append(_held(label, "distance-matched, best head", measured.held_out["cooccurrence_ordering"]))
-        rows.append([label, "distance-matched, mean over heads", "", c["spearman_distance_matched_mean"], "", 0.0, ""])
+        rows.append([label, "distance-matched, mean over heads", "", c["spearman_distance_matched_mean"], "", "", ""])
         rows.append([label, "per occurrence (confounded by position), mean over heads", "",
                      c["spearman_per_occurrence_mean"], "", "", ""])
     return Section(
@@ -208,7 +208,15 @@ def compare(toy_runs: Mapping[str, ToyRun], pretrained_runs: Mapping[str, Pretra
         f"{', '.join(pretrained_runs) or 'none'}; toy settings: {', '.join(toy_runs) or 'none'}."
     ])
     if corpus and corpus.get("topics"):
-        overview.tables.append(Table(["topic", "top words"], [[i, ", ".join(words)] for i, words in enumerate(corpus["topics"])]))
+        coherence = (corpus.get("topic_coherence") or {}).get("per_topic") or [float("nan")] * len(corpus["topics"])
+        overview.paragraphs.append(
+            "Topics: gensim LDA on the corpus (stop words and corpus-generic words removed); each topic claims its "
+            "most likely words. Coherence: NPMI of a topic's top 10 words over 10-token windows of the corpus "
+            "(-1 to 1; 0 = the words co-occur as often as chance). A topic-attention finding is only as good as "
+            "these topics.")
+        overview.tables.append(Table(["topic", "top words", "coherence (c_npmi)"],
+                                     [[i, ", ".join(words), float(c)]
+                                      for i, (words, c) in enumerate(zip(corpus["topics"], coherence))]))
     sections = [
         verdict_section({name: run.summary for name, run in toy_runs.items()}, pretrained_runs),
         overview,

@@ -15,15 +15,19 @@ from torch import Tensor  # noqa: E402
 
 def layer_head_heatmaps(tables: Mapping[str, Tensor], path: Path, *, title: str, colorbar: str,
                         cmap: str = "viridis", center: float | None = None) -> Path:
-    """One [layer x head] heatmap per entry of ``tables``, side by side; ``center`` makes a diverging scale."""
+    """One [layer x head] heatmap per entry of ``tables``, side by side, on one colour scale (so a model and its
+    control compare at a glance); ``center`` makes the scale diverging."""
     fig, axes = plt.subplots(1, len(tables), figsize=(4.2 * len(tables), 4.2), squeeze=False)
+    every = np.concatenate([t.detach().cpu().float().numpy().ravel() for t in tables.values()])
+    every = every[np.isfinite(every)] if np.isfinite(every).any() else np.zeros(1)
+    low, high = float(np.nanmin(every)), float(np.nanmax(every))
     for ax, (name, table) in zip(axes[0], tables.items()):
         values = table.detach().cpu().float().numpy()
         if center is not None:
-            spread = float(np.nanmax(np.abs(values - center))) or 1.0
+            spread = float(np.nanmax(np.abs(every - center))) or 1.0
             image = ax.imshow(values, aspect="auto", cmap=cmap, vmin=center - spread, vmax=center + spread)
         else:
-            image = ax.imshow(values, aspect="auto", cmap=cmap)
+            image = ax.imshow(values, aspect="auto", cmap=cmap, vmin=low, vmax=high)
         ax.set_title(name)
         ax.set_xlabel("head")
         ax.set_ylabel("layer")

@@ -95,7 +95,8 @@ def run_report(config: ReportConfig, out_dir: str | Path, *, progress: bool = Tr
             topic_model.save(tmp / "topics")
             word_topics = assign_word_topics(topic_model)
             if not word_topics:
-                raise InputError("LDA assigned no word to a topic; lower topics.threshold or use more text.")
+                raise InputError("LDA assigned no word to a topic; use more text, or raise topics.top_words_per_topic "
+                                 "(or lower topics.threshold with the threshold rule).")
             random.Random(config.seed).shuffle(documents)
         timings["corpus_and_topics_s"] = time.perf_counter() - start
         toy_runs = {}
@@ -114,8 +115,11 @@ def run_report(config: ReportConfig, out_dir: str | Path, *, progress: bool = Tr
             timings[f"{spec}_s"] = time.perf_counter() - start
         corpus = {"name": config.corpus, "documents": len(documents)}
         if config.models:
+            coherence = topic_model.coherence(measure="c_npmi")
             corpus.update({"topic_words": len(word_topics),
-                           "topics": [topic_model.top_words(t, 8) for t in range(config.topics.n_topics)]})
+                           "topics": [topic_model.top_words(t, 8) for t in range(config.topics.n_topics)],
+                           "topic_coherence": {"measure": "c_npmi", "per_topic": coherence,
+                                               "mean": sum(coherence) / len(coherence)}})
         compare(toy_runs, pretrained, folder=tmp, corpus=corpus, settings=dataclasses.asdict(config)).write(tmp)
         write_timings(tmp, timings)
     return out_dir / "report.html"

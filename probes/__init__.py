@@ -9,7 +9,8 @@ Public API::
 Submodules hold one concept each: head_scores, topic_attention, embedding_topics,
 key_token_attention, cooccurrence, snap, two_stage, block_structure, copier, selector,
 generalized_induction, parent_criterion (probes and their results); corpora, topics, text_batches
-(real text and gensim LDA topics); runner, distributed, bootstrap, loading (machinery).
+(real text and gensim LDA topics); nulls, findings, control_model, bootstrap (statistics: nulls,
+verdicts, random-weight controls); runner, distributed, loading (machinery).
 """
 
 from probes.batch import TokenBatch, as_token_batch
@@ -19,20 +20,29 @@ from probes.cooccurrence import (
     cooccurrence_ordering,
     cooccurrence_probability,
     count_cooccurrence,
+    ordering_null,
     kendall_tau_b,
     spearman,
 )
 from probes.control_model import random_weight_control
 from probes.copier import CopierProbe, CopierProfile
 from probes.corpora import Document, iter_documents
-from probes.embedding_topics import EmbeddingTopicSimilarity, embedding_topic_similarity
+from probes.embedding_topics import (
+    EMBEDDING_MEASURES,
+    EmbeddingTopicSimilarity,
+    EmbeddingTopicTest,
+    embedding_topic_similarity,
+    embedding_topic_test,
+)
 from probes.errors import ConfigError, InputError, MechprobeError, ModelError, ProbeStateError
+from probes.findings import Finding, adjust_family
 from probes.generalized_induction import GeneralizedInductionProbe, GeneralizedInductionScores, parent_match_mask
 from probes.head_scores import HEAD_SCORE_KINDS, HeadScoreProbe, HeadScores, head_scores, target_mask
 from probes.key_token_attention import KeyTokenAttention, KeyTokenAttentionProbe, entropy_nats
 from probes.loading import PACKAGED_MODELS, load_model
 from probes.model_info import ModelInfo, pattern_hook
 from probes.parent_criterion import ParentCriterion, ParentCriterionProbe, chi_square_parent_criterion
+from probes.nulls import holm_adjust, label_permutations, permutation_p_value
 from probes.probe import Probe
 from probes.repeated_tokens import repeated_random_tokens
 from probes.result import ProbeResult, Provenance
@@ -45,6 +55,8 @@ from probes.topics import LdaTopicConfig, LdaTopics, TokenTopicMap, assign_word_
 from probes.two_stage import NormEvents, TwoStage, detect_two_stage, norm_events
 
 __all__ = [
+    "EMBEDDING_MEASURES", "EmbeddingTopicTest", "Finding", "adjust_family", "embedding_topic_test", "holm_adjust",
+    "label_permutations", "ordering_null", "permutation_p_value",
     "HEAD_SCORE_KINDS", "PACKAGED_MODELS", "TOPIC_PAIR_KINDS",
     "BlockStructure", "ConfigError", "CooccurrenceOrdering", "CopierProbe", "CopierProfile", "Document",
     "EmbeddingTopicSimilarity", "GeneralizedInductionProbe", "GeneralizedInductionScores", "HeadScoreProbe",

@@ -27,7 +27,7 @@ import pytest
 from analyses.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
-REPORT_ARGS = ["report", "--fast", "--no-toys", "--model", "minilm-l6", "--max-batches", "2", "--batch-size", "4",
+REPORT_ARGS = ["report", "--fast", "--no-toys", "--model", "minilm-l6", "--max-batches", "4", "--batch-size", "4",
                "--no-progress"]
 
 
