@@ -10,6 +10,17 @@ from transformer_lens import HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
 
+def pattern_blocks(n_layers: int) -> nn.ModuleList:
+    """``n_layers`` blocks with only ``attn.hook_pattern``: the hook a hand-made model feeds its patterns to."""
+    blocks = nn.ModuleList()
+    for _ in range(n_layers):
+        block = nn.Module()
+        block.attn = nn.Module()
+        block.attn.hook_pattern = HookPoint()
+        blocks.append(block)
+    return blocks
+
+
 @dataclass
 class OracleConfig:
     n_layers: int = 2

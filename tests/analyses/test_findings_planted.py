@@ -7,11 +7,10 @@ import pytest
 import torch
 from torch import nn
 from transformer_lens import HookedRootModule
-from transformer_lens.hook_points import HookPoint
 
 from analyses.pretrained import PretrainedConfig, measure_model
 from analyses.pretrained_findings import PRETRAINED_FINDINGS, model_findings, pretrained_findings
-from tests.hooked_models import OracleConfig
+from tests.hooked_models import OracleConfig, pattern_blocks
 
 pytestmark = pytest.mark.slow  # three full measurements of a small model (about 30 s)
 
@@ -30,12 +29,7 @@ class PlantedModel(HookedRootModule):
         self.cfg = OracleConfig(n_layers=2, n_heads=2, n_ctx=128, d_vocab=D_VOCAB, model_name="planted")
         self.topic, self.induction = topic, induction
         self.W_E = nn.Parameter(torch.randn(D_VOCAB, 16, generator=torch.Generator().manual_seed(seed)))
-        self.blocks = nn.ModuleList()
-        for _ in range(2):
-            block = nn.Module()
-            block.attn = nn.Module()
-            block.attn.hook_pattern = HookPoint()
-            self.blocks.append(block)
+        self.blocks = pattern_blocks(2)
         self.setup()
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:

@@ -6,9 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 import torch
-from torch import nn
 from transformer_lens import HookedRootModule
-from transformer_lens.hook_points import HookPoint
 
 import probes
 from probes.batch import TokenBatch
@@ -16,7 +14,7 @@ from probes.errors import ConfigError
 from probes.generalized_induction import GeneralizedInductionProbe, parent_match_mask
 from probes.model_info import ModelInfo
 from probes.result import results_close
-from tests.hooked_models import OracleModel
+from tests.hooked_models import OracleModel, pattern_blocks
 
 
 @dataclass
@@ -37,12 +35,7 @@ class TrigramRuleModel(HookedRootModule):
     def __init__(self) -> None:
         super().__init__()
         self.cfg = RuleConfig()
-        self.blocks = nn.ModuleList()
-        for _ in range(2):
-            block = nn.Module()
-            block.attn = nn.Module()
-            block.attn.hook_pattern = HookPoint()
-            self.blocks.append(block)
+        self.blocks = pattern_blocks(2)
         self.setup()
 
     @staticmethod

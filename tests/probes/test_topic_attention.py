@@ -6,14 +6,13 @@ from dataclasses import dataclass
 
 import pytest
 import torch
-from torch import nn
 from transformer_lens import HookedRootModule
-from transformer_lens.hook_points import HookPoint
 
 from probes import InputError, ModelInfo, TokenBatch, run_probes
 from probes.errors import ConfigError
 from probes.result import ProbeResult, results_close
 from probes.topic_attention import TopicAttention, TopicAttentionProbe, topic_attention
+from tests.hooked_models import pattern_blocks
 
 
 @dataclass
@@ -35,12 +34,7 @@ class RandomAttentionModel(HookedRootModule):
         g = torch.Generator().manual_seed(seed)
         self.S = torch.randn(cfg.n_layers, cfg.n_heads, cfg.d_vocab, cfg.d_vocab, generator=g) * 2
         self.P = torch.randn(cfg.n_layers, cfg.n_heads, cfg.n_ctx, cfg.n_ctx, generator=g)
-        self.blocks = nn.ModuleList()
-        for _ in range(cfg.n_layers):
-            block = nn.Module()
-            block.attn = nn.Module()
-            block.attn.hook_pattern = HookPoint()
-            self.blocks.append(block)
+        self.blocks = pattern_blocks(cfg.n_layers)
         self.setup()
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
@@ -61,10 +55,7 @@ class RuleModel(HookedRootModule):
         super().__init__()
         self.cfg = _Cfg(n_layers=1, n_heads=2, n_ctx=n_ctx, d_vocab=len(topics), model_name="rule")
         self.topics = topics
-        block = nn.Module()
-        block.attn = nn.Module()
-        block.attn.hook_pattern = HookPoint()
-        self.blocks = nn.ModuleList([block])
+        self.blocks = pattern_blocks(1)
         self.setup()
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
