@@ -12,7 +12,7 @@ import torch
 
 from analyses.figures import layer_head_heatmaps, paired_bars
 from analyses.pretrained import HeldOut, ModelMeasurements, PretrainedRun
-from analyses.verdicts import toy_findings, verdict_section
+from analyses.verdicts import verdict_section
 from probes.embedding_topics import EMBEDDING_MEASURES
 from analyses.report_document import Figure, Report, Section, Table
 
@@ -227,7 +227,7 @@ def compare(toy_runs: Mapping[str, ToyRun], pretrained_runs: Mapping[str, Pretra
         _toy_dynamics_section(toy_runs, figures),
     ]
     summary = {
-        "toy": {name: {**run.summary, "findings": toy_findings(run.summary)} for name, run in toy_runs.items()},
+        "toy": {name: run.summary for name, run in toy_runs.items()},
         "pretrained": {name: run.summary() for name, run in pretrained_runs.items()},
         "corpus": dict(corpus or {}),
         "settings": dict(settings or {}),

@@ -24,7 +24,7 @@ from torch import Tensor
 
 from analyses.pretrained_findings import PRETRAINED_FINDINGS, pretrained_findings
 from probes import HeadScoreProbe, HeadScores, ModelInfo, TokenBatch, feed_probes, load_model
-from probes.bootstrap import BatchStateRecorder, bootstrap_draws, bootstrap_interval
+from probes.bootstrap import BatchStateRecorder, bootstrap_draws, bootstrap_interval, percentile_interval
 from probes.control_model import random_weight_control
 from probes.cooccurrence import cooccurrence_ordering, ordering_null
 from probes.embedding_topics import EmbeddingTopicTest, embedding_topic_test
@@ -207,26 +207,21 @@ def _flat_argmax(table: Tensor) -> tuple[int, int]:
     return flat // table.shape[1], flat % table.shape[1]
 
 
-def _greater_than_zero_p(draws: Tensor) -> float:
-    """Bootstrap p-value of ``statistic > 0`` from the draws of the statistic."""
-    finite = draws[torch.isfinite(draws)]
-    return float((1 + (finite <= 0).sum()) / (1 + finite.numel()))
-
-
 def held_out_head_score(kind: str, selection: HeadScores, per_batch: Mapping[str, Tensor], *, n_boot: int,
                         seed: int) -> HeldOut:
     """Best head of ``kind`` on the selection half; its score on the estimation half's batches, a bootstrap CI
     over those batches, and a bootstrap p-value of (score - uniform-attention chance) > 0."""
     layer, head = _flat_argmax(selection.scores[kind])
     units = {k: per_batch[f"{kind}/{k}"] for k in ("mass", "rows_with_target", "chance_mass")}
-    _, low, high = bootstrap_interval(units, lambda s: s["mass"][:, layer, head] / s["rows_with_target"],
-                                      n_boot=n_boot, seed=seed)
-    excess, draws = bootstrap_draws(units, lambda s: (s["mass"][:, layer, head] - s["chance_mass"])
-                                    / s["rows_with_target"], n_boot=n_boot, seed=seed)
-    rows = float(units["rows_with_target"].sum())
-    value = float(units["mass"][:, layer, head].sum()) / rows
-    chance = float(units["chance_mass"].sum()) / rows
-    return HeldOut(value, (float(low), float(high)), chance, _greater_than_zero_p(draws), (layer, head),
+
+    def score_and_excess(s: Mapping[str, Tensor]) -> Tensor:
+        mass = s["mass"][:, layer, head]
+        return torch.stack([mass, mass - s["chance_mass"]], -1) / s["rows_with_target"][:, None]
+
+    (value, excess), draws = bootstrap_draws(units, score_and_excess, n_boot=n_boot, seed=seed)
+    low, high = percentile_interval(draws[:, 0])
+    p_value = permutation_p_value(torch.tensor(0.0), draws[:, 1], alternative="less")  # share of draws <= 0
+    return HeldOut(float(value), (float(low), float(high)), float(value - excess), float(p_value), (layer, head),
                    float(selection.scores[kind][layer, head]))
 
 
@@ -356,8 +351,8 @@ def measure_model(model: Any, name: str, batches: Sequence[TokenBatch], labels: 
     protocol_selection = protocol_a.compute()
     protocol = protocol_a.merge(protocol_b).compute()
 
-    heads_b = recorder_b.per_unit(0)
-    topic_units = {k: torch.cat([recorder_a.per_unit(1)[k], recorder_b.per_unit(1)[k]]) for k in TOPIC_UNIT_KEYS}
+    heads_b, topic_a, topic_b = recorder_b.per_unit(0), recorder_a.per_unit(1), recorder_b.per_unit(1)
+    topic_units = {k: torch.cat([topic_a[k], topic_b[k]]) for k in TOPIC_UNIT_KEYS}
     ordering_best = held_out_ordering(results_a[3], results_b[3], n_boot=n_boot, n_permutations=config.n_permutations,
                                       seed=seed)
     held_out = {
@@ -366,8 +361,7 @@ def measure_model(model: Any, name: str, batches: Sequence[TokenBatch], labels: 
         "induction_text": held_out_head_score("induction", results_a[0], heads_b, n_boot=n_boot, seed=seed),
         "previous_token_text": held_out_head_score("previous_token", results_a[0], heads_b, n_boot=n_boot, seed=seed),
         "topic_attention_mean": topic_mean_over_heads(topic, topic_units, n_boot=n_boot, seed=seed),
-        "topic_attention_best_head": held_out_topic(results_a[2], results_b[2], recorder_b.per_unit(1),
-                                                    n_boot=n_boot, seed=seed),
+        "topic_attention_best_head": held_out_topic(results_a[2], results_b[2], topic_b, n_boot=n_boot, seed=seed),
         "cooccurrence_ordering": ordering_best,
     }
     embedding = embedding_topic_test(model.W_E, labels, n_permutations=config.n_permutations, n_boot=n_boot, seed=seed)

@@ -13,11 +13,6 @@ if TYPE_CHECKING:
     from analyses.pretrained import PretrainedRun
 
 
-def toy_findings(summary: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """The findings a toy experiment computed (``summary["findings"]``, same schema as the pretrained ones)."""
-    return dict(summary.get("findings") or {})
-
-
 def _cell(finding: Mapping[str, Any] | None) -> str:
     if not finding:
         return "-"
@@ -32,10 +27,11 @@ def _cell(finding: Mapping[str, Any] | None) -> str:
 
 
 def verdict_section(toy_summaries: Mapping[str, Mapping[str, Any]], runs: Mapping[str, "PretrainedRun"]) -> Section:
-    """One row per finding; a column for the toy settings, each pretrained model and its control."""
-    toy = {}
+    """One row per finding; a column for the toy settings (the findings a toy run wrote into its summary, in the
+    pretrained schema), each pretrained model and its control."""
+    toy: dict[str, Any] = {}
     for summary in toy_summaries.values():
-        toy.update(toy_findings(summary))
+        toy.update(summary.get("findings") or {})
     columns = ["finding", "toy"]
     cells: list[dict[str, dict[str, Any]]] = []
     for name, run in runs.items():

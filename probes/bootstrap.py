@@ -62,13 +62,16 @@ def bootstrap_interval(
     Example: the CI of a mean over batches, ``bootstrap_interval({"s": sums, "n": counts},
     lambda st: st["s"] / st["n"])``.
     """
+    estimate, values = bootstrap_draws(per_unit, statistic, n_boot=n_boot, seed=seed)
+    return (estimate, *percentile_interval(values, level))
+
+
+def percentile_interval(draws: Float[Tensor, "draw ..."], level: float = 0.95) -> tuple[Tensor, Tensor]:
+    """``(low, high)``: the central ``level`` percentile interval of bootstrap ``draws`` (NaN draws ignored)."""
     if not 0 < level < 1:
         raise InputError(f"level must lie in (0, 1); got {level}.")
-    estimate, values = bootstrap_draws(per_unit, statistic, n_boot=n_boot, seed=seed)
     alpha = (1 - level) / 2
-    low = torch.nanquantile(values, alpha, dim=0)
-    high = torch.nanquantile(values, 1 - alpha, dim=0)
-    return estimate, low, high
+    return torch.nanquantile(draws, alpha, dim=0), torch.nanquantile(draws, 1 - alpha, dim=0)
 
 
 class BatchStateRecorder:

@@ -150,7 +150,7 @@ def _per_token_sums(vectors: Tensor, topics: Tensor) -> tuple[Tensor, Tensor]:
     return own - self_dot, vectors @ vectors.sum(0) - own
 
 
-def _permuted_gaps(vectors: Tensor, permuted: Tensor, n_same: int, n_different: int, chunk: int = 250) -> Tensor:
+def _permuted_gaps(vectors: Tensor, permuted: Tensor, n_same: float, n_different: float, chunk: int = 250) -> Tensor:
     """The same-minus-different gap under each row of ``permuted`` (topics of the labelled rows).
 
     Per permutation, the per-topic sums of the rows are one sparse [topic, row] x [row, d_model] product;
@@ -186,27 +186,30 @@ def embedding_topic_test(embedding: Float[Tensor, "d_vocab d_model"], token_topi
     labels = check_token_topics(token_topics)
     permuted = label_permutations(labels, n_permutations, seed=seed)[:, labels >= 0] if n_permutations else None
     same, different, gap, gap_ci, null_gaps, p_value = {}, {}, {}, {}, {}, {}
-    for measure in EMBEDDING_MEASURES:
-        center, cosine = measure.startswith("centred"), measure.endswith("cosine")
-        similarity = embedding_topic_similarity(embedding, labels, center=center)
-        kind = "cosine" if cosine else "dot"
-        same[measure] = getattr(similarity, f"same_topic_{kind}")
-        different[measure] = getattr(similarity, f"different_topic_{kind}")
-        gap[measure] = same[measure] - different[measure]
-        vectors, topics, _ = _labelled_rows(embedding, labels, None, center)
-        vectors = _unit_rows(vectors) if cosine else vectors
-        same_sum, different_sum = _per_token_sums(vectors, topics)
+    for center in (False, True):
+        rows, topics, _ = _labelled_rows(embedding, labels, None, center)
         sizes = torch.bincount(topics).double()[topics]
-        units = {"same": same_sum, "n_same": sizes - 1, "different": different_sum, "n_different": len(topics) - sizes}
-        _, low, high = bootstrap_interval(
-            units, lambda s: s["same"] / s["n_same"] - s["different"] / s["n_different"], n_boot=n_boot, seed=seed)
-        gap_ci[measure] = (float(low), float(high))
-        draws = torch.empty(0, dtype=torch.float64)
-        if permuted is not None:
-            draws = _permuted_gaps(vectors, permuted, similarity.same_topic_pairs, similarity.different_topic_pairs)
-            p_value[measure] = float(permutation_p_value(torch.tensor(gap[measure]), draws))
-        else:
+        n_same, n_different = float((sizes - 1).sum()), float((len(topics) - sizes).sum())
+        if n_same == 0 or n_different == 0:
+            raise InputError(
+                f"Need both same-topic and different-topic pairs; got {int(n_same)} and {int(n_different)}. Label "
+                f"at least two topics, one of them with two or more tokens."
+            )
+        for vectors, kind in ((rows, "dot"), (_unit_rows(rows), "cosine")):
+            measure = f"centred_{kind}" if center else kind
+            same_sum, different_sum = _per_token_sums(vectors, topics)
+            same[measure] = float(same_sum.sum()) / n_same
+            different[measure] = float(different_sum.sum()) / n_different
+            gap[measure] = same[measure] - different[measure]
+            units = {"same": same_sum, "n_same": sizes - 1, "different": different_sum,
+                     "n_different": len(topics) - sizes}
+            _, low, high = bootstrap_interval(
+                units, lambda s: s["same"] / s["n_same"] - s["different"] / s["n_different"], n_boot=n_boot, seed=seed)
+            gap_ci[measure] = (float(low), float(high))
+            null_gaps[measure] = torch.empty(0, dtype=torch.float64)
             p_value[measure] = float("nan")
-        null_gaps[measure] = draws
+            if permuted is not None:
+                null_gaps[measure] = _permuted_gaps(vectors, permuted, n_same, n_different)
+                p_value[measure] = float(permutation_p_value(torch.tensor(gap[measure]), null_gaps[measure]))
     return EmbeddingTopicTest(same, different, gap, gap_ci, null_gaps, p_value, int((labels >= 0).sum()),
                               n_permutations)

@@ -182,7 +182,7 @@ class TopicAttentionProbe(Probe):
         self.n_topics = int(self.token_topics.max()) + 1
         self.n_permutations = check_count(n_permutations, "n_permutations", minimum=0)
         self.permutation_seed = check_count(permutation_seed, "permutation_seed", minimum=0)
-        self._permuted: Tensor | None = None  # [permutation, labelled entry], drawn on first use
+        self._permuted: tuple[Tensor, Tensor] | None = None  # see _permuted_labels; drawn on first use
 
     def settings(self) -> dict[str, Any]:
         return {
@@ -196,13 +196,14 @@ class TopicAttentionProbe(Probe):
     def _permuted_labels(self, device: torch.device) -> tuple[Tensor, Tensor]:
         """``(entry, permuted)``: each vocabulary id's index among the labelled ids (-1 if none), and
         the permuted topic of each labelled id [permutation, labelled entry]."""
-        labelled = self.token_topics >= 0
-        entry = torch.full_like(self.token_topics, -1)
-        entry[labelled] = torch.arange(int(labelled.sum()))
         if self._permuted is None:
+            labelled = self.token_topics >= 0
+            entry = torch.full_like(self.token_topics, -1)
+            entry[labelled] = torch.arange(int(labelled.sum()))
             permuted = label_permutations(self.token_topics, self.n_permutations, seed=self.permutation_seed)
-            self._permuted = permuted[:, labelled].to(torch.int32)
-        return entry.to(device), self._permuted.to(device)
+            self._permuted = (entry, permuted[:, labelled].to(torch.int32))
+        entry, permuted = self._permuted
+        return entry.to(device), permuted.to(device)
 
     def _update_null(self, activations: Mapping[str, Tensor], tokens: Tensor, distinct: Tensor) -> None:
         """Sum attention over the pairs each permutation calls same-topic (see the module docstring)."""
