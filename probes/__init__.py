@@ -8,7 +8,8 @@ Public API::
 
 Submodules hold one concept each: head_scores, topic_attention, embedding_topics,
 key_token_attention, cooccurrence, snap, scan_order, same_token_attention, two_stage, block_structure, copier, selector,
-generalized_induction, parent_criterion (probes and their results); corpora, topics, text_batches
+generalized_induction, parent_criterion, linear_probe (probes and their results; linear_labels and
+linear_fit: the linear probe's label makers and scikit-learn fitting; residual_hooks); corpora, topics, text_batches
 (real text and gensim LDA topics); nulls, findings, control_model, bootstrap (statistics: nulls,
 verdicts, random-weight controls); runner, distributed, loading (machinery).
 """
@@ -42,6 +43,15 @@ from probes.generalized_induction import GeneralizedInductionProbe, GeneralizedI
 from probes.head_patterns import HEAD_PATTERNS, HeadPattern, head_pattern
 from probes.head_scores import HEAD_SCORE_KINDS, HeadScoreProbe, HeadScores, head_scores, target_mask
 from probes.key_token_attention import KeyTokenAttention, KeyTokenAttentionProbe, entropy_nats
+from probes.linear_labels import (
+    CombinedLabels,
+    LabelMaker,
+    PreviousTokenLabels,
+    RowLabels,
+    TokenClassLabels,
+    most_frequent_tokens,
+)
+from probes.linear_probe import LinearProbe, LinearProbeScores
 from probes.loading import PACKAGED_MODELS, load_model
 from probes.model_info import ModelInfo, pattern_hook
 from probes.parent_criterion import (
@@ -54,8 +64,9 @@ from probes.parent_criterion import (
     stationary_distribution,
 )
 from probes.nulls import holm_adjust, label_permutations, permutation_p_value
-from probes.probe import Probe
+from probes.probe import LayerwiseProbe, Probe
 from probes.repeated_tokens import repeated_random_tokens
+from probes.residual_hooks import residual_hooks
 from probes.result import ProbeResult, Provenance
 from probes.runner import capture, feed_probes, run_probes
 from probes.selector import ParentSubsetAttention, ParentSubsetAttentionProbe, SelectorShares, SelectorWeightProbe
@@ -84,7 +95,7 @@ __all__ = [
     "EmbeddingTopicSimilarity", "GeneralizedInductionProbe", "GeneralizedInductionScores", "HeadScoreProbe",
     "HeadScores", "InputError", "KeyTokenAttention", "KeyTokenAttentionProbe", "LdaTopicConfig", "LdaTopics",
     "MechprobeError", "ModelError", "ModelInfo", "NormEvents", "ParentCriterion", "ParentCriterionProbe",
-    "ParentSubsetAttention", "ParentSubsetAttentionProbe", "Probe", "ProbeResult", "ProbeStateError", "Provenance",
+    "LayerwiseProbe", "ParentSubsetAttention", "ParentSubsetAttentionProbe", "Probe", "ProbeResult", "ProbeStateError", "Provenance",
     "SelectorShares", "SelectorWeightProbe", "SnapPoint", "TokenBatch", "TokenTopicMap", "TopicAttention",
     "TopicAttentionProbe", "TwoStage",
     "as_token_batch", "assign_word_topics", "block_structure", "capture", "chi_square_parent_criterion",
@@ -93,4 +104,6 @@ __all__ = [
     "kendall_tau_b", "load_model", "norm_events", "parent_match_mask", "pattern_hook", "random_weight_control",
     "repeated_random_tokens", "run_probes", "spearman", "target_mask", "text_token_batches", "token_topic_labels",
     "topic_attention",
+    "CombinedLabels", "LabelMaker", "LinearProbe", "LinearProbeScores", "PreviousTokenLabels", "RowLabels",
+    "TokenClassLabels", "most_frequent_tokens", "residual_hooks",
 ]

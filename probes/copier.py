@@ -23,7 +23,7 @@ from torch import Tensor
 from probes.batch import TokenBatch
 from probes.errors import ConfigError, InputError
 from probes.model_info import ModelInfo, pattern_hook
-from probes.probe import Probe
+from probes.probe import LayerwiseProbe, float_at_least_32
 from probes.result import ProbeResult, Provenance
 
 
@@ -56,7 +56,7 @@ class CopierProfile(ProbeResult):
         )
 
 
-class CopierProbe(Probe):
+class CopierProbe(LayerwiseProbe):
     """Accumulates the attention mass by relative distance of every head (see the module docstring).
 
     Example::
@@ -80,30 +80,36 @@ class CopierProbe(Probe):
     def hook_names(self, info: ModelInfo) -> tuple[str, ...]:
         return tuple(pattern_hook(l) for l in range(info.n_layers))
 
-    def _update(self, activations: Mapping[str, Tensor], batch: TokenBatch) -> None:
-        info = self.info
+    def _batch_context(self, batch: TokenBatch, first: Tensor) -> Tensor:
         n_batch, n_pos = batch.tokens.shape
-        patterns = torch.stack([activations[pattern_hook(l)] for l in range(info.n_layers)])
-        if tuple(patterns.shape[1:]) != (n_batch, info.n_heads, n_pos, n_pos):
+        if tuple(first.shape) != (n_batch, self.info.n_heads, n_pos, n_pos):
             raise InputError(
-                f"Attention patterns must be [batch head q_pos k_pos] = {(n_batch, info.n_heads, n_pos, n_pos)}; "
-                f"the model's hooks gave {tuple(patterns.shape[1:])}."
+                f"Attention patterns must be [batch head q_pos k_pos] = {(n_batch, self.info.n_heads, n_pos, n_pos)}; "
+                f"the model's hooks gave {tuple(first.shape)}."
             )
         queries = batch.valid.clone()
         queries[:, : min(self.min_query, n_pos)] = False
-        q = torch.arange(n_pos, device=patterns.device)
-        rel = q[:, None] - q[None, :]  # [q, k] = q - k
-        patterns = patterns * batch.valid[None, :, None, None, :]  # only valid keys count
-        weights = queries.to(patterns.dtype)
+        self._add("n_queries", queries.sum())
+        return queries
+
+    def _update_layer(self, index: int, activation: Tensor, batch: TokenBatch, queries: Tensor) -> None:
+        n_pos = batch.tokens.shape[1]
+        valid = batch.valid[:, None, :].to(activation.dtype)
+        weights = queries[:, None, :].to(torch.float64)  # [batch 1 q]
+        # one value per (row, distance): the diagonal q - k = d, only valid keys count
         masses = []
         for d in range(self.max_distance + 1):
-            at = (rel == d).to(patterns.dtype)
-            masses.append(torch.einsum("lbhqk,qk,bq->lh", patterns, at, weights))
+            if d >= n_pos:
+                masses.append(torch.zeros(self.info.n_heads, dtype=torch.float64, device=activation.device))
+                continue
+            on_diagonal = activation.diagonal(offset=-d, dim1=2, dim2=3) * valid[..., : n_pos - d]  # [b h q-d]
+            masses.append((on_diagonal.double() * weights[..., d:]).sum(dim=(0, 2)))
         mass = torch.stack(masses, dim=-1)
-        total = torch.einsum("lbhqk,bq->lh", patterns, weights)
-        self._add("mass", mass)
-        self._add("beyond", total - mass.sum(-1))
-        self._add("n_queries", queries.sum())
+        per_row = (float_at_least_32(activation) * batch.valid[:, None, None, :]).sum(-1)  # [b h q], float32
+        total = (per_row.double() * weights).sum(dim=(0, 2))
+        n_layers = self.info.n_layers
+        self._add_at("mass", index, n_layers, mass)
+        self._add_at("beyond", index, n_layers, total - mass.sum(-1))
 
     def _compute(self, state: Mapping[str, Tensor], info: ModelInfo, provenance: Provenance) -> CopierProfile:
         n = float(state["n_queries"])

@@ -35,7 +35,7 @@ from probes.batch import TokenBatch
 from probes.errors import ConfigError, InputError
 from probes.head_scores import visible_keys
 from probes.model_info import ModelInfo, pattern_hook
-from probes.probe import Probe
+from probes.probe import LayerwiseProbe, float_at_least_32
 from probes.result import ProbeResult, Provenance
 
 
@@ -112,7 +112,7 @@ class GeneralizedInductionScores(ProbeResult):
         )
 
 
-class GeneralizedInductionProbe(Probe):
+class GeneralizedInductionProbe(LayerwiseProbe):
     """Accumulates generalized induction scores for parent distances ``1 .. n-1`` (or ``distances``).
 
     Example::
@@ -135,27 +135,32 @@ class GeneralizedInductionProbe(Probe):
     def hook_names(self, info: ModelInfo) -> tuple[str, ...]:
         return tuple(pattern_hook(l) for l in range(info.n_layers))
 
-    def _update(self, activations: Mapping[str, Tensor], batch: TokenBatch) -> None:
-        info = self.info
-        patterns = [activations[pattern_hook(l)] for l in range(info.n_layers)]
+    def _batch_context(self, batch: TokenBatch, first: Tensor) -> list[tuple[str, Tensor, Tensor]]:
         n_batch, n_pos = batch.tokens.shape
-        if patterns[0].ndim != 4 or tuple(patterns[0].shape[2:]) != (n_pos, n_pos) or patterns[0].shape[0] != n_batch:
+        if first.ndim != 4 or tuple(first.shape[2:]) != (n_pos, n_pos) or first.shape[0] != n_batch:
             raise InputError(
                 f"Attention patterns must be [batch head q_pos k_pos] with batch {n_batch} and {n_pos} "
-                f"positions; the model's hook gave {tuple(patterns[0].shape)}."
+                f"positions; the model's hook gave {tuple(first.shape)}."
             )
-        causal = info.causal if info.causal is not None else bool(patterns[0].triu(1).abs().sum() == 0)
+        info = self.info
+        causal = info.causal if info.causal is not None else bool(first.triu(1).abs().sum() == 0)
         full = parent_match_mask(batch.tokens, batch.valid, self.distances)
         last = parent_match_mask(batch.tokens, batch.valid, (1,)) & ~full
         has_target = full.any(-1)
         visible = visible_keys(batch.valid, causal, batch.attention_mask)
-        keep = has_target[:, None, :].to(patterns[0].dtype)
+        context = []
         for name, mask in (("full", full), ("last", last)):
-            mask_f = mask.to(patterns[0].dtype)
-            mass = torch.stack([(torch.einsum("bhqk,bqk->bhq", p, mask_f) * keep).sum(dim=(0, 2)) for p in patterns])
-            self._add(f"{name}/mass", mass)
             self._add(f"{name}/chance_mass", (mask.sum(-1) / visible)[has_target].sum())
+            context.append((name, mask.to(torch.float32), has_target[:, None, :]))
         self._add("rows_with_target", has_target.sum())
+        return context
+
+    def _update_layer(self, index: int, activation: Tensor, batch: TokenBatch,
+                      context: list[tuple[str, Tensor, Tensor]]) -> None:
+        pattern = float_at_least_32(activation)  # reduced over keys in float32, rows summed in float64
+        for name, mask_f, keep in context:
+            per_row = torch.einsum("bhqk,bqk->bhq", pattern, mask_f.to(pattern.dtype)).double() * keep
+            self._add_at(f"{name}/mass", index, self.info.n_layers, per_row.sum(dim=(0, 2)))
 
     def _compute(self, state: Mapping[str, Tensor], info: ModelInfo, provenance: Provenance) -> GeneralizedInductionScores:
         n = float(state["rows_with_target"])

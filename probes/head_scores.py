@@ -49,7 +49,7 @@ from probes.batch import TokenBatch
 from probes.errors import ConfigError, InputError
 from probes.head_patterns import HEAD_PATTERNS, HeadPattern, head_pattern
 from probes.model_info import ModelInfo, pattern_hook
-from probes.probe import Probe
+from probes.probe import LayerwiseProbe, float_at_least_32
 from probes.repeated_tokens import repeated_random_tokens
 from probes.result import ProbeResult, Provenance
 from probes.runner import run_probes
@@ -131,7 +131,7 @@ class HeadScores(ProbeResult):
         return pd.DataFrame(rows)
 
 
-class HeadScoreProbe(Probe):
+class HeadScoreProbe(LayerwiseProbe):
     """Accumulates the head scores of ``kinds`` over batches (definitions in the module docstring)."""
 
     def __init__(self, kinds: Sequence[str | HeadPattern] = HEAD_SCORE_KINDS) -> None:
@@ -145,29 +145,35 @@ class HeadScoreProbe(Probe):
     def hook_names(self, info: ModelInfo) -> tuple[str, ...]:
         return tuple(pattern_hook(layer) for layer in range(info.n_layers))
 
-    def _update(self, activations: Mapping[str, Tensor], batch: TokenBatch) -> None:
+    def _batch_context(self, batch: TokenBatch, first: Tensor) -> list[tuple[str, Tensor]]:
         info = self.info
-        # float32 at least: half-precision models still accumulate exactly enough (no-op for float32)
-        patterns = [activations[pattern_hook(layer)].float() for layer in range(info.n_layers)]
         n_batch, n_pos = batch.tokens.shape
         expected = (n_batch, info.n_heads, n_pos, n_pos)
-        if tuple(patterns[0].shape) != expected:
+        if tuple(first.shape) != expected:
             raise InputError(
                 f"Attention patterns must be [batch head q_pos k_pos] = {expected}; the model's "
-                f"hook gave {tuple(patterns[0].shape)}. Check the model's hook_pattern layout."
+                f"hook gave {tuple(first.shape)}. Check the model's hook_pattern layout."
             )
-        causal = info.causal if info.causal is not None else bool(patterns[0].triu(1).abs().sum() == 0)
+        causal = info.causal if info.causal is not None else bool(first.triu(1).abs().sum() == 0)
         visible = visible_keys(batch.valid, causal, batch.attention_mask)
         self._add("rows", batch.valid.sum())
+        masks = []
         for kind, pattern in zip(self.kinds, self.patterns):
             mask = pattern.mask(batch.tokens, batch.valid)
             has_target = mask.any(-1)
-            mask_f = mask.to(patterns[0].dtype)
-            # [layer batch head q] mass on targets; queries without a target contribute 0.
-            mass = torch.stack([torch.einsum("bhqk,bqk->bhq", p, mask_f) for p in patterns])
-            self._add(f"{kind}/mass", mass.sum(dim=(1, 3)))
             self._add(f"{kind}/rows_with_target", has_target.sum())
             self._add(f"{kind}/chance_mass", (mask.sum(-1) / visible)[has_target].sum())
+            masks.append((kind, mask.to(torch.float32)))
+        return masks
+
+    def _update_layer(self, index: int, activation: Tensor, batch: TokenBatch, context: list[tuple[str, Tensor]]) -> None:
+        # float32 at least (half-precision models too), reduced over keys; rows summed in float64.
+        # Queries without a target contribute 0.
+        pattern = float_at_least_32(activation)
+        n_layers = len(self.hook_names(self.info))
+        for kind, mask_f in context:
+            per_row = torch.einsum("bhqk,bqk->bhq", pattern, mask_f.to(pattern.dtype))
+            self._add_at(f"{kind}/mass", index, n_layers, per_row.double().sum(dim=(0, 2)))
 
     def _compute(self, state: Mapping[str, Tensor], info: ModelInfo, provenance: Provenance) -> HeadScores:
         scores, masses, counts, chance = {}, {}, {}, {}

@@ -52,7 +52,7 @@ from torch import Tensor
 from probes.batch import TokenBatch
 from probes.errors import ConfigError, InputError
 from probes.model_info import ModelInfo, pattern_hook
-from probes.probe import Probe
+from probes.probe import LayerwiseProbe
 from probes.result import ProbeResult, Provenance
 
 QueryPosition = Literal["last", "all"]
@@ -220,7 +220,7 @@ class KeyTokenAttention(ProbeResult):
         })
 
 
-class KeyTokenAttentionProbe(Probe):
+class KeyTokenAttentionProbe(LayerwiseProbe):
     """Accumulates per-key-token attention from query tokens (see the module docstring).
 
     ``query_tokens`` / ``key_tokens`` default to the whole vocabulary (fine for toy vocabularies;
@@ -295,43 +295,52 @@ class KeyTokenAttentionProbe(Probe):
             return self.spec
         return PairSpec(self.spec.query_position, info.causal, self.spec.exclude_self, self.spec.window)
 
-    def _update(self, activations: Mapping[str, Tensor], batch: TokenBatch) -> None:
+    def _batch_context(self, batch: TokenBatch, first: Tensor) -> dict[str, Any]:
         info = self.info
         queries, keys = self._tokens(info)
         n_q, n_k = len(queries), len(keys)
         query_index = token_index(queries, info.d_vocab, "query_tokens")
         key_index = token_index(keys, info.d_vocab, "key_tokens")
-        patterns = torch.stack([activations[name] for name in self.hook_names(info)])  # layer batch head q k
         n_batch, n_pos = batch.tokens.shape
-        if tuple(patterns.shape[1:]) != (n_batch, info.n_heads, n_pos, n_pos):
+        if tuple(first.shape) != (n_batch, info.n_heads, n_pos, n_pos):
             raise InputError(
                 f"Attention patterns must be [batch head q_pos k_pos] = {(n_batch, info.n_heads, n_pos, n_pos)}; "
-                f"the model's hook gave {tuple(patterns.shape[1:])}."
+                f"the model's hook gave {tuple(first.shape)}."
             )
         spec = self._spec(info)
         b_idx, q_idx, q_tok = query_rows(batch.tokens, batch.valid, query_index, spec.query_position)
         mask, key_idx = visible_pairs(batch.tokens, batch.valid, b_idx, q_idx, key_index, spec)
-        rows = patterns.permute(1, 3, 0, 2, 4)[b_idx, q_idx].permute(1, 2, 0, 3).double()  # layer head row k
-        n_layers, n_heads = rows.shape[0], rows.shape[1]
         pair_ids = (q_tok[:, None] * n_k + key_idx)[mask]
         self._add("occurrences", torch.bincount(pair_ids, minlength=n_q * n_k).reshape(n_q, n_k))
-        offsets = torch.arange(n_layers * n_heads, device=pair_ids.device)[:, None] * (n_q * n_k)
-        values = rows.reshape(n_layers * n_heads, len(b_idx), n_pos)[:, mask]
-        mass = torch.bincount((offsets + pair_ids[None, :]).flatten(), weights=values.flatten(),
-                              minlength=n_layers * n_heads * n_q * n_k)
-        self._add("mass", mass.reshape(n_layers, n_heads, n_q, n_k))
         self._add("rows", torch.bincount(q_tok, minlength=n_q))
+        context = {"rows": (b_idx, q_idx, q_tok), "mask": mask, "pair_ids": pair_ids, "shape": (n_q, n_k)}
         if self.distance_matched:
-            self._update_distance_matched(batch, spec, (b_idx, q_idx, q_tok), mask, pair_ids, values, (n_q, n_k))
-        entropy = entropy_nats(rows)  # [layer head row]
-        summed = torch.zeros(n_layers, n_heads, n_q, dtype=torch.float64, device=entropy.device)
-        self._add("entropy", summed.index_add_(2, q_tok, entropy))
+            context["matched"] = self._distance_context(batch, spec, (b_idx, q_idx, q_tok), mask, pair_ids, (n_q, n_k))
+        return context
 
-    def _update_distance_matched(self, batch: TokenBatch, spec: PairSpec, query: tuple[Tensor, Tensor, Tensor],
-                                 mask: Tensor, pair_ids: Tensor, values: Tensor, shape: tuple[int, int]) -> None:
-        """Sum attention scaled by the visible-key count, per pair and per (query token, distance bin).
+    def _update_layer(self, index: int, activation: Tensor, batch: TokenBatch, context: dict[str, Any]) -> None:
+        b_idx, q_idx, q_tok = context["rows"]
+        n_q, n_k = context["shape"]
+        n_heads, n_layers = self.info.n_heads, len(self.hook_names(self.info))
+        # only the tracked query rows reach float64 (gathered, one layer at a time)
+        rows = activation[b_idx, :, q_idx].transpose(0, 1).double()  # head row k
+        pair_ids = context["pair_ids"]
+        offsets = torch.arange(n_heads, device=pair_ids.device)[:, None] * (n_q * n_k)
+        values = rows[:, context["mask"]]  # [head pair]
+        mass = torch.bincount((offsets + pair_ids[None, :]).flatten(), weights=values.flatten(),
+                              minlength=n_heads * n_q * n_k)
+        self._add_at("mass", index, n_layers, mass.reshape(n_heads, n_q, n_k))
+        if self.distance_matched:
+            self._update_distance_matched(index, n_layers, context["matched"], pair_ids, values, (n_q, n_k))
+        entropy = entropy_nats(rows)  # [head row]
+        summed = torch.zeros(n_heads, n_q, dtype=torch.float64, device=entropy.device)
+        self._add_at("entropy", index, n_layers, summed.index_add_(1, q_tok, entropy))
 
-        ``query`` is (batch index, position, query index) of each query row; ``values`` [layer*head pair]."""
+    def _distance_context(self, batch: TokenBatch, spec: PairSpec, query: tuple[Tensor, Tensor, Tensor],
+                          mask: Tensor, pair_ids: Tensor, shape: tuple[int, int]) -> tuple[Tensor, Tensor]:
+        """Per pair: the visible-key count of its query row, and its (query token, distance bin) index.
+
+        ``query`` is (batch index, position, query index) of each query row."""
         b_idx, q_idx, q_tok = query
         n_q, n_k = shape
         n_bins = n_distance_bins(self.info.n_ctx)
@@ -345,18 +354,26 @@ class KeyTokenAttentionProbe(Probe):
             n_visible = attended.sum(-1)
         row_of = torch.arange(len(q_idx), device=device)[:, None].expand(-1, n_pos)[mask]
         bins = distance_bin(q_idx[:, None] - torch.arange(n_pos, device=device)[None, :], self.info.n_ctx)[mask]
-        scaled = values * n_visible[row_of][None, :]  # [layer*head pair]
-        n_heads_total = values.shape[0]
-        head_offsets = torch.arange(n_heads_total, device=device)[:, None]
-        self._add("scaled_mass", torch.bincount((head_offsets * (n_q * n_k) + pair_ids[None, :]).flatten(),
-                                                weights=scaled.flatten(), minlength=n_heads_total * n_q * n_k)
-                  .reshape(-1, self.info.n_heads, n_q, n_k))
         self._add("bin_pairs", torch.bincount(pair_ids * n_bins + bins, minlength=n_q * n_k * n_bins)
                   .reshape(n_q, n_k, n_bins))
-        query_bins = q_tok[row_of] * n_bins + bins
-        self._add("bin_scaled_mass", torch.bincount((head_offsets * (n_q * n_bins) + query_bins[None, :]).flatten(),
-                                                    weights=scaled.flatten(), minlength=n_heads_total * n_q * n_bins)
-                  .reshape(-1, self.info.n_heads, n_q, n_bins))
+        return n_visible[row_of], q_tok[row_of] * n_bins + bins
+
+    def _update_distance_matched(self, index: int, n_layers: int, matched: tuple[Tensor, Tensor], pair_ids: Tensor,
+                                 values: Tensor, shape: tuple[int, int]) -> None:
+        """Sum one layer's attention scaled by the visible-key count, per pair and per (query token,
+        distance bin); ``values`` [head pair]."""
+        n_visible, query_bins = matched
+        n_q, n_k = shape
+        n_bins = n_distance_bins(self.info.n_ctx)
+        n_heads = values.shape[0]
+        scaled = values * n_visible[None, :]
+        head_offsets = torch.arange(n_heads, device=values.device)[:, None]
+        self._add_at("scaled_mass", index, n_layers,
+                     torch.bincount((head_offsets * (n_q * n_k) + pair_ids[None, :]).flatten(),
+                                    weights=scaled.flatten(), minlength=n_heads * n_q * n_k).reshape(n_heads, n_q, n_k))
+        self._add_at("bin_scaled_mass", index, n_layers,
+                     torch.bincount((head_offsets * (n_q * n_bins) + query_bins[None, :]).flatten(),
+                                    weights=scaled.flatten(), minlength=n_heads * n_q * n_bins).reshape(n_heads, n_q, n_bins))
 
     def _compute(self, state: Mapping[str, Tensor], info: ModelInfo, provenance: Provenance) -> KeyTokenAttention:
         queries, keys = self._tokens(info)

@@ -8,6 +8,14 @@ sharded run all-reduces the same dict with a sum. ``compute()`` turns the sums i
 Writing a probe: subclass :class:`Probe`, store settings in ``__init__`` (and call
 ``super().__init__()``), and implement ``hook_names``, ``settings``, ``_update`` (call
 ``self._add(key, tensor)``) and ``_compute``.
+
+One layer at a time: a batch is folded as ``begin_batch(batch)``, then ``fold(activations, batch)``
+once per hook group (:meth:`Probe.hook_groups`, by default one group of every hook), then
+``end_batch(batch)``. The runner folds each group the moment its last hook fires, inside the forward
+pass, and drops the activations before the next layer runs, so a probe that declares one group per
+layer (:class:`LayerwiseProbe`) never holds more than one layer's activations. What a batch adds is
+staged until ``end_batch`` and dropped by ``abort_batch`` (a forward pass that ran out of memory
+half way is retried on fewer rows without counting the layers it already folded twice).
 """
 
 from __future__ import annotations
@@ -28,6 +36,11 @@ _N_SEQUENCES = "_n_sequences"
 _N_TOKENS = "_n_tokens"
 
 
+def float_at_least_32(tensor: Tensor) -> Tensor:
+    """``tensor`` in float32, or as it is when already float32/float64 (what a layer is reduced in)."""
+    return tensor if tensor.dtype in (torch.float32, torch.float64) else tensor.float()
+
+
 class Probe(ABC):
     """Base class of every probe (see the module docstring for the contract)."""
 
@@ -37,6 +50,8 @@ class Probe(ABC):
         self._data = "unspecified"
         self._seed: int | None = None
         self._activations: tuple[str, str] | None = None  # (device, dtype) of the first activation read
+        self._pending: dict[str, Tensor] | None = None  # what the open batch adds (None: no batch open)
+        self._folded: set[str] = set()  # hooks of the open batch folded so far
 
     # -- what a subclass defines -------------------------------------------------------------
     @abstractmethod
@@ -75,6 +90,16 @@ class Probe(ABC):
         self._info, self._data, self._seed = info, data, seed
         return self
 
+    def hook_groups(self, info: ModelInfo) -> tuple[tuple[str, ...], ...]:
+        """Hooks that must reach ``_update`` together; every hook of ``hook_names`` is in exactly one group.
+
+        The default is one group of all hooks (``_update`` sees the whole batch at once).
+        """
+        return (self.hook_names(info),)
+
+    def _prepare(self, batch: TokenBatch) -> None:
+        """Work that depends on the batch alone, done once before its groups are folded (default: none)."""
+
     def update(self, activations: Mapping[str, Tensor], batch: TokenBatch) -> None:
         """Fold one batch: ``activations`` maps each of ``hook_names(info)`` to its tensor."""
         info = self.info
@@ -84,19 +109,78 @@ class Probe(ABC):
                 f"{type(self).__name__}.update() needs activations for {missing}; got "
                 f"{sorted(activations)}. Run it through probes.run_probes, which caches them."
             )
+        self.begin_batch(batch)
+        try:
+            for group in self.hook_groups(info):
+                self.fold({name: activations[name] for name in group}, batch)
+            self.end_batch(batch)
+        except BaseException:
+            self.abort_batch()
+            raise
+
+    def begin_batch(self, batch: TokenBatch) -> None:
+        """Open ``batch``: its folds are staged until :meth:`end_batch` (or dropped by :meth:`abort_batch`)."""
+        self.info  # noqa: B018  (raises the "not bound" error before any work)
+        if self._pending is not None:
+            raise ProbeStateError(
+                f"{type(self).__name__}.begin_batch() was called while a batch is open; call end_batch() or "
+                f"abort_batch() first."
+            )
+        self._pending, self._folded = {}, set()
+        self._prepare(batch)
+
+    def fold(self, activations: Mapping[str, Tensor], batch: TokenBatch) -> None:
+        """Fold one hook group of the open batch (``activations`` holds exactly that group's hooks)."""
+        if self._pending is None:
+            raise ProbeStateError(f"{type(self).__name__}.fold() needs an open batch: call begin_batch(batch) first.")
+        repeated = self._folded.intersection(activations)
+        if repeated:
+            raise ProbeStateError(f"{type(self).__name__} was fed {sorted(repeated)} twice for one batch.")
+        self._folded.update(activations)
         self._update(activations, batch)
         if self._activations is None and activations:
             first = next(iter(activations.values()))
             self._activations = (str(first.device), str(first.dtype).removeprefix("torch."))
+
+    def end_batch(self, batch: TokenBatch) -> None:
+        """Close the open batch: check every hook was folded, then add what it staged to the state."""
+        if self._pending is None:
+            raise ProbeStateError(f"{type(self).__name__}.end_batch() without begin_batch().")
+        missing = sorted(set(self.hook_names(self.info)) - self._folded)
+        if missing:
+            self.abort_batch()
+            raise ProbeStateError(f"{type(self).__name__}: the batch ended before {missing} were folded.")
+        pending, self._pending = self._pending, None
+        self._clear_batch()
+        for key, value in pending.items():
+            self._add(key, value)
         self._add(_N_SEQUENCES, torch.tensor(float(batch.tokens.shape[0])))
         # padding (attention_mask 0) is not a token of the corpus: the count must not depend on batching
         n_tokens = batch.tokens.numel() if batch.attention_mask is None else int(batch.attention_mask.sum())
         self._add(_N_TOKENS, torch.tensor(float(n_tokens)))
 
+    def abort_batch(self) -> None:
+        """Drop everything the open batch staged (no-op when none is open)."""
+        self._pending = None
+        self._clear_batch()
+
+    def _clear_batch(self) -> None:
+        """Forget per-batch context kept by ``_prepare`` (default: none)."""
+        self._folded = set()
+
     def _add(self, key: str, value: Tensor) -> None:
+        target = self._state if self._pending is None else self._pending
         value = value.detach().to(torch.float64)
-        current = self._state.get(key)
-        self._state[key] = value.clone() if current is None else current + value.to(current.device)
+        current = target.get(key)
+        target[key] = value.clone() if current is None else current + value.to(current.device)
+
+    def _add_at(self, key: str, index: int, size: int, value: Tensor) -> None:
+        """Add ``value`` into row ``index`` of the ``[size, *value.shape]`` sum ``key`` (one layer of a stack)."""
+        target = self._state if self._pending is None else self._pending
+        current = target.get(key)
+        if current is None:
+            current = target[key] = torch.zeros((size, *value.shape), dtype=torch.float64, device=value.device)
+        current[index] += value.detach().to(device=current.device, dtype=torch.float64)
 
     @property
     def n_sequences(self) -> int:
@@ -153,3 +237,38 @@ class Probe(ABC):
             dtype=self._activations[1] if self._activations else "unspecified",
         )
         return self._compute({key: value.cpu() for key, value in self._state.items()}, info, provenance)
+
+
+class LayerwiseProbe(Probe):
+    """A probe that reads one hook per layer and folds each layer on its own, as its hook fires.
+
+    Subclasses implement ``hook_names`` (stack order = the order of the rows of their per-layer sums),
+    ``_batch_context(batch, first)`` (what every layer of the batch shares: masks, label lookups,
+    checks; ``first`` is the first activation folded, for shape checks) and
+    ``_update_layer(index, activation, batch, context)``, which adds a layer's sums with
+    ``self._add_at(key, index, len(hook_names), value)``. Only per-head partial sums reach float64.
+    """
+
+    _context: Any = None
+
+    def hook_groups(self, info: ModelInfo) -> tuple[tuple[str, ...], ...]:
+        return tuple((name,) for name in self.hook_names(info))
+
+    @abstractmethod
+    def _batch_context(self, batch: TokenBatch, first: Tensor) -> Any:
+        """What all layers of ``batch`` share (computed once, at the first layer folded)."""
+
+    @abstractmethod
+    def _update_layer(self, index: int, activation: Tensor, batch: TokenBatch, context: Any) -> None:
+        """Fold the activation of hook ``hook_names(info)[index]``."""
+
+    def _update(self, activations: Mapping[str, Tensor], batch: TokenBatch) -> None:
+        names = self.hook_names(self.info)
+        for name, activation in activations.items():
+            if self._context is None:
+                self._context = self._batch_context(batch, activation)
+            self._update_layer(names.index(name), activation, batch, self._context)
+
+    def _clear_batch(self) -> None:
+        super()._clear_batch()
+        self._context = None

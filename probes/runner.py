@@ -51,14 +51,7 @@ def capture(model: Any, batch: TokenBatch, hook_names: Sequence[str]) -> dict[st
 
         return keep
 
-    kwargs: dict[str, Any] = {}
-    if batch.attention_mask is not None:
-        if not _is_bridge(model):
-            raise InputError(
-                "This batch has an attention_mask, but the model is a custom HookedRootModule whose "
-                "forward() takes no mask. Pass unpadded batches of equal length instead."
-            )
-        kwargs["attention_mask"] = batch.attention_mask
+    kwargs = _forward_kwargs(model, batch)
     try:
         model.run_with_hooks(batch.tokens, fwd_hooks=[(name, keeper(name)) for name in needed], **kwargs)
     except _AllHooksCaptured:
@@ -84,25 +77,95 @@ def _rows(batch: TokenBatch, start: int, stop: int) -> TokenBatch:
     return TokenBatch(batch.tokens[start:stop], batch.valid[start:stop], mask)
 
 
-class _AdaptiveCapture:
-    """Captures hooks in row chunks that fit in memory, halving the chunk after an out-of-memory error.
+def _forward_kwargs(model: Any, batch: TokenBatch) -> dict[str, Any]:
+    if batch.attention_mask is None:
+        return {}
+    if not _is_bridge(model):
+        raise InputError(
+            "This batch has an attention_mask, but the model is a custom HookedRootModule whose "
+            "forward() takes no mask. Pass unpadded batches of equal length instead."
+        )
+    return {"attention_mask": batch.attention_mask}
 
-    Only the forward pass is retried (nothing has been folded into a probe yet when it fails), and
-    since probe state is additive, feeding a batch in chunks gives the same result as feeding it
+
+def fold_forward(model: Any, probes: Sequence[Probe], batch: TokenBatch, info: ModelInfo) -> None:
+    """One forward pass of ``batch`` that folds every probe's hook groups as their last hook fires.
+
+    A group's activations are handed to its probe inside the hook and not kept, so the model frees
+    them with the rest of the layer; a hook needed by a group that is still incomplete (a probe
+    reading several layers at once) is kept only until that group is folded. The pass stops after
+    the last needed hook. On any error every probe's batch is aborted (nothing is counted).
+    """
+    groups = [(probe, group) for probe in probes for group in probe.hook_groups(info)]
+    unfired = [set(group) for _, group in groups]  # per group: members whose hook has not fired yet
+    needed = set().union(*unfired)
+    groups_of = {name: [i for i, (_, group) in enumerate(groups) if name in group] for name in needed}
+    held: dict[str, Tensor] = {}
+
+    def keeper(name: str):
+        def keep(tensor: Tensor, hook: Any) -> None:
+            if name in held or not any(name in unfired[i] for i in groups_of[name]):
+                raise ModelError(f"The hook {name} fired twice in one forward pass; mechprobe reads each hook once.")
+            held[name] = tensor
+            for i in groups_of[name]:
+                unfired[i].discard(name)
+                if not unfired[i]:
+                    probe, group = groups[i]
+                    probe.fold({member: held[member] for member in group}, batch)
+            for member in [m for m in held if not any(unfired[i] for i in groups_of[m])]:
+                del held[member]  # every group reading it is folded: let the model free it
+            if not any(unfired):
+                raise _AllHooksCaptured
+
+        return keep
+
+    for probe in probes:
+        probe.begin_batch(batch)
+    try:
+        for probe, group in groups:
+            if not group:
+                probe.fold({}, batch)
+        if needed:
+            try:
+                model.run_with_hooks(batch.tokens, fwd_hooks=[(name, keeper(name)) for name in sorted(needed)],
+                                     **_forward_kwargs(model, batch))
+            except _AllHooksCaptured:
+                pass
+            silent = sorted(set().union(*unfired))
+            if silent:
+                raise ModelError(
+                    f"The forward pass never fired {silent}. The model has these "
+                    f"hook points but does not call them; check its forward()."
+                )
+        for probe in probes:
+            probe.end_batch(batch)
+    except BaseException:
+        for probe in probes:
+            probe.abort_batch()
+        raise
+    finally:
+        held.clear()
+
+
+class _AdaptiveFolding:
+    """Folds batches in row chunks that fit in memory, halving the chunk after an out-of-memory error.
+
+    A failed forward pass aborts the batch in every probe (what its early layers staged is dropped),
+    and since probe state is additive, feeding a batch in chunks gives the same result as feeding it
     whole. The chunk size found is kept for the following batches.
     """
 
-    def __init__(self, model: Any, hook_names: Sequence[str]) -> None:
-        self.model, self.hook_names = model, hook_names
+    def __init__(self, model: Any, probes: Sequence[Probe], info: ModelInfo) -> None:
+        self.model, self.probes, self.info = model, probes, info
         self.max_rows: int | None = None
 
-    def chunks(self, batch: TokenBatch) -> Iterable[tuple[TokenBatch, dict[str, Tensor]]]:
+    def fold(self, batch: TokenBatch) -> None:
         start, n_rows = 0, batch.shape[0]
         while start < n_rows:
             stop = n_rows if self.max_rows is None else min(n_rows, start + self.max_rows)
             part = batch if (start, stop) == (0, n_rows) else _rows(batch, start, stop)
             try:
-                activations = capture(self.model, part, self.hook_names)
+                fold_forward(self.model, self.probes, part, self.info)
             except Exception as error:
                 if not is_out_of_memory(error):
                     raise
@@ -117,7 +180,6 @@ class _AdaptiveCapture:
                 if torch.cuda.is_available():
                     torch.cuda.empty_cache()
                 continue
-            yield part, activations
             start = stop
 
 
@@ -158,14 +220,11 @@ def feed_probes(
     if was_training:
         model.eval()
     n_batches = 0
-    runner = _AdaptiveCapture(model, hook_names)
+    runner = _AdaptiveFolding(model, probes, info)
     try:
         with torch.inference_mode():
             for raw in tqdm(batches, total=total, desc="probing", unit="batch", disable=not progress):
-                batch = as_token_batch(raw, info).to(device)
-                for part, activations in runner.chunks(batch):
-                    for probe in probes:
-                        probe.update({n: activations[n] for n in probe.hook_names(info)}, part)
+                runner.fold(as_token_batch(raw, info).to(device))
                 if on_batch is not None:
                     on_batch(n_batches, probes)
                 n_batches += 1

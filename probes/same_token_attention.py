@@ -30,7 +30,7 @@ from torch import Tensor
 
 from probes.batch import TokenBatch
 from probes.model_info import ModelInfo, pattern_hook
-from probes.probe import Probe
+from probes.probe import LayerwiseProbe, float_at_least_32
 from probes.result import ProbeResult, Provenance
 from probes.runner import run_probes
 from probes.topic_attention import check_pattern_batch, check_token_topics, labels_fingerprint, visible_pairs
@@ -66,7 +66,7 @@ class SameTokenAttention(ProbeResult):
         return pd.DataFrame(rows)
 
 
-class SameTokenAttentionProbe(Probe):
+class SameTokenAttentionProbe(LayerwiseProbe):
     """Accumulates attention to the same token, the query's own position included (module docstring).
 
     Example::
@@ -87,9 +87,8 @@ class SameTokenAttentionProbe(Probe):
     def hook_names(self, info: ModelInfo) -> tuple[str, ...]:
         return tuple(pattern_hook(layer) for layer in range(info.n_layers))
 
-    def _update(self, activations: Mapping[str, Tensor], batch: TokenBatch) -> None:
-        info = self.info
-        causal = check_pattern_batch(info, self.token_topics, activations, batch)
+    def _batch_context(self, batch: TokenBatch, first: Tensor) -> dict[str, Tensor]:
+        causal = check_pattern_batch(self.info, self.token_topics, first, batch)
         tokens = batch.tokens
         n_pos = tokens.shape[1]
         labels = self.token_topics.to(tokens.device)
@@ -97,14 +96,18 @@ class SameTokenAttentionProbe(Probe):
         visible = visible_pairs(batch, causal)
         same = (tokens[:, :, None] == tokens[:, None, :]) & labelled[:, :, None] & labelled[:, None, :] & visible
         diagonal = torch.eye(n_pos, dtype=torch.bool, device=tokens.device)
-        masks = {"self": (same & diagonal).to(torch.float64), "other": (same & ~diagonal).to(torch.float64)}
+        masks = {"self": same & diagonal, "other": same & ~diagonal}
         inverse_visible = 1.0 / visible.sum(-1, keepdim=True).clamp(min=1).to(torch.float64)
         for kind, mask in masks.items():
             self._add(f"{kind}/pairs", mask.sum())
             self._add(f"{kind}/chance_mass", (mask * inverse_visible).sum())
-            mass = [torch.einsum("bhqk,bqk->h", activations[pattern_hook(layer)].to(torch.float64), mask)
-                    for layer in range(info.n_layers)]
-            self._add(f"{kind}/mass", torch.stack(mass))
+        return {kind: mask.to(torch.float32) for kind, mask in masks.items()}
+
+    def _update_layer(self, index: int, activation: Tensor, batch: TokenBatch, context: dict[str, Tensor]) -> None:
+        pattern = float_at_least_32(activation)  # reduced over keys in float32, rows summed in float64
+        for kind, mask in context.items():
+            per_row = torch.einsum("bhqk,bqk->bhq", pattern, mask.to(pattern.dtype))
+            self._add_at(f"{kind}/mass", index, self.info.n_layers, per_row.double().sum(dim=(0, 2)))
 
     def _compute(self, state: Mapping[str, Tensor], info: ModelInfo, provenance: Provenance) -> SameTokenAttention:
         pairs = {kind: float(state[f"{kind}/pairs"]) for kind in SAME_TOKEN_KINDS}

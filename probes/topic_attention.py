@@ -47,7 +47,7 @@ from probes.batch import TokenBatch
 from probes.errors import ConfigError, InputError
 from probes.model_info import ModelInfo, pattern_hook
 from probes.nulls import check_count, label_permutations
-from probes.probe import Probe
+from probes.probe import LayerwiseProbe, float_at_least_32
 from probes.result import ProbeResult, Provenance
 from probes.runner import run_probes
 
@@ -100,10 +100,10 @@ def topic_pair_masks(
     }
 
 
-def check_pattern_batch(info: ModelInfo, token_topics: Tensor, activations: Mapping[str, Tensor],
-                        batch: TokenBatch) -> bool:
-    """Check that ``token_topics`` labels every vocabulary id and the patterns are [batch head q k]; return
-    whether the model is causal (from ``info``, else read off the first layer's pattern)."""
+def check_pattern_batch(info: ModelInfo, token_topics: Tensor, first: Tensor, batch: TokenBatch) -> bool:
+    """Check that ``token_topics`` labels every vocabulary id and the pattern ``first`` (the first layer
+    folded) is [batch head q k]; return whether the model is causal (from ``info``, else read off
+    ``first``)."""
     if info.d_vocab > token_topics.shape[0]:
         raise InputError(
             f"token_topics labels {token_topics.shape[0]} ids but the model's vocabulary has "
@@ -111,7 +111,6 @@ def check_pattern_batch(info: ModelInfo, token_topics: Tensor, activations: Mapp
         )
     n_batch, n_pos = batch.tokens.shape
     expected = (n_batch, info.n_heads, n_pos, n_pos)
-    first = activations[pattern_hook(0)]
     if tuple(first.shape) != expected:
         raise InputError(
             f"Attention patterns must be [batch head q_pos k_pos] = {expected}; the model's hook gave "
@@ -185,7 +184,7 @@ class TopicAttention(ProbeResult):
         return pd.DataFrame(rows)
 
 
-class TopicAttentionProbe(Probe):
+class TopicAttentionProbe(LayerwiseProbe):
     """Accumulates same-topic / different-topic / same-token attention over batches.
 
     Example::
@@ -225,58 +224,65 @@ class TopicAttentionProbe(Probe):
         entry, permuted = self._permuted
         return entry.to(device), permuted.to(device)
 
-    def _update_null(self, activations: Mapping[str, Tensor], tokens: Tensor, distinct: Tensor) -> None:
-        """Sum attention over the pairs each permutation calls same-topic (see the module docstring)."""
+    def _null_pairs(self, tokens: Tensor, distinct: Tensor) -> tuple[tuple[Tensor, Tensor, Tensor], list[Tensor]]:
+        """The labelled distinct-token pairs ``(b, q, k)`` and, per chunk of them, which pairs each
+        permutation calls same-topic [permutation, pair] (see the module docstring)."""
         entry, permuted = self._permuted_labels(tokens.device)
         b, q, k = distinct.nonzero(as_tuple=True)
         query_entry, key_entry = entry[tokens[b, q]], entry[tokens[b, k]]
-        n_layers, n_perm = self.info.n_layers, self.n_permutations
-        mass = torch.zeros(n_layers, self.info.n_heads, n_perm, dtype=torch.float64, device=tokens.device)
-        pairs = torch.zeros(n_perm, dtype=torch.float64, device=tokens.device)
-        step = max(1, NULL_CHUNK_ENTRIES // n_perm)
+        pairs = torch.zeros(self.n_permutations, dtype=torch.float64, device=tokens.device)
+        step = max(1, NULL_CHUNK_ENTRIES // self.n_permutations)
+        same_chunks = []
         for start in range(0, len(b), step):
             part = slice(start, start + step)
-            same = (permuted[:, query_entry[part]] == permuted[:, key_entry[part]]).to(torch.float64)  # [perm pair]
+            same = permuted[:, query_entry[part]] == permuted[:, key_entry[part]]  # [perm pair]
             pairs += same.sum(1)
-            for layer in range(n_layers):
-                values = activations[pattern_hook(layer)][b[part], :, q[part], k[part]].to(torch.float64)  # [pair head]
-                mass[layer] += values.T @ same.T
-        self._add("null/same_topic/mass", mass)
+            same_chunks.append(same)
         self._add("null/same_topic/pairs", pairs)
+        return (b, q, k), same_chunks
 
     def hook_names(self, info: ModelInfo) -> tuple[str, ...]:
         return tuple(pattern_hook(layer) for layer in range(info.n_layers))
 
-    def _update(self, activations: Mapping[str, Tensor], batch: TokenBatch) -> None:
-        info = self.info
-        causal = check_pattern_batch(info, self.token_topics, activations, batch)
+    def _batch_context(self, batch: TokenBatch, first: Tensor) -> dict[str, Any]:
+        causal = check_pattern_batch(self.info, self.token_topics, first, batch)
         labels = self.token_topics.to(batch.tokens.device)
         topics = torch.where(batch.valid, labels[batch.tokens], torch.full_like(batch.tokens, -1))
         visible = visible_pairs(batch, causal)
         inverse_visible = 1.0 / visible.sum(-1, keepdim=True).clamp(min=1).to(torch.float64)
-        masks = {kind: mask.to(torch.float64) for kind, mask in topic_pair_masks(batch.tokens, topics, visible).items()}
-        pair_f = sum(masks.values())  # the categories are disjoint: 1 on every counted pair
+        masks = topic_pair_masks(batch.tokens, topics, visible)
+        pair_f = sum(mask.to(torch.float64) for mask in masks.values())  # the categories are disjoint
         one_hot = torch.nn.functional.one_hot(topics.clamp(min=0), self.n_topics).to(torch.float64)
         one_hot = one_hot * (topics >= 0)[..., None]
-        for kind, mask_f in masks.items():
+        for kind, mask in masks.items():
+            mask_f = mask.to(torch.float64)
             self._add(f"{kind}/pairs", mask_f.sum())
             self._add(f"{kind}/chance_mass", (mask_f * inverse_visible).sum())
         self._add("by_topic/pairs", torch.einsum("bqs,bqk,bkt->st", one_hot, pair_f, one_hot))
-        # one layer at a time in float64: [batch head q k] stays the largest tensor held.
-        mass = {kind: [] for kind in masks}
-        by_topic = []
-        for layer in range(info.n_layers):
-            pattern = activations[pattern_hook(layer)].to(torch.float64)
-            for kind, mask_f in masks.items():
-                mass[kind].append(torch.einsum("bhqk,bqk->h", pattern, mask_f))
-            to_topics = (pattern * pair_f[:, None]) @ one_hot[:, None]           # [batch head q topic]
-            by_topic.append(torch.einsum("bqs,bhqt->hst", one_hot, to_topics))
-        for kind in masks:
-            self._add(f"{kind}/mass", torch.stack(mass[kind]))
-        self._add("by_topic/mass", torch.stack(by_topic))
+        context = {"masks": {kind: mask.to(torch.float32) for kind, mask in masks.items()},
+                   "pairs": pair_f.to(torch.float32), "one_hot": one_hot, "one_hot32": one_hot.to(torch.float32)}
         if self.n_permutations:
-            distinct = (masks["same_topic"] + masks["different_topic"]) > 0
-            self._update_null(activations, batch.tokens, distinct)
+            context["null"] = self._null_pairs(batch.tokens, masks["same_topic"] | masks["different_topic"])
+        return context
+
+    def _update_layer(self, index: int, activation: Tensor, batch: TokenBatch, context: dict[str, Any]) -> None:
+        n_layers = self.info.n_layers
+        pattern = float_at_least_32(activation)  # reduced over keys in float32, rows summed in float64
+        for kind, mask_f in context["masks"].items():
+            per_row = torch.einsum("bhqk,bqk->bhq", pattern, mask_f.to(pattern.dtype))
+            self._add_at(f"{kind}/mass", index, n_layers, per_row.double().sum(dim=(0, 2)))
+        pairs, one_hot = context["pairs"].to(pattern.dtype), context["one_hot32"].to(pattern.dtype)
+        to_topics = (pattern * pairs[:, None]) @ one_hot[:, None]  # [batch head q topic]
+        self._add_at("by_topic/mass", index, n_layers, torch.einsum("bqs,bhqt->hst", context["one_hot"], to_topics.double()))
+        if self.n_permutations:
+            (b, q, k), same_chunks = context["null"]
+            mass = torch.zeros(self.info.n_heads, self.n_permutations, dtype=torch.float64, device=pattern.device)
+            start = 0
+            for same in same_chunks:  # only the gathered pair values reach float64, never the whole pattern
+                part = slice(start, start + same.shape[1])
+                mass += activation[b[part], :, q[part], k[part]].to(torch.float64).T @ same.to(torch.float64).T
+                start += same.shape[1]
+            self._add_at("null/same_topic/mass", index, n_layers, mass)
 
     def _compute(self, state: Mapping[str, Tensor], info: ModelInfo, provenance: Provenance) -> TopicAttention:
         mean, pairs, chance = {}, {}, {}
