@@ -23,7 +23,8 @@ from torch import Tensor
 from probes.batch import TokenBatch
 from probes.errors import ConfigError, InputError
 from probes.model_info import ModelInfo, pattern_hook
-from probes.probe import LayerwiseProbe, float_at_least_32
+from probes.pattern_sums import masked_row_sums
+from probes.probe import LayerwiseProbe
 from probes.result import ProbeResult, Provenance
 
 
@@ -105,8 +106,7 @@ class CopierProbe(LayerwiseProbe):
             on_diagonal = activation.diagonal(offset=-d, dim1=2, dim2=3) * valid[..., : n_pos - d]  # [b h q-d]
             masses.append((on_diagonal.double() * weights[..., d:]).sum(dim=(0, 2)))
         mass = torch.stack(masses, dim=-1)
-        per_row = (float_at_least_32(activation) * batch.valid[:, None, None, :]).sum(-1)  # [b h q], float32
-        total = (per_row.double() * weights).sum(dim=(0, 2))
+        total = (masked_row_sums(activation, batch.valid[:, None, :]) * weights).sum(dim=(0, 2))
         n_layers = self.info.n_layers
         self._add_at("mass", index, n_layers, mass)
         self._add_at("beyond", index, n_layers, total - mass.sum(-1))

@@ -35,7 +35,8 @@ from probes.batch import TokenBatch
 from probes.errors import ConfigError, InputError
 from probes.head_scores import visible_keys
 from probes.model_info import ModelInfo, pattern_hook
-from probes.probe import LayerwiseProbe, float_at_least_32
+from probes.pattern_sums import masked_row_sums
+from probes.probe import LayerwiseProbe
 from probes.result import ProbeResult, Provenance
 
 
@@ -151,15 +152,14 @@ class GeneralizedInductionProbe(LayerwiseProbe):
         context = []
         for name, mask in (("full", full), ("last", last)):
             self._add(f"{name}/chance_mass", (mask.sum(-1) / visible)[has_target].sum())
-            context.append((name, mask.to(torch.float32), has_target[:, None, :]))
+            context.append((name, mask, has_target[:, None, :]))
         self._add("rows_with_target", has_target.sum())
         return context
 
     def _update_layer(self, index: int, activation: Tensor, batch: TokenBatch,
                       context: list[tuple[str, Tensor, Tensor]]) -> None:
-        pattern = float_at_least_32(activation)  # reduced over keys in float32, rows summed in float64
-        for name, mask_f, keep in context:
-            per_row = torch.einsum("bhqk,bqk->bhq", pattern, mask_f.to(pattern.dtype)).double() * keep
+        for name, mask, keep in context:  # reduced over keys in float32, rows summed in float64
+            per_row = masked_row_sums(activation, mask) * keep
             self._add_at(f"{name}/mass", index, self.info.n_layers, per_row.sum(dim=(0, 2)))
 
     def _compute(self, state: Mapping[str, Tensor], info: ModelInfo, provenance: Provenance) -> GeneralizedInductionScores:

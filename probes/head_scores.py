@@ -49,7 +49,8 @@ from probes.batch import TokenBatch
 from probes.errors import ConfigError, InputError
 from probes.head_patterns import HEAD_PATTERNS, HeadPattern, head_pattern
 from probes.model_info import ModelInfo, pattern_hook
-from probes.probe import LayerwiseProbe, float_at_least_32
+from probes.pattern_sums import masked_row_sums
+from probes.probe import LayerwiseProbe
 from probes.repeated_tokens import repeated_random_tokens
 from probes.result import ProbeResult, Provenance
 from probes.runner import run_probes
@@ -163,17 +164,15 @@ class HeadScoreProbe(LayerwiseProbe):
             has_target = mask.any(-1)
             self._add(f"{kind}/rows_with_target", has_target.sum())
             self._add(f"{kind}/chance_mass", (mask.sum(-1) / visible)[has_target].sum())
-            masks.append((kind, mask.to(torch.float32)))
+            masks.append((kind, mask))
         return masks
 
     def _update_layer(self, index: int, activation: Tensor, batch: TokenBatch, context: list[tuple[str, Tensor]]) -> None:
-        # float32 at least (half-precision models too), reduced over keys; rows summed in float64.
-        # Queries without a target contribute 0.
-        pattern = float_at_least_32(activation)
+        # reduced over keys in float32 (half-precision models too), rows summed in float64;
+        # queries without a target contribute 0.
         n_layers = len(self.hook_names(self.info))
-        for kind, mask_f in context:
-            per_row = torch.einsum("bhqk,bqk->bhq", pattern, mask_f.to(pattern.dtype))
-            self._add_at(f"{kind}/mass", index, n_layers, per_row.double().sum(dim=(0, 2)))
+        for kind, mask in context:
+            self._add_at(f"{kind}/mass", index, n_layers, masked_row_sums(activation, mask).sum(dim=(0, 2)))
 
     def _compute(self, state: Mapping[str, Tensor], info: ModelInfo, provenance: Provenance) -> HeadScores:
         scores, masses, counts, chance = {}, {}, {}, {}

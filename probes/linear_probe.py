@@ -25,10 +25,11 @@ paired interval.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -43,6 +44,8 @@ from probes.model_info import ModelInfo
 from probes.probe import Probe
 from probes.residual_hooks import default_residual_hooks
 from probes.result import ProbeResult, Provenance
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,18 @@ class LinearProbeScores(ProbeResult):
         return pd.DataFrame(rows)
 
 
+def bottom_k_per_key(priority: np.ndarray, labelled: np.ndarray, k: int) -> np.ndarray:
+    """Which examples to keep: for each column of ``labelled`` [example, key], the ``k`` labelled examples of
+    smallest ``priority`` (all of them when there are fewer); kept = kept for any key."""
+    keep = np.zeros(len(priority), dtype=bool)
+    for column in labelled.T:
+        index = np.nonzero(column)[0]
+        if len(index) > k:
+            index = index[np.argpartition(priority[index], k - 1)[:k]]
+        keep[index] = True
+    return keep
+
+
 def _check_int(name: str, value: Any, low: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         raise ConfigError(f"{name} must be an integer >= {low}; got {value!r}.")
@@ -104,8 +119,12 @@ class LinearProbe(Probe):
 
     ``hooks``: the hooks to read (default ``hook_embed`` + every ``blocks.{l}.hook_resid_post``; use
     :func:`probes.residual_hooks.residual_hooks` for toy models). ``documents``: document id per global
-    row (default: each row is its own document). ``classifier``: a scikit-learn classifier or a
-    factory (default :func:`probes.linear_fit.default_classifier`).
+    row (default: each row is its own document). ``group_by="word_type"`` groups the folds by the token at
+    the position instead, so every test word type is unseen in training: decoding then needs a direction
+    shared by the words of a class, not a memorised lookup of each word (meant for word-level labels: a
+    label of the document, such as its topic, is then seen in training from other words of the document).
+    ``classifier``: a scikit-learn classifier or a factory (default
+    :func:`probes.linear_fit.default_classifier`).
 
     Example::
 
@@ -116,7 +135,8 @@ class LinearProbe(Probe):
 
     def __init__(self, labels: LabelMaker, *, hooks: Sequence[str] | None = None, documents: Tensor | None = None,
                  max_examples: int = 2000, classifier: Any | Callable[[], Any] | None = None, n_folds: int = 5,
-                 n_boot: int = 1000, seed: int = 0, control_seed: int = 0, first_row: int = 0) -> None:
+                 n_boot: int = 1000, seed: int = 0, control_seed: int = 0, first_row: int = 0,
+                 group_by: Literal["document", "word_type"] = "document") -> None:
         super().__init__()
         if not callable(labels) or not getattr(labels, "keys", None):
             raise ConfigError(f"labels must be a label maker from probes.linear_labels; got {type(labels).__name__}.")
@@ -125,6 +145,8 @@ class LinearProbe(Probe):
         if documents is not None and (not isinstance(documents, Tensor) or documents.ndim != 1
                                       or documents.dtype.is_floating_point):
             raise InputError("documents must be an integer tensor [n_rows]: the document id of each row fed, in order.")
+        if group_by not in ("document", "word_type"):
+            raise ConfigError(f"group_by must be 'document' or 'word_type'; got {group_by!r}.")
         make_classifier(classifier)  # a wrong classifier fails here, not after the whole corpus
         self.labels, self.classifier = labels, classifier
         self.hooks = None if hooks is None else tuple(hooks)
@@ -134,6 +156,7 @@ class LinearProbe(Probe):
         self.n_boot = _check_int("n_boot", n_boot, 1)
         self.seed, self.control_seed = _check_int("seed", seed, 0), _check_int("control_seed", control_seed, 0)
         self.first_row = _check_int("first_row", first_row, 0)
+        self.group_by = group_by
         self._rng = np.random.default_rng(seed)
         self._next_row = first_row
         self._priority = np.empty(0)
@@ -149,7 +172,7 @@ class LinearProbe(Probe):
         return {"labels": self.labels.settings(), "hooks": None if self.hooks is None else list(self.hooks),
                 "max_examples": self.max_examples, "classifier": repr(make_classifier(self.classifier)),
                 "n_folds": self.n_folds, "n_boot": self.n_boot, "seed": self.seed, "control_seed": self.control_seed,
-                "documents": "given per row" if self.documents is not None else "one per row"}
+                "documents": "given per row" if self.documents is not None else "one per row", "group_by": self.group_by}
 
     # -- streaming: the reservoir ------------------------------------------------------------------
     def _update(self, activations: Mapping[str, Tensor], batch: TokenBatch) -> None:
@@ -167,12 +190,9 @@ class LinearProbe(Probe):
         if labelled[0].numel() == 0:
             return
         priority = self._rng.random(labelled[0].numel())
-        kept = self._priority
-        if len(kept) + len(priority) > self.max_examples:
-            cut = np.partition(np.concatenate([kept, priority]), self.max_examples - 1)[self.max_examples - 1]
-            old, new = kept <= cut, priority <= cut
-        else:
-            old, new = np.ones(len(kept), dtype=bool), np.ones(len(priority), dtype=bool)
+        keep = bottom_k_per_key(np.concatenate([self._priority, priority]),
+                                torch.cat([self._targets, targets[labelled]]).numpy() >= 0, self.max_examples)
+        old, new = keep[: len(self._priority)], keep[len(self._priority):]
         entering = tuple(index[torch.from_numpy(new)] for index in labelled)
         groups = rows if self.documents is None else self._row_documents(rows)
         fresh = {hook: self._gather(hook, activations[hook], entering, (n_rows, n_pos)) for hook in self.hook_names(self.info)}
@@ -234,13 +254,14 @@ class LinearProbe(Probe):
         if self._info is not None and other._info is not None and self._info != other._info:
             raise ProbeStateError(f"Cannot merge probes of different models ({self._info.name!r} vs {other._info.name!r}).")
         priority = np.concatenate([self._priority, other._priority])
-        keep = np.argsort(priority, kind="stable")[: self.max_examples]
+        targets = torch.cat([self._targets, other._targets])
+        keep = np.nonzero(bottom_k_per_key(priority, targets.numpy() >= 0, self.max_examples))[0]
         index = torch.from_numpy(keep)
         self._priority = priority[keep]
         for hook in set(self._features) | set(other._features):
             both = [p._features[hook] for p in (self, other) if hook in p._features]
             self._features[hook] = torch.cat(both)[index]
-        self._targets = torch.cat([self._targets, other._targets])[index]
+        self._targets = targets[index]
         self._types = torch.cat([self._types, other._types])[index]
         self._groups = torch.cat([self._groups, other._groups])[index]
         for key, value in other._state.items():
@@ -253,7 +274,7 @@ class LinearProbe(Probe):
 
     @property
     def n_kept(self) -> int:
-        """How many labelled positions the reservoir holds (at most ``max_examples``)."""
+        """How many labelled positions the reservoir holds (at most ``max_examples`` per label key)."""
         return len(self._priority)
 
     # -- fitting -------------------------------------------------------------------------------------
@@ -263,34 +284,59 @@ class LinearProbe(Probe):
         fields: dict[str, dict[str, Any]] = {name: {} for name in (
             "accuracy", "accuracy_ci", "control_accuracy", "selectivity", "selectivity_ci", "correct",
             "control_correct", "documents", "majority_baseline", "n_classes", "n_examples", "n_documents")}
+        errors = {}
         for column, key in enumerate(self.labels.keys):
-            rows = (self._targets[:, column] >= 0).numpy()
-            labels, groups = self._targets[rows, column].numpy(), self._groups.numpy()[rows]
-            if len(np.unique(labels)) < 2:
-                raise InputError(
-                    f"The kept examples of {key!r} hold {len(np.unique(labels))} class(es); a probe needs at least 2. "
-                    f"Feed more text or choose more classes."
-                )
-            n_classes = self.labels.n_classes(key)
-            control = control_task_labels(self._types.numpy()[rows], labels, n_classes, self.control_seed)
-            correct = np.stack([out_of_fold_correct(self.classifier, self._features[h].numpy()[rows], labels, groups,
-                                                    self.n_folds) for h in hooks])
-            control_correct = np.stack([out_of_fold_correct(self.classifier, self._features[h].numpy()[rows], control,
-                                                            groups, self.n_folds) for h in hooks])
-            accuracy, draws = document_bootstrap(correct, groups, n_boot=self.n_boot, seed=self.seed)
-            selectivity, selectivity_draws = document_bootstrap(correct.astype(np.float64) - control_correct, groups,
-                                                                n_boot=self.n_boot, seed=self.seed)
-            values = {"accuracy": accuracy, "accuracy_ci": percentile_ci(draws),
-                      "control_accuracy": control_correct.mean(axis=1), "selectivity": selectivity,
-                      "selectivity_ci": percentile_ci(selectivity_draws)}
+            try:
+                values = self._fit_key(column, key, hooks)
+            except InputError as error:  # too little data for this key: NaN, the other keys still count
+                log.warning("LinearProbe: no scores for %r: %s", key, error)
+                errors[key] = error
+                values = self._empty_key(column, key, len(hooks))
             for name, value in values.items():
-                fields[name][key] = torch.from_numpy(np.asarray(value, dtype=np.float64))
-            fields["correct"][key] = torch.from_numpy(correct)
-            fields["control_correct"][key] = torch.from_numpy(control_correct)
-            fields["documents"][key] = torch.from_numpy(groups.astype(np.int64))
-            fields["majority_baseline"][key] = float(majority_correct(labels, groups, self.n_folds).mean())
-            fields["n_classes"][key] = n_classes
-            fields["n_examples"][key] = int(rows.sum())
-            fields["n_documents"][key] = int(len(np.unique(groups)))
+                fields[name][key] = value
+        if len(errors) == len(self.labels.keys):
+            raise next(iter(errors.values()))
         return LinearProbeScores(provenance=provenance, hooks=hooks, keys=list(self.labels.keys),
                                  fit_seconds=time.perf_counter() - started, **fields)
+
+    def _kept(self, column: int) -> np.ndarray:
+        return bottom_k_per_key(self._priority, (self._targets[:, column:column + 1] >= 0).numpy(), self.max_examples)
+
+    def _fit_key(self, column: int, key: str, hooks: list[str]) -> dict[str, Any]:
+        rows = self._kept(column)
+        labels = self._targets[rows, column].numpy()
+        groups = (self._groups if self.group_by == "document" else self._types).numpy()[rows]
+        if len(np.unique(labels)) < 2:
+            raise InputError(
+                f"The kept examples of {key!r} hold {len(np.unique(labels))} class(es); a probe needs at least 2. "
+                f"Feed more text or choose more classes."
+            )
+        n_classes = self.labels.n_classes(key)
+        control = control_task_labels(self._types.numpy()[rows], labels, n_classes, self.control_seed)
+        correct = np.stack([out_of_fold_correct(self.classifier, self._features[h].numpy()[rows], labels, groups,
+                                                self.n_folds) for h in hooks])
+        control_correct = np.stack([out_of_fold_correct(self.classifier, self._features[h].numpy()[rows], control,
+                                                        groups, self.n_folds) for h in hooks])
+        accuracy, draws = document_bootstrap(correct, groups, n_boot=self.n_boot, seed=self.seed)
+        selectivity, selectivity_draws = document_bootstrap(correct.astype(np.float64) - control_correct, groups,
+                                                            n_boot=self.n_boot, seed=self.seed)
+        curves = {"accuracy": accuracy, "accuracy_ci": percentile_ci(draws),
+                  "control_accuracy": control_correct.mean(axis=1), "selectivity": selectivity,
+                  "selectivity_ci": percentile_ci(selectivity_draws)}
+        values: dict[str, Any] = {name: torch.from_numpy(np.asarray(v, dtype=np.float64)) for name, v in curves.items()}
+        values.update(correct=torch.from_numpy(correct), control_correct=torch.from_numpy(control_correct),
+                      documents=torch.from_numpy(groups.astype(np.int64)),
+                      majority_baseline=float(majority_correct(labels, groups, self.n_folds).mean()),
+                      n_classes=n_classes, n_examples=int(rows.sum()), n_documents=int(len(np.unique(groups))))
+        return values
+
+    def _empty_key(self, column: int, key: str, n_hooks: int) -> dict[str, Any]:
+        rows = self._kept(column)
+        nan = torch.full((n_hooks,), float("nan"), dtype=torch.float64)
+        return {"accuracy": nan, "accuracy_ci": nan[:, None].expand(n_hooks, 2).clone(), "control_accuracy": nan.clone(),
+                "selectivity": nan.clone(), "selectivity_ci": nan[:, None].expand(n_hooks, 2).clone(),
+                "correct": torch.zeros(n_hooks, 0, dtype=torch.uint8),
+                "control_correct": torch.zeros(n_hooks, 0, dtype=torch.uint8),
+                "documents": torch.zeros(0, dtype=torch.int64), "majority_baseline": float("nan"),
+                "n_classes": self.labels.n_classes(key), "n_examples": int(rows.sum()),
+                "n_documents": int(len(np.unique(self._groups.numpy()[rows])))}

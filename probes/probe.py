@@ -36,11 +36,6 @@ _N_SEQUENCES = "_n_sequences"
 _N_TOKENS = "_n_tokens"
 
 
-def float_at_least_32(tensor: Tensor) -> Tensor:
-    """``tensor`` in float32, or as it is when already float32/float64 (what a layer is reduced in)."""
-    return tensor if tensor.dtype in (torch.float32, torch.float64) else tensor.float()
-
-
 class Probe(ABC):
     """Base class of every probe (see the module docstring for the contract)."""
 

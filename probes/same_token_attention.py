@@ -30,7 +30,8 @@ from torch import Tensor
 
 from probes.batch import TokenBatch
 from probes.model_info import ModelInfo, pattern_hook
-from probes.probe import LayerwiseProbe, float_at_least_32
+from probes.pattern_sums import masked_row_sums
+from probes.probe import LayerwiseProbe
 from probes.result import ProbeResult, Provenance
 from probes.runner import run_probes
 from probes.topic_attention import check_pattern_batch, check_token_topics, labels_fingerprint, visible_pairs
@@ -101,13 +102,11 @@ class SameTokenAttentionProbe(LayerwiseProbe):
         for kind, mask in masks.items():
             self._add(f"{kind}/pairs", mask.sum())
             self._add(f"{kind}/chance_mass", (mask * inverse_visible).sum())
-        return {kind: mask.to(torch.float32) for kind, mask in masks.items()}
+        return masks
 
     def _update_layer(self, index: int, activation: Tensor, batch: TokenBatch, context: dict[str, Tensor]) -> None:
-        pattern = float_at_least_32(activation)  # reduced over keys in float32, rows summed in float64
-        for kind, mask in context.items():
-            per_row = torch.einsum("bhqk,bqk->bhq", pattern, mask.to(pattern.dtype))
-            self._add_at(f"{kind}/mass", index, self.info.n_layers, per_row.double().sum(dim=(0, 2)))
+        for kind, mask in context.items():  # reduced over keys in float32, rows summed in float64
+            self._add_at(f"{kind}/mass", index, self.info.n_layers, masked_row_sums(activation, mask).sum(dim=(0, 2)))
 
     def _compute(self, state: Mapping[str, Tensor], info: ModelInfo, provenance: Provenance) -> SameTokenAttention:
         pairs = {kind: float(state[f"{kind}/pairs"]) for kind in SAME_TOKEN_KINDS}

@@ -47,7 +47,8 @@ from probes.batch import TokenBatch
 from probes.errors import ConfigError, InputError
 from probes.model_info import ModelInfo, pattern_hook
 from probes.nulls import check_count, label_permutations
-from probes.probe import LayerwiseProbe, float_at_least_32
+from probes.pattern_sums import masked_row_class_sums, masked_row_sums
+from probes.probe import LayerwiseProbe
 from probes.result import ProbeResult, Provenance
 from probes.runner import run_probes
 
@@ -259,24 +260,20 @@ class TopicAttentionProbe(LayerwiseProbe):
             self._add(f"{kind}/pairs", mask_f.sum())
             self._add(f"{kind}/chance_mass", (mask_f * inverse_visible).sum())
         self._add("by_topic/pairs", torch.einsum("bqs,bqk,bkt->st", one_hot, pair_f, one_hot))
-        context = {"masks": {kind: mask.to(torch.float32) for kind, mask in masks.items()},
-                   "pairs": pair_f.to(torch.float32), "one_hot": one_hot, "one_hot32": one_hot.to(torch.float32)}
+        context = {"masks": masks, "pairs": pair_f > 0, "one_hot": one_hot}
         if self.n_permutations:
             context["null"] = self._null_pairs(batch.tokens, masks["same_topic"] | masks["different_topic"])
         return context
 
     def _update_layer(self, index: int, activation: Tensor, batch: TokenBatch, context: dict[str, Any]) -> None:
         n_layers = self.info.n_layers
-        pattern = float_at_least_32(activation)  # reduced over keys in float32, rows summed in float64
-        for kind, mask_f in context["masks"].items():
-            per_row = torch.einsum("bhqk,bqk->bhq", pattern, mask_f.to(pattern.dtype))
-            self._add_at(f"{kind}/mass", index, n_layers, per_row.double().sum(dim=(0, 2)))
-        pairs, one_hot = context["pairs"].to(pattern.dtype), context["one_hot32"].to(pattern.dtype)
-        to_topics = (pattern * pairs[:, None]) @ one_hot[:, None]  # [batch head q topic]
-        self._add_at("by_topic/mass", index, n_layers, torch.einsum("bqs,bhqt->hst", context["one_hot"], to_topics.double()))
+        for kind, mask in context["masks"].items():  # reduced over keys in float32, rows summed in float64
+            self._add_at(f"{kind}/mass", index, n_layers, masked_row_sums(activation, mask).sum(dim=(0, 2)))
+        to_topics = masked_row_class_sums(activation, context["pairs"], context["one_hot"])  # [batch head q topic]
+        self._add_at("by_topic/mass", index, n_layers, torch.einsum("bqs,bhqt->hst", context["one_hot"], to_topics))
         if self.n_permutations:
             (b, q, k), same_chunks = context["null"]
-            mass = torch.zeros(self.info.n_heads, self.n_permutations, dtype=torch.float64, device=pattern.device)
+            mass = torch.zeros(self.info.n_heads, self.n_permutations, dtype=torch.float64, device=activation.device)
             start = 0
             for same in same_chunks:  # only the gathered pair values reach float64, never the whole pattern
                 part = slice(start, start + same.shape[1])

@@ -1,0 +1,66 @@
+"""Row sums of one layer's attention pattern against key masks, in query chunks with small temporaries.
+
+Every attention probe reduces a pattern ``A[b, h, q, k]`` over keys against a mask ``M[b, q, k]``
+(targets, same-topic pairs, ...). Written as one expression, ``(A * M).sum(-1)`` or an einsum,
+that allocates another ``[batch head q_pos k_pos]`` tensor (or a permuted copy) per mask: as much
+again as the layer's pattern. Here queries are taken ``rows_per_chunk(...)`` at a time, so the
+temporary stays under :data:`CHUNK_BYTES`; the reduction over keys runs in float32 (or float64 for
+float64 patterns) and only the per-row results, ``[batch head q_pos]``, reach float64.
+"""
+
+from __future__ import annotations
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+CHUNK_BYTES = 64 * 2**20  # the largest [batch head rows k_pos] temporary a reduction makes
+
+
+def float_at_least_32(tensor: Tensor) -> Tensor:
+    """``tensor`` in float32, or as it is when already float32/float64 (what a layer is reduced in)."""
+    return tensor if tensor.dtype in (torch.float32, torch.float64) else tensor.float()
+
+
+def rows_per_chunk(pattern: Tensor, extra: int = 1) -> int:
+    """How many query rows of ``pattern`` [batch head q_pos k_pos] keep a float32 temporary of
+    ``extra`` times those rows under :data:`CHUNK_BYTES` (at least one)."""
+    n_batch, n_heads, _, n_keys = pattern.shape
+    return max(1, CHUNK_BYTES // (4 * n_batch * n_heads * n_keys * extra))
+
+
+def masked_row_sums(
+    pattern: Float[Tensor, "batch head q_pos k_pos"], mask: Tensor
+) -> Float[Tensor, "batch head q_pos"]:
+    """``out[b, h, q] = sum_k pattern[b, h, q, k] * mask[b, q, k]`` in float64 (``mask`` bool or float,
+    broadcastable to [batch q_pos k_pos]); reduced over keys in float32, a chunk of queries at a time.
+
+    Example: ``masked_row_sums(pattern, targets).sum((0, 2))`` is the attention mass on targets per head.
+    """
+    n_batch, n_heads, n_pos, n_keys = pattern.shape
+    mask = mask.expand(n_batch, n_pos, n_keys)
+    out = torch.empty(n_batch, n_heads, n_pos, dtype=torch.float64, device=pattern.device)
+    step = rows_per_chunk(pattern)
+    for start in range(0, n_pos, step):
+        rows = slice(start, start + step)
+        chunk = float_at_least_32(pattern[:, :, rows])
+        out[:, :, rows] = (chunk * mask[:, None, rows].to(chunk.dtype)).sum(-1).double()
+    return out
+
+
+def masked_row_class_sums(
+    pattern: Float[Tensor, "batch head q_pos k_pos"], mask: Tensor, key_classes: Float[Tensor, "batch k_pos n"]
+) -> Float[Tensor, "batch head q_pos n"]:
+    """``out[b, h, q, c] = sum_k pattern[b, h, q, k] * mask[b, q, k] * key_classes[b, k, c]`` in float64
+    (e.g. attention from each query to the keys of each topic); float32 over keys, in query chunks.
+    """
+    n_batch, n_heads, n_pos, n_keys = pattern.shape
+    mask = mask.expand(n_batch, n_pos, n_keys)
+    out = torch.empty(n_batch, n_heads, n_pos, key_classes.shape[-1], dtype=torch.float64, device=pattern.device)
+    step = rows_per_chunk(pattern)
+    for start in range(0, n_pos, step):
+        rows = slice(start, start + step)
+        chunk = float_at_least_32(pattern[:, :, rows])
+        masked = chunk * mask[:, None, rows].to(chunk.dtype)
+        out[:, :, rows] = (masked @ key_classes[:, None].to(chunk.dtype)).double()
+    return out
