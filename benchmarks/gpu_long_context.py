@@ -9,6 +9,8 @@ SmolLM2-135M shape (30 layers, 9 heads, 3 KV heads, d_model 576) and a Llama-3.2
   attention, sharing the bridge's weights, under ``torch.inference_mode``;
 - ``bridge``: the TransformerBridge's own forward (eager attention, logits included), the forward
   pass mechprobe runs on;
+- ``eager``: the bridge's forward up to the last layer's ``hook_pattern`` with nothing kept
+  (``probes.capture`` of that one hook): the floor of the suite, the model's own eager attention;
 - ``suite``: ``probes.run_probes`` with HeadScoreProbe, GeneralizedInductionProbe(3) and
   TopicAttentionProbe (10 random topic labels) on the TransformerBridge (eager attention);
 - ``cache``: ``bridge.run_with_cache`` keeping every layer's ``hook_pattern``.
@@ -42,7 +44,7 @@ SHAPES = {
     "llama1b": {"hidden_size": 2048, "intermediate_size": 8192, "num_hidden_layers": 16, "num_attention_heads": 32,
                 "num_key_value_heads": 8, "vocab_size": 128256, "rope_theta": 500000.0},
 }
-ROUTES = ("bare", "bridge", "suite", "cache")
+ROUTES = ("bare", "bridge", "eager", "suite", "cache")
 
 
 def _status_mib(field: str) -> float:
@@ -131,6 +133,9 @@ def child(spec: dict) -> dict:
         elif spec["route"] == "bridge":
             with torch.inference_mode():
                 bridge(tokens)
+        elif spec["route"] == "eager":
+            with torch.inference_mode():
+                probes.capture(bridge, probes.as_token_batch(tokens, info), [probes.pattern_hook(info.n_layers - 1)])
         elif spec["route"] == "suite":
             suite = [probes.HeadScoreProbe(), probes.GeneralizedInductionProbe(3), probes.TopicAttentionProbe(labels)]
             probes.run_probes(bridge, suite, [tokens], progress=False)
@@ -212,13 +217,14 @@ def main() -> None:
             peaks = " ".join(f"{_cell(got[r], 'peak_mib', '.0f'):>11}" for r in ROUTES)
             print(f"{shape:>8} {length:>7} | {times} {_ratio(got['suite']['seconds'], got['bare']['seconds']):>10} "
                   f"{_ratio(got['suite']['seconds'], got['bridge']['seconds']):>12} | {peaks} "
-                  f"{_ratio(got['suite']['peak_mib'], got['bare']['peak_mib']):>10}")
+                  f"{_ratio(got['suite']['peak_mib'], got['bare']['peak_mib']):>10} "
+                  f"{_ratio(got['suite']['peak_mib'], got['eager']['peak_mib']):>11}")
     if args.layers:
         print(f"\nSmolLM2 shape at {args.layers_length} tokens, layers probed vs peak MiB added")
         print(f"{'layers':>7} " + " ".join(f"{r + ' MiB':>11}" for r in ROUTES))
         for n_layers in args.layers:
-            got = {route: _measure({**common, "shape": "smollm2", "layers": n_layers, "length": args.layers_length,
-                                    "route": route}) for route in ROUTES}
+            got = {route: _measure({**common, "repeats": 1, "shape": "smollm2", "layers": n_layers,
+                                    "length": args.layers_length, "route": route}) for route in ROUTES}
             rows.extend(got.values())
             print(f"{n_layers:>7} " + " ".join(f"{_cell(got[r], 'peak_mib', '.0f'):>11}" for r in ROUTES))
     if args.json:

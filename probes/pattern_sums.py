@@ -44,7 +44,7 @@ def masked_row_sums(
     for start in range(0, n_pos, step):
         rows = slice(start, start + step)
         chunk = float_at_least_32(pattern[:, :, rows])
-        out[:, :, rows] = (chunk * mask[:, None, rows].to(chunk.dtype)).sum(-1).double()
+        out[:, :, rows] = torch.einsum("bhqk,bqk->bhq", chunk, mask[:, rows].to(chunk.dtype)).double()
     return out
 
 

@@ -36,6 +36,16 @@ _N_SEQUENCES = "_n_sequences"
 _N_TOKENS = "_n_tokens"
 
 
+def _combined(data: str, seed: int | None, more: str, more_seed: int | None) -> tuple[str, int | None]:
+    """The data description and seed of a probe that saw ``data`` (``seed``) and then ``more`` (``more_seed``):
+    both sources named (each once), and the seed kept only when both agree (else named with its source)."""
+    if seed == more_seed:
+        sources = data.split(" + ")
+        return (data if more in sources else f"{data} + {more}"), seed
+    tag = lambda text, s: text if s is None or "(seed " in text else f"{text} (seed {s})"  # noqa: E731
+    return f"{tag(data, seed)} + {tag(more, more_seed)}", None
+
+
 class Probe(ABC):
     """Base class of every probe (see the module docstring for the contract)."""
 
@@ -82,7 +92,11 @@ class Probe(ABC):
                 f"{type(self).__name__} already holds data from model {self._info.name!r}; "
                 f"create a new probe for {info.name!r}."
             )
-        self._info, self._data, self._seed = info, data, seed
+        if self._state:  # more data for the same probe: the provenance names every source
+            self._data, self._seed = _combined(self._data, self._seed, data, seed)
+        else:
+            self._data, self._seed = data, seed
+        self._info = info
         return self
 
     def hook_groups(self, info: ModelInfo) -> tuple[tuple[str, ...], ...]:
@@ -208,6 +222,8 @@ class Probe(ABC):
             self._add(key, value)
         if self._info is None:
             self._info, self._data, self._seed = other._info, other._data, other._seed
+        elif other._state:
+            self._data, self._seed = _combined(self._data, self._seed, other._data, other._seed)
         self._activations = self._activations or other._activations
         return self
 

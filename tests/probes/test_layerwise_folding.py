@@ -183,3 +183,18 @@ def test_masked_row_sums_in_chunks_equal_an_einsum(monkeypatch, chunk_bytes):
                           torch.einsum("bhqk,bqk->bhq", exact, mask.double()), rtol=1e-6)
     assert torch.allclose(pattern_sums.masked_row_class_sums(pattern, mask, classes),
                           torch.einsum("bhqk,bqk,bkc->bhqc", exact, mask.double(), classes), rtol=1e-6)
+
+
+def test_a_probe_fed_two_corpora_names_both_in_its_provenance():
+    model = OracleModel()
+    info = probes.ModelInfo.of(model)
+    probe = probes.HeadScoreProbe()
+    probes.feed_probes(model, [probe], [_tokens(info, seed=0)], data="corpus A", seed=0, progress=False)
+    probes.feed_probes(model, [probe], [_tokens(info, seed=1)], data="corpus B", seed=0, progress=False)
+    assert probe.compute().provenance.data == "corpus A + corpus B"
+    assert probe.compute().provenance.seed == 0
+    other = probes.HeadScoreProbe()
+    probes.feed_probes(model, [other], [_tokens(info, seed=2)], data="corpus C", seed=5, progress=False)
+    merged = probe.merge(other).compute().provenance
+    assert (merged.data, merged.seed) == ("corpus A + corpus B (seed 0) + corpus C (seed 5)", None)
+    assert merged.n_sequences == 9
