@@ -98,10 +98,11 @@ class SameTokenAttentionProbe(LayerwiseProbe):
         same = (tokens[:, :, None] == tokens[:, None, :]) & labelled[:, :, None] & labelled[:, None, :] & visible
         diagonal = torch.eye(n_pos, dtype=torch.bool, device=tokens.device)
         masks = {"self": same & diagonal, "other": same & ~diagonal}
-        inverse_visible = 1.0 / visible.sum(-1, keepdim=True).clamp(min=1).to(torch.float64)
-        for kind, mask in masks.items():
-            self._add(f"{kind}/pairs", mask.sum())
-            self._add(f"{kind}/chance_mass", (mask * inverse_visible).sum())
+        inverse_visible = 1.0 / visible.sum(-1).clamp(min=1).to(torch.float64)  # [batch q]
+        for kind, mask in masks.items():  # [batch q_pos k_pos] stays bool; only per-row counts are float
+            per_row = mask.sum(-1).to(torch.float64)
+            self._add(f"{kind}/pairs", per_row.sum())
+            self._add(f"{kind}/chance_mass", (per_row * inverse_visible).sum())
         return masks
 
     def _update_layer(self, index: int, activation: Tensor, batch: TokenBatch, context: dict[str, Tensor]) -> None:

@@ -250,17 +250,19 @@ class TopicAttentionProbe(LayerwiseProbe):
         labels = self.token_topics.to(batch.tokens.device)
         topics = torch.where(batch.valid, labels[batch.tokens], torch.full_like(batch.tokens, -1))
         visible = visible_pairs(batch, causal)
-        inverse_visible = 1.0 / visible.sum(-1, keepdim=True).clamp(min=1).to(torch.float64)
+        inverse_visible = 1.0 / visible.sum(-1).clamp(min=1).to(torch.float64)  # [batch q]
         masks = topic_pair_masks(batch.tokens, topics, visible)
-        pair_f = sum(mask.to(torch.float64) for mask in masks.values())  # the categories are disjoint
+        pairs = masks["same_topic"] | masks["different_topic"] | masks["same_token"]  # the categories are disjoint
         one_hot = torch.nn.functional.one_hot(topics.clamp(min=0), self.n_topics).to(torch.float64)
         one_hot = one_hot * (topics >= 0)[..., None]
-        for kind, mask in masks.items():
-            mask_f = mask.to(torch.float64)
-            self._add(f"{kind}/pairs", mask_f.sum())
-            self._add(f"{kind}/chance_mass", (mask_f * inverse_visible).sum())
-        self._add("by_topic/pairs", torch.einsum("bqs,bqk,bkt->st", one_hot, pair_f, one_hot))
-        context = {"masks": masks, "pairs": pair_f > 0, "one_hot": one_hot}
+        for kind, mask in masks.items():  # [batch q_pos k_pos] stays bool; only per-row counts are float
+            per_row = mask.sum(-1).to(torch.float64)
+            self._add(f"{kind}/pairs", per_row.sum())
+            self._add(f"{kind}/chance_mass", (per_row * inverse_visible).sum())
+        # counts of keys per (query, topic) are exact in float32 (<= k_pos)
+        to_topic = (pairs.to(torch.float32) @ one_hot.to(torch.float32)).double()  # [batch q topic]
+        self._add("by_topic/pairs", torch.einsum("bqs,bqt->st", one_hot, to_topic))
+        context = {"masks": masks, "pairs": pairs, "one_hot": one_hot}
         if self.n_permutations:
             context["null"] = self._null_pairs(batch.tokens, masks["same_topic"] | masks["different_topic"])
         return context
