@@ -13,6 +13,9 @@ SmolLM2-135M shape (30 layers, 9 heads, 3 KV heads, d_model 576) and a Llama-3.2
   (``probes.capture`` of that one hook): the floor of the suite, the model's own eager attention;
 - ``suite``: ``probes.run_probes`` with HeadScoreProbe, GeneralizedInductionProbe(3) and
   TopicAttentionProbe (10 random topic labels) on the TransformerBridge (eager attention);
+- ``blocks``: the same suite with ``max_pattern_bytes=0``: attention computed and probed a block of
+  query rows at a time (``probes.attention_rows``; the default budget switches to it above 1 GiB of
+  pattern per layer);
 - ``cache``: ``bridge.run_with_cache`` keeping every layer's ``hook_pattern``.
 
 Time is the median of ``--repeats`` runs after one warm-up. Peak memory is what the route adds on
@@ -44,7 +47,7 @@ SHAPES = {
     "llama1b": {"hidden_size": 2048, "intermediate_size": 8192, "num_hidden_layers": 16, "num_attention_heads": 32,
                 "num_key_value_heads": 8, "vocab_size": 128256, "rope_theta": 500000.0},
 }
-ROUTES = ("bare", "bridge", "eager", "suite", "cache")
+ROUTES = ("bare", "bridge", "eager", "suite", "blocks", "cache")
 
 
 def _status_mib(field: str) -> float:
@@ -136,9 +139,10 @@ def child(spec: dict) -> dict:
         elif spec["route"] == "eager":
             with torch.inference_mode():
                 probes.capture(bridge, probes.as_token_batch(tokens, info), [probes.pattern_hook(info.n_layers - 1)])
-        elif spec["route"] == "suite":
+        elif spec["route"] in ("suite", "blocks"):
             suite = [probes.HeadScoreProbe(), probes.GeneralizedInductionProbe(3), probes.TopicAttentionProbe(labels)]
-            probes.run_probes(bridge, suite, [tokens], progress=False)
+            budget = 0 if spec["route"] == "blocks" else probes.runner.MAX_PATTERN_BYTES
+            probes.run_probes(bridge, suite, [tokens], progress=False, max_pattern_bytes=budget)
         else:
             with torch.inference_mode():
                 bridge.run_with_cache(tokens, names_filter=lambda name: name.endswith("hook_pattern"))
@@ -218,7 +222,8 @@ def main() -> None:
             print(f"{shape:>8} {length:>7} | {times} {_ratio(got['suite']['seconds'], got['bare']['seconds']):>10} "
                   f"{_ratio(got['suite']['seconds'], got['bridge']['seconds']):>12} | {peaks} "
                   f"{_ratio(got['suite']['peak_mib'], got['bare']['peak_mib']):>10} "
-                  f"{_ratio(got['suite']['peak_mib'], got['eager']['peak_mib']):>11}")
+                  f"{_ratio(got['suite']['peak_mib'], got['eager']['peak_mib']):>11} "
+                  f"{_ratio(got['blocks']['peak_mib'], got['bare']['peak_mib']):>11}")
     if args.layers:
         print(f"\nSmolLM2 shape at {args.layers_length} tokens, layers probed vs peak MiB added")
         print(f"{'layers':>7} " + " ".join(f"{r + ' MiB':>11}" for r in ROUTES))

@@ -35,7 +35,7 @@ from probes.batch import TokenBatch
 from probes.errors import ConfigError, InputError
 from probes.head_scores import visible_keys
 from probes.model_info import ModelInfo, pattern_hook
-from probes.pattern_sums import masked_row_sums
+from probes.pattern_sums import is_pattern_block, masked_row_sums
 from probes.probe import LayerwiseProbe
 from probes.result import ProbeResult, Provenance
 
@@ -138,7 +138,7 @@ class GeneralizedInductionProbe(LayerwiseProbe):
 
     def _batch_context(self, batch: TokenBatch, first: Tensor) -> list[tuple[str, Tensor, Tensor]]:
         n_batch, n_pos = batch.tokens.shape
-        if first.ndim != 4 or tuple(first.shape[2:]) != (n_pos, n_pos) or first.shape[0] != n_batch:
+        if not is_pattern_block(first, (n_batch, first.shape[1] if first.ndim == 4 else -1, n_pos, n_pos)):
             raise InputError(
                 f"Attention patterns must be [batch head q_pos k_pos] with batch {n_batch} and {n_pos} "
                 f"positions; the model's hook gave {tuple(first.shape)}."
@@ -156,10 +156,11 @@ class GeneralizedInductionProbe(LayerwiseProbe):
         self._add("rows_with_target", has_target.sum())
         return context
 
-    def _update_layer(self, index: int, activation: Tensor, batch: TokenBatch,
-                      context: list[tuple[str, Tensor, Tensor]]) -> None:
+    def _update_rows(self, index: int, rows: Tensor, start: int, batch: TokenBatch,
+                     context: list[tuple[str, Tensor, Tensor]]) -> None:
+        block = slice(start, start + rows.shape[2])
         for name, mask, keep in context:  # reduced over keys in float32, rows summed in float64
-            per_row = masked_row_sums(activation, mask) * keep
+            per_row = masked_row_sums(rows, mask[:, block]) * keep[..., block]
             self._add_at(f"{name}/mass", index, self.info.n_layers, per_row.sum(dim=(0, 2)))
 
     def _compute(self, state: Mapping[str, Tensor], info: ModelInfo, provenance: Provenance) -> GeneralizedInductionScores:

@@ -49,7 +49,7 @@ from probes.batch import TokenBatch
 from probes.errors import ConfigError, InputError
 from probes.head_patterns import HEAD_PATTERNS, HeadPattern, head_pattern
 from probes.model_info import ModelInfo, pattern_hook
-from probes.pattern_sums import masked_row_sums
+from probes.pattern_sums import is_pattern_block, masked_row_sums
 from probes.probe import LayerwiseProbe
 from probes.repeated_tokens import repeated_random_tokens
 from probes.result import ProbeResult, Provenance
@@ -150,7 +150,7 @@ class HeadScoreProbe(LayerwiseProbe):
         info = self.info
         n_batch, n_pos = batch.tokens.shape
         expected = (n_batch, info.n_heads, n_pos, n_pos)
-        if tuple(first.shape) != expected:
+        if not is_pattern_block(first, expected):
             raise InputError(
                 f"Attention patterns must be [batch head q_pos k_pos] = {expected}; the model's "
                 f"hook gave {tuple(first.shape)}. Check the model's hook_pattern layout."
@@ -167,12 +167,14 @@ class HeadScoreProbe(LayerwiseProbe):
             masks.append((kind, mask))
         return masks
 
-    def _update_layer(self, index: int, activation: Tensor, batch: TokenBatch, context: list[tuple[str, Tensor]]) -> None:
+    def _update_rows(self, index: int, rows: Tensor, start: int, batch: TokenBatch,
+                     context: list[tuple[str, Tensor]]) -> None:
         # reduced over keys in float32 (half-precision models too), rows summed in float64;
         # queries without a target contribute 0.
         n_layers = len(self.hook_names(self.info))
+        block = slice(start, start + rows.shape[2])
         for kind, mask in context:
-            self._add_at(f"{kind}/mass", index, n_layers, masked_row_sums(activation, mask).sum(dim=(0, 2)))
+            self._add_at(f"{kind}/mass", index, n_layers, masked_row_sums(rows, mask[:, block]).sum(dim=(0, 2)))
 
     def _compute(self, state: Mapping[str, Tensor], info: ModelInfo, provenance: Provenance) -> HeadScores:
         scores, masses, counts, chance = {}, {}, {}, {}

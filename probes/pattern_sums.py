@@ -22,6 +22,12 @@ def float_at_least_32(tensor: Tensor) -> Tensor:
     return tensor if tensor.dtype in (torch.float32, torch.float64) else tensor.float()
 
 
+def is_pattern_block(pattern: Tensor, expected: tuple[int, int, int, int]) -> bool:
+    """Whether ``pattern`` is ``expected`` = [batch head q_pos k_pos] or its first block of query rows."""
+    return (pattern.ndim == 4 and tuple(pattern.shape[:2]) == expected[:2] and pattern.shape[3] == expected[3]
+            and 1 <= pattern.shape[2] <= expected[2])
+
+
 def rows_per_chunk(pattern: Tensor, extra: int = 1) -> int:
     """How many query rows of ``pattern`` [batch head q_pos k_pos] keep a float32 temporary of
     ``extra`` times those rows under :data:`CHUNK_BYTES` (at least one)."""

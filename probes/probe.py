@@ -255,12 +255,16 @@ class LayerwiseProbe(Probe):
 
     Subclasses implement ``hook_names`` (stack order = the order of the rows of their per-layer sums),
     ``_batch_context(batch, first)`` (what every layer of the batch shares: masks, label lookups,
-    checks; ``first`` is the first activation folded, for shape checks) and
-    ``_update_layer(index, activation, batch, context)``, which adds a layer's sums with
-    ``self._add_at(key, index, len(hook_names), value)``. Only per-head partial sums reach float64.
+    checks; ``first`` is the first activation folded, for shape checks: for attention patterns it may
+    hold only the first block of query rows) and either ``_update_layer(index, activation, batch,
+    context)`` or, for attention patterns that can arrive a block of query rows at a time (long
+    sequences, :mod:`probes.attention_rows`), ``_update_rows(index, rows, start, batch, context)``
+    with ``rows`` = ``pattern[:, :, start:start + n]``. Both add a layer's sums with
+    ``self._add_at(key, index, len(hook_names), value)``; only per-head partial sums reach float64.
     """
 
     _context: Any = None
+    _rows_seen: dict[str, int] | None = None
 
     def hook_groups(self, info: ModelInfo) -> tuple[tuple[str, ...], ...]:
         return tuple((name,) for name in self.hook_names(info))
@@ -269,9 +273,18 @@ class LayerwiseProbe(Probe):
     def _batch_context(self, batch: TokenBatch, first: Tensor) -> Any:
         """What all layers of ``batch`` share (computed once, at the first layer folded)."""
 
-    @abstractmethod
     def _update_layer(self, index: int, activation: Tensor, batch: TokenBatch, context: Any) -> None:
-        """Fold the activation of hook ``hook_names(info)[index]``."""
+        """Fold the activation of hook ``hook_names(info)[index]`` (default: as one block of rows)."""
+        self._update_rows(index, activation, 0, batch, context)
+
+    def _update_rows(self, index: int, rows: Tensor, start: int, batch: TokenBatch, context: Any) -> None:
+        """Fold query rows ``start ...`` of the pattern of hook ``hook_names(info)[index]``."""
+        raise NotImplementedError(f"{type(self).__name__} folds whole layers only")
+
+    @classmethod
+    def folds_query_rows(cls) -> bool:
+        """Whether this probe accepts a layer's pattern a block of query rows at a time."""
+        return cls._update_rows is not LayerwiseProbe._update_rows
 
     def _update(self, activations: Mapping[str, Tensor], batch: TokenBatch) -> None:
         names = self.hook_names(self.info)
@@ -280,6 +293,28 @@ class LayerwiseProbe(Probe):
                 self._context = self._batch_context(batch, activation)
             self._update_layer(names.index(name), activation, batch, self._context)
 
+    def fold_rows(self, name: str, rows: Tensor, start: int, batch: TokenBatch) -> None:
+        """Fold query rows ``start ... start + rows.shape[2]`` of hook ``name``'s pattern in the open batch;
+        the hook counts as folded once its last row has arrived (blocks must come in order)."""
+        if self._pending is None:
+            raise ProbeStateError(f"{type(self).__name__}.fold_rows() needs an open batch: call begin_batch(batch) first.")
+        if not self.folds_query_rows():
+            raise ProbeStateError(f"{type(self).__name__} folds whole layers only; feed it with fold().")
+        seen = self._rows_seen if self._rows_seen is not None else {}
+        if name in self._folded or seen.get(name, 0) != start:
+            raise ProbeStateError(f"{type(self).__name__}: rows of {name} must arrive once each, in order; got "
+                                  f"rows from {start} after {seen.get(name, 0)}.")
+        if self._context is None:
+            self._context = self._batch_context(batch, rows)
+        self._update_rows(self.hook_names(self.info).index(name), rows, start, batch, self._context)
+        seen[name] = start + rows.shape[2]
+        self._rows_seen = seen
+        if seen[name] >= batch.tokens.shape[1]:
+            self._folded.add(name)
+        if self._activations is None:
+            self._activations = (str(rows.device), str(rows.dtype).removeprefix("torch."))
+
     def _clear_batch(self) -> None:
         super()._clear_batch()
         self._context = None
+        self._rows_seen = None

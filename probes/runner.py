@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -12,8 +13,8 @@ from tqdm.auto import tqdm
 
 from probes.batch import TokenBatch, as_token_batch
 from probes.errors import InputError, ModelError
-from probes.model_info import ModelInfo
-from probes.probe import Probe
+from probes.model_info import ModelInfo, pattern_hook
+from probes.probe import LayerwiseProbe, Probe
 from probes.result import ProbeResult
 
 log = logging.getLogger(__name__)
@@ -21,6 +22,16 @@ log = logging.getLogger(__name__)
 
 class _AllHooksCaptured(Exception):
     """Raised from inside the forward pass once every needed hook has fired."""
+
+
+MAX_PATTERN_BYTES = 2**30
+"""Default memory budget of one layer's ``[batch head q_pos k_pos]`` pattern: above it, patterns reach the
+probes a block of query rows at a time, where the model and the probes allow it (:mod:`probes.attention_rows`)."""
+
+QUERY_BLOCK_BYTES = 256 * 2**20
+"""Size of one block of query rows of a float32 pattern when patterns come in blocks."""
+
+_QUERY_BLOCKS_CHECKED: "weakref.WeakKeyDictionary[Any, bool]" = weakref.WeakKeyDictionary()
 
 
 def model_device(model: Any) -> torch.device:
@@ -147,6 +158,84 @@ def fold_forward(model: Any, probes: Sequence[Probe], batch: TokenBatch, info: M
         held.clear()
 
 
+def query_block_rows(model: Any, probes: Sequence[Probe], batch: TokenBatch, info: ModelInfo,
+                     max_pattern_bytes: int | None) -> int | None:
+    """Query rows per block when ``batch``'s patterns should reach ``probes`` in blocks, else None.
+
+    Blocks are used when one layer's pattern would exceed ``max_pattern_bytes``, every hook the probes
+    read is an attention pattern read by a probe that folds query rows, and query-chunked attention
+    reproduces ``hook_pattern`` on this model (checked once per model on a short input)."""
+    from probes import attention_rows
+
+    n_batch, n_pos = batch.tokens.shape
+    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
+    layer_bytes = n_batch * info.n_heads * n_pos * n_pos * torch.finfo(dtype).bits // 8
+    if max_pattern_bytes is None or layer_bytes <= max_pattern_bytes:
+        return None
+    patterns = {pattern_hook(layer) for layer in range(info.n_layers)}
+    readers = [probe for probe in probes if set(probe.hook_names(info))]
+    if not all(isinstance(probe, LayerwiseProbe) and probe.folds_query_rows() and set(probe.hook_names(info)) <= patterns
+               for probe in readers):
+        log.info("patterns of %d MiB per layer, but a probe here needs whole layers: using hook_pattern",
+                 layer_bytes >> 20)
+        return None
+    if model not in _QUERY_BLOCKS_CHECKED:
+        short = batch.tokens[:1, : min(n_pos, 48)]
+        ok = attention_rows.supports_query_chunks(model) and attention_rows.rows_match_hook_pattern(model, short)
+        _QUERY_BLOCKS_CHECKED[model] = ok
+        if not ok:
+            log.warning("%s: query-chunked attention does not reproduce hook_pattern; whole patterns are used",
+                        info.name)
+    if not _QUERY_BLOCKS_CHECKED[model]:
+        return None
+    return max(1, QUERY_BLOCK_BYTES // (n_batch * info.n_heads * n_pos * 4))
+
+
+def fold_forward_in_query_blocks(model: Any, probes: Sequence[Probe], batch: TokenBatch, info: ModelInfo,
+                                 rows: int) -> None:
+    """Like :func:`fold_forward`, but the model computes attention ``rows`` queries at a time and each
+    layer's pattern reaches the probes block by block (:func:`probes.attention_rows.query_chunked_attention`),
+    so no ``[batch head q_pos k_pos]`` tensor is ever made. Every probe must fold query rows."""
+    from probes.attention_rows import query_chunked_attention
+
+    n_pos = batch.tokens.shape[1]
+    readers: dict[str, list[LayerwiseProbe]] = {}
+    for probe in probes:
+        for name in probe.hook_names(info):
+            readers.setdefault(name, []).append(probe)  # type: ignore[arg-type]
+    remaining = set(readers)
+
+    def sink(layer: int, weights: Tensor, start: int) -> None:
+        name = pattern_hook(layer)
+        for probe in readers.get(name, ()):
+            probe.fold_rows(name, weights, start, batch)
+        if start + weights.shape[2] >= n_pos:
+            remaining.discard(name)
+            if not remaining:
+                raise _AllHooksCaptured
+
+    for probe in probes:
+        probe.begin_batch(batch)
+    try:
+        for probe in probes:
+            if not probe.hook_names(info):
+                probe.fold({}, batch)
+        if remaining:
+            try:
+                with query_chunked_attention(model, sink, rows=rows):
+                    model(batch.tokens, **_forward_kwargs(model, batch))
+            except _AllHooksCaptured:
+                pass
+            if remaining:
+                raise ModelError(f"The forward pass never computed the attention of {sorted(remaining)}.")
+        for probe in probes:
+            probe.end_batch(batch)
+    except BaseException:
+        for probe in probes:
+            probe.abort_batch()
+        raise
+
+
 class _AdaptiveFolding:
     """Folds batches in row chunks that fit in memory, halving the chunk after an out-of-memory error.
 
@@ -155,8 +244,9 @@ class _AdaptiveFolding:
     whole. The chunk size found is kept for the following batches.
     """
 
-    def __init__(self, model: Any, probes: Sequence[Probe], info: ModelInfo) -> None:
+    def __init__(self, model: Any, probes: Sequence[Probe], info: ModelInfo, max_pattern_bytes: int | None) -> None:
         self.model, self.probes, self.info = model, probes, info
+        self.max_pattern_bytes = max_pattern_bytes
         self.max_rows: int | None = None
 
     def fold(self, batch: TokenBatch) -> None:
@@ -165,7 +255,11 @@ class _AdaptiveFolding:
             stop = n_rows if self.max_rows is None else min(n_rows, start + self.max_rows)
             part = batch if (start, stop) == (0, n_rows) else _rows(batch, start, stop)
             try:
-                fold_forward(self.model, self.probes, part, self.info)
+                block = query_block_rows(self.model, self.probes, part, self.info, self.max_pattern_bytes)
+                if block is None:
+                    fold_forward(self.model, self.probes, part, self.info)
+                else:
+                    fold_forward_in_query_blocks(self.model, self.probes, part, self.info, block)
             except Exception as error:
                 if not is_out_of_memory(error):
                     raise
@@ -193,6 +287,7 @@ def feed_probes(
     progress: bool = True,
     total: int | None = None,
     on_batch: Callable[[int, Sequence[Probe]], None] | None = None,
+    max_pattern_bytes: int | None = MAX_PATTERN_BYTES,
 ) -> ModelInfo:
     """Bind ``probes`` to ``model`` and fold every batch into them (in place); no result.
 
@@ -200,7 +295,9 @@ def feed_probes(
     corpora into the same probes or to all-reduce their state before ``compute()``.
     ``on_batch(i, probes)`` runs after batch ``i`` is folded in (e.g. to snapshot per-batch
     state for a bootstrap). A batch that does not fit in memory is run in smaller row chunks
-    (halved until it fits; the same result, since probe state is additive).
+    (halved until it fits; the same result, since probe state is additive). Where one layer's pattern
+    would exceed ``max_pattern_bytes`` (None: never), attention is computed a block of query rows at a
+    time and the probes fold the blocks (see :func:`query_block_rows` for when this applies).
     """
     info = ModelInfo.of(model)
     if not probes:
@@ -220,7 +317,7 @@ def feed_probes(
     if was_training:
         model.eval()
     n_batches = 0
-    runner = _AdaptiveFolding(model, probes, info)
+    runner = _AdaptiveFolding(model, probes, info, max_pattern_bytes)
     try:
         with torch.inference_mode():
             for raw in tqdm(batches, total=total, desc="probing", unit="batch", disable=not progress):
@@ -246,16 +343,19 @@ def run_probes(
     seed: int | None = None,
     progress: bool = True,
     total: int | None = None,
+    max_pattern_bytes: int | None = MAX_PATTERN_BYTES,
 ) -> list[ProbeResult]:
     """Run ``model`` once per batch, feed every probe, return their results in order.
 
     Only the union of the probes' hooks is kept, the forward pass stops after the last of them,
     nothing but the probes' running sums outlives a batch, and it all runs under
-    ``torch.inference_mode()``.
+    ``torch.inference_mode()``. Long sequences (one layer's pattern over ``max_pattern_bytes``) are
+    probed a block of query rows at a time where the model and probes allow it.
 
     Example::
 
         results = probes.run_probes(model, [probes.HeadScoreProbe()], [tokens])
     """
-    feed_probes(model, probes, batches, data=data, seed=seed, progress=progress, total=total)
+    feed_probes(model, probes, batches, data=data, seed=seed, progress=progress, total=total,
+                max_pattern_bytes=max_pattern_bytes)
     return [probe.compute() for probe in probes]

@@ -105,9 +105,10 @@ class SameTokenAttentionProbe(LayerwiseProbe):
             self._add(f"{kind}/chance_mass", (per_row * inverse_visible).sum())
         return masks
 
-    def _update_layer(self, index: int, activation: Tensor, batch: TokenBatch, context: dict[str, Tensor]) -> None:
+    def _update_rows(self, index: int, rows: Tensor, start: int, batch: TokenBatch, context: dict[str, Tensor]) -> None:
+        block = slice(start, start + rows.shape[2])
         for kind, mask in context.items():  # reduced over keys in float32, rows summed in float64
-            self._add_at(f"{kind}/mass", index, self.info.n_layers, masked_row_sums(activation, mask).sum(dim=(0, 2)))
+            self._add_at(f"{kind}/mass", index, self.info.n_layers, masked_row_sums(rows, mask[:, block]).sum(dim=(0, 2)))
 
     def _compute(self, state: Mapping[str, Tensor], info: ModelInfo, provenance: Provenance) -> SameTokenAttention:
         pairs = {kind: float(state[f"{kind}/pairs"]) for kind in SAME_TOKEN_KINDS}

@@ -47,7 +47,7 @@ from probes.batch import TokenBatch
 from probes.errors import ConfigError, InputError
 from probes.model_info import ModelInfo, pattern_hook
 from probes.nulls import check_count, label_permutations
-from probes.pattern_sums import masked_row_class_sums, masked_row_sums
+from probes.pattern_sums import is_pattern_block, masked_row_class_sums, masked_row_sums
 from probes.probe import LayerwiseProbe
 from probes.result import ProbeResult, Provenance
 from probes.runner import run_probes
@@ -112,7 +112,7 @@ def check_pattern_batch(info: ModelInfo, token_topics: Tensor, first: Tensor, ba
         )
     n_batch, n_pos = batch.tokens.shape
     expected = (n_batch, info.n_heads, n_pos, n_pos)
-    if tuple(first.shape) != expected:
+    if not is_pattern_block(first, expected):
         raise InputError(
             f"Attention patterns must be [batch head q_pos k_pos] = {expected}; the model's hook gave "
             f"{tuple(first.shape)}. Check the model's hook_pattern layout."
@@ -267,20 +267,24 @@ class TopicAttentionProbe(LayerwiseProbe):
             context["null"] = self._null_pairs(batch.tokens, masks["same_topic"] | masks["different_topic"])
         return context
 
-    def _update_layer(self, index: int, activation: Tensor, batch: TokenBatch, context: dict[str, Any]) -> None:
+    def _update_rows(self, index: int, rows: Tensor, start: int, batch: TokenBatch, context: dict[str, Any]) -> None:
         n_layers = self.info.n_layers
+        block = slice(start, start + rows.shape[2])
         for kind, mask in context["masks"].items():  # reduced over keys in float32, rows summed in float64
-            self._add_at(f"{kind}/mass", index, n_layers, masked_row_sums(activation, mask).sum(dim=(0, 2)))
-        to_topics = masked_row_class_sums(activation, context["pairs"], context["one_hot"])  # [batch head q topic]
-        self._add_at("by_topic/mass", index, n_layers, torch.einsum("bqs,bhqt->hst", context["one_hot"], to_topics))
+            self._add_at(f"{kind}/mass", index, n_layers, masked_row_sums(rows, mask[:, block]).sum(dim=(0, 2)))
+        one_hot = context["one_hot"][:, block]
+        to_topics = masked_row_class_sums(rows, context["pairs"][:, block], context["one_hot"])  # [batch head q topic]
+        self._add_at("by_topic/mass", index, n_layers, torch.einsum("bqs,bhqt->hst", one_hot, to_topics))
         if self.n_permutations:
             (b, q, k), same_chunks = context["null"]
-            mass = torch.zeros(self.info.n_heads, self.n_permutations, dtype=torch.float64, device=activation.device)
-            start = 0
+            mass = torch.zeros(self.info.n_heads, self.n_permutations, dtype=torch.float64, device=rows.device)
+            first = 0
             for same in same_chunks:  # only the gathered pair values reach float64, never the whole pattern
-                part = slice(start, start + same.shape[1])
-                mass += activation[b[part], :, q[part], k[part]].to(torch.float64).T @ same.to(torch.float64).T
-                start += same.shape[1]
+                part = slice(first, first + same.shape[1])
+                inside = (q[part] >= block.start) & (q[part] < block.start + rows.shape[2])
+                values = rows[b[part][inside], :, q[part][inside] - block.start, k[part][inside]].to(torch.float64)
+                mass += values.T @ same[:, inside].to(torch.float64).T
+                first += same.shape[1]
             self._add_at("null/same_topic/mass", index, n_layers, mass)
 
     def _compute(self, state: Mapping[str, Tensor], info: ModelInfo, provenance: Provenance) -> TopicAttention:
