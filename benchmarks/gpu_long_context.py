@@ -178,6 +178,10 @@ def _measure(spec: dict) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def _skipped(route: str) -> dict:
+    return {"route": route, "seconds": None, "peak_mib": None, "error": "-"}
+
+
 def _cell(row: dict, key: str, fmt: str) -> str:
     return (row["error"] or "-") if row[key] is None else format(row[key], fmt)
 
@@ -197,6 +201,8 @@ def main() -> None:
     parser.add_argument("--layers", type=int, nargs="*", default=[4, 8, 16, 30],
                         help="layer counts of the SmolLM2 shape for the flat-in-layers check (empty: skip)")
     parser.add_argument("--layers-length", type=int, default=2048)
+    parser.add_argument("--routes", nargs="+", default=list(ROUTES), choices=ROUTES,
+                        help="routes to run (default all; cache runs out of memory first at long lengths)")
     parser.add_argument("--threads", type=int, default=0, help="torch threads in each child (0 = default)")
     parser.add_argument("--json", help="also write every measurement to this file")
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -215,7 +221,7 @@ def main() -> None:
     for shape in args.shapes:
         for length in args.lengths:
             got = {route: _measure({**common, "shape": shape, "layers": None, "length": length, "route": route})
-                   for route in ROUTES}
+                   if route in args.routes else _skipped(route) for route in ROUTES}
             rows.extend(got.values())
             times = " ".join(f"{_cell(got[r], 'seconds', '.3f'):>9}" for r in ROUTES)
             peaks = " ".join(f"{_cell(got[r], 'peak_mib', '.0f'):>11}" for r in ROUTES)
@@ -229,7 +235,8 @@ def main() -> None:
         print(f"{'layers':>7} " + " ".join(f"{r + ' MiB':>11}" for r in ROUTES))
         for n_layers in args.layers:
             got = {route: _measure({**common, "repeats": 1, "shape": "smollm2", "layers": n_layers,
-                                    "length": args.layers_length, "route": route}) for route in ROUTES}
+                                    "length": args.layers_length, "route": route})
+                   if route in args.routes else _skipped(route) for route in ROUTES}
             rows.extend(got.values())
             print(f"{n_layers:>7} " + " ".join(f"{_cell(got[r], 'peak_mib', '.0f'):>11}" for r in ROUTES))
     if args.json:

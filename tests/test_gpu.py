@@ -99,3 +99,24 @@ def test_every_toy_preset_runs_on_cuda(tmp_path, capsys, toy, preset):
     argv = ["toy", toy, "--preset", preset, "--device", "cuda", "--no-progress", "--out", str(out)]
     assert main([*argv, *(arg for setting in settings for arg in ("--set", setting))]) == 0
     assert json.loads((out / "summary.json").read_text())["settings"]["device"] == "cuda"
+
+
+def test_long_sequences_in_query_blocks_on_cuda_equal_whole_patterns_in_less_memory(smollm2):
+    model = probes.load_model("smollm2-135m", device="cuda", dtype=torch.bfloat16)
+    info = probes.ModelInfo.of(model)
+    tokens = torch.randint(3, 2000, (1, 4096), generator=torch.Generator().manual_seed(0)).cuda()
+    labels = torch.randint(0, 8, (info.d_vocab,), generator=torch.Generator().manual_seed(1))
+
+    def run(budget):
+        suite = [probes.HeadScoreProbe(), probes.GeneralizedInductionProbe(3), probes.TopicAttentionProbe(labels)]
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        results = probes.run_probes(model, suite, [tokens], progress=False, max_pattern_bytes=budget)
+        return results, torch.cuda.max_memory_allocated() - base
+
+    whole, whole_peak = run(None)
+    blocks, blocks_peak = run(0)
+    for a, b in zip(whole, blocks):
+        assert probes.result.results_close(a, b, rtol=2e-2, atol=1e-3), type(a).__name__
+    assert blocks_peak < whole_peak / 2
