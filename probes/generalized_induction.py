@@ -35,7 +35,7 @@ from probes.batch import TokenBatch
 from probes.errors import ConfigError, InputError
 from probes.head_scores import visible_keys
 from probes.model_info import ModelInfo, pattern_hook
-from probes.pattern_sums import is_pattern_block, masked_row_sums
+from probes.pattern_sums import KeyMask, is_pattern_block
 from probes.probe import LayerwiseProbe
 from probes.result import ProbeResult, Provenance
 
@@ -136,7 +136,7 @@ class GeneralizedInductionProbe(LayerwiseProbe):
     def hook_names(self, info: ModelInfo) -> tuple[str, ...]:
         return tuple(pattern_hook(l) for l in range(info.n_layers))
 
-    def _batch_context(self, batch: TokenBatch, first: Tensor) -> list[tuple[str, Tensor, Tensor]]:
+    def _batch_context(self, batch: TokenBatch, first: Tensor) -> list[tuple[str, KeyMask]]:
         n_batch, n_pos = batch.tokens.shape
         if not is_pattern_block(first, (n_batch, first.shape[1] if first.ndim == 4 else -1, n_pos, n_pos)):
             raise InputError(
@@ -152,16 +152,14 @@ class GeneralizedInductionProbe(LayerwiseProbe):
         context = []
         for name, mask in (("full", full), ("last", last)):
             self._add(f"{name}/chance_mass", (mask.sum(-1) / visible)[has_target].sum())
-            context.append((name, mask, has_target[:, None, :]))
+            context.append((name, KeyMask.of(mask & has_target[:, :, None])))  # rows with a target
         self._add("rows_with_target", has_target.sum())
         return context
 
     def _update_rows(self, index: int, rows: Tensor, start: int, batch: TokenBatch,
-                     context: list[tuple[str, Tensor, Tensor]]) -> None:
-        block = slice(start, start + rows.shape[2])
-        for name, mask, keep in context:  # reduced over keys in float32, rows summed in float64
-            per_row = masked_row_sums(rows, mask[:, block]) * keep[..., block]
-            self._add_at(f"{name}/mass", index, self.info.n_layers, per_row.sum(dim=(0, 2)))
+                     context: list[tuple[str, KeyMask]]) -> None:
+        for name, mask in context:  # queries without a target contribute 0
+            self._add_at(f"{name}/mass", index, self.info.n_layers, mask.pattern_sum(rows, start))
 
     def _compute(self, state: Mapping[str, Tensor], info: ModelInfo, provenance: Provenance) -> GeneralizedInductionScores:
         n = float(state["rows_with_target"])

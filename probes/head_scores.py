@@ -49,7 +49,7 @@ from probes.batch import TokenBatch
 from probes.errors import ConfigError, InputError
 from probes.head_patterns import HEAD_PATTERNS, HeadPattern, head_pattern
 from probes.model_info import ModelInfo, pattern_hook
-from probes.pattern_sums import is_pattern_block, masked_row_sums
+from probes.pattern_sums import KeyMask, is_pattern_block
 from probes.probe import LayerwiseProbe
 from probes.repeated_tokens import repeated_random_tokens
 from probes.result import ProbeResult, Provenance
@@ -146,7 +146,7 @@ class HeadScoreProbe(LayerwiseProbe):
     def hook_names(self, info: ModelInfo) -> tuple[str, ...]:
         return tuple(pattern_hook(layer) for layer in range(info.n_layers))
 
-    def _batch_context(self, batch: TokenBatch, first: Tensor) -> list[tuple[str, Tensor]]:
+    def _batch_context(self, batch: TokenBatch, first: Tensor) -> list[tuple[str, KeyMask]]:
         info = self.info
         n_batch, n_pos = batch.tokens.shape
         expected = (n_batch, info.n_heads, n_pos, n_pos)
@@ -164,17 +164,16 @@ class HeadScoreProbe(LayerwiseProbe):
             has_target = mask.any(-1)
             self._add(f"{kind}/rows_with_target", has_target.sum())
             self._add(f"{kind}/chance_mass", (mask.sum(-1) / visible)[has_target].sum())
-            masks.append((kind, mask))
+            masks.append((kind, KeyMask.of(mask)))
         return masks
 
     def _update_rows(self, index: int, rows: Tensor, start: int, batch: TokenBatch,
-                     context: list[tuple[str, Tensor]]) -> None:
+                     context: list[tuple[str, KeyMask]]) -> None:
         # reduced over keys in float32 (half-precision models too), rows summed in float64;
         # queries without a target contribute 0.
         n_layers = len(self.hook_names(self.info))
-        block = slice(start, start + rows.shape[2])
         for kind, mask in context:
-            self._add_at(f"{kind}/mass", index, n_layers, masked_row_sums(rows, mask[:, block]).sum(dim=(0, 2)))
+            self._add_at(f"{kind}/mass", index, n_layers, mask.pattern_sum(rows, start))
 
     def _compute(self, state: Mapping[str, Tensor], info: ModelInfo, provenance: Provenance) -> HeadScores:
         scores, masses, counts, chance = {}, {}, {}, {}

@@ -10,11 +10,14 @@ float64 patterns) and only the per-row results, ``[batch head q_pos]``, reach fl
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from jaxtyping import Float
 from torch import Tensor
 
 CHUNK_BYTES = 64 * 2**20  # the largest [batch head rows k_pos] temporary a reduction makes
+SPARSE_SHARE = 1 / 64  # masks with at most this share of True entries are summed by gathering them
 
 
 def float_at_least_32(tensor: Tensor) -> Tensor:
@@ -70,3 +73,32 @@ def masked_row_class_sums(
         masked = chunk * mask[:, None, rows].to(chunk.dtype)
         out[:, :, rows] = (masked @ key_classes[:, None].to(chunk.dtype)).double()
     return out
+
+
+@dataclass(frozen=True)
+class KeyMask:
+    """A ``[batch q_pos k_pos]`` mask prepared once per batch for :meth:`pattern_sum` on every layer: a
+    sparse mask (previous token, induction targets, ...) keeps its True entries and is summed by
+    gathering them (cost: the entries, not the grid); a dense one is reduced by :func:`masked_row_sums`.
+
+    Example: ``KeyMask.of(targets).pattern_sum(pattern)`` is the attention mass on targets per head.
+    """
+
+    mask: Tensor
+    entries: tuple[Tensor, Tensor, Tensor] | None  # (batch, query, key) of the True entries when sparse
+
+    @classmethod
+    def of(cls, mask: Tensor) -> "KeyMask":
+        sparse = int(mask.sum()) <= SPARSE_SHARE * mask.numel()
+        return cls(mask, mask.nonzero(as_tuple=True) if sparse else None)
+
+    def pattern_sum(self, rows: Float[Tensor, "batch head q_rows k_pos"], start: int = 0) -> Float[Tensor, " head"]:
+        """``sum_{b, q, k} rows[b, h, q - start, k] * mask[b, q, k]`` over the queries ``rows`` holds, in float64."""
+        n_rows = rows.shape[2]
+        if self.entries is None:
+            return masked_row_sums(rows, self.mask[:, start : start + n_rows]).sum(dim=(0, 2))
+        b, q, k = self.entries
+        if start or n_rows < self.mask.shape[1]:
+            inside = (q >= start) & (q < start + n_rows)
+            b, q, k = b[inside], q[inside], k[inside]
+        return rows[b, :, q - start, k].double().sum(0)

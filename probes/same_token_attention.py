@@ -30,7 +30,7 @@ from torch import Tensor
 
 from probes.batch import TokenBatch
 from probes.model_info import ModelInfo, pattern_hook
-from probes.pattern_sums import masked_row_sums
+from probes.pattern_sums import KeyMask
 from probes.probe import LayerwiseProbe
 from probes.result import ProbeResult, Provenance
 from probes.runner import run_probes
@@ -88,7 +88,7 @@ class SameTokenAttentionProbe(LayerwiseProbe):
     def hook_names(self, info: ModelInfo) -> tuple[str, ...]:
         return tuple(pattern_hook(layer) for layer in range(info.n_layers))
 
-    def _batch_context(self, batch: TokenBatch, first: Tensor) -> dict[str, Tensor]:
+    def _batch_context(self, batch: TokenBatch, first: Tensor) -> dict[str, KeyMask]:
         causal = check_pattern_batch(self.info, self.token_topics, first, batch)
         tokens = batch.tokens
         n_pos = tokens.shape[1]
@@ -103,12 +103,11 @@ class SameTokenAttentionProbe(LayerwiseProbe):
             per_row = mask.sum(-1).to(torch.float64)
             self._add(f"{kind}/pairs", per_row.sum())
             self._add(f"{kind}/chance_mass", (per_row * inverse_visible).sum())
-        return masks
+        return {kind: KeyMask.of(mask) for kind, mask in masks.items()}
 
-    def _update_rows(self, index: int, rows: Tensor, start: int, batch: TokenBatch, context: dict[str, Tensor]) -> None:
-        block = slice(start, start + rows.shape[2])
-        for kind, mask in context.items():  # reduced over keys in float32, rows summed in float64
-            self._add_at(f"{kind}/mass", index, self.info.n_layers, masked_row_sums(rows, mask[:, block]).sum(dim=(0, 2)))
+    def _update_rows(self, index: int, rows: Tensor, start: int, batch: TokenBatch, context: dict[str, KeyMask]) -> None:
+        for kind, mask in context.items():  # reduced over keys in float32 (or gathered), summed in float64
+            self._add_at(f"{kind}/mass", index, self.info.n_layers, mask.pattern_sum(rows, start))
 
     def _compute(self, state: Mapping[str, Tensor], info: ModelInfo, provenance: Provenance) -> SameTokenAttention:
         pairs = {kind: float(state[f"{kind}/pairs"]) for kind in SAME_TOKEN_KINDS}

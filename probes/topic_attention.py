@@ -47,7 +47,7 @@ from probes.batch import TokenBatch
 from probes.errors import ConfigError, InputError
 from probes.model_info import ModelInfo, pattern_hook
 from probes.nulls import check_count, label_permutations
-from probes.pattern_sums import is_pattern_block, masked_row_class_sums, masked_row_sums
+from probes.pattern_sums import KeyMask, is_pattern_block, masked_row_class_sums
 from probes.probe import LayerwiseProbe
 from probes.result import ProbeResult, Provenance
 from probes.runner import run_probes
@@ -262,7 +262,7 @@ class TopicAttentionProbe(LayerwiseProbe):
         # counts of keys per (query, topic) are exact in float32 (<= k_pos)
         to_topic = (pairs.to(torch.float32) @ one_hot.to(torch.float32)).double()  # [batch q topic]
         self._add("by_topic/pairs", torch.einsum("bqs,bqt->st", one_hot, to_topic))
-        context = {"masks": masks, "pairs": pairs, "one_hot": one_hot}
+        context = {"masks": {kind: KeyMask.of(mask) for kind, mask in masks.items()}, "pairs": pairs, "one_hot": one_hot}
         if self.n_permutations:
             context["null"] = self._null_pairs(batch.tokens, masks["same_topic"] | masks["different_topic"])
         return context
@@ -271,7 +271,7 @@ class TopicAttentionProbe(LayerwiseProbe):
         n_layers = self.info.n_layers
         block = slice(start, start + rows.shape[2])
         for kind, mask in context["masks"].items():  # reduced over keys in float32, rows summed in float64
-            self._add_at(f"{kind}/mass", index, n_layers, masked_row_sums(rows, mask[:, block]).sum(dim=(0, 2)))
+            self._add_at(f"{kind}/mass", index, n_layers, mask.pattern_sum(rows, start))
         one_hot = context["one_hot"][:, block]
         to_topics = masked_row_class_sums(rows, context["pairs"][:, block], context["one_hot"])  # [batch head q topic]
         self._add_at("by_topic/mass", index, n_layers, torch.einsum("bqs,bhqt->hst", one_hot, to_topics))

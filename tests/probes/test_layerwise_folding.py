@@ -198,3 +198,17 @@ def test_a_probe_fed_two_corpora_names_both_in_its_provenance():
     merged = probe.merge(other).compute().provenance
     assert (merged.data, merged.seed) == ("corpus A + corpus B (seed 0) + corpus C (seed 5)", None)
     assert merged.n_sequences == 9
+
+
+@pytest.mark.parametrize("share", [0.001, 0.3])
+@pytest.mark.parametrize("start, n_rows", [(0, 7), (2, 3)])
+def test_key_mask_sums_sparse_and_dense_masks_like_an_einsum(share, start, n_rows):
+    generator = torch.Generator().manual_seed(1)
+    mask = torch.rand(2, 7, 7, generator=generator) < share
+    mask[0, 3, 1] = True  # at least one entry
+    pattern = torch.rand(2, 3, 7, 7, generator=generator)
+    key_mask = pattern_sums.KeyMask.of(mask)
+    assert (key_mask.entries is not None) == (int(mask.sum()) <= pattern_sums.SPARSE_SHARE * mask.numel())
+    rows = slice(start, start + n_rows)
+    expected = torch.einsum("bhqk,bqk->h", pattern[:, :, rows].double(), mask[:, rows].double())
+    assert torch.allclose(key_mask.pattern_sum(pattern[:, :, rows], start), expected, rtol=1e-6)
