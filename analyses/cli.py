@@ -122,6 +122,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     render.add_argument("folder", metavar="OUT", help="a folder written by mechprobe report")
 
+    linear = sub.add_parser(
+        "probe-linear", help="linear probes (scikit-learn) on each layer's residual stream, beside a control task",
+        description="Decode previous tokens (parent), LDA topics (topic) or Scan and Snap's next-token class (next) "
+        "from every layer with grouped cross-validation; accuracy, the majority baseline, a control task "
+        "(random labels per word type) and selectivity, for the model and its random-weight control. "
+        "Writes OUT/summary.json, OUT/result/ and OUT/control/.",
+    )
+    linear.add_argument("--model", required=True, metavar="SPEC",
+                        help="packaged name, checkpoint folder, hub name, or a toy run folder (mechprobe toy ... --out)")
+    linear.add_argument("--target", required=True, choices=["parent", "topic", "next"],
+                        help="parent: tok[t-k]; topic: the word's and the document's LDA topic; next: Scan and Snap's "
+                        "next-token class (toy scansnap folders)")
+    linear.add_argument("--out", required=True, metavar="DIR", help="output folder (created)")
+    linear.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a setting (max_examples, n_folds, distances, layer_stride, corpus, max_batches, "
+                        "control, seed, ...; repeatable)")
+    _add_device_flags(linear)
+    linear.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+
     toy = sub.add_parser("toy", help="train a paper's toy model and probe it",
                          description="Train the toy model of one paper and write summary.json and figures.")
     toy.add_argument("experiment", choices=sorted(TOY_EXPERIMENTS),
@@ -135,7 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     toy.add_argument("--device", metavar="DEV",
                      help="where the toy models train: cpu (default), cuda, cuda:1, mps ... (same as --set device=DEV)")
     toy.add_argument("--dtype", help=argparse.SUPPRESS)  # accepted only to say why it does not apply
-    for command in (heads, report, toy):  # --debug also after the command name
+    for command in (heads, report, linear, toy):  # --debug also after the command name
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show the full traceback")
     return parser
 
@@ -184,6 +203,25 @@ def _run_toy(args: argparse.Namespace) -> int:
     shown = {k: v for k, v in summary.items() if k not in ("settings", "sweep") and not isinstance(v, (dict, list))}
     for key, value in shown.items():
         print(f"{key}: {value:.4g}" if isinstance(value, float) else f"{key}: {value}")
+    print(f"wrote {out / 'summary.json'}")
+    return 0
+
+
+def _run_linear(args: argparse.Namespace) -> int:
+    from analyses.config_overrides import apply_overrides
+    from analyses.linear_probes import LinearProbeConfig, run_linear_probe
+    from probes.loading import torch_dtype
+
+    config = apply_overrides(LinearProbeConfig(), args.overrides)
+    check_device(args.device)
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {out} exists and is not a folder; give a folder path (it is created if new).")
+    summary = run_linear_probe(args.model, args.target, out, config, device=args.device, dtype=torch_dtype(args.dtype),
+                               progress=not args.no_progress)
+    for key, entry in summary["results"].items():
+        cells = " ".join(f"{a:.2f}/{s:+.2f}" for a, s in zip(entry["accuracy"], entry["selectivity"]))
+        print(f"{args.target} {key} (accuracy/selectivity per layer, majority {entry['majority_baseline']:.2f}): {cells}")
     print(f"wrote {out / 'summary.json'}")
     return 0
 
@@ -278,7 +316,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(error, file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
-    if getattr(args, "no_progress", False) and args.command in ("heads", "report"):
+    if getattr(args, "no_progress", False) and args.command in ("heads", "report", "probe-linear"):
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()  # the "Loading weights" bars too
@@ -294,6 +332,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if args.command == "report":
             return _run_report(args)
+        if args.command == "probe-linear":
+            return _run_linear(args)
         if args.command == "render":
             from analyses.report import render_report
 

@@ -12,10 +12,12 @@ import torch
 
 from analyses.figures import layer_head_heatmaps, paired_bars
 from analyses.interactive import heatmap_view, pattern_view
+from analyses.linear_report import linear_section
 from analyses.pretrained import HeldOut, ModelMeasurements, PretrainedRun
 from analyses.report_document import Figure, Report, Section, Table, View
 from analyses.verdicts import verdict_section
 from probes.embedding_topics import EMBEDDING_MEASURES
+from probes.linear_probe import LinearProbeScores
 
 
 @dataclass(frozen=True)
@@ -228,7 +230,8 @@ def _interactive_section(pretrained_runs: Mapping[str, PretrainedRun]) -> Sectio
 
 def compare(toy_runs: Mapping[str, ToyRun], pretrained_runs: Mapping[str, PretrainedRun], *,
             folder: str | Path, corpus: Mapping[str, Any] | None = None,
-            settings: Mapping[str, Any] | None = None) -> Report:
+            settings: Mapping[str, Any] | None = None,
+            linear: Mapping[str, LinearProbeScores] | None = None) -> Report:
     """The toy-vs-pretrained report; figures are written into ``folder/figures``.
 
     Example: ``compare({"topic": ToyRun("topic", summary, path)}, {"minilm-l6": run}, folder="runs/r").write("runs/r")``.
@@ -260,6 +263,12 @@ def compare(toy_runs: Mapping[str, ToyRun], pretrained_runs: Mapping[str, Pretra
         _cooccurrence_section(toy_runs, pretrained_runs),
         _toy_dynamics_section(toy_runs, figures),
     ]
+    linear_entry = None
+    if linear:
+        linear_settings = dict(settings or {}).get("linear") or {}
+        section, linear_entry = linear_section(linear, figures, n_boot=linear_settings.get("n_boot", 1000),
+                                               seed=dict(settings or {}).get("seed", 0))
+        sections.append(section)
     if pretrained_runs:
         sections.append(_interactive_section(pretrained_runs))
     summary = {
@@ -268,4 +277,6 @@ def compare(toy_runs: Mapping[str, ToyRun], pretrained_runs: Mapping[str, Pretra
         "corpus": dict(corpus or {}),
         "settings": dict(settings or {}),
     }
+    if linear_entry is not None:
+        summary["linear"] = linear_entry
     return Report("mechprobe: toy models vs pretrained models", sections, summary)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from analyses.compare import ToyRun, compare
+from analyses.linear_report import LinearReportConfig, load_linear_runs, run_linear_section, save_linear_runs, toy_folders
 from analyses.pretrained import PretrainedConfig, PretrainedRun, probe_pretrained
 from analyses.run_store import load_report_inputs, save_report_inputs
 from analyses.timings import write_timings
@@ -40,6 +41,7 @@ class ReportConfig:
     min_chars: int = 200
     topics: LdaTopicConfig = field(default_factory=LdaTopicConfig)
     pretrained: PretrainedConfig = field(default_factory=PretrainedConfig)
+    linear: LinearReportConfig = field(default_factory=LinearReportConfig)
     seed: int = 0
     device: str = "cpu"
     dtype: str = "float32"
@@ -118,6 +120,14 @@ def run_report(config: ReportConfig, out_dir: str | Path, *, progress: bool = Tr
             pretrained[spec] = probe_pretrained(model, documents, word_topics, config.pretrained, progress=progress,
                                                 data=data, name=spec)
             timings[f"{spec}_s"] = time.perf_counter() - start
+        linear = {}
+        if config.linear.enabled:
+            echo("linear probes on the residual streams ...")
+            start = time.perf_counter()
+            linear = run_linear_section(models, documents, topic_model if config.models else None,
+                                        word_topics if config.models else {}, toy_folders(toy_runs), config.linear,
+                                        seed=config.seed, progress=progress)
+            timings["linear_probes_s"] = time.perf_counter() - start
         corpus = {"name": config.corpus, "documents": len(documents), "sha256": corpus_digest(documents)}
         if config.models:
             coherence = topic_model.coherence(measure="c_npmi")
@@ -126,8 +136,10 @@ def run_report(config: ReportConfig, out_dir: str | Path, *, progress: bool = Tr
                            "topic_coherence": {"measure": "c_npmi", "per_topic": coherence,
                                                "mean": sum(coherence) / len(coherence)}})
         settings = {**dataclasses.asdict(config), "model_weights": {spec: weights_source(spec) for spec in config.models}}
-        compare(toy_runs, pretrained, folder=tmp, corpus=corpus, settings=settings).write(tmp)
+        compare(toy_runs, pretrained, folder=tmp, corpus=corpus, settings=settings, linear=linear).write(tmp)
         save_report_inputs(tmp, toy_runs, pretrained, corpus, settings)
+        if linear:
+            save_linear_runs(tmp / "results" / "linear", linear)
         write_timings(tmp, timings)
     return out_dir / "report.html"
 
@@ -137,5 +149,6 @@ def render_report(out_dir: str | Path) -> Path:
     ``results/`` folder, without loading a model; return report.html's path."""
     out_dir = Path(out_dir)
     toy_runs, pretrained, corpus, settings = load_report_inputs(out_dir)
-    compare(toy_runs, pretrained, folder=out_dir, corpus=corpus, settings=settings).write(out_dir)
+    linear = load_linear_runs(out_dir / "results" / "linear")
+    compare(toy_runs, pretrained, folder=out_dir, corpus=corpus, settings=settings, linear=linear).write(out_dir)
     return out_dir / "report.html"

@@ -45,6 +45,7 @@ from analyses.timings import write_timings
 from analyses.toy_induction_plots import plot_copier_heatmaps, plot_layer2_example, plot_loss, plot_parent_share
 from analyses.toy_induction_reference import induction_reference
 from analyses.toy_induction_trajectory import TRAJECTORY_KEYS, log_growth_fit, plot_trajectory, trajectory_steps
+from analyses.toy_model_store import save_toy_model
 from probes.atomic import atomic_write_text
 from probes.batch import as_token_batch
 from probes.copier import CopierProbe, CopierProfile
@@ -399,6 +400,7 @@ def _run(config: InductionExperimentConfig, out_dir: Path, *, progress: bool) ->
     val_tokens = sample_markov_icl(data, config.n_val, config.seed + 10_000).tokens
     model, history = train_model(config, train_tokens, val_tokens, out_dir, progress=progress)
     trained = time.perf_counter()
+    save_toy_model(model, out_dir, "induction")  # loadable again: mechprobe probe-linear --model OUT
     model.eval()
     probe_tokens = val_tokens[: config.probe_sequences, :-1]
     found = probe_model(model, config, probe_tokens)

@@ -52,6 +52,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from analyses.timings import write_timings
+from analyses.toy_model_store import save_toy_model
 from probes.atomic import atomic_write_text
 from probes.cooccurrence import cooccurrence_ordering
 from probes.key_token_attention import KeyTokenAttention, KeyTokenAttentionProbe, entropy_nats
@@ -305,7 +306,7 @@ def main_run(config: ScanSnapConfig, *, progress: bool) -> dict[str, Any]:
         "entropy_uniform_distinct": float(entropy_nats(torch.gather(data.context_probs, 1, data.distinct_tokens)).mean()),
     }
     return {"summary": summary, "history": history, "trajectory": trajectory, "steps": steps, "data": data,
-            "snaps": snaps, "scan_orders": orders}
+            "snaps": snaps, "scan_orders": orders, "model": model}
 
 
 def standard_run(config: ScanSnapConfig) -> dict[str, Any]:
@@ -420,6 +421,7 @@ def _run(config: ScanSnapConfig, out_dir: Path, *, progress: bool) -> dict[str, 
     else:
         main = main_run(config, progress=progress)
         summary.update(main["summary"])
+        save_toy_model(main["model"], out_dir, "scansnap")  # probe it again: mechprobe probe-linear --model OUT
         plot_heatmap(main, out_dir / "attention_heatmap.png")
         plot_loss(main, out_dir / "loss.png")
         summary["snap"] = [s.to_dict() for s in main["snaps"]]

@@ -40,6 +40,7 @@ from typing import Any, Literal
 import torch
 
 from analyses.timings import write_timings
+from analyses.toy_model_store import save_toy_model
 from analyses.toy_topic_reference import topic_reference
 from probes.atomic import atomic_write_text
 from probes.block_structure import block_structure, centre_columns, centred_block_ceiling
@@ -272,6 +273,7 @@ def _run(config: TopicExperimentConfig, out_dir: Path, progress: bool) -> dict[s
     # 1. joint training, trained embeddings: claims 1 and 3
     joint = _topic_model(config, embedding="trained")
     _train(joint, config, "joint", out_dir, progress)
+    save_toy_model(joint, out_dir, "topic")  # the jointly trained model: mechprobe probe-linear --model OUT
     attention, joint_same_token = measure_topic_attention(joint, config)
     masked_attention, _ = measure_topic_attention(joint, config, masked=True)
     summary.update(_attention_numbers((attention, joint_same_token)))

@@ -3,7 +3,8 @@
 - :func:`default_classifier`: ``StandardScaler`` + ``LogisticRegression`` (any scikit-learn classifier
   can replace it; each fit uses a fresh ``sklearn.base.clone``).
 - :func:`out_of_fold_correct`: every example is predicted once, by a classifier fitted on the other
-  folds; folds are ``GroupKFold`` over documents, so no document is in a fold's train and test part.
+  folds; folds are ``GroupKFold`` over documents, so no document is in a fold's train and test part
+  (optionally no word type either: ``unseen``).
 - :func:`control_task_labels`: Hewitt & Liang (2019)'s control task: each word type (the token at the
   probed position) gets a random class. Unlike their independent draws, the types are shuffled and
   cut at the real labels' cumulative class frequencies, so the control's class frequencies match the
@@ -69,10 +70,18 @@ def group_folds(groups: np.ndarray, n_folds: int) -> Any:
 
 
 def out_of_fold_correct(classifier: Any, features: np.ndarray, labels: np.ndarray, groups: np.ndarray,
-                        n_folds: int) -> np.ndarray:
-    """1 where the out-of-fold prediction of example ``i`` equals ``labels[i]`` (uint8 [n_examples])."""
+                        n_folds: int, unseen: np.ndarray | None = None) -> np.ndarray:
+    """1 where the out-of-fold prediction of example ``i`` equals ``labels[i]`` (uint8 [n_examples]).
+
+    With ``unseen`` (e.g. the word type of each example), each fold's training part also drops every
+    example whose ``unseen`` value occurs in its test part, so test values are never seen in training."""
     predicted = np.empty_like(labels)
     for train, test in group_folds(groups, n_folds).split(features, labels, groups):
+        if unseen is not None:
+            train = train[~np.isin(unseen[train], unseen[test])]
+        if len(train) == 0:  # nothing left to learn from: count the fold as wrong
+            predicted[test] = -1
+            continue
         if len(np.unique(labels[train])) < 2:  # a classifier cannot be fitted on one class: predict it
             predicted[test] = labels[train][0]
             continue
@@ -82,12 +91,13 @@ def out_of_fold_correct(classifier: Any, features: np.ndarray, labels: np.ndarra
     return (predicted == labels).astype(np.uint8)
 
 
-def majority_correct(labels: np.ndarray, groups: np.ndarray, n_folds: int) -> np.ndarray:
+def majority_correct(labels: np.ndarray, groups: np.ndarray, n_folds: int, unseen: np.ndarray | None = None
+                     ) -> np.ndarray:
     """Out-of-fold correctness of predicting the training folds' most frequent class (``DummyClassifier``)."""
     from sklearn.dummy import DummyClassifier
 
     zeros = np.zeros((len(labels), 1))
-    return out_of_fold_correct(DummyClassifier(strategy="most_frequent"), zeros, labels, groups, n_folds)
+    return out_of_fold_correct(DummyClassifier(strategy="most_frequent"), zeros, labels, groups, n_folds, unseen)
 
 
 def control_task_labels(word_types: np.ndarray, labels: np.ndarray, n_classes: int, seed: int) -> np.ndarray:

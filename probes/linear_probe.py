@@ -10,6 +10,11 @@ keys, with that position's activation at every hook (one sample shared by all la
 so layers are compared on the same examples). Memory is ``max_examples x sum of hook widths`` floats,
 whatever the corpus size.
 
+Which positions enter is decided from the labels before the forward pass (``_prepare``); each layer's
+activations at those positions are copied as its hook fires (one hook group per layer, so the runner can
+free the layer), and the reservoir changes only when the batch ends. A batch aborted by the runner (out
+of memory half way) changes nothing and puts the random generator back, so the retried batch is sampled
+exactly as in an uninterrupted run.
 State is not a sum, so a reservoir cannot be all-reduced: :meth:`LinearProbe.state_dict` raises. Two
 probes that saw disjoint data with *different* seeds merge exactly (:meth:`LinearProbe.merge`): the
 smallest keys of the union are a uniform sample of the union. Give each shard ``first_row`` (its first
@@ -29,7 +34,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import torch
@@ -119,11 +124,10 @@ class LinearProbe(Probe):
 
     ``hooks``: the hooks to read (default ``hook_embed`` + every ``blocks.{l}.hook_resid_post``; use
     :func:`probes.residual_hooks.residual_hooks` for toy models). ``documents``: document id per global
-    row (default: each row is its own document). ``group_by="word_type"`` groups the folds by the token at
-    the position instead, so every test word type is unseen in training: decoding then needs a direction
-    shared by the words of a class, not a memorised lookup of each word (meant for word-level labels: a
-    label of the document, such as its topic, is then seen in training from other words of the document).
-    ``classifier``: a scikit-learn classifier or a factory (default
+    row (default: each row is its own document). ``unseen_words=True``: each fold's training part also drops
+    every example whose word type (the token at the position) occurs in its test part, so test words are
+    unseen as well as test documents: decoding then needs a direction shared by the words of a class, not a
+    memorised lookup of each word. ``classifier``: a scikit-learn classifier or a factory (default
     :func:`probes.linear_fit.default_classifier`).
 
     Example::
@@ -136,7 +140,7 @@ class LinearProbe(Probe):
     def __init__(self, labels: LabelMaker, *, hooks: Sequence[str] | None = None, documents: Tensor | None = None,
                  max_examples: int = 2000, classifier: Any | Callable[[], Any] | None = None, n_folds: int = 5,
                  n_boot: int = 1000, seed: int = 0, control_seed: int = 0, first_row: int = 0,
-                 group_by: Literal["document", "word_type"] = "document") -> None:
+                 unseen_words: bool = False) -> None:
         super().__init__()
         if not callable(labels) or not getattr(labels, "keys", None):
             raise ConfigError(f"labels must be a label maker from probes.linear_labels; got {type(labels).__name__}.")
@@ -145,8 +149,8 @@ class LinearProbe(Probe):
         if documents is not None and (not isinstance(documents, Tensor) or documents.ndim != 1
                                       or documents.dtype.is_floating_point):
             raise InputError("documents must be an integer tensor [n_rows]: the document id of each row fed, in order.")
-        if group_by not in ("document", "word_type"):
-            raise ConfigError(f"group_by must be 'document' or 'word_type'; got {group_by!r}.")
+        if not isinstance(unseen_words, bool):
+            raise ConfigError(f"unseen_words must be True or False; got {unseen_words!r}.")
         make_classifier(classifier)  # a wrong classifier fails here, not after the whole corpus
         self.labels, self.classifier = labels, classifier
         self.hooks = None if hooks is None else tuple(hooks)
@@ -156,7 +160,7 @@ class LinearProbe(Probe):
         self.n_boot = _check_int("n_boot", n_boot, 1)
         self.seed, self.control_seed = _check_int("seed", seed, 0), _check_int("control_seed", control_seed, 0)
         self.first_row = _check_int("first_row", first_row, 0)
-        self.group_by = group_by
+        self.unseen_words = unseen_words
         self._rng = np.random.default_rng(seed)
         self._next_row = first_row
         self._priority = np.empty(0)
@@ -164,6 +168,8 @@ class LinearProbe(Probe):
         self._targets = torch.empty(0, len(labels.keys), dtype=torch.long)
         self._types = torch.empty(0, dtype=torch.long)
         self._groups = torch.empty(0, dtype=torch.long)
+        self._snapshot: tuple[Any, ...] | None = None
+        self._batch: dict[str, Any] = {}
 
     def hook_names(self, info: ModelInfo) -> tuple[str, ...]:
         return self.hooks if self.hooks is not None else default_residual_hooks(info)
@@ -172,10 +178,20 @@ class LinearProbe(Probe):
         return {"labels": self.labels.settings(), "hooks": None if self.hooks is None else list(self.hooks),
                 "max_examples": self.max_examples, "classifier": repr(make_classifier(self.classifier)),
                 "n_folds": self.n_folds, "n_boot": self.n_boot, "seed": self.seed, "control_seed": self.control_seed,
-                "documents": "given per row" if self.documents is not None else "one per row", "group_by": self.group_by}
+                "documents": "given per row" if self.documents is not None else "one per row", "unseen_words": self.unseen_words}
 
-    # -- streaming: the reservoir ------------------------------------------------------------------
-    def _update(self, activations: Mapping[str, Tensor], batch: TokenBatch) -> None:
+    # -- streaming: the reservoir, one layer at a time ---------------------------------------------
+    def hook_groups(self, info: ModelInfo) -> tuple[tuple[str, ...], ...]:
+        """One group per hook: each layer's activations are gathered as its hook fires, then released."""
+        return tuple((name,) for name in self.hook_names(info))
+
+    def begin_batch(self, batch: TokenBatch) -> None:
+        # an aborted batch (out of memory half way) puts the generator and the row count back
+        self._snapshot = (self._rng.bit_generator.state, self._next_row)
+        super().begin_batch(batch)
+
+    def _prepare(self, batch: TokenBatch) -> None:
+        """Label the batch and decide which positions enter the reservoir (this needs no activation)."""
         n_rows, n_pos = batch.shape
         rows = torch.arange(self._next_row, self._next_row + n_rows)
         self._next_row += n_rows
@@ -187,17 +203,36 @@ class LinearProbe(Probe):
         targets = torch.stack([labels[key] for key in self.labels.keys], -1).cpu()
         labelled = (batch.valid.cpu() & (targets >= 0).any(-1)).nonzero(as_tuple=True)
         self._add("labelled", (targets[labelled] >= 0).sum(0))
-        if labelled[0].numel() == 0:
-            return
         priority = self._rng.random(labelled[0].numel())
         keep = bottom_k_per_key(np.concatenate([self._priority, priority]),
                                 torch.cat([self._targets, targets[labelled]]).numpy() >= 0, self.max_examples)
         old, new = keep[: len(self._priority)], keep[len(self._priority):]
         entering = tuple(index[torch.from_numpy(new)] for index in labelled)
         groups = rows if self.documents is None else self._row_documents(rows)
-        fresh = {hook: self._gather(hook, activations[hook], entering, (n_rows, n_pos)) for hook in self.hook_names(self.info)}
-        self._store(torch.from_numpy(old), priority[new], fresh, targets[entering], batch.tokens.cpu()[entering],
-                    groups[entering[0]])
+        self._batch = {"shape": (n_rows, n_pos), "entering": entering, "old": torch.from_numpy(old),
+                       "priority": priority[new], "targets": targets[entering], "types": batch.tokens.cpu()[entering],
+                       "groups": groups[entering[0]], "features": {}}
+
+    def _update(self, activations: Mapping[str, Tensor], batch: TokenBatch) -> None:
+        for hook, activation in activations.items():
+            self._batch["features"][hook] = self._gather(hook, activation, self._batch["entering"], self._batch["shape"])
+
+    def end_batch(self, batch: TokenBatch) -> None:
+        staged = self._batch
+        super().end_batch(batch)  # checks that every hook was folded (else aborts and raises)
+        self._snapshot = None
+        self._store(staged["old"], staged["priority"], staged["features"], staged["targets"], staged["types"],
+                    staged["groups"])
+
+    def abort_batch(self) -> None:
+        if getattr(self, "_snapshot", None) is not None:
+            self._rng.bit_generator.state, self._next_row = self._snapshot
+            self._snapshot = None
+        super().abort_batch()
+
+    def _clear_batch(self) -> None:
+        super()._clear_batch()
+        self._batch = {}
 
     def _row_documents(self, rows: Tensor) -> Tensor:
         assert self.documents is not None
@@ -305,18 +340,19 @@ class LinearProbe(Probe):
     def _fit_key(self, column: int, key: str, hooks: list[str]) -> dict[str, Any]:
         rows = self._kept(column)
         labels = self._targets[rows, column].numpy()
-        groups = (self._groups if self.group_by == "document" else self._types).numpy()[rows]
+        groups, types = self._groups.numpy()[rows], self._types.numpy()[rows]
+        unseen = types if self.unseen_words else None
         if len(np.unique(labels)) < 2:
             raise InputError(
                 f"The kept examples of {key!r} hold {len(np.unique(labels))} class(es); a probe needs at least 2. "
                 f"Feed more text or choose more classes."
             )
         n_classes = self.labels.n_classes(key)
-        control = control_task_labels(self._types.numpy()[rows], labels, n_classes, self.control_seed)
+        control = control_task_labels(types, labels, n_classes, self.control_seed)
         correct = np.stack([out_of_fold_correct(self.classifier, self._features[h].numpy()[rows], labels, groups,
-                                                self.n_folds) for h in hooks])
+                                                self.n_folds, unseen) for h in hooks])
         control_correct = np.stack([out_of_fold_correct(self.classifier, self._features[h].numpy()[rows], control,
-                                                        groups, self.n_folds) for h in hooks])
+                                                        groups, self.n_folds, unseen) for h in hooks])
         accuracy, draws = document_bootstrap(correct, groups, n_boot=self.n_boot, seed=self.seed)
         selectivity, selectivity_draws = document_bootstrap(correct.astype(np.float64) - control_correct, groups,
                                                             n_boot=self.n_boot, seed=self.seed)
@@ -326,7 +362,7 @@ class LinearProbe(Probe):
         values: dict[str, Any] = {name: torch.from_numpy(np.asarray(v, dtype=np.float64)) for name, v in curves.items()}
         values.update(correct=torch.from_numpy(correct), control_correct=torch.from_numpy(control_correct),
                       documents=torch.from_numpy(groups.astype(np.int64)),
-                      majority_baseline=float(majority_correct(labels, groups, self.n_folds).mean()),
+                      majority_baseline=float(majority_correct(labels, groups, self.n_folds, unseen).mean()),
                       n_classes=n_classes, n_examples=int(rows.sum()), n_documents=int(len(np.unique(groups))))
         return values
 
