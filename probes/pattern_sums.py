@@ -77,28 +77,36 @@ def masked_row_class_sums(
 
 @dataclass(frozen=True)
 class KeyMask:
-    """A ``[batch q_pos k_pos]`` mask prepared once per batch for :meth:`pattern_sum` on every layer: a
-    sparse mask (previous token, induction targets, ...) keeps its True entries and is summed by
-    gathering them (cost: the entries, not the grid); a dense one is reduced by :func:`masked_row_sums`.
+    """A ``[batch q_pos k_pos]`` mask prepared once per batch for :meth:`pattern_sum` on every layer. The
+    sequences whose mask is sparse (previous token, induction targets, ... on natural text) keep their True
+    entries and are summed by gathering them (cost: the entries, not the grid); the others are reduced by
+    :func:`masked_row_sums`. The choice is made per sequence, so a result does not depend on how sequences
+    are batched (merging halves stays exact).
 
     Example: ``KeyMask.of(targets).pattern_sum(pattern)`` is the attention mass on targets per head.
     """
 
-    mask: Tensor
-    entries: tuple[Tensor, Tensor, Tensor] | None  # (batch, query, key) of the True entries when sparse
+    dense: Tensor | None  # the mask of the dense sequences (sparse ones all False); None when there are none
+    entries: tuple[Tensor, Tensor, Tensor] | None  # (batch, query, key) of the sparse sequences' True entries
+    n_pos: int
 
     @classmethod
     def of(cls, mask: Tensor) -> "KeyMask":
-        sparse = int(mask.sum()) <= SPARSE_SHARE * mask.numel()
-        return cls(mask, mask.nonzero(as_tuple=True) if sparse else None)
+        sparse = mask.flatten(1).sum(1) <= SPARSE_SHARE * mask[0].numel()  # per sequence
+        entries = (mask & sparse[:, None, None]).nonzero(as_tuple=True) if bool(sparse.any()) else None
+        dense = None if bool(sparse.all()) else mask & ~sparse[:, None, None]
+        return cls(dense, entries, mask.shape[1])
 
     def pattern_sum(self, rows: Float[Tensor, "batch head q_rows k_pos"], start: int = 0) -> Float[Tensor, " head"]:
         """``sum_{b, q, k} rows[b, h, q - start, k] * mask[b, q, k]`` over the queries ``rows`` holds, in float64."""
         n_rows = rows.shape[2]
-        if self.entries is None:
-            return masked_row_sums(rows, self.mask[:, start : start + n_rows]).sum(dim=(0, 2))
-        b, q, k = self.entries
-        if start or n_rows < self.mask.shape[1]:
-            inside = (q >= start) & (q < start + n_rows)
-            b, q, k = b[inside], q[inside], k[inside]
-        return rows[b, :, q - start, k].double().sum(0)
+        total = torch.zeros(rows.shape[1], dtype=torch.float64, device=rows.device)
+        if self.dense is not None:
+            total += masked_row_sums(rows, self.dense[:, start : start + n_rows]).sum(dim=(0, 2))
+        if self.entries is not None:
+            b, q, k = self.entries
+            if start or n_rows < self.n_pos:
+                inside = (q >= start) & (q < start + n_rows)
+                b, q, k = b[inside], q[inside], k[inside]
+            total += rows[b, :, q - start, k].double().sum(0)
+        return total
