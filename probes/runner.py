@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -99,6 +100,26 @@ def _forward_kwargs(model: Any, batch: TokenBatch) -> dict[str, Any]:
     return {"attention_mask": batch.attention_mask}
 
 
+@contextlib.contextmanager
+def _batch_in_all(probes: Sequence[Probe], batch: TokenBatch, info: ModelInfo) -> Iterator[None]:
+    """Open ``batch`` in every probe and fold the groups that read no hook; close it in all of them after the
+    block, or abort it in all of them (nothing counted) when the block raises."""
+    for probe in probes:
+        probe.begin_batch(batch)
+    try:
+        for probe in probes:
+            for group in probe.hook_groups(info):
+                if not group:
+                    probe.fold({}, batch)
+        yield
+        for probe in probes:
+            probe.end_batch(batch)
+    except BaseException:
+        for probe in probes:
+            probe.abort_batch()
+        raise
+
+
 def fold_forward(model: Any, probes: Sequence[Probe], batch: TokenBatch, info: ModelInfo) -> None:
     """One forward pass of ``batch`` that folds every probe's hook groups as their last hook fires.
 
@@ -130,30 +151,20 @@ def fold_forward(model: Any, probes: Sequence[Probe], batch: TokenBatch, info: M
 
         return keep
 
-    for probe in probes:
-        probe.begin_batch(batch)
     try:
-        for probe, group in groups:
-            if not group:
-                probe.fold({}, batch)
-        if needed:
-            try:
-                model.run_with_hooks(batch.tokens, fwd_hooks=[(name, keeper(name)) for name in sorted(needed)],
-                                     **_forward_kwargs(model, batch))
-            except _AllHooksCaptured:
-                pass
-            silent = sorted(set().union(*unfired))
-            if silent:
-                raise ModelError(
-                    f"The forward pass never fired {silent}. The model has these "
-                    f"hook points but does not call them; check its forward()."
-                )
-        for probe in probes:
-            probe.end_batch(batch)
-    except BaseException:
-        for probe in probes:
-            probe.abort_batch()
-        raise
+        with _batch_in_all(probes, batch, info):
+            if needed:
+                try:
+                    model.run_with_hooks(batch.tokens, fwd_hooks=[(name, keeper(name)) for name in sorted(needed)],
+                                         **_forward_kwargs(model, batch))
+                except _AllHooksCaptured:
+                    pass
+                silent = sorted(set().union(*unfired))
+                if silent:
+                    raise ModelError(
+                        f"The forward pass never fired {silent}. The model has these "
+                        f"hook points but does not call them; check its forward()."
+                    )
     finally:
         held.clear()
 
@@ -214,12 +225,7 @@ def fold_forward_in_query_blocks(model: Any, probes: Sequence[Probe], batch: Tok
             if not remaining:
                 raise _AllHooksCaptured
 
-    for probe in probes:
-        probe.begin_batch(batch)
-    try:
-        for probe in probes:
-            if not probe.hook_names(info):
-                probe.fold({}, batch)
+    with _batch_in_all(probes, batch, info):
         if remaining:
             try:
                 with query_chunked_attention(model, sink, rows=rows):
@@ -228,12 +234,6 @@ def fold_forward_in_query_blocks(model: Any, probes: Sequence[Probe], batch: Tok
                 pass
             if remaining:
                 raise ModelError(f"The forward pass never computed the attention of {sorted(remaining)}.")
-        for probe in probes:
-            probe.end_batch(batch)
-    except BaseException:
-        for probe in probes:
-            probe.abort_batch()
-        raise
 
 
 class _AdaptiveFolding:

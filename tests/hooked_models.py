@@ -96,3 +96,28 @@ class NoHooksModel(HookedRootModule):
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         return self.hook_embed(tokens.float())
+
+
+class PreviousTokenWriter(HookedRootModule):
+    """A residual stream with a known answer for linear probes: layer 0 writes the embedding of the previous
+    token (``copies=True``) or seeded noise (``copies=False``); its one head attends to the previous token."""
+
+    def __init__(self, copies: bool = True) -> None:
+        super().__init__()
+        self.copies = copies
+        self.cfg = OracleConfig(n_layers=1, n_heads=1, d_vocab=12, model_name="copy" if copies else "noise")
+        self.W_E = nn.Parameter(torch.randn(12, 16, generator=torch.Generator().manual_seed(0)))
+        self.hook_embed = HookPoint()
+        self.blocks = pattern_blocks(1)
+        self.blocks[0].hook_resid_post = HookPoint()
+        self.setup()
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        x = self.hook_embed(self.W_E[tokens])
+        n = tokens.shape[1]
+        self.blocks[0].attn.hook_pattern(torch.eye(n).roll(-1, 1).tril().expand(tokens.shape[0], 1, n, n))
+        if not self.copies:
+            noise = torch.randn(x.shape, generator=torch.Generator().manual_seed(int(tokens.sum())))
+            return self.blocks[0].hook_resid_post(noise)
+        previous = torch.cat([torch.zeros_like(x[:, :1]), x[:, :-1]], dim=1)
+        return self.blocks[0].hook_resid_post(previous)

@@ -11,14 +11,13 @@ import numpy as np
 import pytest
 import torch
 from torch import nn
-from transformer_lens import HookedRootModule
-from transformer_lens.hook_points import HookPoint
 
 from probes import (CombinedLabels, LinearProbe, LinearProbeScores, ModelInfo, PreviousTokenLabels, ProbeResult,
                     RowLabels, TokenBatch, TokenClassLabels, most_frequent_tokens, residual_hooks, run_probes)
 from probes.errors import ConfigError, InputError, ProbeStateError
 from probes.linear_fit import control_task_labels, document_bootstrap, group_folds, out_of_fold_correct
 from probes.result import results_close
+from tests.hooked_models import PreviousTokenWriter
 
 INFO = ModelInfo("hand-made", 1, 1, 64, 12, True, None, ())
 HOOKS = ("hook_embed", "blocks.0.hook_resid_post")
@@ -235,33 +234,10 @@ def test_label_makers_match_loop_references():
     assert torch.equal(both["document"], torch.where(valid, torch.arange(4)[:, None].expand(4, 15), -1))
 
 
-class ShiftModel(HookedRootModule):
-    """Residual stream with a known answer: layer 0 writes the embedding of the *previous* token."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.cfg = type("Cfg", (), {"n_layers": 1, "n_heads": 1, "n_ctx": 64, "d_vocab": 12, "model_name": "shift",
-                                    "attention_dir": "causal"})()
-        self.W_E = nn.Parameter(torch.randn(12, 16, generator=torch.Generator().manual_seed(0)))
-        self.hook_embed = HookPoint()
-        self.blocks = nn.ModuleList([nn.Module()])
-        self.blocks[0].attn = nn.Module()
-        self.blocks[0].attn.hook_pattern = HookPoint()
-        self.blocks[0].hook_resid_post = HookPoint()
-        self.setup()
-
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        x = self.hook_embed(self.W_E[tokens])
-        n = tokens.shape[1]
-        self.blocks[0].attn.hook_pattern(torch.eye(n).roll(-1, 1).tril().expand(tokens.shape[0], 1, n, n))
-        previous = torch.cat([torch.zeros_like(x[:, :1]), x[:, :-1]], dim=1)
-        return self.blocks[0].hook_resid_post(previous)
-
-
 @pytest.fixture(scope="module")
 def shift_scores() -> LinearProbeScores:
     tokens = torch.randint(0, 12, (64, 20), generator=torch.Generator().manual_seed(1))
-    model = ShiftModel()
+    model = PreviousTokenWriter()
     labels = PreviousTokenLabels((1, 2), most_frequent_tokens([tokens], 6))
     probe = LinearProbe(labels, hooks=residual_hooks(model), max_examples=800, n_folds=4, n_boot=200)
     (result,) = run_probes(model, [probe], list(tokens.split(16)), progress=False)

@@ -6,41 +6,14 @@ import json
 
 import pytest
 import torch
-from torch import nn
-from transformer_lens import HookedRootModule
-from transformer_lens.hook_points import HookPoint
 
 from analyses.linear_report import (LinearReportConfig, evenly_spaced, linear_findings, linear_section,
                                     load_linear_runs, save_linear_runs)
 from probes import LinearProbe, PreviousTokenLabels, run_probes
 from probes.errors import ConfigError
+from tests.hooked_models import PreviousTokenWriter
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-class CopyModel(HookedRootModule):
-    """Layer 0 writes the previous token's embedding (``copies=True``) or fresh noise (``copies=False``)."""
-
-    def __init__(self, copies: bool) -> None:
-        super().__init__()
-        self.copies = copies
-        self.cfg = type("Cfg", (), {"n_layers": 1, "n_heads": 1, "n_ctx": 64, "d_vocab": 12,
-                                    "model_name": "copy" if copies else "noise", "attention_dir": "causal"})()
-        self.W_E = nn.Parameter(torch.randn(12, 16, generator=torch.Generator().manual_seed(0)))
-        self.hook_embed = HookPoint()
-        self.blocks = nn.ModuleList([nn.Module()])
-        self.blocks[0].attn = nn.Module()
-        self.blocks[0].attn.hook_pattern = HookPoint()
-        self.blocks[0].hook_resid_post = HookPoint()
-        self.setup()
-
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        x = self.hook_embed(self.W_E[tokens])
-        n = tokens.shape[1]
-        self.blocks[0].attn.hook_pattern(torch.ones(tokens.shape[0], 1, n, n).tril() / torch.arange(1, n + 1)[:, None])
-        previous = torch.cat([torch.zeros_like(x[:, :1]), x[:, :-1]], dim=1)
-        noise = torch.randn(x.shape, generator=torch.Generator().manual_seed(int(tokens.sum())))
-        return self.blocks[0].hook_resid_post(previous if self.copies else noise)
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +23,7 @@ def runs():
     for label, copies in (("planted", True), ("planted (random weights)", False)):
         probe = LinearProbe(PreviousTokenLabels((1, 2), tuple(range(12))), hooks=["hook_embed", "blocks.0.hook_resid_post"],
                             max_examples=800, n_folds=3, n_boot=300)
-        (out[label],) = run_probes(CopyModel(copies), [probe], list(tokens.split(16)), progress=False)
+        (out[label],) = run_probes(PreviousTokenWriter(copies), [probe], list(tokens.split(16)), progress=False)
     return out
 
 
