@@ -12,16 +12,16 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import probes
-from probes.corpora import check_corpus_spec
-from probes.errors import ConfigError, InputError, MechprobeError
-from probes.loading import check_device
+from probes.text.corpora import check_corpus_spec
+from probes.core.errors import ConfigError, InputError, MechprobeError
+from probes.core.loading import check_device
 from toymodels.errors import CheckpointError, ToyConfigError, TrainingDiverged
 
 # name -> module with PRESETS (name -> frozen config) and run(config, out_dir, *, progress) -> summary dict
 TOY_EXPERIMENTS = {
-    "topic": "analyses.toy_topic",
-    "scansnap": "analyses.toy_scansnap",
-    "induction": "analyses.toy_induction",
+    "topic": "analyses.topic.experiment",
+    "scansnap": "analyses.scansnap.experiment",
+    "induction": "analyses.induction.experiment",
 }
 
 
@@ -161,6 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _run_toy(args: argparse.Namespace) -> int:
     from analyses.config_overrides import apply_overrides
+    from analyses.paper_result import PaperResult
 
     if args.dtype is not None:
         raise ConfigError(
@@ -193,7 +194,8 @@ def _run_toy(args: argparse.Namespace) -> int:
     created = next((p for p in reversed((out, *out.parents)) if not p.exists()), None)
     out.mkdir(parents=True, exist_ok=True)
     try:
-        summary = module.run(config, out, progress=not args.no_progress)
+        result = module.run(config, out, progress=not args.no_progress)
+        summary = result.summary() if isinstance(result, PaperResult) else result  # TRANSITION: typed results
     except (MechprobeError, ToyConfigError, OSError):
         # Bad input found during the run: take back the folder this command made. (A diverged or
         # interrupted run keeps its folder and checkpoints; so does a folder that already existed.)
@@ -209,8 +211,8 @@ def _run_toy(args: argparse.Namespace) -> int:
 
 def _run_linear(args: argparse.Namespace) -> int:
     from analyses.config_overrides import apply_overrides
-    from analyses.linear_probes import LinearProbeConfig, run_linear_probe
-    from probes.loading import torch_dtype
+    from analyses.linear.experiment import LinearProbeConfig, run_linear_probe
+    from probes.core.loading import torch_dtype
 
     config = apply_overrides(LinearProbeConfig(), args.overrides)
     check_device(args.device)
@@ -248,7 +250,7 @@ def report_config(args: argparse.Namespace):
     import dataclasses
 
     from analyses.config_overrides import apply_overrides, toml_assignments
-    from analyses.report import ReportConfig
+    from analyses.report.build import ReportConfig
 
     config = ReportConfig.fast() if args.fast else ReportConfig()
     if args.config:
@@ -271,7 +273,7 @@ def report_config(args: argparse.Namespace):
 def _run_report(args: argparse.Namespace) -> int:
     import dataclasses
 
-    from analyses.report import TOY_MODULES, run_report
+    from analyses.report.build import TOY_MODULES, run_report
 
     if args.list_settings:
         print(json.dumps(dataclasses.asdict(report_config(args)), indent=2))
@@ -323,7 +325,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "heads":
             from analyses.heads import run_heads
-            from probes.head_scores import HEAD_SCORE_KINDS
+            from probes.attention.head_scores import HEAD_SCORE_KINDS
 
             run_heads(args.model, seq_len=args.seq_len, batches=args.batches, batch_size=args.batch_size,
                       seed=args.seed, json_path=args.json, top=args.top, progress=not args.no_progress,
@@ -335,7 +337,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "probe-linear":
             return _run_linear(args)
         if args.command == "render":
-            from analyses.report import render_report
+            from analyses.report.build import render_report
 
             print(f"report rendered: {render_report(args.folder)}")
             return 0

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from probes.errors import ConfigError
+from probes.core.errors import ConfigError
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -8,11 +8,11 @@ from typing import Any
 
 import torch
 
-from analyses.interactive import heatmap_view, page, passage_patterns, pattern_view
+from analyses.report.interactive import heatmap_view, page, passage_patterns, pattern_view
 from probes import HEAD_SCORE_KINDS, HeadScores, ModelInfo, head_pattern, head_scores, load_model, repeated_random_tokens
-from probes.atomic import atomic_write_text
-from probes.errors import ConfigError, InputError
-from probes.loading import check_device, torch_dtype
+from probes.core.atomic import atomic_write_text
+from probes.core.errors import ConfigError, InputError
+from probes.core.loading import check_device, torch_dtype
 
 
 def heads_document(result: HeadScores, model_name: str, settings: dict[str, Any]) -> dict[str, Any]:

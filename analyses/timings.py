@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from probes.atomic import atomic_write_text
+from probes.core.atomic import atomic_write_text
 
 
 def write_timings(folder: Path, timings: Mapping[str, float]) -> Path:

@@ -19,12 +19,12 @@ import torch
 from safetensors.torch import load_model as load_weights
 from safetensors.torch import save_model as save_weights
 
-from probes.atomic import atomic_write_text
-from probes.errors import InputError, ModelError
-from probes.loading import load_model
-from toymodels.induction_models import FullInductionModel, SimplifiedInductionConfig, SimplifiedInductionModel
-from toymodels.scansnap_model import YZModelConfig, YZTransformer
-from toymodels.topic_model import TopicModel, TopicModelConfig
+from probes.core.atomic import atomic_write_text
+from probes.core.errors import InputError, ModelError
+from probes.core.loading import load_model
+from toymodels.induction.model import FullInductionModel, SimplifiedInductionConfig, SimplifiedInductionModel
+from toymodels.scansnap.model import YZModelConfig, YZTransformer
+from toymodels.topic.model import TopicModel, TopicModelConfig
 
 MODEL_JSON = "model.json"
 MODEL_WEIGHTS = "model.safetensors"

@@ -1,4 +1,4 @@
-"""Co-occurrence counting throughput: probes.cooccurrence.count_cooccurrence vs a plain Python dict count.
+"""Co-occurrence counting throughput: probes.text.cooccurrence.count_cooccurrence vs a plain Python dict count.
 
 Same corpus (WikiText-2 test tokenized with MiniLM's tokenizer into windows, or the embedded
 Wikipedia excerpt when ../shared is absent), same pairs (each query position holding one of the
@@ -22,8 +22,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch  # noqa: E402
 
 import probes  # noqa: E402
-from probes.cooccurrence import count_cooccurrence  # noqa: E402
-from probes.corpora import iter_documents  # noqa: E402
+from probes.text.cooccurrence import count_cooccurrence  # noqa: E402
+from probes.text.corpora import iter_documents  # noqa: E402
 
 WIKITEXT = Path(__file__).resolve().parents[2] / "shared" / "data" / "wikitext-2-raw" / "wiki.test.raw"
 

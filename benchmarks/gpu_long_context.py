@@ -14,7 +14,7 @@ SmolLM2-135M shape (30 layers, 9 heads, 3 KV heads, d_model 576) and a Llama-3.2
 - ``suite``: ``probes.run_probes`` with HeadScoreProbe, GeneralizedInductionProbe(3) and
   TopicAttentionProbe (10 random topic labels) on the TransformerBridge (eager attention);
 - ``blocks``: the same suite with ``max_pattern_bytes=0``: attention computed and probed a block of
-  query rows at a time (``probes.attention_rows``; the default budget switches to it above 1 GiB of
+  query rows at a time (``probes.core.attention_rows``; the default budget switches to it above 1 GiB of
   pattern per layer);
 - ``cache``: ``bridge.run_with_cache`` keeping every layer's ``hook_pattern``.
 
@@ -75,7 +75,7 @@ def _smollm2_tokenizer():
     """The packaged SmolLM2 tokenizer (from the mechprobe cache once converted, else from its GGUF file)."""
     from transformers import AutoTokenizer
 
-    from probes.loading import PACKAGED_MODELS, _package_dir, cache_dir
+    from probes.core.loading import PACKAGED_MODELS, _package_dir, cache_dir
 
     entry = PACKAGED_MODELS["smollm2-135m"]
     converted = cache_dir() / "models" / entry.short_name
@@ -141,7 +141,7 @@ def child(spec: dict) -> dict:
                 probes.capture(bridge, probes.as_token_batch(tokens, info), [probes.pattern_hook(info.n_layers - 1)])
         elif spec["route"] in ("suite", "blocks"):
             suite = [probes.HeadScoreProbe(), probes.GeneralizedInductionProbe(3), probes.TopicAttentionProbe(labels)]
-            budget = 0 if spec["route"] == "blocks" else probes.runner.MAX_PATTERN_BYTES
+            budget = 0 if spec["route"] == "blocks" else probes.core.runner.MAX_PATTERN_BYTES
             probes.run_probes(bridge, suite, [tokens], progress=False, max_pattern_bytes=budget)
         else:
             with torch.inference_mode():
@@ -163,7 +163,7 @@ def child(spec: dict) -> dict:
             sync()
             times.append(time.perf_counter() - start)
     except Exception as error:  # out of memory is a result here, not a crash
-        if not probes.runner.is_out_of_memory(error) and "out of memory" not in str(error).lower():
+        if not probes.core.runner.is_out_of_memory(error) and "out of memory" not in str(error).lower():
             raise
         return {**spec, "seconds": None, "peak_mib": None, "error": "out of memory"}
     peak = (torch.cuda.max_memory_allocated() - base) / 2**20 if cuda else _status_mib("VmHWM") - base

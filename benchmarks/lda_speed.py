@@ -1,4 +1,4 @@
-"""Wall time of gensim LDA (probes.topics.fit_lda_topics, default LdaTopicConfig) on the embedded corpus and WikiText-2.
+"""Wall time of gensim LDA (probes.text.topics.fit_lda_topics, default LdaTopicConfig) on the embedded corpus and WikiText-2.
 
 Corpora: the embedded Wikipedia excerpt (``iter_documents("wikipedia-excerpt", min_chars=200,
 max_documents=4000)`` paragraphs) and the WikiText-2 test split
@@ -16,8 +16,8 @@ import logging
 import time
 from pathlib import Path
 
-from probes.corpora import iter_documents
-from probes.topics import LdaTopicConfig, assign_word_topics, fit_lda_topics
+from probes.text.corpora import iter_documents
+from probes.text.topics import LdaTopicConfig, assign_word_topics, fit_lda_topics
 
 WIKITEXT = Path(__file__).resolve().parents[2] / "shared" / "data" / "wikitext-2-raw" / "wiki.test.raw"
 

@@ -34,7 +34,7 @@ def child(model_name: str, n_batches: int, max_examples: int) -> None:
     import torch
 
     import probes
-    from probes.corpora import iter_documents
+    from probes.text.corpora import iter_documents
 
     torch.set_num_threads(1)
     model = probes.load_model(model_name)

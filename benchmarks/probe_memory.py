@@ -34,8 +34,8 @@ def child(n_batches: int, seq_len: int, batch_size: int) -> None:
     import torch
 
     import probes
-    from probes.corpora import iter_documents
-    from probes.topics import LdaTopicConfig, assign_word_topics, fit_lda_topics, token_topic_labels
+    from probes.text.corpora import iter_documents
+    from probes.text.topics import LdaTopicConfig, assign_word_topics, fit_lda_topics, token_topic_labels
 
     logging.getLogger("gensim").setLevel(logging.WARNING)
     model = probes.load_model("minilm-l6")

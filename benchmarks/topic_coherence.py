@@ -30,9 +30,9 @@ from typing import Any
 
 import numpy as np
 
-from probes.corpora import iter_documents
-from probes.loading import cache_dir
-from probes.topics import (GENERIC_WORDS, LdaTopicConfig, assign_word_topics, fit_lda_topics, token_topic_labels,
+from probes.text.corpora import iter_documents
+from probes.core.loading import cache_dir
+from probes.text.topics import (GENERIC_WORDS, LdaTopicConfig, assign_word_topics, fit_lda_topics, token_topic_labels,
                            words_of)
 
 PARAGRAPH = 100_000  # a window longer than every paragraph: co-occurrence in the same paragraph

@@ -6,7 +6,7 @@ given in issue 7; ours come from the project's own training paths with the setti
 reference numbers were timed with):
 
 - Scan and Snap (Fig. 4): ``train_on_cooccurrence`` of the Y/Z model, paper config, recording
-  the expected attention of every fact after every step as ``analyses.toy_scansnap`` does;
+  the expected attention of every fact after every step as ``analyses.scansnap.experiment`` does;
   ``--scansnap-steps`` steps. Whole process: a fresh ``mechprobe toy scansnap --preset paper
   --set train_standard=false`` (data, 100 steps, probes, figures, summary.json), beside the
   floor (a fresh interpreter importing only torch and transformer_lens, which the toy is built
@@ -36,18 +36,18 @@ from pathlib import Path
 
 import torch
 
-from analyses.toy_induction import PRESETS as INDUCTION_PRESETS
-from analyses.toy_scansnap import PRESETS as SCANSNAP_PRESETS
-from analyses.toy_topic import PRESETS as TOPIC_PRESETS
-from toymodels.cooccurrence_data import CooccurrenceData
-from toymodels.induction_models import FullInductionModel, SimplifiedInductionModel
-from toymodels.induction_training import SimplifiedTraining, train_simplified
-from toymodels.lda_data import mask_documents, sample_documents
-from toymodels.markov_data import sample_markov_icl
-from toymodels.scansnap_model import YZModelConfig, YZTransformer
-from toymodels.scansnap_training import train_on_cooccurrence
-from toymodels.topic_model import TopicModel
-from toymodels.topic_training import train_topic_model
+from analyses.induction.experiment import PRESETS as INDUCTION_PRESETS
+from analyses.scansnap.experiment import PRESETS as SCANSNAP_PRESETS
+from analyses.topic.experiment import PRESETS as TOPIC_PRESETS
+from toymodels.scansnap.data import CooccurrenceData
+from toymodels.induction.model import FullInductionModel, SimplifiedInductionModel
+from toymodels.induction.training import SimplifiedTraining, train_simplified
+from toymodels.topic.data import mask_documents, sample_documents
+from toymodels.induction.data import sample_markov_icl
+from toymodels.scansnap.model import YZModelConfig, YZTransformer
+from toymodels.scansnap.training import train_on_cooccurrence
+from toymodels.topic.model import TopicModel
+from toymodels.topic.training import train_topic_model
 
 REFERENCE = {
     "scansnap steps/s": 62.5,
@@ -97,7 +97,7 @@ def scansnap(steps: int, repeats: int) -> dict[str, float]:
     walls: dict[str, list[float]] = {"floor s": [], "imports s": [], "whole process s": []}
     for _ in range(repeats):
         walls["floor s"].append(_wall([sys.executable, "-c", "import torch, transformer_lens"]))
-        walls["imports s"].append(_wall([sys.executable, "-c", "import analyses.cli, analyses.toy_scansnap"]))
+        walls["imports s"].append(_wall([sys.executable, "-c", "import analyses.cli, analyses.scansnap.experiment"]))
         with tempfile.TemporaryDirectory() as out:
             walls["whole process s"].append(_wall([str(Path(sys.executable).parent / "mechprobe"), "toy", "scansnap",
                                                    "--preset", "paper", "--set", "train_standard=false", "--out", out]))
@@ -113,7 +113,7 @@ import transformer_lens
 stamps.append(time.perf_counter())
 import dataclasses, tempfile
 from pathlib import Path
-import analyses.cli, analyses.toy_scansnap as scansnap
+import analyses.cli, analyses.scansnap.experiment as scansnap
 stamps.append(time.perf_counter())
 torch.set_num_threads(1)
 main = scansnap.main_run(dataclasses.replace(scansnap.PRESETS["paper"], train_standard=False), progress=False)
@@ -139,7 +139,7 @@ def scansnap_phases() -> dict[str, float]:
 
 
 def induction_model(config, kind: str) -> SimplifiedInductionModel:
-    """The simplified (or full) model of ``analyses.toy_induction`` for the experiment ``config``."""
+    """The simplified (or full) model of ``analyses.induction.experiment`` for the experiment ``config``."""
     model_class = FullInductionModel if kind == "full" else SimplifiedInductionModel
     return model_class(dataclasses.replace(config.model_config(), model_name=f"chen-{kind}"))
 
@@ -215,7 +215,7 @@ def main() -> None:
     for name, ours, ref, speedup, target in rows:
         print(f"{name:<50} {ours:>12} {ref:>10} {speedup:>8.1f}x {'met' if speedup >= target else 'NOT met':>7}")
     print(f"Scan and Snap whole process, median of {args.repeats} fresh interpreters each: floor `import torch, "
-          f"transformer_lens` {s['floor s']:.2f} s; `import analyses.cli, analyses.toy_scansnap` "
+          f"transformer_lens` {s['floor s']:.2f} s; `import analyses.cli, analyses.scansnap.experiment` "
           f"{s['imports s']:.2f} s; "
           f"whole command {s['whole process s']:.2f} s = floor + {s['whole process s'] - s['floor s']:.2f} s")
     phases = scansnap_phases()

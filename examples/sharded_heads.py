@@ -13,7 +13,7 @@ import sys
 import torch
 
 import probes
-from probes import distributed
+from probes.core import distributed
 
 
 def batches(model, n_batches: int = 6) -> list:

@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 
 import probes
-from analyses import toy_induction
+from analyses.induction import experiment as toy_induction
 
 
 def main(out_dir: Path) -> dict[str, float]:

@@ -6,77 +6,73 @@ Public API::
     scores = probes.head_scores(model)                 # repeated-random-token protocol
     results = probes.run_probes(model, [probes.HeadScoreProbe()], batches)
 
-Submodules hold one concept each: head_scores, topic_attention, embedding_topics,
-key_token_attention, cooccurrence, snap, scan_order, same_token_attention, two_stage, block_structure, copier, selector,
-generalized_induction, parent_criterion, linear_probe (probes and their results; linear_labels and
-linear_fit: the linear probe's label makers and scikit-learn fitting; residual_hooks); corpora, topics, text_batches
-(real text and gensim LDA topics); nulls, findings, control_model, bootstrap (statistics: nulls,
-verdicts, random-weight controls); runner, distributed, loading (machinery).
+Subpackages, each with a public ``__init__``: ``core`` (the probe contract, the runner, batches, results,
+loading, sharding, query-block attention), ``attention`` (probes of attention patterns), ``dynamics``
+(measures on weights and training histories), ``text`` (corpora, LDA topics, token statistics), ``stats``
+(bootstrap, nulls, findings, random-weight controls) and ``linear`` (linear probes). Every module is also
+importable under its name before the subpackages existed (``probes.runner``, ``probes.head_scores``,
+``probes.linear_probe``, ...), so older scripts keep working.
 """
 
+import sys as _sys
+from importlib import import_module as _import_module
 from importlib import metadata as _metadata
 
-from probes.batch import TokenBatch, as_token_batch
-from probes.block_structure import BlockStructure, block_structure, centre_columns, centred_block_ceiling
-from probes.cooccurrence import (
-    CooccurrenceOrdering,
-    cooccurrence_ordering,
-    cooccurrence_probability,
-    count_cooccurrence,
-    ordering_null,
-    kendall_tau_b,
-    spearman,
-)
-from probes.control_model import random_weight_control
-from probes.copier import CopierProbe, CopierProfile
-from probes.corpora import Document, corpus_digest, iter_documents
-from probes.embedding_topics import (
-    EMBEDDING_MEASURES,
-    EmbeddingTopicSimilarity,
-    EmbeddingTopicTest,
-    embedding_topic_similarity,
-    embedding_topic_test,
-)
-from probes.errors import ConfigError, InputError, MechprobeError, ModelError, ProbeStateError
-from probes.findings import Finding, adjust_family
-from probes.generalized_induction import GeneralizedInductionProbe, GeneralizedInductionScores, parent_match_mask
-from probes.head_patterns import HEAD_PATTERNS, HeadPattern, head_pattern
-from probes.head_scores import HEAD_SCORE_KINDS, HeadScoreProbe, HeadScores, head_scores, target_mask
-from probes.key_token_attention import KeyTokenAttention, KeyTokenAttentionProbe, entropy_nats
-from probes.linear_labels import (
-    CombinedLabels,
-    LabelMaker,
-    PreviousTokenLabels,
-    RowLabels,
-    TokenClassLabels,
-    most_frequent_tokens,
-)
-from probes.linear_probe import LinearProbe, LinearProbeScores
-from probes.loading import PACKAGED_MODELS, load_model
-from probes.model_info import ModelInfo, pattern_hook
-from probes.parent_criterion import (
-    ParentCriterion,
-    ParentCriterionProbe,
-    PopulationParentCriterion,
-    chi_square_parent_criterion,
-    modified_chi_square_mi,
-    population_parent_criterion,
-    stationary_distribution,
-)
-from probes.nulls import holm_adjust, label_permutations, permutation_p_value
-from probes.probe import LayerwiseProbe, Probe
-from probes.repeated_tokens import repeated_random_tokens
-from probes.residual_hooks import residual_hooks
-from probes.result import ProbeResult, Provenance
-from probes.runner import capture, feed_probes, run_probes
-from probes.selector import ParentSubsetAttention, ParentSubsetAttentionProbe, SelectorShares, SelectorWeightProbe
-from probes.same_token_attention import SameTokenAttention, SameTokenAttentionProbe, same_token_attention
-from probes.scan_order import ScanOrder, peak_steps, scan_order
-from probes.snap import RateSnap, SnapPoint, detect_snap, detect_snap_by_rate
-from probes.text_batches import text_token_batches
-from probes.topic_attention import TOPIC_PAIR_KINDS, TopicAttention, TopicAttentionProbe, topic_attention
-from probes.topics import LdaTopicConfig, LdaTopics, TokenTopicMap, assign_word_topics, fit_lda_topics, token_topic_labels
-from probes.two_stage import NormEvents, TwoStage, detect_two_stage, norm_events
+from probes.core import *  # noqa: F401,F403
+from probes.attention import *  # noqa: F401,F403
+from probes.dynamics import *  # noqa: F401,F403
+from probes.text import *  # noqa: F401,F403
+from probes.stats import *  # noqa: F401,F403
+from probes.linear import *  # noqa: F401,F403
+from probes import attention, core, dynamics, linear, stats, text  # noqa: E402
+
+# The flat module names of mechprobe <= 0.1 (probes.runner, probes.linear_probe, ...) -> where each module lives now.
+_MOVED_MODULES = {
+    "atomic": "probes.core.atomic",
+    "attention_rows": "probes.core.attention_rows",
+    "batch": "probes.core.batch",
+    "block_structure": "probes.dynamics.block_structure",
+    "bootstrap": "probes.stats.bootstrap",
+    "control_model": "probes.stats.control_model",
+    "cooccurrence": "probes.text.cooccurrence",
+    "copier": "probes.attention.copier",
+    "corpora": "probes.text.corpora",
+    "distributed": "probes.core.distributed",
+    "embedding_topics": "probes.dynamics.embedding_topics",
+    "errors": "probes.core.errors",
+    "findings": "probes.stats.findings",
+    "generalized_induction": "probes.attention.generalized_induction",
+    "head_patterns": "probes.attention.head_patterns",
+    "head_scores": "probes.attention.head_scores",
+    "key_token_attention": "probes.attention.key_token_attention",
+    "linear_fit": "probes.linear.fit",
+    "linear_labels": "probes.linear.labels",
+    "linear_probe": "probes.linear.probe",
+    "loading": "probes.core.loading",
+    "model_info": "probes.core.model_info",
+    "nulls": "probes.stats.nulls",
+    "parent_criterion": "probes.text.parent_criterion",
+    "pattern_sums": "probes.core.pattern_sums",
+    "probe": "probes.core.probe",
+    "repeated_tokens": "probes.attention.repeated_tokens",
+    "residual_hooks": "probes.linear.residual_hooks",
+    "result": "probes.core.result",
+    "runner": "probes.core.runner",
+    "same_token_attention": "probes.attention.same_token_attention",
+    "scan_order": "probes.dynamics.scan_order",
+    "selector": "probes.attention.selector",
+    "snap": "probes.dynamics.snap",
+    "text_batches": "probes.text.text_batches",
+    "topic_attention": "probes.attention.topic_attention",
+    "topics": "probes.text.topics",
+    "two_stage": "probes.dynamics.two_stage",
+}
+for _old, _new in _MOVED_MODULES.items():
+    _module = _import_module(_new)
+    _sys.modules[f"probes.{_old}"] = _module
+    if _old not in globals():  # head_scores, scan_order, ... stay the functions of the same names
+        globals()[_old] = _module
+del _old, _new, _module
 
 try:
     __version__ = _metadata.version("mechprobe")

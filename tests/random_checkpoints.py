@@ -83,7 +83,7 @@ def smollm2_tokenizer() -> Any:
 def _smollm2_tokenizer_once() -> Any:
     from transformers import AutoTokenizer
 
-    from probes.loading import PACKAGED_MODELS, _package_dir, cache_dir
+    from probes.core.loading import PACKAGED_MODELS, _package_dir, cache_dir
 
     entry = PACKAGED_MODELS["smollm2-135m"]
     converted = cache_dir() / "models" / entry.short_name

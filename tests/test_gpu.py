@@ -82,7 +82,7 @@ def test_the_probe_suite_on_cuda_equals_the_cpu(smollm2):
     gpu_model = probes.load_model("smollm2-135m", device="cuda")
     on_gpu = probes.run_probes(gpu_model, suite(), [tokens], progress=False)
     for a, b in zip(on_cpu, on_gpu):
-        assert probes.result.results_close(a, b, rtol=1e-3, atol=1e-5), type(a).__name__
+        assert probes.core.result.results_close(a, b, rtol=1e-3, atol=1e-5), type(a).__name__
 
 
 TINY_SETTINGS = {"n_steps": 20, "steps_c": 2, "steps_w": 2, "steps_a": 2, "n_train": 32, "n_val": 16,
@@ -118,5 +118,5 @@ def test_long_sequences_in_query_blocks_on_cuda_equal_whole_patterns_in_less_mem
     whole, whole_peak = run(None)
     blocks, blocks_peak = run(0)
     for a, b in zip(whole, blocks):
-        assert probes.result.results_close(a, b, rtol=2e-2, atol=1e-3), type(a).__name__
+        assert probes.core.result.results_close(a, b, rtol=2e-2, atol=1e-3), type(a).__name__
     assert blocks_peak < whole_peak / 2

@@ -1,19 +1,5 @@
-"""Errors a user can cause in the toy models (bad settings, bad checkpoints)."""
+"""The errors toy models and their training raise (defined in :mod:`mechprobe.errors`, so each is a MechprobeError)."""
 
-from __future__ import annotations
+from mechprobe.errors import CheckpointError, ToyConfigError, TrainingDiverged, TrainingInterrupted
 
-
-class ToyConfigError(ValueError):
-    """A toy-model or data setting is out of range; the message says the allowed range."""
-
-
-class CheckpointError(RuntimeError):
-    """A checkpoint is missing, truncated, corrupted or belongs to another configuration."""
-
-
-class TrainingDiverged(RuntimeError):
-    """The loss became NaN or infinite; the last good checkpoint (if any) is kept."""
-
-
-class TrainingInterrupted(RuntimeError):
-    """SIGTERM stopped training after the current step was saved; the same command resumes it."""
+__all__ = ["CheckpointError", "ToyConfigError", "TrainingDiverged", "TrainingInterrupted"]

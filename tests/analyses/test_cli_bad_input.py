@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from analyses.cli import UsageError, main
-from probes.errors import ConfigError, InputError, MechprobeError, ModelError
+from probes.core.errors import ConfigError, InputError, MechprobeError, ModelError
 
 TINY_HEADS = ["--seq-len", "3", "--batches", "1", "--batch-size", "1", "--no-progress"]
 
@@ -95,9 +95,9 @@ NO_CUDA = pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has
     (["--device", "cpu", "--set", "device=cpu"], ["--device and --set device=", "give only one"]),
 ])
 def test_toy_bad_device_fails_before_any_training(tmp_path, capsys, monkeypatch, argv, words):
-    import analyses.toy_topic
+    import analyses.topic.experiment
 
-    monkeypatch.setattr(analyses.toy_topic, "run", lambda *a, **k: pytest.fail("trained despite a bad device"))
+    monkeypatch.setattr(analyses.topic.experiment, "run", lambda *a, **k: pytest.fail("trained despite a bad device"))
     fails_in_one_line(["toy", "topic", "--no-progress", "--out", str(tmp_path / "new" / "run"), *argv], capsys, *words,
                       error=ConfigError)
     assert list(tmp_path.iterdir()) == []  # no output folder (nor its parent) was made

@@ -132,7 +132,7 @@ def toy_outputs(tmp_path_factory):
 @pytest.fixture(scope="module")
 def report_outputs(tmp_path_factory) -> tuple[Path, Path]:
     """Two fresh-process runs of a cheap report with LDA, MiniLM and the bootstraps (600 excerpt paragraphs)."""
-    from probes.corpora import iter_documents
+    from probes.text.corpora import iter_documents
 
     root = tmp_path_factory.mktemp("report")
     corpus = root / "excerpt.txt"
@@ -185,9 +185,9 @@ def test_report_summary_records_every_seed(report_outputs):
 @pytest.mark.slow
 def test_pretrained_probe_results_carry_the_seed(minilm):
     """Every probe result of the pretrained suite has the configured seed in its provenance, also in summary()."""
-    from analyses.pretrained import PretrainedConfig, probe_pretrained
-    from probes.corpora import iter_documents
-    from probes.topics import words_of
+    from analyses.pretrained.measure import PretrainedConfig, probe_pretrained
+    from probes.text.corpora import iter_documents
+    from probes.text.topics import words_of
 
     documents = list(iter_documents("wikipedia-excerpt", min_chars=200, max_documents=60))
     counts = Counter(w for d in documents[:8] for w in words_of(d.text))

@@ -40,7 +40,7 @@ def test_heads_scores_the_patterns_asked_for(tmp_path, capsys):
 def test_heads_html_draws_a_map_per_kind_and_the_top_heads_attention(tmp_path, capsys):
     import re
 
-    from analyses.render_check import dump_dom, find_chromium
+    from analyses.report.render_check import dump_dom, find_chromium
 
     out = tmp_path / "heads.html"
     assert main(["heads", "--model", "minilm-l6", "--seq-len", "10", "--batches", "1", "--batch-size", "2",

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from analyses.cli import main
-from analyses.pretrained_findings import PRETRAINED_FINDINGS
+from analyses.pretrained.findings import PRETRAINED_FINDINGS
 from tests.random_checkpoints import RANDOM_CHECKPOINT_KINDS, make_random_checkpoint
 
 

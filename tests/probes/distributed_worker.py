@@ -1,4 +1,4 @@
-"""Run by torchrun in tests/probes/test_distributed.py: sharded probes on a seeded toy model."""
+"""Run by torchrun in tests/probes/core/test_distributed.py: sharded probes on a seeded toy model."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import sys
 import torch
 
 import probes
-from probes import distributed
-from probes.topic_attention import TopicAttentionProbe
+from probes.core import distributed
+from probes.attention.topic_attention import TopicAttentionProbe
 from toymodels.standard import StandardModelConfig, build_standard_model
 
 

@@ -7,7 +7,7 @@ import torch
 
 import probes
 from probes import ConfigError, InputError, ModelError, ProbeStateError
-from probes.loading import check_device
+from probes.core.loading import check_device
 from tests.hooked_models import NoHooksModel, OracleConfig, OracleModel
 from toymodels.errors import CheckpointError
 from toymodels.training import Checkpointer, History
@@ -205,7 +205,7 @@ def test_text_windows_never_exceed_the_context():
 
 def test_apply_overrides_python_api():
     from analyses.config_overrides import apply_overrides
-    from analyses.toy_scansnap import PRESETS
+    from analyses.scansnap.experiment import PRESETS
 
     config = PRESETS["fast"]
     assert apply_overrides(config, ["sweep_eta_z=(0.5, 2)", " seed = 3 "]).sweep_eta_z == (0.5, 2.0)

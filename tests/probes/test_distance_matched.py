@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from probes import run_probes
-from probes.cooccurrence import cooccurrence_ordering, ordering_null
-from probes.key_token_attention import KeyTokenAttentionProbe, distance_bin, n_distance_bins
-from probes.nulls import permutation_p_value
-from tests.probes.test_topic_attention import RandomAttentionModel, _Cfg
+from probes.text.cooccurrence import cooccurrence_ordering, ordering_null
+from probes.attention.key_token_attention import KeyTokenAttentionProbe, distance_bin, n_distance_bins
+from probes.stats.nulls import permutation_p_value
+from tests.probes.attention.test_topic_attention import RandomAttentionModel, _Cfg
 
 
 def reference_matched(model, batches, queries, keys, causal):

@@ -227,7 +227,7 @@ def test_merging_halves_equals_the_whole_and_commutes(case, data):
     _assert_same(a_then_b, sequential, F64, "A.merge(B) vs one probe fed both")
     _assert_same(b_then_a, a_then_b, {"rtol": 0.0, "atol": 0.0}, "B.merge(A) vs A.merge(B)")
     _assert_same(a_then_b, fold(make_probe, model, [corpus.whole()], info), case.tolerance, "A.merge(B) vs whole")
-    # a sharded run all-reduces the state dicts with a sum (probes.distributed): the same as merge
+    # a sharded run all-reduces the state dicts with a sum (probes.core.distributed): the same as merge
     a, b = fold(make_probe, model, batches[:first], info), fold(make_probe, model, batches[first:], info)
     reduced = make_probe().bind(info)
     reduced.load_state_dict({key: value + b.state_dict()[key] for key, value in a.state_dict().items()})

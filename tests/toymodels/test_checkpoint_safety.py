@@ -190,7 +190,7 @@ def test_the_cli_reports_a_truncated_checkpoint_in_one_line_and_exits_2(tmp_path
 
 def test_resuming_with_another_checkpoint_interval_is_allowed(tmp_path):
     """The fingerprint of `toy induction` leaves out checkpoint_every: how often to save changes nothing."""
-    from analyses.toy_induction import PRESETS, _checkpointer
+    from analyses.induction.experiment import PRESETS, _checkpointer
     import dataclasses
 
     a = _checkpointer(dataclasses.replace(PRESETS["fast"], checkpoint_every=5), tmp_path)

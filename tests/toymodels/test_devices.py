@@ -13,11 +13,11 @@ import warnings
 import pytest
 import torch
 
-from toymodels.cooccurrence_data import CooccurrenceConfig, CooccurrenceData
-from toymodels.induction_models import FullInductionModel, SimplifiedInductionConfig, SimplifiedInductionModel
-from toymodels.scansnap_model import YZModelConfig, YZTransformer
-from toymodels.scansnap_training import TwoRateConfig, make_two_rate_optimizers, train_on_cooccurrence
-from toymodels.topic_model import TopicModel, TopicModelConfig
+from toymodels.scansnap.data import CooccurrenceConfig, CooccurrenceData
+from toymodels.induction.model import FullInductionModel, SimplifiedInductionConfig, SimplifiedInductionModel
+from toymodels.scansnap.model import YZModelConfig, YZTransformer
+from toymodels.scansnap.training import TwoRateConfig, make_two_rate_optimizers, train_on_cooccurrence
+from toymodels.topic.model import TopicModel, TopicModelConfig
 from toymodels.training import Checkpointer, model_device
 
 BUILDERS = {

@@ -1,0 +1,1 @@
+"""``mechprobe toy induction``: Chen et al. (2024) on n-gram Markov chains: the experiment, its trajectory, figures, what it reproduces."""

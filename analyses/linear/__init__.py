@@ -1,0 +1,1 @@
+"""``mechprobe probe-linear`` and the report's linear-probe section."""

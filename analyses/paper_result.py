@@ -1,0 +1,114 @@
+"""The typed result of a paper's toy experiment (claims, histories, numbers) and its one ``summary.json`` policy.
+
+Each paper's ``analyses/<paper>/experiment.py`` returns a frozen dataclass deriving from
+:class:`PaperResult`. It names every number the report compares (``compare`` reads these fields,
+never a string key), keeps the paper's claims as :class:`Claim` records and its histories as
+lists, and writes itself as ``summary.json`` with :meth:`PaperResult.save`. Saving and loading
+round-trip: ``type(r).load(folder) == r`` for the fields stored in the summary.
+
+The one NaN policy: a number that is not finite is written as JSON ``null`` (``NaN`` is not
+JSON) and read back as ``float("nan")`` where the field is a float.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+from probes.core.atomic import atomic_write_text
+from probes.core.errors import InputError
+
+R = TypeVar("R", bound="PaperResult")
+
+SUMMARY_FILE = "summary.json"
+
+
+def json_ready(value: Any) -> Any:
+    """``value`` with every non-finite float replaced by ``None`` and tuples as lists, ready for strict JSON."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {str(k): json_ready(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_ready(v) for v in value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return json_ready(dataclasses.asdict(value))
+    return value
+
+
+def number(value: Any) -> float:
+    """A float read back from a summary: ``None`` (a stored NaN) becomes ``float("nan")``."""
+    return float("nan") if value is None else float(value)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One claim of a paper as a measured number: what was measured, in which setting, and whether it holds."""
+
+    name: str
+    value: float
+    measure: str
+    holds: bool
+    setting: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"value": self.value, "measure": self.measure, "holds": bool(self.holds), "setting": dict(self.setting)}
+
+    @classmethod
+    def from_dict(cls, name: str, document: Mapping[str, Any]) -> Claim:
+        return cls(name, number(document["value"]), str(document["measure"]), bool(document["holds"]),
+                   dict(document.get("setting", {})))
+
+
+def claims_to_dict(claims: tuple[Claim, ...]) -> dict[str, dict[str, Any]]:
+    return {claim.name: claim.to_dict() for claim in claims}
+
+
+def claims_from_dict(document: Mapping[str, Mapping[str, Any]]) -> tuple[Claim, ...]:
+    return tuple(Claim.from_dict(name, value) for name, value in document.items())
+
+
+class PaperResult:
+    """Base of each paper's frozen result dataclass: ``summary()`` <-> ``from_summary()``, ``save`` and ``load``.
+
+    Subclasses set ``experiment`` (the ``mechprobe toy`` name) and implement :meth:`summary` (the
+    JSON document, non-finite numbers allowed: :meth:`save` applies the NaN policy) and
+    :meth:`from_summary` (its inverse, used by the report to rebuild from disk).
+    """
+
+    experiment: ClassVar[str] = ""
+
+    def summary(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    @classmethod
+    def from_summary(cls: type[R], document: Mapping[str, Any]) -> R:
+        raise NotImplementedError
+
+    def to_json(self) -> str:
+        """The summary as strict JSON text (non-finite numbers as ``null``)."""
+        return json.dumps(json_ready(self.summary()), indent=2, allow_nan=False)
+
+    def save(self, folder: str | Path) -> Path:
+        """Write ``folder/summary.json`` atomically; returns its path."""
+        path = Path(folder) / SUMMARY_FILE
+        atomic_write_text(path, self.to_json())
+        return path
+
+    @classmethod
+    def load(cls: type[R], folder: str | Path) -> R:
+        """The result saved in ``folder`` (by :meth:`save`)."""
+        path = Path(folder) / SUMMARY_FILE
+        try:
+            document = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise InputError(f"{path}: no such file; run the {cls.experiment or 'toy'} experiment into "
+                             f"{Path(folder)} first.") from None
+        except (OSError, ValueError) as error:
+            raise InputError(f"{path} cannot be read as a summary ({error}); run the experiment again.") from None
+        return cls.from_summary(document)

@@ -1,0 +1,88 @@
+"""The findings of a pretrained model: each statistic with its null, its control model, and a verdict.
+
+Effect thresholds (``min_effect``; a finding also needs Holm-adjusted p < 0.01 and an interval above
+both its null and the control model, see :mod:`probes.stats.findings`):
+
+- head scores (induction on repeated random tokens and on text, previous token on text): at least
+  0.1 more attention mass on the targets than the larger of chance and the control;
+- same/different-topic attention ratios: at least 1.1 times the larger of the permutation null and
+  the control (10% more attention to same-topic tokens);
+- embedding topic similarity (mean-centred cosine, same minus different topic): at least 0.02 above
+  the larger of the permutation null and the control;
+- co-occurrence ordering (distance-matched Spearman of the held-out best head): at least 0.1 above
+  the larger of the null and the control.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from probes.stats.findings import Finding, adjust_family
+
+if TYPE_CHECKING:  # the measurements module imports this one
+    from analyses.pretrained.measure import HeldOut, ModelMeasurements
+
+PRETRAINED_FINDINGS = ("induction_protocol", "induction_text", "previous_token_text", "topic_attention_mean",
+                       "topic_attention_best_head", "embedding_topic_similarity", "cooccurrence_ordering")
+EMBEDDING_MEASURE = "centred_cosine"
+HEAD_SPLIT = "best head chosen on the even batches, measured on the odd batches"
+THRESHOLDS_TEXT = ("head scores at least 0.1 attention mass above the larger of chance and the control; topic "
+                   "attention ratios at least 1.1 times the larger of the permutation null and the control; the "
+                   "mean-centred embedding cosine gap at least 0.02 above them; the distance-matched co-occurrence "
+                   "Spearman at least 0.1 above them.")
+
+_SPECS = {
+    # name: (statistic, null kind, effect, min_effect, selection)
+    "induction_protocol": ("induction score of the best head on [BOS] X X (repeated random tokens)",
+                           "uniform attention (bootstrap over batches)", "difference", 0.1, HEAD_SPLIT),
+    "induction_text": ("induction score of the best head on natural text",
+                       "uniform attention (bootstrap over batches)", "difference", 0.1, HEAD_SPLIT),
+    "previous_token_text": ("previous-token score of the best head on natural text",
+                            "uniform attention (bootstrap over batches)", "difference", 0.1, HEAD_SPLIT),
+    "topic_attention_mean": ("same/different-topic attention ratio, mean over all heads",
+                             "topic labels permuted among labelled tokens", "ratio", 1.1, "no search: every head"),
+    "topic_attention_best_head": ("same/different-topic attention ratio of the best head",
+                                  "topic labels permuted among labelled tokens", "ratio", 1.1, HEAD_SPLIT),
+    "embedding_topic_similarity": ("mean-centred embedding cosine, same minus different topic",
+                                   "topic labels permuted among labelled tokens", "difference", 0.02,
+                                   "no search: the input embeddings"),
+    "cooccurrence_ordering": ("Spearman of distance-matched attention with co-occurrence, best head",
+                              "co-occurrence shuffled among each query's keys", "difference", 0.1, HEAD_SPLIT),
+}
+
+
+def finding_from_spec(name: str, value: float, ci: tuple[float, float], null_value: float, p_value: float, *,
+                      head: tuple[int, int] | None = None, selection: str | None = None) -> Finding:
+    """A :class:`Finding` named ``name`` with that finding's statistic, null kind and effect threshold."""
+    statistic, null_kind, effect, min_effect, default_selection = _SPECS[name]
+    if head is not None:
+        statistic = f"{statistic} (L{head[0]}H{head[1]})"
+    return Finding(statistic, value, ci, null_kind, null_value, p_value, min_effect, effect,
+                   selection=default_selection if selection is None else selection)
+
+
+def _finding(name: str, held: "HeldOut") -> Finding:
+    return finding_from_spec(name, held.value, held.ci, held.null_value, held.p_value, head=held.head)
+
+
+def model_findings(measured: "ModelMeasurements") -> dict[str, Finding]:
+    """The seven findings of one model without a control, Holm-adjusted as one family."""
+    findings = {name: _finding(name, measured.held_out[name]) for name in PRETRAINED_FINDINGS
+                if name in measured.held_out}
+    test = measured.embedding
+    findings["embedding_topic_similarity"] = finding_from_spec(
+        "embedding_topic_similarity", test.gap[EMBEDDING_MEASURE], test.gap_ci[EMBEDDING_MEASURE],
+        test.null_mean(EMBEDDING_MEASURE), test.p_value[EMBEDDING_MEASURE])
+    return {name: findings[name] for name in PRETRAINED_FINDINGS}
+
+
+def pretrained_findings(measured: "ModelMeasurements", control: "ModelMeasurements | None"
+                        ) -> tuple[dict[str, Finding], dict[str, Finding]]:
+    """``(findings, control_findings)``: each finding of the model beside the control's value; the control's
+    own findings are judged against their nulls only (they should not hold)."""
+    own = model_findings(measured)
+    control_findings = adjust_family(model_findings(control)) if control is not None else {}
+    if control is not None:
+        own = {name: finding.with_control(control_findings[name].value, control_findings[name].ci)
+               for name, finding in own.items()}
+    return adjust_family(own), control_findings

@@ -1,0 +1,1 @@
+"""``mechprobe report``: building, comparing, storing and rendering the report (Markdown, HTML, figures, views)."""

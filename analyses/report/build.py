@@ -1,0 +1,156 @@
+"""``mechprobe report``: toy models of the three papers and pretrained models on real text, side by side."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import logging
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from analyses.paper_result import PaperResult
+from analyses.report.compare import ToyRun, compare
+from analyses.linear.section import LinearReportConfig, load_linear_runs, run_linear_section, save_linear_runs, toy_folders
+from analyses.pretrained.measure import PretrainedConfig, PretrainedRun, probe_pretrained
+from analyses.report.run_store import load_report_inputs, save_report_inputs
+from analyses.timings import write_timings
+from probes.core.atomic import atomic_directory
+from probes.text.corpora import corpus_digest, iter_documents
+from probes.core.errors import ConfigError, InputError
+from probes.core.loading import load_model, torch_dtype, weights_source
+from probes.text.topics import LdaTopicConfig, assign_word_topics, fit_lda_topics
+
+log = logging.getLogger(__name__)
+
+TOY_MODULES = {"topic": "analyses.topic.experiment", "scansnap": "analyses.scansnap.experiment", "induction": "analyses.induction.experiment"}
+
+
+@dataclass(frozen=True)
+class ReportConfig:
+    """What the report trains, reads and probes (the offline defaults need no network)."""
+
+    models: tuple[str, ...] = ("smollm2-135m", "minilm-l6")
+    corpus: str = "wikipedia-excerpt"
+    text_column: str = "text"
+    toys: tuple[str, ...] = ("topic", "scansnap", "induction")
+    toy_preset: str = "fast"
+    max_documents: int = 4000
+    min_chars: int = 200
+    topics: LdaTopicConfig = field(default_factory=LdaTopicConfig)
+    pretrained: PretrainedConfig = field(default_factory=PretrainedConfig)
+    linear: LinearReportConfig = field(default_factory=LinearReportConfig)
+    seed: int = 0
+    device: str = "cpu"
+    dtype: str = "float32"
+
+    def __post_init__(self) -> None:
+        unknown = [t for t in self.toys if t not in TOY_MODULES]
+        if unknown:
+            raise ConfigError(f"Unknown toy settings {unknown}; choose from {', '.join(TOY_MODULES)}.")
+        if not self.models and not self.toys:
+            raise ConfigError("The report needs at least one pretrained model or one toy setting.")
+        if self.max_documents < 2 or self.min_chars < 1:
+            raise ConfigError(f"max_documents must be >= 2 and min_chars >= 1; got {self.max_documents}, {self.min_chars}.")
+
+    @classmethod
+    def fast(cls, **changes: Any) -> "ReportConfig":
+        """Less text and fewer LDA passes: the whole report in a few minutes on 2 CPU cores."""
+        base = cls(max_documents=2000, pretrained=PretrainedConfig(max_batches=8))
+        return dataclasses.replace(base, **changes)
+
+
+def run_toys(config: ReportConfig, folder: Path, *, progress: bool) -> dict[str, ToyRun]:
+    """Train and probe each of ``config.toys`` (preset ``toy_preset``, on ``device``) into ``folder/toy/NAME``."""
+    runs = {}
+    for name in config.toys:
+        module = importlib.import_module(TOY_MODULES[name])
+        if config.toy_preset not in module.PRESETS:
+            raise ConfigError(f"The {name} toy has no preset {config.toy_preset!r}; choose from {', '.join(module.PRESETS)}.")
+        out = folder / "toy" / name
+        out.mkdir(parents=True, exist_ok=True)
+        start = time.perf_counter()
+        toy_config = dataclasses.replace(module.PRESETS[config.toy_preset], device=config.device)
+        result = module.run(toy_config, out, progress=progress)
+        summary = result.summary() if isinstance(result, PaperResult) else result  # TRANSITION: typed results
+        log.info("toy %s: %.1f s", name, time.perf_counter() - start)
+        # as JSON keeps it, so a report rendered again from results/ reads exactly the same values
+        runs[name] = ToyRun(name, json.loads(json.dumps(summary)), out)
+    return runs
+
+
+def run_report(config: ReportConfig, out_dir: str | Path, *, progress: bool = True,
+               echo=print) -> Path:
+    """Build the whole report into ``out_dir`` (replaced only when complete); return report.html's path."""
+    out_dir = Path(out_dir)
+    if not out_dir.parent.is_dir():
+        raise InputError(f"Cannot write the report to {out_dir}: the folder {out_dir.parent} does not exist.")
+    timings: dict[str, float] = {}
+    with atomic_directory(out_dir) as tmp:
+        start = time.perf_counter()
+        # Load every model first: a bad spec fails before any slow work.
+        models = {spec: load_model(spec, device=config.device, dtype=torch_dtype(config.dtype)) for spec in config.models}
+        documents = []
+        if config.models:
+            echo(f"reading corpus {config.corpus} ...")
+            documents = list(iter_documents(config.corpus, unit="paragraph", min_chars=config.min_chars,
+                                            text_column=config.text_column,
+                                            max_documents=config.max_documents))
+            echo(f"training LDA ({config.topics.n_topics} topics) on {len(documents)} paragraphs ...")
+            topic_model = fit_lda_topics(documents, config.topics)
+            topic_model.save(tmp / "topics")
+            word_topics = assign_word_topics(topic_model)
+            if not word_topics:
+                raise InputError("LDA assigned no word to a topic; use more text, or raise topics.top_words_per_topic "
+                                 "(or lower topics.threshold with the threshold rule).")
+            random.Random(config.seed).shuffle(documents)
+        timings["corpus_and_topics_s"] = time.perf_counter() - start
+        toy_runs = {}
+        if config.toys:
+            echo(f"training toy models ({', '.join(config.toys)}; preset {config.toy_preset}) ...")
+            start = time.perf_counter()
+            toy_runs = run_toys(config, tmp, progress=progress)
+            timings["toys_s"] = time.perf_counter() - start
+        pretrained: dict[str, PretrainedRun] = {}
+        data = f"{config.corpus} paragraphs (LDA seed {config.topics.seed}, shuffled with seed {config.seed})"
+        for spec, model in models.items():
+            echo(f"probing {spec} ...")
+            start = time.perf_counter()
+            pretrained[spec] = probe_pretrained(model, documents, word_topics, config.pretrained, progress=progress,
+                                                data=data, name=spec)
+            timings[f"{spec}_s"] = time.perf_counter() - start
+        linear = {}
+        if config.linear.enabled:
+            echo("linear probes on the residual streams ...")
+            start = time.perf_counter()
+            linear = run_linear_section(models, documents, topic_model if config.models else None,
+                                        word_topics if config.models else {}, toy_folders(toy_runs), config.linear,
+                                        seed=config.seed, progress=progress)
+            timings["linear_probes_s"] = time.perf_counter() - start
+        corpus = {"name": config.corpus, "documents": len(documents), "sha256": corpus_digest(documents)}
+        if config.models:
+            coherence = topic_model.coherence(measure="c_npmi")
+            corpus.update({"topic_words": len(word_topics),
+                           "topics": [topic_model.top_words(t, 8) for t in range(config.topics.n_topics)],
+                           "topic_coherence": {"measure": "c_npmi", "per_topic": coherence,
+                                               "mean": sum(coherence) / len(coherence)}})
+        settings = {**dataclasses.asdict(config), "model_weights": {spec: weights_source(spec) for spec in config.models}}
+        compare(toy_runs, pretrained, folder=tmp, corpus=corpus, settings=settings, linear=linear).write(tmp)
+        save_report_inputs(tmp, toy_runs, pretrained, corpus, settings)
+        if linear:
+            save_linear_runs(tmp / "results" / "linear", linear)
+        write_timings(tmp, timings)
+    return out_dir / "report.html"
+
+
+def render_report(out_dir: str | Path) -> Path:
+    """Rebuild report.md, report.html, summary.json and the figures of a finished report from its
+    ``results/`` folder, without loading a model; return report.html's path."""
+    out_dir = Path(out_dir)
+    toy_runs, pretrained, corpus, settings = load_report_inputs(out_dir)
+    linear = load_linear_runs(out_dir / "results" / "linear")
+    compare(toy_runs, pretrained, folder=out_dir, corpus=corpus, settings=settings, linear=linear).write(out_dir)
+    return out_dir / "report.html"

@@ -1,0 +1,282 @@
+"""``compare(toy_runs, pretrained_runs) -> Report``: toy and pretrained side by side, probe by probe."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from analyses.report.figures import layer_head_heatmaps, paired_bars
+from analyses.report.interactive import heatmap_view, pattern_view
+from analyses.linear.section import linear_section
+from analyses.pretrained.measure import HeldOut, ModelMeasurements, PretrainedRun
+from analyses.report.document import Figure, Report, Section, Table, View
+from analyses.report.verdicts import verdict_section
+from probes.dynamics.embedding_topics import EMBEDDING_MEASURES
+from probes.linear.probe import LinearProbeScores
+
+
+@dataclass(frozen=True)
+class ToyRun:
+    """A finished toy experiment: its summary.json content and the folder holding its figures."""
+
+    name: str
+    summary: dict[str, Any]
+    folder: Path
+
+
+def _get(summary: Mapping[str, Any], *keys: str, default: Any = float("nan")) -> Any:
+    value: Any = summary
+    for key in keys:
+        if not isinstance(value, Mapping) or key not in value:
+            return default
+        value = value[key]
+    return value
+
+
+def _measured(runs: Mapping[str, PretrainedRun]) -> list[tuple[str, ModelMeasurements]]:
+    """Each pretrained model followed by its random-weight control (when it was run)."""
+    rows = []
+    for name, run in runs.items():
+        rows.append((name, run.measured))
+        if run.control is not None:
+            rows.append((f"{name} (random weights)", run.control))
+    return rows
+
+
+def _held(label: str, what: str, held: HeldOut) -> list[Any]:
+    head = "" if held.head is None else f"L{held.head[0]}H{held.head[1]}"
+    return [label, what, head, held.value, held.ci, held.null_value, held.p_value]
+
+
+HELD_COLUMNS = ["model", "statistic", "head", "value", "95% CI", "null", "p"]
+
+
+def _induction_section(toy: Mapping[str, ToyRun], runs: Mapping[str, PretrainedRun], figures: Path) -> Section:
+    rows = []
+    if "induction" in toy:
+        s = toy["induction"].summary
+        rows.append(["toy: " + str(_get(s, "model", default="simplified")) + " model, Markov chains (Chen et al.)",
+                     "layer-2 generalized induction (n=3)", "", _get(s, "generalized_induction_score"), "",
+                     _get(s, "generalized_induction_chance"), ""])
+    for label, measured in _measured(runs):
+        held = measured.held_out
+        rows.append(_held(label, "induction, repeated random tokens", held["induction_protocol"]))
+        rows.append(_held(label, "induction, natural text", held["induction_text"]))
+        rows.append(_held(label, "previous token, natural text", held["previous_token_text"]))
+        l, h, score = measured.generalized.best_head()
+        n = len(measured.generalized.provenance.settings["distances"]) + 1
+        rows.append([label, f"generalized induction n={n}, natural text (all data)", f"L{l}H{h}", score, "",
+                     measured.generalized.chance, ""])
+    section = Section(
+        "Induction heads",
+        ["Attention mass on the token after an earlier occurrence of the current context (n=2: the last token; "
+         "n=3: the last two tokens), averaged over queries that have such a target. The best head is chosen on "
+         "the even batches and measured on the odd ones (95% bootstrap interval over those batches); the null is "
+         "uniform attention over the visible keys, and p is the bootstrap probability that the held-out score "
+         "does not exceed it."],
+        [Table(HELD_COLUMNS, rows)],
+    )
+    if runs:
+        tables = {label: m.protocol.scores["induction"] for label, m in _measured(runs)}
+        path = layer_head_heatmaps(tables, figures / "induction_heads.png", title="Induction score on [BOS] X X",
+                                   colorbar="induction score")
+        section.figures.append(Figure(str(path.relative_to(figures.parent)), "Induction score per layer and head "
+                                      "(repeated random tokens), each model beside its random-weight control."))
+    return section
+
+
+def _topic_section(toy: Mapping[str, ToyRun], runs: Mapping[str, PretrainedRun], figures: Path) -> Section:
+    rows, paragraphs = [], [
+        "Mean attention weight between two positions holding different tokens of the same topic, divided by the "
+        "mean between tokens of different topics (topics: the toy's LDA generator; gensim LDA on the corpus for "
+        "pretrained models). Null: the same ratio with the topic labels permuted among the labelled tokens "
+        "(topic sizes kept), computed in the same pass; p is the permutation p-value. The best head (largest "
+        "same-minus-different gap) is chosen on the even batches and measured on the odd ones."
+    ]
+    if "topic" in toy:
+        s = toy["topic"].summary
+        rows.append(["toy: 1-layer masked LM on LDA data (Li et al.)", "ratio, its only head", "L0H0",
+                     _get(s, "attention_ratio"), "", _get(s, "chance_ratio"), ""])
+    for label, measured in _measured(runs):
+        rows.append(_held(label, "ratio, best head", measured.held_out["topic_attention_best_head"]))
+        rows.append(_held(label, "ratio, mean over heads", measured.held_out["topic_attention_mean"]))
+    section = Section("Topic attention", paragraphs, [Table(HELD_COLUMNS, rows)])
+    if runs:
+        tables = {label: torch.log2(m.topic.ratio) for label, m in _measured(runs)}
+        path = layer_head_heatmaps(tables, figures / "topic_attention.png",
+                                   title="log2(same-topic / different-topic attention)", colorbar="log2 ratio",
+                                   cmap="RdBu_r", center=0.0)
+        section.figures.append(Figure(str(path.relative_to(figures.parent)),
+                                      "Same- vs different-topic attention per head (red: more same-topic), each "
+                                      "model beside its random-weight control."))
+    return section
+
+
+def _embedding_section(toy: Mapping[str, ToyRun], runs: Mapping[str, PretrainedRun], figures: Path) -> Section:
+    rows, groups, errors = [], {}, {}
+    if "topic" in toy:
+        s = toy["topic"].summary
+        same, different = _get(s, "embedding_same_topic_cosine"), _get(s, "embedding_different_topic_cosine")
+        rows.append(["toy (trained embeddings)", "cosine", same, different, same - different, "", "", ""])
+    for label, measured in _measured(runs):
+        test = measured.embedding
+        for measure in EMBEDDING_MEASURES:
+            rows.append([label, measure.replace("_", " "), test.same[measure], test.different[measure],
+                         test.gap[measure], test.gap_ci[measure], test.null_mean(measure), test.p_value[measure]])
+        groups[label] = {m.replace("_", " "): test.gap[m] for m in ("cosine", "centred_cosine")}
+        errors[label] = {m.replace("_", " "): test.gap_ci[m] for m in ("cosine", "centred_cosine")}
+    section = Section(
+        "Embedding topic similarity",
+        ["Mean similarity between the input embeddings of two different tokens of the same topic and of different "
+         "topics, as inner product and cosine, raw and after subtracting the mean embedding (raw cosines of "
+         "anisotropic embeddings mostly measure their common direction). The gap's 95% interval resamples "
+         "labelled tokens; the null permutes the topic labels among them."],
+        [Table(["model", "measure", "same topic", "different topic", "gap", "gap 95% CI", "null gap", "p"], rows)],
+    )
+    if groups:
+        path = paired_bars(groups, figures / "embedding_cosine.png", title="Embedding cosine gap (same - different topic)",
+                           ylabel="cosine gap", errors=errors)
+        section.figures.append(Figure(str(path.relative_to(figures.parent)),
+                                      "Same-minus-different-topic cosine, raw and mean-centred, with 95% intervals."))
+    return section
+
+
+def _cooccurrence_section(toy: Mapping[str, ToyRun], runs: Mapping[str, PretrainedRun]) -> Section:
+    rows = []
+    if "scansnap" in toy:
+        s = toy["scansnap"].summary
+        rows.append(["toy: Y/Z model, Scan and Snap data (Tian et al.)", "attention vs P(key | query), distinct tokens",
+                     "L0H0", _get(s, "cooccurrence_spearman"), "", 0.0, ""])
+    for label, measured in _measured(runs):
+        c = measured.cooccurrence
+        rows.append(_held(label, "distance-matched, best head", measured.held_out["cooccurrence_ordering"]))
+        rows.append([label, "distance-matched, mean over heads", "", c["spearman_distance_matched_mean"], "", "", ""])
+        rows.append([label, "per occurrence (confounded by position), mean over heads", "",
+                     c["spearman_per_occurrence_mean"], "", "", ""])
+    return Section(
+        "Co-occurrence ordering",
+        ["Spearman correlation, per query token, between the attention a key token receives and how often it "
+         "co-occurs with the query, averaged over query tokens. Distance-matched attention compares each key with "
+         "the other keys at the same distance from the same query token, after scaling attention by the number of "
+         "visible keys, so purely positional attention (recency, a causal prefix) scores 0; the raw per-occurrence "
+         "measure is shown for comparison. Null: co-occurrence counts shuffled among each query's keys."],
+        [Table(HELD_COLUMNS, rows)],
+    )
+
+
+def _toy_dynamics_section(toy: Mapping[str, ToyRun], figures: Path) -> Section:
+    rows = []
+    if "scansnap" in toy:
+        s = toy["scansnap"].summary
+        rows += [["scansnap", "final loss", _get(s, "final_loss")], ["scansnap", "distinct mass", _get(s, "distinct_mass")],
+                 ["scansnap", "common mass", _get(s, "common_mass")], ["scansnap", "snap step", _get(s, "snap_step")],
+                 ["scansnap", "entropy (distinct, nats)", _get(s, "entropy")]]
+    if "topic" in toy:
+        s = toy["topic"].summary
+        rows += [["topic", "W_V block score", _get(s, "wv_block_score")],
+                 ["topic", "W_V moves at step", _get(s, "two_stage", "wv_moves_at")],
+                 ["topic", "W_K/W_Q move at step", _get(s, "two_stage", "wkq_moves_at")]]
+    if "induction" in toy:
+        s = toy["induction"].summary
+        rows += [["induction", "validation loss", _get(s, "val_loss")], ["induction", "optimal loss", _get(s, "optimal_loss")],
+                 ["induction", "true parent share", _get(s, "true_parent_share")],
+                 ["induction", "copier distances", str(_get(s, "copier_distance", default=""))]]
+    references = [[run.name, str(_get(run.summary, "reference", "paper", default="")),
+                   str(_get(run.summary, "reference", "experiment", default="")),
+                   len(_get(run.summary, "reference", "deviations", default=[]) or [])] for run in toy.values()]
+    section = Section("Toy models: the papers' own claims", [
+        "The paper-specific probes of each toy setting. Each toy's summary.json names the experiment it "
+        "reproduces and lists every remaining deviation under reference.deviations."],
+        [Table(["toy", "quantity", "value"], rows), Table(["toy", "paper", "experiment", "deviations"], references)])
+    for run in toy.values():
+        for png in sorted(run.folder.glob("*.png")):
+            target = figures / f"toy_{run.name}_{png.name}"
+            shutil.copyfile(png, target)
+            section.figures.append(Figure(str(target.relative_to(figures.parent)), f"{run.name}: {png.stem.replace('_', ' ')}"))
+    return section
+
+
+def _interactive_section(pretrained_runs: Mapping[str, PretrainedRun]) -> Section:
+    """Hover-able layer x head maps of every per-head probe, and the top heads' attention on a passage."""
+    section = Section("Interactive views", [
+        "Every per-head probe as a layer x head map (hover a cell for its value), and the best heads' attention on "
+        "a real passage and on repeated random tokens (hover a token to see where it attends)."])
+    for label, run in pretrained_runs.items():
+        for measured in (run.measured, run.control):
+            if measured is None:
+                continue
+            tables = [("induction, repeated random tokens", measured.protocol.scores["induction"],
+                       measured.protocol.chance["induction"])]
+            tables += [(f"{kind.replace('_', ' ')}, natural text", measured.text_heads.scores[kind],
+                        measured.text_heads.chance[kind]) for kind in measured.text_heads.scores]
+            tables += [(f"generalized induction (n={len(measured.generalized.distances) + 1})",
+                        measured.generalized.scores, measured.generalized.chance),
+                       ("same-/different-topic attention ratio", measured.topic.ratio, measured.topic.chance_ratio)]
+            for title, table, chance in tables:
+                section.views.append(View(f"{measured.name}: {title}",
+                                          heatmap_view(f"{measured.name}: {title}", table.tolist(), chance=chance)))
+        for passage_name, passage in run.extras.get("passages", {}).items():
+            for head_name, pattern in passage["patterns"].items():
+                layer, head = passage["heads"][head_name]
+                title = f"{label}: best {head_name} head L{layer}H{head} on {passage_name}"
+                section.views.append(View(title, pattern_view(title, passage["tokens"], pattern)))
+    return section
+
+
+def compare(toy_runs: Mapping[str, ToyRun], pretrained_runs: Mapping[str, PretrainedRun], *,
+            folder: str | Path, corpus: Mapping[str, Any] | None = None,
+            settings: Mapping[str, Any] | None = None,
+            linear: Mapping[str, LinearProbeScores] | None = None) -> Report:
+    """The toy-vs-pretrained report; figures are written into ``folder/figures``.
+
+    Example: ``compare({"topic": ToyRun("topic", summary, path)}, {"minilm-l6": run}, folder="runs/r").write("runs/r")``.
+    """
+    folder = Path(folder)
+    figures = folder / "figures"
+    figures.mkdir(parents=True, exist_ok=True)
+    overview = Section("Setup", [
+        f"Corpus: {dict(corpus or {}).get('name', 'unspecified')} (sha256 {dict(corpus or {}).get('sha256', '?')[:12]}); "
+        "pretrained models: "
+        f"{', '.join(pretrained_runs) or 'none'}; toy settings: {', '.join(toy_runs) or 'none'}."
+    ])
+    if corpus and corpus.get("topics"):
+        coherence = (corpus.get("topic_coherence") or {}).get("per_topic") or [float("nan")] * len(corpus["topics"])
+        overview.paragraphs.append(
+            "Topics: gensim LDA on the corpus (stop words and corpus-generic words removed); each topic claims its "
+            "most likely words. Coherence: NPMI of a topic's top 10 words over 10-token windows of the corpus "
+            "(-1 to 1; 0 = the words co-occur as often as chance). A topic-attention finding is only as good as "
+            "these topics.")
+        overview.tables.append(Table(["topic", "top words", "coherence (c_npmi)"],
+                                     [[i, ", ".join(words), float(c)]
+                                      for i, (words, c) in enumerate(zip(corpus["topics"], coherence))]))
+    sections = [
+        verdict_section({name: run.summary for name, run in toy_runs.items()}, pretrained_runs),
+        overview,
+        _induction_section(toy_runs, pretrained_runs, figures),
+        _topic_section(toy_runs, pretrained_runs, figures),
+        _embedding_section(toy_runs, pretrained_runs, figures),
+        _cooccurrence_section(toy_runs, pretrained_runs),
+        _toy_dynamics_section(toy_runs, figures),
+    ]
+    linear_entry = None
+    if linear:
+        linear_settings = dict(settings or {}).get("linear") or {}
+        section, linear_entry = linear_section(linear, figures, n_boot=linear_settings.get("n_boot", 1000),
+                                               seed=dict(settings or {}).get("seed", 0))
+        sections.append(section)
+    if pretrained_runs:
+        sections.append(_interactive_section(pretrained_runs))
+    summary = {
+        "toy": {name: run.summary for name, run in toy_runs.items()},
+        "pretrained": {name: run.summary() for name, run in pretrained_runs.items()},
+        "corpus": dict(corpus or {}),
+        "settings": dict(settings or {}),
+    }
+    if linear_entry is not None:
+        summary["linear"] = linear_entry
+    return Report("mechprobe: toy models vs pretrained models", sections, summary)

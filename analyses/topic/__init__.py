@@ -1,0 +1,1 @@
+"""``mechprobe toy topic``: Li, Li & Risteski (2023) on LDA data: the experiment, its findings, what it reproduces."""

@@ -1,0 +1,49 @@
+"""Checks of settings shared by every config: each raises the caller's error class with the setting's name,
+the allowed range and the value it got.
+
+Example: ``at_least("n_steps", self.n_steps, 1)`` in a config's ``__post_init__`` raises
+``ConfigError("n_steps must be >= 1; got 0.")``; toy configs pass ``error=ToyConfigError``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+from mechprobe.errors import ConfigError
+
+
+def at_least(name: str, value: Any, minimum: float, *, error: type[Exception] = ConfigError) -> None:
+    """``value`` is a number >= ``minimum`` (finite)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value < minimum:
+        raise error(f"{name} must be >= {minimum}; got {value!r}.")
+
+
+def positive(name: str, value: Any, *, error: type[Exception] = ConfigError) -> None:
+    """``value`` is a finite number > 0."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value <= 0:
+        raise error(f"{name} must be a positive number; got {value!r}.")
+
+
+def fraction(name: str, value: Any, *, open_low: bool = False, open_high: bool = False,
+             error: type[Exception] = ConfigError) -> None:
+    """``value`` lies in [0, 1] (``open_low``/``open_high`` exclude the ends)."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    ok = ok and (value > 0 if open_low else value >= 0) and (value < 1 if open_high else value <= 1)
+    if not ok:
+        low, high = "(" if open_low else "[", ")" if open_high else "]"
+        raise error(f"{name} must lie in {low}0, 1{high}; got {value!r}.")
+
+
+def one_of(name: str, value: Any, choices: Iterable[Any], *, error: type[Exception] = ConfigError) -> None:
+    """``value`` is one of ``choices``."""
+    options = list(choices)
+    if value not in options:
+        raise error(f"{name} must be one of {', '.join(map(repr, options))}; got {value!r}.")
+
+
+def all_at_least(names: Iterable[str], owner: Any, minimum: float, *, error: type[Exception] = ConfigError) -> None:
+    """Each attribute ``names`` of ``owner`` is >= ``minimum`` (the common ``__post_init__`` loop)."""
+    for name in names:
+        at_least(name, getattr(owner, name), minimum, error=error)

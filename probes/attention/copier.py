@@ -1,0 +1,127 @@
+"""Copier: each head's attention mass by relative distance (which earlier position a head copies).
+
+For every layer ``l``, head ``h`` and distance ``d = 0 .. max_distance``::
+
+    mass[l, h, d] = sum_{b, q} A[b, l, h, q, q - d] * valid[b, q - d] / #{(b, q)}
+
+over the valid queries ``q >= min_query`` (default ``max_distance``: queries close to the start
+cannot reach every distance, so they would bias the profile). ``beyond[l, h]`` is the mass on
+valid keys further than ``max_distance`` (and on later keys, for bidirectional models). A layer-1
+head of an n-gram induction circuit that copies parent ``j`` has its mass peaked at ``d = j``;
+``copied_distance[l, h]`` is the argmax over ``d``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from probes.core.batch import TokenBatch
+from probes.core.errors import ConfigError, InputError
+from probes.core.model_info import ModelInfo, pattern_hook
+from probes.core.pattern_sums import masked_row_sums
+from probes.core.probe import LayerwiseProbe
+from probes.core.result import ProbeResult, Provenance
+
+
+@dataclass(frozen=True)
+class CopierProfile(ProbeResult):
+    """``mass`` [n_layers, n_heads, max_distance + 1] and ``beyond`` [n_layers, n_heads] (see module)."""
+
+    mass: Tensor
+    beyond: Tensor
+    n_queries: int
+    min_query: int
+
+    @property
+    def copied_distance(self) -> Tensor:
+        """[n_layers, n_heads]: the distance each head puts most mass on (0 = itself)."""
+        return self.mass.argmax(-1)
+
+    def to_dataframe(self):
+        """One row per (layer, head, distance) with the attention mass."""
+        import pandas as pd
+
+        n_layers, n_heads, n_dist = self.mass.shape
+        return pd.DataFrame(
+            [
+                {"layer": l, "head": h, "distance": d, "mass": float(self.mass[l, h, d])}
+                for l in range(n_layers)
+                for h in range(n_heads)
+                for d in range(n_dist)
+            ]
+        )
+
+
+class CopierProbe(LayerwiseProbe):
+    """Accumulates the attention mass by relative distance of every head (see the module docstring).
+
+    Example::
+
+        (profile,) = probes.run_probes(model, [CopierProbe(max_distance=4)], batches)
+        profile.copied_distance[0]        # layer-1 heads: tensor([1, 2, ...])
+    """
+
+    def __init__(self, max_distance: int = 8, *, min_query: int | None = None) -> None:
+        super().__init__()
+        if isinstance(max_distance, bool) or not isinstance(max_distance, int) or max_distance < 1:
+            raise ConfigError(f"max_distance must be an integer >= 1; got {max_distance!r}.")
+        if min_query is not None and (isinstance(min_query, bool) or not isinstance(min_query, int) or min_query < 0):
+            raise ConfigError(f"min_query must be None or an integer >= 0; got {min_query!r}.")
+        self.max_distance = max_distance
+        self.min_query = max_distance if min_query is None else min_query
+
+    def settings(self) -> dict[str, Any]:
+        return {"max_distance": self.max_distance, "min_query": self.min_query}
+
+    def hook_names(self, info: ModelInfo) -> tuple[str, ...]:
+        return tuple(pattern_hook(l) for l in range(info.n_layers))
+
+    def _batch_context(self, batch: TokenBatch, first: Tensor) -> Tensor:
+        n_batch, n_pos = batch.tokens.shape
+        if tuple(first.shape) != (n_batch, self.info.n_heads, n_pos, n_pos):
+            raise InputError(
+                f"Attention patterns must be [batch head q_pos k_pos] = {(n_batch, self.info.n_heads, n_pos, n_pos)}; "
+                f"the model's hooks gave {tuple(first.shape)}."
+            )
+        queries = batch.valid.clone()
+        queries[:, : min(self.min_query, n_pos)] = False
+        self._add("n_queries", queries.sum())
+        return queries
+
+    def _update_layer(self, index: int, activation: Tensor, batch: TokenBatch, queries: Tensor) -> None:
+        n_pos = batch.tokens.shape[1]
+        valid = batch.valid[:, None, :].to(activation.dtype)
+        weights = queries[:, None, :].to(torch.float64)  # [batch 1 q]
+        # one value per (row, distance): the diagonal q - k = d, only valid keys count
+        masses = []
+        for d in range(self.max_distance + 1):
+            if d >= n_pos:
+                masses.append(torch.zeros(self.info.n_heads, dtype=torch.float64, device=activation.device))
+                continue
+            on_diagonal = activation.diagonal(offset=-d, dim1=2, dim2=3) * valid[..., : n_pos - d]  # [b h q-d]
+            masses.append((on_diagonal.double() * weights[..., d:]).sum(dim=(0, 2)))
+        mass = torch.stack(masses, dim=-1)
+        total = (masked_row_sums(activation, batch.valid[:, None, :]) * weights).sum(dim=(0, 2))
+        n_layers = self.info.n_layers
+        self._add_at("mass", index, n_layers, mass)
+        self._add_at("beyond", index, n_layers, total - mass.sum(-1))
+
+    def _compute(self, state: Mapping[str, Tensor], info: ModelInfo, provenance: Provenance) -> CopierProfile:
+        n = float(state["n_queries"])
+        if n == 0:
+            raise InputError(
+                f"No query position >= min_query = {self.min_query} was seen; use longer sequences or a "
+                f"smaller min_query."
+            )
+        return CopierProfile(
+            provenance=provenance,
+            mass=(state["mass"] / n).float(),
+            beyond=(state["beyond"] / n).float(),
+            n_queries=int(n),
+            min_query=self.min_query,
+        )

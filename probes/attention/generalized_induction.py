@@ -1,0 +1,175 @@
+"""Generalized induction score: attention on keys whose preceding n-1 tokens match the query's.
+
+A head at query position ``q`` (which predicts token ``q + 1``) acts as an n-gram induction head
+when it attends to keys ``k`` whose ``n - 1`` preceding tokens equal the ``n - 1`` tokens ending
+at ``q`` (the parents of the next token), so that the key's own token is a continuation seen
+before. More generally, for a set of parent distances ``D`` (``n``-gram: ``D = {1, .., n-1}``)::
+
+    T_D(q) = {k <= q : tok[k - j] == tok[q + 1 - j] and positions k, k - j, q + 1 - j valid, for all j in D}
+
+For ``D = {1}`` (``n = 2``) this is exactly the induction target of :mod:`probes.attention.head_scores`
+(``tok[k - 1] == tok[q]``), so the score runs on pretrained LMs over natural text and coincides
+with ``HeadScoreProbe``'s induction score there.
+
+``score[l, h]`` = attention mass on ``T_D(q)``, averaged over queries with a nonempty target set
+(over batches and positions). Beside it:
+
+- ``chance``: the same score under uniform attention over the visible keys (causal: ``k <= q``).
+  With sparse chains (small Dirichlet alpha) it is high, so always read the score against it.
+- ``last_token_only[l, h]``: mass on keys that match the last token (``j = 1``) but not every
+  distance in ``D``, averaged over the same queries; a true n-gram head drives it toward 0
+  (its chance level is ``last_token_only_chance``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from jaxtyping import Bool, Int
+from torch import Tensor
+
+from probes.core.batch import TokenBatch
+from probes.core.errors import ConfigError, InputError
+from probes.attention.head_scores import visible_keys
+from probes.core.model_info import ModelInfo, pattern_hook
+from probes.core.pattern_sums import KeyMask, is_pattern_block
+from probes.core.probe import LayerwiseProbe
+from probes.core.result import ProbeResult, Provenance
+
+
+def check_distances(distances: Sequence[int]) -> tuple[int, ...]:
+    """Validate a set of parent distances (positive integers) and return it sorted."""
+    if isinstance(distances, int) or not distances:
+        raise ConfigError(f"distances must be a non-empty sequence of integers >= 1; got {distances!r}.")
+    out = tuple(sorted(set(distances)))
+    if any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in out):
+        raise ConfigError(f"distances must be integers >= 1; got {list(distances)}.")
+    return out
+
+
+def parent_match_mask(
+    tokens: Int[Tensor, "batch pos"], valid: Bool[Tensor, "batch pos"], distances: Sequence[int]
+) -> Bool[Tensor, "batch q_pos k_pos"]:
+    """``mask[b, q, k]`` is True when ``k`` is in ``T_D(q)`` (see the module docstring)."""
+    n_batch, n_pos = tokens.shape
+    mask = torch.ones(n_pos, n_pos, dtype=torch.bool, device=tokens.device).tril().expand(n_batch, n_pos, n_pos)
+    mask = mask & valid[:, :, None] & valid[:, None, :]
+    for j in distances:
+        # key side: position k - j; query side: position q + 1 - j.
+        key_tok = torch.full_like(tokens, -1)
+        key_ok = torch.zeros_like(valid)
+        if j < n_pos:
+            key_tok[:, j:] = tokens[:, :-j]
+            key_ok[:, j:] = valid[:, :-j]
+        query_tok = torch.full_like(tokens, -2)
+        query_ok = torch.zeros_like(valid)
+        shift = j - 1
+        if shift == 0:
+            query_tok, query_ok = tokens, valid
+        elif shift < n_pos:
+            query_tok[:, shift:] = tokens[:, :-shift]
+            query_ok[:, shift:] = valid[:, :-shift]
+        match = (query_tok[:, :, None] == key_tok[:, None, :]) & query_ok[:, :, None] & key_ok[:, None, :]
+        mask = mask & match
+    return mask
+
+
+@dataclass(frozen=True)
+class GeneralizedInductionScores(ProbeResult):
+    """``scores`` / ``last_token_only`` [n_layers, n_heads] and their uniform-attention chance.
+
+    ``distances`` is the parent set ``D``; ``rows_with_target`` the number of queries averaged over.
+    """
+
+    scores: Tensor
+    last_token_only: Tensor
+    chance: float
+    last_token_only_chance: float
+    rows_with_target: int
+    distances: list[int]
+
+    def best_head(self, layer: int | None = None) -> tuple[int, int, float]:
+        """``(layer, head, score)`` of the highest score (within ``layer`` when given)."""
+        n_heads = self.scores.shape[1]
+        table = self.scores if layer is None else self.scores[layer : layer + 1]
+        flat = int(table.flatten().argmax())
+        return flat // n_heads + (0 if layer is None else layer), flat % n_heads, float(table.flatten()[flat])
+
+    def to_dataframe(self):
+        """One row per (layer, head): score, last-token-only mass and their chance levels."""
+        import pandas as pd
+
+        return pd.DataFrame(
+            [
+                {"layer": l, "head": h, "score": float(self.scores[l, h]), "chance": self.chance,
+                 "last_token_only": float(self.last_token_only[l, h]),
+                 "last_token_only_chance": self.last_token_only_chance}
+                for l in range(self.scores.shape[0])
+                for h in range(self.scores.shape[1])
+            ]
+        )
+
+
+class GeneralizedInductionProbe(LayerwiseProbe):
+    """Accumulates generalized induction scores for parent distances ``1 .. n-1`` (or ``distances``).
+
+    Example::
+
+        (scores,) = probes.run_probes(model, [GeneralizedInductionProbe(n=3)], batches)
+        scores.best_head(layer=1), scores.chance, scores.last_token_only
+    """
+
+    def __init__(self, n: int = 3, *, distances: Sequence[int] | None = None) -> None:
+        super().__init__()
+        if distances is None:
+            if isinstance(n, bool) or not isinstance(n, int) or n < 2:
+                raise ConfigError(f"n (the n-gram order) must be an integer >= 2; got {n!r}.")
+            distances = range(1, n)
+        self.distances = check_distances(list(distances))
+
+    def settings(self) -> dict[str, Any]:
+        return {"distances": list(self.distances)}
+
+    def hook_names(self, info: ModelInfo) -> tuple[str, ...]:
+        return tuple(pattern_hook(l) for l in range(info.n_layers))
+
+    def _batch_context(self, batch: TokenBatch, first: Tensor) -> list[tuple[str, KeyMask]]:
+        n_batch, n_pos = batch.tokens.shape
+        if not is_pattern_block(first, (n_batch, first.shape[1] if first.ndim == 4 else -1, n_pos, n_pos)):
+            raise InputError(
+                f"Attention patterns must be [batch head q_pos k_pos] with batch {n_batch} and {n_pos} "
+                f"positions; the model's hook gave {tuple(first.shape)}."
+            )
+        info = self.info
+        causal = info.causal if info.causal is not None else bool(first.triu(1).abs().sum() == 0)
+        full = parent_match_mask(batch.tokens, batch.valid, self.distances)
+        last = parent_match_mask(batch.tokens, batch.valid, (1,)) & ~full
+        has_target = full.any(-1)
+        visible = visible_keys(batch.valid, causal, batch.attention_mask)
+        context = []
+        for name, mask in (("full", full), ("last", last)):
+            self._add(f"{name}/chance_mass", (mask.sum(-1) / visible)[has_target].sum())
+            context.append((name, KeyMask.of(mask & has_target[:, :, None])))  # rows with a target
+        self._add("rows_with_target", has_target.sum())
+        return context
+
+    def _update_rows(self, index: int, rows: Tensor, start: int, batch: TokenBatch,
+                     context: list[tuple[str, KeyMask]]) -> None:
+        for name, mask in context:  # queries without a target contribute 0
+            self._add_at(f"{name}/mass", index, self.info.n_layers, mask.pattern_sum(rows, start))
+
+    def _compute(self, state: Mapping[str, Tensor], info: ModelInfo, provenance: Provenance) -> GeneralizedInductionScores:
+        n = float(state["rows_with_target"])
+        nan = float("nan")
+        return GeneralizedInductionScores(
+            provenance=provenance,
+            scores=(state["full/mass"] / n).float() if n else torch.full_like(state["full/mass"], nan).float(),
+            last_token_only=(state["last/mass"] / n).float() if n else torch.full_like(state["last/mass"], nan).float(),
+            chance=float(state["full/chance_mass"]) / n if n else nan,
+            last_token_only_chance=float(state["last/chance_mass"]) / n if n else nan,
+            rows_with_target=int(n),
+            distances=list(self.distances),
+        )

@@ -1,0 +1,329 @@
+"""Same-topic vs different-topic vs same-token attention per (layer, head), from token topic labels.
+
+Labels: ``token_topics[v]`` is the topic of vocabulary id ``v`` (``-1`` = no topic, e.g. special
+tokens, stop words, or words LDA did not assign); ``has_topic`` (optional, bool [d_vocab]) marks
+more ids as unlabelled. A position is *labelled* when it is valid (see
+:class:`~probes.core.batch.TokenBatch`) and its token has a topic.
+
+Pairs: a query ``q`` and a key ``k != q`` that are both labelled and that the query can see
+(``k <= q`` for causal models, every key for bidirectional ones; keys with attention_mask 0 are
+never visible). Every pair falls into exactly one category:
+
+- ``same_token``: ``tok[k] == tok[q]``;
+- ``same_topic``: same topic, different token;
+- ``different_topic``: different topics.
+
+The score of a category is the mean attention weight over its pairs (over all batches)::
+
+    mean[l, h] = sum_{(b, q, k) in category} A[b, l, h, q, k] / #category
+
+``chance`` is the same mean for a head that attends uniformly to the keys its query can see
+(``1 / #visible(q)`` per pair), and ``ratio = same_topic / different_topic`` (chance ratio ~1).
+``by_topic[l, h, s, t]`` is the mean attention from topic-``s`` queries to topic-``t`` keys over
+all pairs. Everything is a running sum, so batches stream and probes merge exactly.
+
+Label-permutation null (``n_permutations > 0``): the topic labels are shuffled among the labelled
+vocabulary entries (topic sizes kept, :func:`probes.stats.nulls.label_permutations`), and for every
+permutation the same pass sums the attention on the pairs that the shuffled labels call
+same-topic. ``same_token`` pairs and the set of counted pairs do not depend on the labels, so
+``null_mean[kind][p]`` is exactly the ``mean[kind]`` that permutation ``p`` would give. Only the
+labelled pairs of distinct tokens are gathered, so the cost is [pairs x permutations] per head,
+not another pass over the [q_pos k_pos] grid per permutation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from jaxtyping import Bool, Int
+from torch import Tensor
+
+from probes.core.batch import TokenBatch
+from probes.core.errors import ConfigError, InputError
+from probes.core.model_info import ModelInfo, pattern_hook
+from probes.stats.nulls import check_count, label_permutations
+from probes.core.pattern_sums import KeyMask, is_pattern_block, masked_row_class_sums
+from probes.core.probe import LayerwiseProbe
+from probes.core.result import ProbeResult, Provenance
+from probes.core.runner import run_probes
+
+TOPIC_PAIR_KINDS = ("same_topic", "different_topic", "same_token")
+NULL_CHUNK_ENTRIES = 8_000_000  # pairs x permutations held at once while scoring the null
+
+
+def check_token_topics(token_topics: Any, has_topic: Any = None) -> Int[Tensor, "d_vocab"]:
+    """Validated copy of the labels with ids outside ``has_topic`` set to -1."""
+    if not isinstance(token_topics, Tensor) or token_topics.ndim != 1 or token_topics.dtype.is_floating_point \
+            or token_topics.dtype == torch.bool:
+        raise ConfigError(
+            f"token_topics must be a 1-d integer tensor [d_vocab] (topic id per token, -1 = none); got "
+            f"{type(token_topics).__name__}{tuple(token_topics.shape) if isinstance(token_topics, Tensor) else ''}."
+        )
+    labels = token_topics.detach().to("cpu", torch.long).clone()
+    if has_topic is not None:
+        if not isinstance(has_topic, Tensor) or has_topic.shape != labels.shape:
+            raise ConfigError(
+                f"has_topic must be a bool tensor of the same shape as token_topics {tuple(labels.shape)}; got "
+                f"{tuple(has_topic.shape) if isinstance(has_topic, Tensor) else type(has_topic).__name__}."
+            )
+        labels[~has_topic.detach().cpu().bool()] = -1
+    if bool((labels < -1).any()):
+        raise ConfigError(f"Topic ids must be >= 0, or -1 for no topic; got {int(labels.min())}.")
+    if not bool((labels >= 0).any()):
+        raise ConfigError("token_topics gives no token a topic (all -1); nothing can be measured.")
+    return labels
+
+
+def labels_fingerprint(labels: Tensor) -> str:
+    """A short hash of a label tensor (probes with different labels must not merge)."""
+    return hashlib.sha256(labels.numpy().tobytes()).hexdigest()[:16]
+
+
+def topic_pair_masks(
+    tokens: Int[Tensor, "batch pos"], topics: Int[Tensor, "batch pos"], visible: Bool[Tensor, "batch q_pos k_pos"]
+) -> dict[str, Bool[Tensor, "batch q_pos k_pos"]]:
+    """The three disjoint pair categories (``topics`` is -1 at unlabelled positions)."""
+    labelled = topics >= 0
+    n_pos = tokens.shape[1]
+    off_diagonal = ~torch.eye(n_pos, dtype=torch.bool, device=tokens.device)
+    pairs = labelled[:, :, None] & labelled[:, None, :] & off_diagonal & visible
+    same_token = tokens[:, :, None] == tokens[:, None, :]
+    same_topic = topics[:, :, None] == topics[:, None, :]
+    return {
+        "same_topic": pairs & same_topic & ~same_token,
+        "different_topic": pairs & ~same_topic,
+        "same_token": pairs & same_token,
+    }
+
+
+def check_pattern_batch(info: ModelInfo, token_topics: Tensor, first: Tensor, batch: TokenBatch) -> bool:
+    """Check that ``token_topics`` labels every vocabulary id and the pattern ``first`` (the first layer
+    folded) is [batch head q k]; return whether the model is causal (from ``info``, else read off
+    ``first``)."""
+    if info.d_vocab > token_topics.shape[0]:
+        raise InputError(
+            f"token_topics labels {token_topics.shape[0]} ids but the model's vocabulary has "
+            f"{info.d_vocab}; give a label (-1 = none) for every id."
+        )
+    n_batch, n_pos = batch.tokens.shape
+    expected = (n_batch, info.n_heads, n_pos, n_pos)
+    if not is_pattern_block(first, expected):
+        raise InputError(
+            f"Attention patterns must be [batch head q_pos k_pos] = {expected}; the model's hook gave "
+            f"{tuple(first.shape)}. Check the model's hook_pattern layout."
+        )
+    return info.causal if info.causal is not None else bool(first.triu(1).abs().sum() == 0)
+
+
+def visible_pairs(batch: TokenBatch, causal: bool) -> Bool[Tensor, "batch q_pos k_pos"]:
+    """``visible[b, q, k]``: query ``q`` can attend to key ``k`` (causality and attention_mask)."""
+    n_batch, n_pos = batch.tokens.shape
+    device = batch.tokens.device
+    visible = torch.ones(n_batch, n_pos, n_pos, dtype=torch.bool, device=device)
+    if causal:
+        visible = visible & torch.ones(n_pos, n_pos, dtype=torch.bool, device=device).tril()
+    if batch.attention_mask is not None:
+        visible = visible & batch.attention_mask.bool()[:, None, :]
+    return visible
+
+
+@dataclass(frozen=True)
+class TopicAttention(ProbeResult):
+    """Mean attention per pair category: ``mean[kind]`` is [n_layers, n_heads] (see module docstring).
+
+    ``pairs[kind]`` counts the pairs, ``chance[kind]`` is the uniform-attention mean,
+    ``ratio`` = same_topic / different_topic per head and ``chance_ratio`` its uniform value.
+    ``by_topic`` [n_layers, n_heads, n_topics, n_topics] is the mean attention between topics
+    (NaN where no pair was seen) and ``by_topic_pairs`` [n_topics, n_topics] the pair counts.
+    ``null_mean[kind]`` [permutation, n_layers, n_heads] holds ``same_topic`` and ``different_topic``
+    under each label permutation (empty without permutations).
+    """
+
+    mean: dict[str, Tensor]
+    pairs: dict[str, int]
+    chance: dict[str, float]
+    ratio: Tensor
+    chance_ratio: float
+    by_topic: Tensor
+    by_topic_pairs: Tensor
+    null_mean: dict[str, Tensor] = dataclasses.field(default_factory=dict)
+
+    @property
+    def null_ratio(self) -> Tensor:
+        """same/different-topic ratio per head under each label permutation [permutation layer head]."""
+        if not self.null_mean:
+            raise InputError("This result has no permutation null; probe with TopicAttentionProbe(..., n_permutations=N).")
+        return self.null_mean["same_topic"] / self.null_mean["different_topic"]
+
+    def top_heads(self, k: int = 5) -> list[tuple[int, int, float]]:
+        """The ``k`` heads with the highest same/different-topic ratio as ``(layer, head, ratio)``."""
+        values = torch.nan_to_num(self.ratio.flatten(), nan=float("-inf"))
+        top, flat = values.topk(min(k, values.numel()))
+        n_heads = self.ratio.shape[1]
+        return [(int(i) // n_heads, int(i) % n_heads, float(self.ratio.flatten()[i])) for _, i in zip(top, flat)]
+
+    def to_dataframe(self):
+        """One row per (layer, head) with the three means, the ratio and the chance levels."""
+        import pandas as pd
+
+        n_layers, n_heads = self.ratio.shape
+        rows = []
+        for layer in range(n_layers):
+            for head in range(n_heads):
+                row: dict[str, Any] = {"layer": layer, "head": head}
+                for kind in TOPIC_PAIR_KINDS:
+                    row[kind] = float(self.mean[kind][layer, head])
+                    row[f"{kind}_chance"] = self.chance[kind]
+                row["ratio"] = float(self.ratio[layer, head])
+                row["chance_ratio"] = self.chance_ratio
+                rows.append(row)
+        return pd.DataFrame(rows)
+
+
+class TopicAttentionProbe(LayerwiseProbe):
+    """Accumulates same-topic / different-topic / same-token attention over batches.
+
+    Example::
+
+        probe = TopicAttentionProbe(token_topics)          # [d_vocab], -1 = no topic
+        (result,) = probes.run_probes(model, [probe], batches)
+        result.ratio                                         # [n_layers, n_heads]
+    """
+
+    def __init__(self, token_topics: Tensor, has_topic: Tensor | None = None, *, n_permutations: int = 0,
+                 permutation_seed: int = 0) -> None:
+        super().__init__()
+        self.token_topics = check_token_topics(token_topics, has_topic)
+        self.n_topics = int(self.token_topics.max()) + 1
+        self.n_permutations = check_count(n_permutations, "n_permutations", minimum=0)
+        self.permutation_seed = check_count(permutation_seed, "permutation_seed", minimum=0)
+        self._permuted: tuple[Tensor, Tensor] | None = None  # see _permuted_labels; drawn on first use
+
+    def settings(self) -> dict[str, Any]:
+        return {
+            "n_topics": self.n_topics,
+            "n_labelled_tokens": int((self.token_topics >= 0).sum()),
+            "labels_sha256": labels_fingerprint(self.token_topics),
+            "n_permutations": self.n_permutations,
+            "permutation_seed": self.permutation_seed,
+        }
+
+    def _permuted_labels(self, device: torch.device) -> tuple[Tensor, Tensor]:
+        """``(entry, permuted)``: each vocabulary id's index among the labelled ids (-1 if none), and
+        the permuted topic of each labelled id [permutation, labelled entry]."""
+        if self._permuted is None:
+            labelled = self.token_topics >= 0
+            entry = torch.full_like(self.token_topics, -1)
+            entry[labelled] = torch.arange(int(labelled.sum()))
+            permuted = label_permutations(self.token_topics, self.n_permutations, seed=self.permutation_seed)
+            self._permuted = (entry, permuted[:, labelled].to(torch.int32))
+        entry, permuted = self._permuted
+        return entry.to(device), permuted.to(device)
+
+    def _null_pairs(self, tokens: Tensor, distinct: Tensor) -> tuple[tuple[Tensor, Tensor, Tensor], list[Tensor]]:
+        """The labelled distinct-token pairs ``(b, q, k)`` and, per chunk of them, which pairs each
+        permutation calls same-topic [permutation, pair] (see the module docstring)."""
+        entry, permuted = self._permuted_labels(tokens.device)
+        b, q, k = distinct.nonzero(as_tuple=True)
+        query_entry, key_entry = entry[tokens[b, q]], entry[tokens[b, k]]
+        pairs = torch.zeros(self.n_permutations, dtype=torch.float64, device=tokens.device)
+        step = max(1, NULL_CHUNK_ENTRIES // self.n_permutations)
+        same_chunks = []
+        for start in range(0, len(b), step):
+            part = slice(start, start + step)
+            same = permuted[:, query_entry[part]] == permuted[:, key_entry[part]]  # [perm pair]
+            pairs += same.sum(1)
+            same_chunks.append(same)
+        self._add("null/same_topic/pairs", pairs)
+        return (b, q, k), same_chunks
+
+    def hook_names(self, info: ModelInfo) -> tuple[str, ...]:
+        return tuple(pattern_hook(layer) for layer in range(info.n_layers))
+
+    def _batch_context(self, batch: TokenBatch, first: Tensor) -> dict[str, Any]:
+        causal = check_pattern_batch(self.info, self.token_topics, first, batch)
+        labels = self.token_topics.to(batch.tokens.device)
+        topics = torch.where(batch.valid, labels[batch.tokens], torch.full_like(batch.tokens, -1))
+        visible = visible_pairs(batch, causal)
+        inverse_visible = 1.0 / visible.sum(-1).clamp(min=1).to(torch.float64)  # [batch q]
+        masks = topic_pair_masks(batch.tokens, topics, visible)
+        pairs = masks["same_topic"] | masks["different_topic"] | masks["same_token"]  # the categories are disjoint
+        one_hot = torch.nn.functional.one_hot(topics.clamp(min=0), self.n_topics).to(torch.float64)
+        one_hot = one_hot * (topics >= 0)[..., None]
+        for kind, mask in masks.items():  # [batch q_pos k_pos] stays bool; only per-row counts are float
+            per_row = mask.sum(-1).to(torch.float64)
+            self._add(f"{kind}/pairs", per_row.sum())
+            self._add(f"{kind}/chance_mass", (per_row * inverse_visible).sum())
+        # counts of keys per (query, topic) are exact in float32 (<= k_pos)
+        to_topic = (pairs.to(torch.float32) @ one_hot.to(torch.float32)).double()  # [batch q topic]
+        self._add("by_topic/pairs", torch.einsum("bqs,bqt->st", one_hot, to_topic))
+        context = {"masks": {kind: KeyMask.of(mask) for kind, mask in masks.items()}, "pairs": pairs, "one_hot": one_hot}
+        if self.n_permutations:
+            context["null"] = self._null_pairs(batch.tokens, masks["same_topic"] | masks["different_topic"])
+        return context
+
+    def _update_rows(self, index: int, rows: Tensor, start: int, batch: TokenBatch, context: dict[str, Any]) -> None:
+        n_layers = self.info.n_layers
+        block = slice(start, start + rows.shape[2])
+        for kind, mask in context["masks"].items():  # reduced over keys in float32, rows summed in float64
+            self._add_at(f"{kind}/mass", index, n_layers, mask.pattern_sum(rows, start))
+        one_hot = context["one_hot"][:, block]
+        to_topics = masked_row_class_sums(rows, context["pairs"][:, block], context["one_hot"])  # [batch head q topic]
+        self._add_at("by_topic/mass", index, n_layers, torch.einsum("bqs,bhqt->hst", one_hot, to_topics))
+        if self.n_permutations:
+            (b, q, k), same_chunks = context["null"]
+            mass = torch.zeros(self.info.n_heads, self.n_permutations, dtype=torch.float64, device=rows.device)
+            first = 0
+            for same in same_chunks:  # only the gathered pair values reach float64, never the whole pattern
+                part = slice(first, first + same.shape[1])
+                inside = (q[part] >= block.start) & (q[part] < block.start + rows.shape[2])
+                values = rows[b[part][inside], :, q[part][inside] - block.start, k[part][inside]].to(torch.float64)
+                mass += values.T @ same[:, inside].to(torch.float64).T
+                first += same.shape[1]
+            self._add_at("null/same_topic/mass", index, n_layers, mass)
+
+    def _compute(self, state: Mapping[str, Tensor], info: ModelInfo, provenance: Provenance) -> TopicAttention:
+        mean, pairs, chance = {}, {}, {}
+        for kind in TOPIC_PAIR_KINDS:
+            n = float(state[f"{kind}/pairs"])
+            pairs[kind] = int(n)
+            mass = state[f"{kind}/mass"]
+            mean[kind] = (mass / n).float() if n else torch.full_like(mass, float("nan")).float()
+            chance[kind] = float(state[f"{kind}/chance_mass"]) / n if n else float("nan")
+        ratio = mean["same_topic"] / mean["different_topic"]
+        chance_ratio = chance["same_topic"] / chance["different_topic"] if chance["different_topic"] else float("nan")
+        counts = state["by_topic/pairs"]
+        by_topic = torch.where(counts > 0, state["by_topic/mass"] / counts.clamp(min=1), torch.nan).float()
+        null_mean = {}
+        if self.n_permutations:
+            # the distinct-token labelled pairs are the same set under every permutation
+            distinct_mass = (state["same_topic/mass"] + state["different_topic/mass"])[..., None]
+            distinct_pairs = state["same_topic/pairs"] + state["different_topic/pairs"]
+            same_mass, same_pairs = state["null/same_topic/mass"], state["null/same_topic/pairs"]
+            null_mean = {
+                "same_topic": (same_mass / same_pairs).permute(2, 0, 1).float(),
+                "different_topic": ((distinct_mass - same_mass) / (distinct_pairs - same_pairs)).permute(2, 0, 1).float(),
+            }
+        return TopicAttention(
+            provenance=provenance, mean=mean, pairs=pairs, chance=chance, ratio=ratio, chance_ratio=chance_ratio,
+            by_topic=by_topic, by_topic_pairs=counts.float(), null_mean=null_mean,
+        )
+
+
+def topic_attention(model: Any, batches: Iterable[Tensor | TokenBatch], token_topics: Tensor, *,
+                    has_topic: Tensor | None = None, n_permutations: int = 0, permutation_seed: int = 0,
+                    data: str = "given tokens", progress: bool = False) -> TopicAttention:
+    """Run :class:`TopicAttentionProbe` over ``batches`` on ``model``.
+
+    Example: ``topic_attention(model, [tokens], token_topics, n_permutations=1000).null_ratio``.
+    """
+    probe = TopicAttentionProbe(token_topics, has_topic, n_permutations=n_permutations,
+                                permutation_seed=permutation_seed)
+    (result,) = run_probes(model, [probe], batches, data=data, progress=progress)
+    assert isinstance(result, TopicAttention)
+    return result

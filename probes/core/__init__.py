@@ -1,0 +1,19 @@
+"""The probe contract and the machinery that runs it: batches, the runner, results, model loading,
+sharding, query-block attention for long sequences, errors.
+
+Modules: atomic, attention_rows, batch, distributed, errors, loading, model_info, pattern_sums, probe, result, runner.
+"""
+
+from probes.core.batch import TokenBatch, as_token_batch
+from probes.core.errors import ConfigError, InputError, MechprobeError, ModelError, ProbeStateError
+from probes.core.loading import PACKAGED_MODELS, load_model
+from probes.core.model_info import ModelInfo, pattern_hook
+from probes.core.probe import LayerwiseProbe, Probe
+from probes.core.result import ProbeResult, Provenance
+from probes.core.runner import capture, feed_probes, run_probes
+
+__all__ = [
+    "PACKAGED_MODELS", "ConfigError", "InputError", "LayerwiseProbe", "MechprobeError", "ModelError", "ModelInfo",
+    "Probe", "ProbeResult", "ProbeStateError", "Provenance", "TokenBatch", "as_token_batch", "capture",
+    "feed_probes", "load_model", "pattern_hook", "run_probes",
+]

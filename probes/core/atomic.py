@@ -1,0 +1,62 @@
+"""Write files and folders so that a crash never leaves one that looks complete."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from probes.core.errors import InputError
+
+
+def _check_parent(path: Path) -> None:
+    if not path.parent.is_dir():
+        raise InputError(
+            f"Cannot write {path}: the folder {path.parent} does not exist. Create it first "
+            f"(mkdir -p {path.parent}) or choose another path."
+        )
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` to ``path`` through a temporary file in the same folder, then rename."""
+    path = Path(path)
+    _check_parent(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+@contextlib.contextmanager
+def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary folder; on success it replaces ``path`` in one rename.
+
+    An existing ``path`` is kept until the new folder is complete. On error the temporary folder
+    is removed and ``path`` is left as it was.
+    """
+    path = Path(path)
+    _check_parent(path)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    try:
+        yield tmp
+        old = None
+        if path.exists():
+            old = path.with_name(f".{path.name}.old-{os.getpid()}")
+            os.replace(path, old)
+        os.replace(tmp, path)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise

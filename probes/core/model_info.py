@@ -1,0 +1,97 @@
+"""What the probes need to know about a hooked model, read once and validated.
+
+"Any hooked model" means an object with ``run_with_hooks`` and a ``hook_dict`` that contains
+``blocks.{l}.attn.hook_pattern`` for every layer, and a ``cfg`` that carries ``n_layers``,
+``n_heads``, ``n_ctx`` and ``d_vocab``. A :class:`transformer_lens.TransformerBridge` and any
+:class:`transformer_lens.HookedRootModule` that follows TransformerLens's hook names qualify.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from probes.core.errors import ModelError
+
+REQUIRED_CFG_FIELDS = ("n_layers", "n_heads", "n_ctx", "d_vocab")
+
+
+def pattern_hook(layer: int) -> str:
+    """TransformerLens's name of layer ``layer``'s attention pattern [batch head q_pos k_pos]."""
+    return f"blocks.{layer}.attn.hook_pattern"
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """Shape facts and special tokens of a hooked model.
+
+    ``causal`` is None when the model does not say (custom modules without ``attention_dir``).
+    ``special_token_ids`` are the tokenizer's special ids (BOS, EOS, PAD, CLS, SEP, ...): positions
+    holding them are never counted as queries or targets by the head-score probes.
+    """
+
+    name: str
+    n_layers: int
+    n_heads: int
+    n_ctx: int
+    d_vocab: int
+    causal: bool | None
+    bos_token_id: int | None
+    special_token_ids: tuple[int, ...]
+
+    @classmethod
+    def of(cls, model: Any) -> "ModelInfo":
+        """Read and validate ``model``; raise :class:`ModelError` saying what is missing.
+
+        Example: ``ModelInfo.of(probes.load_model("minilm-l6")).n_layers == 6``.
+        """
+        if not callable(getattr(model, "run_with_hooks", None)) or not isinstance(
+            getattr(model, "hook_dict", None), dict
+        ):
+            raise ModelError(
+                f"Expected a hooked model (a TransformerBridge or a HookedRootModule with "
+                f"run_with_hooks and hook_dict); got {type(model).__name__}. Load it with "
+                f"probes.load_model(...), or subclass transformer_lens.HookedRootModule, put "
+                f"HookPoints at the activations and call self.setup()."
+            )
+        cfg = getattr(model, "cfg", None)
+        missing = [f for f in REQUIRED_CFG_FIELDS
+                   if isinstance(getattr(cfg, f, None), bool) or not isinstance(getattr(cfg, f, None), int)]
+        if missing:
+            raise ModelError(
+                f"The model's cfg must carry integer fields {', '.join(REQUIRED_CFG_FIELDS)}; "
+                f"missing or not an int: {', '.join(missing)}. Give the model a `cfg` object with them."
+            )
+        not_positive = [f"{f}={getattr(cfg, f)}" for f in REQUIRED_CFG_FIELDS if getattr(cfg, f) < 1]
+        if not_positive:
+            raise ModelError(
+                f"The model's cfg fields {', '.join(REQUIRED_CFG_FIELDS)} must be >= 1; got "
+                f"{', '.join(not_positive)}. Fix the model's cfg."
+            )
+        absent = [pattern_hook(l) for l in range(cfg.n_layers) if pattern_hook(l) not in model.hook_dict]
+        if absent:
+            raise ModelError(
+                f"The model has no attention-pattern hooks the probes can read: missing "
+                f"{absent[0]}{' and %d more' % (len(absent) - 1) if len(absent) > 1 else ''}. "
+                f"Put a HookPoint named like blocks.{{layer}}.attn.hook_pattern on each layer's "
+                f"softmax output [batch head q_pos k_pos]."
+            )
+        attention_dir = getattr(cfg, "attention_dir", None)
+        causal = None if attention_dir is None else attention_dir == "causal"
+        tokenizer = getattr(model, "tokenizer", None)
+        # Encoders open with CLS (a bridge may also give BERT tokenizers a stand-in BOS); LMs with BOS.
+        bos = getattr(tokenizer, "cls_token_id", None) if tokenizer is not None else None
+        if bos is None and tokenizer is not None:
+            bos = getattr(tokenizer, "bos_token_id", None)
+        specials = tuple(sorted(set(getattr(tokenizer, "all_special_ids", []) or []))) if tokenizer else ()
+        name = str(getattr(cfg, "model_name", None) or type(model).__name__)
+        return cls(
+            name=name,
+            n_layers=cfg.n_layers,
+            n_heads=cfg.n_heads,
+            n_ctx=cfg.n_ctx,
+            d_vocab=cfg.d_vocab,
+            causal=causal,
+            bos_token_id=bos,
+            special_token_ids=specials,
+        )

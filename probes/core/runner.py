@@ -1,0 +1,361 @@
+"""The only place that runs models: cache just the declared hooks, stop early, stream batches."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import weakref
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
+
+import torch
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from probes.core.batch import TokenBatch, as_token_batch
+from probes.core.errors import InputError, ModelError
+from probes.core.model_info import ModelInfo, pattern_hook
+from probes.core.probe import LayerwiseProbe, Probe
+from probes.core.result import ProbeResult
+
+log = logging.getLogger(__name__)
+
+
+class _AllHooksCaptured(Exception):
+    """Raised from inside the forward pass once every needed hook has fired."""
+
+
+MAX_PATTERN_BYTES = 2**30
+"""Default memory budget of one layer's ``[batch head q_pos k_pos]`` pattern: above it, patterns reach the
+probes a block of query rows at a time, where the model and the probes allow it (:mod:`probes.core.attention_rows`)."""
+
+QUERY_BLOCK_BYTES = 256 * 2**20
+"""Size of one block of query rows of a float32 pattern when patterns come in blocks."""
+
+_QUERY_BLOCKS_CHECKED: "weakref.WeakKeyDictionary[Any, bool]" = weakref.WeakKeyDictionary()
+
+
+def model_device(model: Any) -> torch.device:
+    """The device of the model's first parameter (CPU for a model without parameters)."""
+    for parameter in model.parameters():
+        return parameter.device
+    return torch.device("cpu")
+
+
+def _is_bridge(model: Any) -> bool:
+    return type(model).__module__.startswith("transformer_lens.model_bridge")
+
+
+def capture(model: Any, batch: TokenBatch, hook_names: Sequence[str]) -> dict[str, Tensor]:
+    """Run ``model`` on ``batch`` until every hook in ``hook_names`` has fired; return their values.
+
+    The forward pass is cut short by an exception raised from the last needed hook, so the
+    layers after it (and the unembedding) never run.
+    """
+    needed = set(hook_names)
+    captured: dict[str, Tensor] = {}
+
+    def keeper(name: str):
+        def keep(tensor: Tensor, hook: Any) -> None:
+            captured[name] = tensor
+            if len(captured) == len(needed):
+                raise _AllHooksCaptured
+
+        return keep
+
+    kwargs = _forward_kwargs(model, batch)
+    try:
+        model.run_with_hooks(batch.tokens, fwd_hooks=[(name, keeper(name)) for name in needed], **kwargs)
+    except _AllHooksCaptured:
+        pass
+    if len(captured) != len(needed):
+        raise ModelError(
+            f"The forward pass never fired {sorted(needed - set(captured))}. The model has these "
+            f"hook points but does not call them; check its forward()."
+        )
+    return captured
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    """True for an allocator failure (CUDA/MPS/CPU) that a smaller batch could avoid."""
+    if isinstance(error, torch.OutOfMemoryError):
+        return True
+    message = str(error)
+    return isinstance(error, RuntimeError) and ("out of memory" in message or "not enough memory" in message)
+
+
+def _rows(batch: TokenBatch, start: int, stop: int) -> TokenBatch:
+    mask = None if batch.attention_mask is None else batch.attention_mask[start:stop]
+    return TokenBatch(batch.tokens[start:stop], batch.valid[start:stop], mask)
+
+
+def _forward_kwargs(model: Any, batch: TokenBatch) -> dict[str, Any]:
+    if batch.attention_mask is None:
+        return {}
+    if not _is_bridge(model):
+        raise InputError(
+            "This batch has an attention_mask, but the model is a custom HookedRootModule whose "
+            "forward() takes no mask. Pass unpadded batches of equal length instead."
+        )
+    return {"attention_mask": batch.attention_mask}
+
+
+@contextlib.contextmanager
+def _batch_in_all(probes: Sequence[Probe], batch: TokenBatch, info: ModelInfo) -> Iterator[None]:
+    """Open ``batch`` in every probe and fold the groups that read no hook; close it in all of them after the
+    block, or abort it in all of them (nothing counted) when the block raises."""
+    for probe in probes:
+        probe.begin_batch(batch)
+    try:
+        for probe in probes:
+            for group in probe.hook_groups(info):
+                if not group:
+                    probe.fold({}, batch)
+        yield
+        for probe in probes:
+            probe.end_batch(batch)
+    except BaseException:
+        for probe in probes:
+            probe.abort_batch()
+        raise
+
+
+def fold_forward(model: Any, probes: Sequence[Probe], batch: TokenBatch, info: ModelInfo) -> None:
+    """One forward pass of ``batch`` that folds every probe's hook groups as their last hook fires.
+
+    A group's activations are handed to its probe inside the hook and not kept, so the model frees
+    them with the rest of the layer; a hook needed by a group that is still incomplete (a probe
+    reading several layers at once) is kept only until that group is folded. The pass stops after
+    the last needed hook. On any error every probe's batch is aborted (nothing is counted).
+    """
+    groups = [(probe, group) for probe in probes for group in probe.hook_groups(info)]
+    unfired = [set(group) for _, group in groups]  # per group: members whose hook has not fired yet
+    needed = set().union(*unfired)
+    groups_of = {name: [i for i, (_, group) in enumerate(groups) if name in group] for name in needed}
+    held: dict[str, Tensor] = {}
+
+    def keeper(name: str):
+        def keep(tensor: Tensor, hook: Any) -> None:
+            if name in held or not any(name in unfired[i] for i in groups_of[name]):
+                raise ModelError(f"The hook {name} fired twice in one forward pass; mechprobe reads each hook once.")
+            held[name] = tensor
+            for i in groups_of[name]:
+                unfired[i].discard(name)
+                if not unfired[i]:
+                    probe, group = groups[i]
+                    probe.fold({member: held[member] for member in group}, batch)
+            for member in [m for m in held if not any(unfired[i] for i in groups_of[m])]:
+                del held[member]  # every group reading it is folded: let the model free it
+            if not any(unfired):
+                raise _AllHooksCaptured
+
+        return keep
+
+    try:
+        with _batch_in_all(probes, batch, info):
+            if needed:
+                try:
+                    model.run_with_hooks(batch.tokens, fwd_hooks=[(name, keeper(name)) for name in sorted(needed)],
+                                         **_forward_kwargs(model, batch))
+                except _AllHooksCaptured:
+                    pass
+                silent = sorted(set().union(*unfired))
+                if silent:
+                    raise ModelError(
+                        f"The forward pass never fired {silent}. The model has these "
+                        f"hook points but does not call them; check its forward()."
+                    )
+    finally:
+        held.clear()
+
+
+def query_block_rows(model: Any, probes: Sequence[Probe], batch: TokenBatch, info: ModelInfo,
+                     max_pattern_bytes: int | None) -> int | None:
+    """Query rows per block when ``batch``'s patterns should reach ``probes`` in blocks, else None.
+
+    Blocks are used when one layer's pattern would exceed ``max_pattern_bytes``, every hook the probes
+    read is an attention pattern read by a probe that folds query rows, and query-chunked attention
+    reproduces ``hook_pattern`` on this model (checked once per model on a short input)."""
+    from probes.core import attention_rows
+
+    n_batch, n_pos = batch.tokens.shape
+    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
+    layer_bytes = n_batch * info.n_heads * n_pos * n_pos * torch.finfo(dtype).bits // 8
+    if max_pattern_bytes is None or layer_bytes <= max_pattern_bytes:
+        return None
+    patterns = {pattern_hook(layer) for layer in range(info.n_layers)}
+    readers = [probe for probe in probes if set(probe.hook_names(info))]
+    if not all(isinstance(probe, LayerwiseProbe) and probe.folds_query_rows() and set(probe.hook_names(info)) <= patterns
+               for probe in readers):
+        log.info("patterns of %d MiB per layer, but a probe here needs whole layers: using hook_pattern",
+                 layer_bytes >> 20)
+        return None
+    if model not in _QUERY_BLOCKS_CHECKED:
+        short = batch.tokens[:1, : min(n_pos, 48)]
+        ok = attention_rows.supports_query_chunks(model) and attention_rows.rows_match_hook_pattern(model, short)
+        _QUERY_BLOCKS_CHECKED[model] = ok
+        if not ok:
+            log.warning("%s: query-chunked attention does not reproduce hook_pattern; whole patterns are used",
+                        info.name)
+    if not _QUERY_BLOCKS_CHECKED[model]:
+        return None
+    return max(1, QUERY_BLOCK_BYTES // (n_batch * info.n_heads * n_pos * 4))
+
+
+def fold_forward_in_query_blocks(model: Any, probes: Sequence[Probe], batch: TokenBatch, info: ModelInfo,
+                                 rows: int) -> None:
+    """Like :func:`fold_forward`, but the model computes attention ``rows`` queries at a time and each
+    layer's pattern reaches the probes block by block (:func:`probes.core.attention_rows.query_chunked_attention`),
+    so no ``[batch head q_pos k_pos]`` tensor is ever made. Every probe must fold query rows."""
+    from probes.core.attention_rows import query_chunked_attention
+
+    n_pos = batch.tokens.shape[1]
+    readers: dict[str, list[LayerwiseProbe]] = {}
+    for probe in probes:
+        for name in probe.hook_names(info):
+            readers.setdefault(name, []).append(probe)  # type: ignore[arg-type]
+    remaining = set(readers)
+
+    def sink(layer: int, weights: Tensor, start: int) -> None:
+        name = pattern_hook(layer)
+        for probe in readers.get(name, ()):
+            probe.fold_rows(name, weights, start, batch)
+        if start + weights.shape[2] >= n_pos:
+            remaining.discard(name)
+            if not remaining:
+                raise _AllHooksCaptured
+
+    with _batch_in_all(probes, batch, info):
+        if remaining:
+            try:
+                with query_chunked_attention(model, sink, rows=rows):
+                    model(batch.tokens, **_forward_kwargs(model, batch))
+            except _AllHooksCaptured:
+                pass
+            if remaining:
+                raise ModelError(f"The forward pass never computed the attention of {sorted(remaining)}.")
+
+
+class _AdaptiveFolding:
+    """Folds batches in row chunks that fit in memory, halving the chunk after an out-of-memory error.
+
+    A failed forward pass aborts the batch in every probe (what its early layers staged is dropped),
+    and since probe state is additive, feeding a batch in chunks gives the same result as feeding it
+    whole. The chunk size found is kept for the following batches.
+    """
+
+    def __init__(self, model: Any, probes: Sequence[Probe], info: ModelInfo, max_pattern_bytes: int | None) -> None:
+        self.model, self.probes, self.info = model, probes, info
+        self.max_pattern_bytes = max_pattern_bytes
+        self.max_rows: int | None = None
+
+    def fold(self, batch: TokenBatch) -> None:
+        start, n_rows = 0, batch.shape[0]
+        while start < n_rows:
+            stop = n_rows if self.max_rows is None else min(n_rows, start + self.max_rows)
+            part = batch if (start, stop) == (0, n_rows) else _rows(batch, start, stop)
+            try:
+                block = query_block_rows(self.model, self.probes, part, self.info, self.max_pattern_bytes)
+                if block is None:
+                    fold_forward(self.model, self.probes, part, self.info)
+                else:
+                    fold_forward_in_query_blocks(self.model, self.probes, part, self.info, block)
+            except Exception as error:
+                if not is_out_of_memory(error):
+                    raise
+                if stop - start == 1:
+                    raise ModelError(
+                        f"Out of memory on a single sequence of {batch.shape[1]} tokens. Use shorter sequences, "
+                        f"--dtype bfloat16/float16, or another device."
+                    ) from error
+                self.max_rows = (stop - start) // 2
+                log.warning("out of memory on %d rows; retrying with %d rows per forward pass",
+                            stop - start, self.max_rows)
+                if torch.cuda.is_available():
+                    torch.cuda.empty_cache()
+                continue
+            start = stop
+
+
+def feed_probes(
+    model: Any,
+    probes: Sequence[Probe],
+    batches: Iterable[Tensor | TokenBatch],
+    *,
+    data: str = "unspecified",
+    seed: int | None = None,
+    progress: bool = True,
+    total: int | None = None,
+    on_batch: Callable[[int, Sequence[Probe]], None] | None = None,
+    max_pattern_bytes: int | None = MAX_PATTERN_BYTES,
+) -> ModelInfo:
+    """Bind ``probes`` to ``model`` and fold every batch into them (in place); no result.
+
+    This is the streaming core of :func:`run_probes`; call it directly to accumulate several
+    corpora into the same probes or to all-reduce their state before ``compute()``.
+    ``on_batch(i, probes)`` runs after batch ``i`` is folded in (e.g. to snapshot per-batch
+    state for a bootstrap). A batch that does not fit in memory is run in smaller row chunks
+    (halved until it fits; the same result, since probe state is additive). Where one layer's pattern
+    would exceed ``max_pattern_bytes`` (None: never), attention is computed a block of query rows at a
+    time and the probes fold the blocks (see :func:`query_block_rows` for when this applies).
+    """
+    info = ModelInfo.of(model)
+    if not probes:
+        raise InputError("run_probes needs at least one probe; got an empty list.")
+    for probe in probes:
+        if not isinstance(probe, Probe):
+            raise InputError(f"Expected probes.Probe instances; got {type(probe).__name__}.")
+        probe.bind(info, data=data, seed=seed)
+    hook_names = sorted({name for probe in probes for name in probe.hook_names(info)})
+    unknown = [name for name in hook_names if name not in model.hook_dict]
+    if unknown:
+        raise ModelError(f"The probes read hooks this model does not have: {unknown}.")
+    device = model_device(model)
+    if total is None and hasattr(batches, "__len__"):
+        total = len(batches)  # type: ignore[arg-type]
+    was_training = getattr(model, "training", False)
+    if was_training:
+        model.eval()
+    n_batches = 0
+    runner = _AdaptiveFolding(model, probes, info, max_pattern_bytes)
+    try:
+        with torch.inference_mode():
+            for raw in tqdm(batches, total=total, desc="probing", unit="batch", disable=not progress):
+                runner.fold(as_token_batch(raw, info).to(device))
+                if on_batch is not None:
+                    on_batch(n_batches, probes)
+                n_batches += 1
+    finally:
+        if was_training:
+            model.train()
+    if n_batches == 0:
+        raise InputError("No batches were given: the batch iterable was empty.")
+    log.info("probed %d batches on %s with %d probes", n_batches, info.name, len(probes))
+    return info
+
+
+def run_probes(
+    model: Any,
+    probes: Sequence[Probe],
+    batches: Iterable[Tensor | TokenBatch],
+    *,
+    data: str = "unspecified",
+    seed: int | None = None,
+    progress: bool = True,
+    total: int | None = None,
+    max_pattern_bytes: int | None = MAX_PATTERN_BYTES,
+) -> list[ProbeResult]:
+    """Run ``model`` once per batch, feed every probe, return their results in order.
+
+    Only the union of the probes' hooks is kept, the forward pass stops after the last of them,
+    nothing but the probes' running sums outlives a batch, and it all runs under
+    ``torch.inference_mode()``. Long sequences (one layer's pattern over ``max_pattern_bytes``) are
+    probed a block of query rows at a time where the model and probes allow it.
+
+    Example::
+
+        results = probes.run_probes(model, [probes.HeadScoreProbe()], [tokens])
+    """
+    feed_probes(model, probes, batches, data=data, seed=seed, progress=progress, total=total,
+                max_pattern_bytes=max_pattern_bytes)
+    return [probe.compute() for probe in probes]

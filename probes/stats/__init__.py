@@ -1,0 +1,13 @@
+"""Statistics that make a finding fail when it should: bootstrap intervals, permutation nulls,
+verdicts, random-weight control models.
+
+Modules: bootstrap, control_model, findings, nulls.
+"""
+
+from probes.stats.control_model import random_weight_control
+from probes.stats.findings import Finding, adjust_family
+from probes.stats.nulls import holm_adjust, label_permutations, permutation_p_value
+
+__all__ = [
+    "Finding", "adjust_family", "holm_adjust", "label_permutations", "permutation_p_value", "random_weight_control",
+]

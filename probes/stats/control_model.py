@@ -1,0 +1,319 @@
+"""The random-weight control: the same architecture as a model, with freshly initialised weights.
+
+A statistic on a pretrained model means something only beside the same statistic on the same
+architecture with random weights (DESIGN.md, "Validity"). :func:`random_weight_control` builds
+that control from the model itself, offline, without touching the original:
+
+- a ``TransformerBridge`` over a Hugging Face model (``boot_transformers``): the wrapped model's
+  own config (``bridge.original_model.config``) goes through ``type(hf_model)._from_config``, so
+  the architecture's ``_init_weights`` draws the weights, then the same bridge call wraps it with
+  the same tokenizer object. Weights are drawn on the CPU in float32 under ``torch.manual_seed(seed)``
+  and then cast to the original's dtype and moved to its device, so a seed gives the same weights
+  (up to rounding) on every device and dtype.
+- a ``TransformerBridge`` over a TL-native model (``boot_native``): a copy re-initialised with
+  TransformerLens's own ``initialize_native_model`` and the seed.
+- a ``HookedRootModule`` (custom toy models): a deep copy in which every submodule with
+  ``reset_parameters()`` (``nn.Linear``, ``nn.Embedding``, ``nn.LayerNorm``, ...) is reset under
+  the seed. A trainable parameter that no such module owns (a bare ``nn.Parameter``) is an error
+  unless ``redraw_unresettable=True``, which re-draws it from ``normal(mean, std)`` of its own
+  values (a scalar or a constant parameter keeps its value: it has no spread to draw from).
+
+Frozen parameters (``requires_grad=False``) of toy models (native bridges and hooked modules)
+are part of the architecture (one-hot embeddings, a zeroed positional table) and keep their
+values. The control's ``ModelInfo`` (layers, heads, context, vocabulary, direction, special
+tokens) and hook names are checked to equal the original's; only its name differs.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import logging
+import time
+from typing import Any
+
+import torch
+from torch import nn
+
+from probes.core.errors import ConfigError, ModelError
+from probes.core.model_info import ModelInfo
+
+log = logging.getLogger(__name__)
+
+
+def control_name(name: str, seed: int) -> str:
+    """The name a control model carries: ``"smollm2-135m (random weights, seed 0)"``."""
+    return f"{name} (random weights, seed {seed})"
+
+
+def random_weight_control(model: Any, *, seed: int = 0, redraw_unresettable: bool = False) -> Any:
+    """A new hooked model: ``model``'s architecture, config and tokenizer with random weights.
+
+    The original is never modified. The same ``seed`` gives the same weights; the result is in
+    the original's train/eval mode, dtype and device, named ``"<name> (random weights, seed <seed>)"``.
+    ``redraw_unresettable`` only matters for hooked modules with bare parameters (module docstring).
+
+    Example::
+
+        model = probes.load_model("smollm2-135m")
+        control = probes.random_weight_control(model, seed=0)
+        probes.head_scores(control).top_heads("induction", k=1)   # near chance, unlike the model's
+    """
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
+        raise ConfigError(f"seed must be an integer in [0, 2**63); got {seed!r}. Pass e.g. seed=0.")
+    if not isinstance(redraw_unresettable, bool):
+        raise ConfigError(f"redraw_unresettable must be True or False; got {redraw_unresettable!r}.")
+    info = ModelInfo.of(model)  # a ModelError that says what is missing when it is not a hooked model
+    if not isinstance(model, nn.Module):
+        raise ModelError(
+            f"random_weight_control needs a torch module (a TransformerBridge or a HookedRootModule); "
+            f"got {type(model).__name__}, which has hooks but no parameters to re-initialise."
+        )
+    name = control_name(info.name, seed)
+    start = time.perf_counter()
+    from transformer_lens import TransformerBridge
+
+    if isinstance(model, TransformerBridge):
+        hf_model = _wrapped_module(model)
+        native = _native_model_class()
+        if native is not None and isinstance(hf_model, native):
+            control = _native_bridge_control(model, seed, name)
+        else:
+            control = _hf_bridge_control(model, hf_model, seed, name)
+    else:
+        control = _module_control(model, seed, name, redraw_unresettable)
+    _check_same_architecture(model, control, info)
+    log.info("Built the random-weight control %r in %.1f s", name, time.perf_counter() - start)
+    return control
+
+
+# --- TransformerBridge over a Hugging Face model -------------------------------------------------
+
+
+def _wrapped_module(bridge: Any) -> nn.Module:
+    """The module a bridge wraps (``bridge.original_model``, kept by its driver)."""
+    try:
+        module = bridge.original_model
+    except AttributeError:
+        module = None
+    if not isinstance(module, nn.Module):
+        raise ModelError(
+            f"This TransformerBridge ({type(getattr(bridge, '_driver', None)).__name__} driver) does not "
+            f"expose a local torch model, so no random-weight control can be built from it. Load the "
+            f"model with probes.load_model(...) (TransformerBridge.boot_transformers) instead."
+        )
+    return module
+
+
+def _native_model_class() -> type | None:
+    try:
+        from transformer_lens.model_bridge.sources.native.model import NativeModel
+    except ImportError:  # a TransformerLens without the native source
+        return None
+    return NativeModel
+
+
+def _hf_bridge_control(bridge: Any, hf_model: nn.Module, seed: int, name: str) -> Any:
+    from transformers import PreTrainedModel
+
+    if not isinstance(hf_model, PreTrainedModel):
+        raise ModelError(
+            f"The bridge wraps a {type(hf_model).__name__}, not a Hugging Face PreTrainedModel, so its "
+            f"architecture cannot be rebuilt from a config. Build the control yourself: construct the "
+            f"same module with fresh weights and wrap it the way the original was wrapped."
+        )
+    if getattr(bridge, "compatibility_mode", False):
+        raise ModelError(
+            "The bridge is in compatibility mode (its weights may be folded and centred), and the "
+            "options used are not recorded. Build the control from the bridge before calling "
+            "enable_compatibility_mode(), then call it with the same options on both."
+        )
+    devices = {p.device for p in hf_model.parameters()} | {b.device for b in hf_model.buffers()}
+    if len(devices) > 1:
+        raise ModelError(
+            f"The original model is spread over {len(devices)} devices "
+            f"({', '.join(sorted(str(d) for d in devices))}); random_weight_control builds the control on "
+            f"one device. Load the original on a single device (probes.load_model(..., device=...))."
+        )
+    device = next(iter(devices)) if devices else torch.device("cpu")
+    floating = [p.dtype for p in hf_model.parameters() if p.is_floating_point()]
+    dtype = floating[0] if floating else bridge.cfg.dtype
+
+    config = copy.deepcopy(hf_model.config)
+    if getattr(config, "quantization_config", None) is not None:
+        log.warning("%s is quantized; its random-weight control is not (plain %s weights).", name, dtype)
+        config.__dict__.pop("quantization_config", None)
+    original_config_dtype = getattr(hf_model.config, "dtype", None)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        try:
+            control_hf = type(hf_model)._from_config(config, dtype=torch.float32)
+        except Exception as error:  # transformers raises many types for configs it cannot build
+            raise ModelError(
+                f"Cannot rebuild {type(hf_model).__name__} from its own config ({type(error).__name__}: "
+                f"{str(error).splitlines()[0] if str(error) else ''}). The model's config does not "
+                f"describe its architecture fully; build the control from the checkpoint's config.json."
+            ) from error
+    if dtype != torch.float32:
+        from transformer_lens.utilities.multi_gpu import maybe_cast_floating_params
+
+        maybe_cast_floating_params(control_hf, dtype)  # parameters only; float32 buffers (RoPE) stay
+    if original_config_dtype is not None:
+        control_hf.config.dtype = original_config_dtype
+    control_hf = control_hf.to(device)
+    generation_config = getattr(hf_model, "generation_config", None)
+    if generation_config is not None:
+        control_hf.generation_config = copy.deepcopy(generation_config)
+
+    from transformer_lens import TransformerBridge
+
+    source = getattr(hf_model.config, "name_or_path", None) or name
+    try:
+        control = TransformerBridge.boot_transformers(
+            source,
+            hf_model=control_hf,
+            tokenizer=bridge.tokenizer,
+            device=device,
+            dtype=bridge.cfg.dtype,
+            trust_remote_code=bool(getattr(bridge.cfg, "trust_remote_code", False)),
+        )
+    except Exception as error:
+        raise ModelError(
+            f"TransformerLens could not wrap the random-weight {type(hf_model).__name__} "
+            f"({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})."
+        ) from error
+    control.cfg.model_name = name
+    control.train(bridge.training)
+    return control
+
+
+# --- TransformerBridge over a TL-native model (boot_native) --------------------------------------
+
+
+def _native_bridge_control(bridge: Any, seed: int, name: str) -> Any:
+    from transformer_lens.model_bridge.sources.native.init import initialize_native_model
+
+    control = copy.deepcopy(bridge)
+    native = control.original_model
+    frozen = _frozen_values(native)
+    initialize_native_model(native, control.cfg, seed=seed)
+    _restore(native, frozen)
+    _clear_state(control)
+    control.cfg.model_name = name
+    control.cfg.seed = seed  # so that control.init_weights() reproduces these weights
+    return control
+
+
+# --- HookedRootModule (and any other hooked torch module) -----------------------------------------
+
+
+def _module_control(model: nn.Module, seed: int, name: str, redraw_unresettable: bool) -> nn.Module:
+    try:
+        control = copy.deepcopy(model)
+    except Exception as error:
+        raise ModelError(
+            f"Cannot copy {type(model).__name__} to build its random-weight control "
+            f"({type(error).__name__}: {error}). Make the model deep-copyable (no open files, "
+            f"generators or locks as attributes)."
+        ) from error
+    resettable = [m for m in control.modules() if callable(getattr(m, "reset_parameters", None))]
+    covered = {id(p) for m in resettable for p in m.parameters(recurse=False)}
+    trainable = [(n, p) for n, p in control.named_parameters() if p.requires_grad]
+    bare = [(n, p) for n, p in trainable if id(p) not in covered]
+    if bare and not redraw_unresettable:
+        names = ", ".join(n for n, _ in bare[:5]) + (f" and {len(bare) - 5} more" if len(bare) > 5 else "")
+        raise ModelError(
+            f"{type(model).__name__} has trainable parameters that no submodule's reset_parameters() "
+            f"re-initialises: {names}. Either hold them in modules that have reset_parameters() "
+            f"(nn.Linear, nn.Embedding, ...), freeze them with requires_grad_(False) if they are a "
+            f"fixed part of the architecture, or pass redraw_unresettable=True to re-draw each from "
+            f"normal(mean, std) of its own values."
+        )
+    if not trainable:
+        raise ModelError(
+            f"{type(model).__name__} has no trainable parameters, so its random-weight control would be "
+            f"the model itself. Frozen parameters (requires_grad=False) are kept as architecture."
+        )
+    frozen = _frozen_values(control)
+    cuda = sorted({p.device.index or 0 for p in control.parameters() if p.device.type == "cuda"})
+    with torch.random.fork_rng(devices=cuda), torch.no_grad():
+        torch.manual_seed(seed)
+        for module in resettable:
+            if any(p.requires_grad for p in module.parameters(recurse=False)):
+                module.reset_parameters()
+        generator = torch.Generator().manual_seed(seed)
+        redrawn = sum(_redraw(parameter_name, parameter, generator) for parameter_name, parameter in bare)
+    _restore(control, frozen)
+    _clear_state(control)
+    _rename(control, name)
+    log.info(
+        "%s: reset %d modules, re-drew %d of %d bare parameters, kept %d frozen parameters",
+        name, sum(1 for m in resettable if any(p.requires_grad for p in m.parameters(recurse=False))),
+        redrawn, len(bare), len(frozen),
+    )
+    return control
+
+
+def _redraw(parameter_name: str, parameter: nn.Parameter, generator: torch.Generator) -> bool:
+    """Re-draw ``parameter`` from normal(mean, std) of its values (drawn on the CPU in float32).
+
+    Returns False, leaving it as it is, for a scalar or a constant (no spread to draw from).
+    """
+    values = parameter.detach().to("cpu", torch.float32)
+    if values.numel() < 2 or float(values.std()) == 0.0:
+        log.info("Kept %s: %s has no spread to re-draw from", parameter_name,
+                 "a scalar" if values.numel() < 2 else f"constant {float(values.flatten()[0]):g}")
+        return False
+    mean, std = float(values.mean()), float(values.std())
+    drawn = torch.randn(values.shape, generator=generator) * std + mean
+    parameter.copy_(drawn.to(parameter.device, parameter.dtype))
+    return True
+
+
+def _frozen_values(module: nn.Module) -> dict[str, torch.Tensor]:
+    return {n: p.detach().clone() for n, p in module.named_parameters() if not p.requires_grad}
+
+
+def _restore(module: nn.Module, frozen: dict[str, torch.Tensor]) -> None:
+    parameters = dict(module.named_parameters())
+    with torch.no_grad():
+        for parameter_name, value in frozen.items():
+            parameters[parameter_name].copy_(value)
+
+
+def _clear_state(control: nn.Module) -> None:
+    """Drop what a deep copy carried over from the original's use: gradients and temporary hooks."""
+    for parameter in control.parameters():
+        parameter.grad = None
+    reset_hooks = getattr(control, "reset_hooks", None)
+    if callable(reset_hooks):
+        reset_hooks()
+
+
+def _rename(control: nn.Module, name: str) -> None:
+    cfg = getattr(control, "cfg", None)
+    if cfg is None or not hasattr(cfg, "model_name"):
+        return
+    try:
+        cfg.model_name = name
+    except (AttributeError, dataclasses.FrozenInstanceError):
+        if dataclasses.is_dataclass(cfg):
+            control.cfg = dataclasses.replace(cfg, model_name=name)
+        else:
+            log.info("Could not rename the control's cfg (%s is read-only); it keeps the original name",
+                     type(cfg).__name__)
+
+
+def _check_same_architecture(model: Any, control: Any, info: ModelInfo) -> None:
+    control_info = ModelInfo.of(control)
+    if dataclasses.replace(control_info, name=info.name) != info:
+        raise ModelError(
+            f"The random-weight control does not describe the same model: {control_info} vs {info}. "
+            f"This is a bug in random_weight_control for {type(model).__name__}; please report it."
+        )
+    if set(control.hook_dict) != set(model.hook_dict):
+        missing = sorted(set(model.hook_dict) ^ set(control.hook_dict))
+        raise ModelError(
+            f"The random-weight control has different hook names from the original (first difference: "
+            f"{missing[0]}). This is a bug in random_weight_control for {type(model).__name__}; please report it."
+        )

@@ -1,0 +1,81 @@
+"""Nulls for probe statistics: label permutations, permutation and bootstrap p-values, Holm's correction.
+
+A permutation null keeps everything about the data but the labels the statistic is about:
+:func:`label_permutations` shuffles topic labels among the labelled vocabulary entries (each
+topic keeps its size), so a statistic computed under each permutation is a draw from "the
+labels carry no information". p-values count the observed value as one of the draws, so the
+smallest reachable p-value is ``1 / (n_permutations + 1)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+
+from probes.core.errors import ConfigError, InputError
+
+
+def check_count(value: object, name: str, minimum: int = 1) -> int:
+    """``value`` as an int >= ``minimum``, or a ConfigError naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(f"{name} must be an integer >= {minimum}; got {value!r}.")
+    return value
+
+
+def label_permutations(labels: Int[Tensor, " d_vocab"], n_permutations: int, *, seed: int
+                       ) -> Int[Tensor, "permutation d_vocab"]:
+    """``n_permutations`` relabellings of ``labels``: the labels of the entries ``>= 0`` shuffled among them.
+
+    Unlabelled entries (-1) stay -1, so every topic keeps its size and the same vocabulary entries
+    stay labelled. Row ``p`` is the ``p``-th permutation, drawn from ``torch.Generator(seed)``.
+
+    Example: ``label_permutations(torch.tensor([0, -1, 1, 1]), 2, seed=0)`` keeps index 1 at -1.
+    """
+    check_count(n_permutations, "n_permutations")
+    labels = torch.as_tensor(labels).to("cpu", torch.long)
+    labelled = (labels >= 0).nonzero().squeeze(1)
+    if labelled.numel() < 2:
+        raise InputError(f"A label permutation needs at least 2 labelled entries; got {labelled.numel()}.")
+    generator = torch.Generator().manual_seed(seed)
+    order = torch.rand(n_permutations, labelled.numel(), generator=generator).argsort(dim=1)
+    permuted = labels.expand(n_permutations, -1).clone()
+    permuted[:, labelled] = labels[labelled][order]
+    return permuted
+
+
+def permutation_p_value(observed: Float[Tensor, "..."], null: Float[Tensor, "draw ..."], *,
+                        alternative: str = "greater") -> Float[Tensor, "..."]:
+    """``(1 + #{null >= observed}) / (1 + n)`` per entry (``"less"``: ``<=``); NaN draws are ignored.
+
+    ``null`` holds ``n`` draws of the statistic under the null along its first axis.
+    """
+    if alternative not in ("greater", "less"):
+        raise ConfigError(f"alternative must be 'greater' or 'less'; got {alternative!r}.")
+    observed = torch.as_tensor(observed, dtype=torch.float64)
+    null = torch.as_tensor(null, dtype=torch.float64)
+    if null.ndim < 1 or null.shape[0] < 1:
+        raise InputError("The null needs at least one draw along its first axis.")
+    finite = torch.isfinite(null)
+    beyond = (null >= observed) if alternative == "greater" else (null <= observed)
+    hits = (beyond & finite).sum(0).double()
+    p = (1.0 + hits) / (1.0 + finite.sum(0).double())
+    return torch.where(torch.isfinite(observed), p, torch.full_like(p, float("nan")))
+
+
+def holm_adjust(p_values: Sequence[float]) -> list[float]:
+    """Holm-Bonferroni adjusted p-values (family-wise error control; NaN stays NaN and is not counted).
+
+    Example: ``holm_adjust([0.01, 0.04, 0.03])`` is ``[0.03, 0.06, 0.06]``.
+    """
+    values = [float(p) for p in p_values]
+    finite = sorted((p, i) for i, p in enumerate(values) if p == p)
+    m = len(finite)
+    adjusted = [float("nan")] * len(values)
+    running = 0.0
+    for rank, (p, i) in enumerate(finite):
+        running = max(running, min(1.0, (m - rank) * p))
+        adjusted[i] = running
+    return adjusted

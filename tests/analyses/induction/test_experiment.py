@@ -1,0 +1,180 @@
+"""mechprobe toy induction: summary schema, figures, the paper's claims on a small run, presets, errors."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+import math
+
+from analyses.induction import experiment as toy_induction
+from analyses.induction.trajectory import TRAJECTORY_KEYS, log_growth_fit, trajectory_steps
+from analyses.cli import main
+from analyses.config_overrides import apply_overrides
+from probes.core.errors import ConfigError
+
+SMALL = ["n_train=256", "n_val=200", "steps_c=10", "steps_w=10", "steps_a=40", "probe_sequences=32",
+         "eval_seq_lens=(50,)", "eval_alphas=(1.0,)"]
+REQUIRED = {"val_loss": float, "optimal_loss": float, "parent_share": dict, "true_parent_share": float,
+            "copier_distance": list, "generalized_induction_score": float, "generalized_induction_chance": float,
+            "settings": dict}
+FIGURES = ["parent_share.png", "copier_heatmaps.png", "layer2_attention_example.png", "loss_vs_optimal.png",
+           "trajectory.png"]
+
+
+@pytest.mark.parametrize("model", ["simplified", "full"])
+def test_tiny_run_writes_the_summary_schema_and_figures(tmp_path, model):
+    config = apply_overrides(toy_induction.PRESETS["fast"],
+                             [f"model={model}", "n_train=32", "n_val=16", "steps_c=2", "steps_w=2", "steps_a=2", "seq_len=20",
+                              "probe_sequences=8", "eval_seq_lens=(10,)", "eval_alphas=(1.0,)", "early_step=3",
+                              "checkpoint_every=3"])
+    summary = toy_induction.run(config, tmp_path, progress=False)
+    for key, kind in REQUIRED.items():
+        assert isinstance(summary[key], kind), key
+    assert summary["steps"] == 6 and len(summary["copier_distance"]) == 3
+    assert sum(summary["parent_share"].values()) == pytest.approx(1.0, abs=1e-5)
+    assert json.loads((tmp_path / "summary.json").read_text()) == json.loads(json.dumps(summary))
+    assert (tmp_path / "checkpoint" / "checkpoint.json").is_file()
+    again = toy_induction.run(config, tmp_path, progress=False)  # resumes from the finished checkpoint
+    assert again["val_loss"] == pytest.approx(summary["val_loss"])
+    for name in FIGURES:
+        assert (tmp_path / name).stat().st_size > 1000, name
+
+
+def test_cli_run_on_the_paper_data_shows_selector_copier_and_classifier(tmp_path, capsys):
+    """Paper data (S=3, n=3, L=100, alpha=0.1), simplified model, 256 chains, staged 10/10/40 steps."""
+    out = tmp_path / "run"
+    argv = ["toy", "induction", "--preset", "fast", "--out", str(out), "--no-progress"]
+    assert main(argv + [arg for item in SMALL for arg in ("--set", item)]) == 0
+    assert "wrote" in capsys.readouterr().out
+    summary = json.loads((out / "summary.json").read_text())
+    for key, kind in REQUIRED.items():
+        assert isinstance(summary[key], kind), key
+    assert set(summary["parent_share"]) == {"{0}", "{1}", "{2}", "{0,1}", "{0,2}", "{1,2}"}
+    assert summary["true_parent_subset"] == "{0,1}"
+    assert summary["true_parent_share_early"] > 0.9 and summary["early_step"] == 10
+    assert summary["true_parent_share"] > 0.99
+    assert summary["copier_distance"][:2] == [1, 2]
+    assert 0 < summary["val_loss"] - summary["optimal_loss"] < 0.03
+    assert summary["generalized_induction_score"] > 0.9 > summary["generalized_induction_chance"] + 0.3
+    assert summary["last_token_only_mass"] < 0.5 * summary["last_token_only_chance"]
+    assert summary["parent_criterion_selected"] == "{1,2}"
+    assert [(row["seq_len"], row["alpha"]) for row in summary["generalisation"]] == [(50, 0.1), (100, 1.0)]
+    assert all(abs(row["gap"]) < 0.5 for row in summary["generalisation"])
+    assert summary["settings"]["n_train"] == 256 and summary["settings"]["seed"] == 0
+    for name in FIGURES:
+        assert (out / name).stat().st_size > 1000, name
+
+
+@pytest.mark.slow
+def test_standard_model_path_writes_the_same_schema(tmp_path):
+    config = apply_overrides(toy_induction.PRESETS["standard"],
+                             ["seq_len=20", "n_steps=4", "eval_every=2", "n_val=16", "probe_sequences=8",
+                              "d_model=16", "eval_seq_lens=(10,)", "eval_alphas=(1.0,)", "n_train=32",
+                              "attn_only=false", "positional=rotary"])
+    summary = toy_induction.run(config, tmp_path, progress=False)
+    for key, kind in REQUIRED.items():
+        assert isinstance(summary[key], kind), key
+    assert len(summary["copier_distance"]) == 4
+    assert summary["model"] == "standard" and summary["final_a"] is None
+    assert json.loads((tmp_path / "summary.json").read_text())["steps"] == 4
+    for name in FIGURES[:-1]:  # no trajectory without a selector
+        assert (tmp_path / name).is_file(), name
+
+
+def test_presets_and_overrides():
+    assert set(toy_induction.PRESETS) == {"paper", "staged", "fast", "full", "standard"}
+    paper = toy_induction.PRESETS["paper"]
+    assert (paper.n_states, paper.order, paper.seq_len, paper.alpha, paper.n_train, paper.n_val) == (3, 3, 100, 0.1, 9000, 1000)
+    assert paper.batch_size == 0 and paper.n_heads == 3 and paper.max_subset == 2
+    # the reference code's main-text run: joint SGD lr 1 from c = a = 0.01, w+ = 3 / w- = 0.1 on windows h+1 .. h+3
+    assert (paper.schedule, paper.lr_c, paper.lr_w, paper.lr_a, paper.c_init, paper.a_init) == ("joint", 1, 1, 1, 0.01, 0.01)
+    assert (paper.w_plus, paper.w_minus, paper.window, paper.head_windows) == (3.0, 0.1, 3, "shifted")
+    assert paper.empty_subset and paper.token_subsets and paper.loss == "probs_as_logits" and paper.n_steps == 1000
+    staged = toy_induction.PRESETS["staged"]
+    assert (staged.schedule, staged.c_init, staged.a_init, staged.lr_c, staged.lr_w, staged.lr_a) == \
+        ("staged", 1.0, 1.0, 100.0, 10.0, 10.0)
+    full = toy_induction.PRESETS["full"]
+    assert (full.model, full.lr_c, full.w_plus, full.w_minus, full.n_steps, full.qk_init) == \
+        ("full", 0.01, 3.0, 0.01, 10_000, 0.01)
+    changed = apply_overrides(paper, ["seed=3", "schedule=staged"])
+    assert changed.seed == 3 and changed.schedule == "staged"
+    with pytest.raises(ConfigError, match="head_windows"):
+        apply_overrides(paper, ["head_windows=wide"])
+    with pytest.raises(ConfigError, match="loss"):
+        apply_overrides(paper, ["loss=mse"])
+    for name, config in toy_induction.PRESETS.items():
+        assert dataclasses.asdict(config)["model"] in ("simplified", "full", "standard"), name
+    with pytest.raises(ConfigError, match="unknown setting"):
+        apply_overrides(paper, ["nope=1"])
+    with pytest.raises(ConfigError, match="integer"):
+        apply_overrides(paper, ["seq_len=long"])
+    with pytest.raises(ConfigError, match="max_subset"):
+        apply_overrides(paper, ["max_subset=4"])
+    with pytest.raises(ConfigError, match="divisible"):
+        apply_overrides(toy_induction.PRESETS["standard"], ["n_heads=3"])
+
+
+@pytest.mark.parametrize("setting, words", [("n_states=1", "n_states"), ("order=1", "order"),
+                                            ("seq_len=3", "seq_len"), ("alpha=0", "alpha")])
+def test_bad_data_settings_fail_with_a_clear_message(tmp_path, capsys, setting, words):
+    assert main(["toy", "induction", "--preset", "fast", "--set", setting, "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert words in err and "Traceback" not in err
+    assert not (tmp_path / "summary.json").exists()
+
+
+def test_every_preset_names_its_paper_experiment_and_deviations():
+    assert set(toy_induction.PRESET_REFERENCES) == set(toy_induction.PRESETS)
+    for name, reference in toy_induction.PRESET_REFERENCES.items():
+        assert "Chen" in reference.paper and reference.experiment, name
+        assert reference.deviations, name
+    paper = toy_induction.PRESET_REFERENCES["paper"]
+    assert paper.deviations == ("1000 steps (default; `--set n_steps=50000` for the reference's 50,000).",)
+    assert any("probs_as_logits" not in f and "p as logits" in f for f in paper.followed)
+    whole = toy_induction.induction_reference(apply_overrides(toy_induction.PRESETS["paper"], ["n_steps=50000"]))
+    assert whole.deviations == ("None known beyond the followed notes.",)
+    moved = toy_induction.induction_reference(apply_overrides(toy_induction.PRESETS["paper"], ["n_steps=50000",
+                                                                                               "lr_c=0.5"]))
+    assert moved.deviations == ("lr_c = 0.5 here; the reference run uses 1.0.",)
+    assert "Appendix B" in toy_induction.PRESET_REFERENCES["full"].experiment
+
+
+def test_trajectory_steps_are_dense_then_log_spaced():
+    assert trajectory_steps(5) == [0, 1, 2, 3, 4, 5]
+    steps = trajectory_steps(50_000)
+    assert steps[:101] == list(range(101)) and steps[-1] == 50_000
+    ratios = [b / a for a, b in zip(steps[100:-1], steps[101:-1])]
+    assert all(1.08 < r < 1.16 for r in ratios)  # 20 per decade: 10 ** (1 / 20) = 1.122
+    assert len(steps) == 101 + 54  # log10(500) = 2.7 decades after step 100, the last step included
+    fit = log_growth_fit([10, 100, 1000, 10_000], [1.0, 3.0, 5.0, 7.0], from_step=10)
+    assert fit["slope_per_ln_step"] == pytest.approx(2 / math.log(10)) and fit["r2"] == pytest.approx(1.0)
+
+
+def test_paper_preset_small_run_records_the_trajectory_and_the_reference(tmp_path):
+    """The joint reference run on 300 chains for 60 steps: the trajectory holds every step to 20 then
+    log-spaced ones; the share of heads {0,1} passes 0.5 within 5 steps; a grows; the objective and
+    our NLL are both reported; the trajectory figure is written."""
+    config = apply_overrides(toy_induction.PRESETS["paper"],
+                             ["n_train=300", "n_val=200", "n_steps=60", "probe_sequences=32", "eval_seq_lens=(50,)",
+                              "eval_alphas=(1.0,)", "trajectory_dense_until=20", "trajectory_per_decade=10"])
+    summary = toy_induction.run(config, tmp_path, progress=False)
+    trajectory = summary["trajectory"]
+    assert set(trajectory) == {"step", *TRAJECTORY_KEYS}
+    assert trajectory["step"] == list(range(21)) + [25, 32, 40, 50, 60]
+    assert all(len(trajectory[key]) == len(trajectory["step"]) for key in TRAJECTORY_KEYS)
+    assert trajectory["true_parent_share"][0] == pytest.approx(1 / 7)
+    assert trajectory["a"][0] == pytest.approx(0.01) and trajectory["a"][-1] > 1.0
+    assert summary["first_step_share_above_half"] <= 5 and summary["true_parent_share"] > 0.95
+    assert summary["a_log_growth"]["slope_per_ln_step"] > 0 and summary["a_log_growth"]["from_step"] == 20
+    assert summary["true_parent_subset"] == "{0,1}" and summary["copier_distance"][:2] == [1, 2]
+    assert trajectory["train_loss"][-1] < trajectory["train_loss"][0]
+    assert trajectory["train_loss"] != trajectory["train_nll"]  # the reference objective beside our NLL
+    assert summary["objective"] == "probs_as_logits"
+    assert summary["val_loss_objective"] == pytest.approx(trajectory["val_loss"][-1])
+    assert summary["parent_criterion_population_selected"] == "{1,2}" == summary["parent_criterion_selected"]
+    assert summary["reference"] == toy_induction.induction_reference(config).to_dict()
+    assert (tmp_path / "trajectory.png").stat().st_size > 1000
+    assert json.loads((tmp_path / "summary.json").read_text())["trajectory"]["step"] == trajectory["step"]

@@ -1,0 +1,211 @@
+"""The pretrained suite on real text and the toy-vs-pretrained report (MiniLM, Wikipedia excerpt, gensim LDA)."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+import torch
+
+import probes
+from analyses.cli import main
+from analyses.report.compare import ToyRun, compare
+from analyses.pretrained.measure import PretrainedConfig, probe_pretrained
+from analyses.pretrained.findings import PRETRAINED_FINDINGS
+from analyses.report.render_check import colourful_fraction, find_chromium, screenshot
+from probes.text.corpora import iter_documents
+from probes.text.text_batches import text_token_batches
+from probes.attention.topic_attention import TopicAttentionProbe
+from probes.text.topics import LdaTopicConfig, assign_word_topics, token_topic_labels, fit_lda_topics
+
+CONFIG = PretrainedConfig(seq_len=64, batch_size=4, max_batches=8, n_pair_tokens=60, n_boot=200,
+                          n_permutations=200, protocol_seq_len=20, protocol_batches=4)
+
+
+@pytest.fixture(scope="module")
+def corpus_and_topics():
+    documents = list(iter_documents("wikipedia-excerpt", min_chars=200, max_documents=1500))
+    topic_model = fit_lda_topics(documents, LdaTopicConfig(n_topics=10, passes=2))
+    random.Random(0).shuffle(documents)
+    return documents, assign_word_topics(topic_model)
+
+
+@pytest.fixture(scope="module")
+def minilm_run(corpus_and_topics):
+    documents, word_topics = corpus_and_topics
+    return probe_pretrained("minilm-l6", documents, word_topics, CONFIG, progress=False)
+
+
+@pytest.mark.slow
+def test_topic_numbers_match_separate_probe_runs(minilm_run, corpus_and_topics, minilm):
+    """The merged halves equal one run over every batch; the best head is the even batches' argmax and its
+    reported ratio is the odd batches' own ratio (selection and estimation on disjoint data)."""
+    documents, word_topics = corpus_and_topics
+    info = probes.ModelInfo.of(minilm)
+    labels = token_topic_labels(word_topics, minilm.tokenizer, info.d_vocab).labels
+    batches = list(text_token_batches(documents, minilm.tokenizer, info, seq_len=64, batch_size=4, max_batches=8))
+    (alone,) = probes.run_probes(minilm, [TopicAttentionProbe(labels)], batches, progress=False)
+    torch.testing.assert_close(alone.ratio, minilm_run.measured.topic.ratio)
+    (even,) = probes.run_probes(minilm, [TopicAttentionProbe(labels)], batches[0::2], progress=False)
+    (odd,) = probes.run_probes(minilm, [TopicAttentionProbe(labels)], batches[1::2], progress=False)
+    held = minilm_run.measured.held_out["topic_attention_best_head"]
+    l, h = held.head
+    gap = even.mean["same_topic"] - even.mean["different_topic"]
+    assert gap[l, h] == gap.max()
+    assert held.value == pytest.approx(float(odd.ratio[l, h]), rel=1e-6)
+    assert held.ci[0] <= held.value <= held.ci[1] and 0 < held.p_value <= 1
+
+
+@pytest.mark.slow
+def test_summary_schema_and_intervals(minilm_run):
+    summary = json.loads(json.dumps(minilm_run.summary()))
+    assert set(summary["findings"]) == set(PRETRAINED_FINDINGS) == set(summary["control"]["findings"])
+    for finding in [*summary["findings"].values(), *summary["control"]["findings"].values()]:
+        assert {"statistic", "value", "ci", "null", "control", "holds"} <= set(finding)
+        assert {"kind", "value", "p_value"} <= set(finding["null"]) and isinstance(finding["holds"], bool)
+        assert finding["ci"][0] <= finding["value"] <= finding["ci"][1]
+    for finding in summary["findings"].values():
+        assert set(finding["control"]) == {"value", "ci"}
+    # a random-weight encoder holds nothing
+    assert not any(f["holds"] for f in summary["control"]["findings"].values())
+    embedding = summary["embedding"]
+    assert {"cosine", "centred_cosine", "dot", "centred_dot"} <= set(embedding)
+    assert -1 <= summary["cooccurrence"]["spearman_distance_matched_mean"] <= 1
+    assert len(summary["induction_top_heads"]) == 5 and all(len(row) == 3 for row in summary["induction_top_heads"])
+    # MiniLM layer 0 keeps a near-perfect previous-token head on natural text too
+    assert summary["previous_token_top_heads"][0][2] > 0.8
+    assert summary["findings"]["previous_token_text"]["value"] > 0.8
+
+
+@pytest.mark.slow
+def test_report_renders_with_figures(minilm_run, tmp_path):
+    toy = tmp_path / "toy"
+    toy.mkdir()
+    toy_summary = {"same_topic_attention": 0.03, "different_topic_attention": 0.01, "attention_ratio": 3.0,
+                   "chance_ratio": 1.0, "embedding_same_topic_cosine": 0.9, "embedding_different_topic_cosine": -0.1}
+    report = compare({"topic": ToyRun("topic", toy_summary, toy)}, {"minilm-l6": minilm_run}, folder=tmp_path,
+                     corpus={"name": "wikipedia-excerpt"})
+    page = report.write(tmp_path)
+    markdown = (tmp_path / "report.md").read_text()
+    assert "| toy: 1-layer masked LM on LDA data (Li et al.) | ratio, its only head | L0H0 | 3.000 |" in markdown
+    assert json.loads((tmp_path / "summary.json").read_text())["pretrained"]["minilm-l6"]["n_layers"] == 6
+    if find_chromium() is not None:
+        assert colourful_fraction(screenshot(page, tmp_path / "shot.png")) > 0.01
+
+
+@pytest.mark.slow
+def test_no_topic_word_in_the_vocabulary(corpus_and_topics):
+    documents, _ = corpus_and_topics
+    with pytest.raises(probes.InputError, match="None of the topic words"):
+        probe_pretrained("minilm-l6", documents, {"qzxjvkwplm": 0, "vvxqqzjk": 1}, CONFIG, progress=False)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--corpus", "/no/such/corpus.txt"], "Unknown corpus"),
+    (["--model", "./no/such/model"], "No model folder"),
+])
+def test_report_bad_input_leaves_nothing(tmp_path, capsys, argv, message):
+    out = tmp_path / "report"
+    assert main(["report", "--no-toys", "--fast", "--no-progress", "--out", str(out), *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_report_on_an_empty_corpus(tmp_path, capsys):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("", encoding="utf-8")
+    out = tmp_path / "report"
+    assert main(["report", "--no-toys", "--fast", "--no-progress", "--corpus", str(empty), "--model", "minilm-l6",
+                 "--out", str(out)]) == 2
+    assert "holds no text" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_report_with_a_model_that_is_not_hookable(tmp_path, capsys):
+    folder = tmp_path / "not_a_model"
+    folder.mkdir()
+    out = tmp_path / "report"
+    assert main(["report", "--no-toys", "--fast", "--no-progress", "--model", str(folder), "--out", str(out)]) == 2
+    assert "config.json" in capsys.readouterr().err
+    assert not out.exists()
+
+
+@pytest.mark.slow
+def test_main_job_on_the_offline_defaults(tmp_path, capsys):
+    """mechprobe report --fast: both packaged models, the three toy settings, the embedded corpus."""
+    out = tmp_path / "report"
+    assert main(["report", "--fast", "--no-progress", "--out", str(out)]) == 0
+    assert "report written" in capsys.readouterr().out
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary["toy"]) == {"topic", "scansnap", "induction"}
+    assert set(summary["pretrained"]) == {"smollm2-135m", "minilm-l6"}
+    for entry in summary["pretrained"].values():
+        ratio = entry["same_topic_attention_ratio"]
+        assert ratio["ci"][0] <= ratio["value"] <= ratio["ci"][1] and len(ratio["best_head"]) == 2
+        assert set(entry["findings"]) == set(PRETRAINED_FINDINGS)
+        # the random-weight control of each model holds nothing
+        assert not [name for name, f in entry["control"]["findings"].items() if f["holds"]]
+        assert len(entry["induction_top_heads"][0]) == 3
+    # SmolLM2 has real induction heads, far above chance and above its random-weight control
+    smol = summary["pretrained"]["smollm2-135m"]
+    assert smol["findings"]["induction_protocol"]["holds"]
+    assert smol["induction_top_heads"][0][2] > 5 * smol["induction_chance"]
+    markdown = (out / "report.md").read_text()
+    assert markdown.index("## Verdicts") < markdown.index("## Setup")
+    assert summary["corpus"]["name"] == "wikipedia-excerpt" and json.loads((out / "timings.json").read_text())["smollm2-135m_s"] > 0
+    assert len(summary["corpus"]["sha256"]) == 64 and "Q4_1" in summary["settings"]["model_weights"]["smollm2-135m"]
+    # the saved results rebuild the report without a model, byte for byte
+    import shutil
+
+    copy = tmp_path / "rendered"
+    shutil.copytree(out, copy)
+    for name in ("report.md", "report.html", "summary.json"):
+        (copy / name).unlink()
+    shutil.rmtree(copy / "figures")
+    assert main(["render", str(copy)]) == 0
+    for name in ("summary.json", "report.md", "report.html"):
+        assert (copy / name).read_bytes() == (out / name).read_bytes(), name
+    saved = probes.ProbeResult.load(next((out / "results" / "pretrained").glob("*smollm2*")) / "measured" / "text_heads")
+    assert saved.scores["induction"].shape == (30, 9)  # every head, not only the top ones
+    page = (out / "report.html").read_text()
+    assert page.count("data:image/png;base64,") >= 4
+    # interactive views: 6 maps per model and per control, 4 attention views per model; nothing fetched
+    assert page.count("mp-view mp-heatmap") == 24 and page.count("mp-view mp-pattern") == 8
+    assert "<script src" not in page and "<link" not in page
+    if find_chromium() is not None:
+        assert colourful_fraction(screenshot(out / "report.html", tmp_path / "shot.png")) > 0.01
+        import re
+
+        from analyses.report.render_check import dump_dom
+
+        dom = dump_dom(out / "report.html")
+        assert 'data-views-drawn="true"' in re.search(r"<body[^>]*>", dom).group(0)
+        assert len(re.findall(r'mp-view mp-(?:heatmap|pattern)"[^>]*data-drawn="\d+"', dom)) == 32
+
+
+@pytest.mark.slow
+def test_report_on_local_jsonl_and_parquet_corpora(tmp_path, capsys):
+    """--corpus FILE.jsonl / FILE.parquet with --text-column, end to end: the same texts give the same corpus."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from probes.text.corpora import iter_documents
+
+    texts = [d.text for d in iter_documents("wikipedia-excerpt", min_chars=200, max_documents=700)]
+    jsonl, parquet = tmp_path / "docs.jsonl", tmp_path / "docs.parquet"
+    jsonl.write_text("".join(json.dumps({"id": i, "body": t}) + "\n" for i, t in enumerate(texts)), encoding="utf-8")
+    pq.write_table(pa.Table.from_pylist([{"id": i, "body": t} for i, t in enumerate(texts)]), parquet)
+    corpora = {}
+    for path in (jsonl, parquet):
+        out = tmp_path / f"report-{path.suffix[1:]}"
+        assert main(["report", "--no-toys", "--fast", "--no-progress", "--no-control", "--model", "minilm-l6",
+                     "--corpus", str(path), "--text-column", "body", "--set", "pretrained.n_boot=100",
+                     "--set", "pretrained.n_permutations=100", "--out", str(out)]) == 0
+        summary = json.loads((out / "summary.json").read_text())
+        assert summary["corpus"]["documents"] == len(texts) and summary["settings"]["text_column"] == "body"
+        assert summary["pretrained"]["minilm-l6"]["findings"]["previous_token_text"]["value"] > 0.9  # (n_boot 100: p >= 1/101)
+        corpora[path.suffix] = summary["corpus"]["sha256"]
+    assert corpora[".jsonl"] == corpora[".parquet"]
+    capsys.readouterr()

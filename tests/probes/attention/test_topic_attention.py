@@ -1,0 +1,234 @@
+"""TopicAttentionProbe: nested-loop reference, known answers, merge, causal/bidirectional, errors."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+import torch
+from transformer_lens import HookedRootModule
+
+from probes import InputError, ModelInfo, TokenBatch, run_probes
+from probes.core.errors import ConfigError
+from probes.core.result import ProbeResult, results_close
+from probes.attention.topic_attention import TopicAttention, TopicAttentionProbe, topic_attention
+from tests.hooked_models import pattern_blocks
+
+
+@dataclass
+class _Cfg:
+    n_layers: int = 2
+    n_heads: int = 3
+    n_ctx: int = 32
+    d_vocab: int = 12
+    model_name: str = "random-attention"
+    attention_dir: str = "bidirectional"
+
+
+class RandomAttentionModel(HookedRootModule):
+    """Attention = softmax(S[l, h, tok_q, tok_k] + P[l, h, q, k]) with fixed random S, P (optionally causal)."""
+
+    def __init__(self, cfg: _Cfg, seed: int = 0) -> None:
+        super().__init__()
+        self.cfg = cfg
+        g = torch.Generator().manual_seed(seed)
+        self.S = torch.randn(cfg.n_layers, cfg.n_heads, cfg.d_vocab, cfg.d_vocab, generator=g) * 2
+        self.P = torch.randn(cfg.n_layers, cfg.n_heads, cfg.n_ctx, cfg.n_ctx, generator=g)
+        self.blocks = pattern_blocks(cfg.n_layers)
+        self.setup()
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        n = tokens.shape[1]
+        for layer, block in enumerate(self.blocks):
+            scores = self.S[layer][:, tokens[:, :, None], tokens[:, None, :]].permute(1, 0, 2, 3)
+            scores = scores + self.P[layer, :, :n, :n]
+            if self.cfg.attention_dir == "causal":
+                scores = scores.masked_fill(~torch.ones(n, n, dtype=torch.bool).tril(), float("-inf"))
+            block.attn.hook_pattern(torch.softmax(scores, -1))
+        return tokens.float()
+
+
+class RuleModel(HookedRootModule):
+    """One layer; head 0 uniform over same-topic keys other than itself (else itself); head 1 uniform."""
+
+    def __init__(self, topics: torch.Tensor, n_ctx: int = 16) -> None:
+        super().__init__()
+        self.cfg = _Cfg(n_layers=1, n_heads=2, n_ctx=n_ctx, d_vocab=len(topics), model_name="rule")
+        self.topics = topics
+        self.blocks = pattern_blocks(1)
+        self.setup()
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        b, n = tokens.shape
+        t = self.topics[tokens]
+        same = (t[:, :, None] == t[:, None, :]) & ~torch.eye(n, dtype=torch.bool)
+        eye = torch.eye(n).expand(b, n, n)
+        head0 = torch.where(same.any(-1, keepdim=True), same / same.sum(-1, keepdim=True).clamp(min=1), eye)
+        head1 = torch.full((b, n, n), 1.0 / n)
+        self.blocks[0].attn.hook_pattern(torch.stack([head0, head1], 1))
+        return tokens.float()
+
+
+def reference(model, batches, token_topics, causal: bool, valids=None):
+    """Nested loops over (layer, head, batch, query, key): sums per category and chance per pair."""
+    info = ModelInfo.of(model)
+    sums = {k: torch.zeros(info.n_layers, info.n_heads, dtype=torch.float64) for k in ("same_topic", "different_topic", "same_token")}
+    counts = dict.fromkeys(sums, 0)
+    chance = dict.fromkeys(sums, 0.0)
+    for index, tokens in enumerate(batches):
+        valid = valids[index] if valids else torch.ones_like(tokens, dtype=torch.bool)
+        _, cache = model.run_with_cache(tokens)
+        for b in range(tokens.shape[0]):
+            n = tokens.shape[1]
+            for q in range(n):
+                tq = int(token_topics[tokens[b, q]])
+                if tq < 0 or not valid[b, q]:
+                    continue
+                keys = range(q + 1) if causal else range(n)
+                for k in keys:
+                    tk = int(token_topics[tokens[b, k]])
+                    if k == q or tk < 0 or not valid[b, k]:
+                        continue
+                    if tokens[b, k] == tokens[b, q]:
+                        kind = "same_token"
+                    elif tk == tq:
+                        kind = "same_topic"
+                    else:
+                        kind = "different_topic"
+                    counts[kind] += 1
+                    chance[kind] += 1.0 / len(keys)
+                    for layer in range(info.n_layers):
+                        pattern = cache[f"blocks.{layer}.attn.hook_pattern"]
+                        for head in range(info.n_heads):
+                            sums[kind][layer, head] += float(pattern[b, head, q, k])
+    return {k: sums[k] / counts[k] for k in sums}, {k: chance[k] / counts[k] for k in sums}, counts
+
+
+TOPICS = torch.tensor([0, 0, 0, 1, 1, 1, 2, 2, 2, -1, -1, 0])  # ids 9, 10 have no topic
+
+
+def _batches(seed: int = 0, n: int = 3):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randint(0, 12, (4, 10), generator=g) for _ in range(n)]
+
+
+@pytest.mark.parametrize("direction", ["bidirectional", "causal"])
+def test_matches_nested_loop_reference(direction):
+    model = RandomAttentionModel(_Cfg(attention_dir=direction))
+    batches = _batches()
+    result = topic_attention(model, batches, TOPICS)
+    means, chance, counts = reference(model, batches, TOPICS, causal=direction == "causal")
+    for kind in means:
+        assert result.pairs[kind] == counts[kind]
+        torch.testing.assert_close(result.mean[kind].double(), means[kind], atol=1e-6, rtol=1e-6)
+        assert result.chance[kind] == pytest.approx(chance[kind], rel=1e-12)
+    torch.testing.assert_close(result.ratio.double(), means["same_topic"] / means["different_topic"], atol=1e-6, rtol=1e-5)
+
+
+def test_known_answer_same_topic_head_and_uniform_head():
+    tokens = torch.tensor([[0, 1, 3, 4, 6, 0, 9, 2, 7, 5]])
+    result = topic_attention(RuleModel(TOPICS), [tokens], TOPICS)
+    # head 0 puts no mass on other topics: different-topic attention is exactly 0.
+    assert float(result.mean["different_topic"][0, 0]) == 0.0
+    assert float(result.mean["same_topic"][0, 0]) > 0.0
+    # head 1 is uniform over the 10 positions: every mean equals chance = 1/10 and the ratio is 1.
+    for kind in ("same_topic", "different_topic", "same_token"):
+        assert float(result.mean[kind][0, 1]) == pytest.approx(0.1)
+        assert result.chance[kind] == pytest.approx(0.1)
+    assert float(result.ratio[0, 1]) == pytest.approx(1.0)
+    assert result.chance_ratio == pytest.approx(1.0)
+    # by_topic of the uniform head is 0.1 wherever a pair exists.
+    seen = result.by_topic_pairs > 0
+    torch.testing.assert_close(result.by_topic[0, 1][seen], torch.full((int(seen.sum()),), 0.1))
+    assert torch.isnan(result.by_topic[0, 0][~seen]).all()
+    # hand count: words 0,1,2(topic0, 0 twice) 3,4,5(topic1) 6,7(topic2); 9 unlabelled.
+    assert result.pairs["same_token"] == 2  # (0 at pos 0, 0 at pos 5) both ways
+
+
+def test_merge_of_halves_equals_whole_and_save_load(tmp_path):
+    model = RandomAttentionModel(_Cfg())
+    batches = _batches(1, 4)
+    whole = topic_attention(model, batches, TOPICS)
+    first, second = TopicAttentionProbe(TOPICS), TopicAttentionProbe(TOPICS)
+    run_probes(model, [first], batches[:2], progress=False)
+    run_probes(model, [second], batches[2:], progress=False)
+    merged = first.merge(second).compute()
+    assert results_close(merged, whole, atol=1e-6, rtol=1e-6)
+    loaded = ProbeResult.load(whole.save(tmp_path / "topic"))
+    assert isinstance(loaded, TopicAttention) and results_close(loaded, whole)
+    frame = whole.to_dataframe()
+    assert len(frame) == 6 and {"ratio", "same_topic", "chance_ratio"} <= set(frame.columns)
+
+
+def test_has_topic_mask_and_invalid_positions_are_excluded():
+    model = RandomAttentionModel(_Cfg())
+    tokens = _batches(2, 1)[0]
+    has_topic = torch.ones(12, dtype=torch.bool)
+    has_topic[[0, 11]] = False
+    masked = topic_attention(model, [tokens], TOPICS, has_topic=has_topic)
+    relabelled = TOPICS.clone()
+    relabelled[[0, 11]] = -1
+    assert results_close(masked, topic_attention(model, [tokens], relabelled))
+    # positions marked invalid in a TokenBatch are neither queries nor keys
+    valid = torch.ones_like(tokens, dtype=torch.bool)
+    valid[:, 5:] = False
+    truncated = topic_attention(model, [TokenBatch(tokens, valid)], TOPICS)
+    means, _, counts = reference(model, [tokens], TOPICS, causal=False, valids=[valid])
+    assert truncated.pairs == counts
+    for kind in means:
+        torch.testing.assert_close(truncated.mean[kind].double(), means[kind], atol=1e-6, rtol=1e-6)
+
+
+def test_bad_labels_raise_clear_errors():
+    with pytest.raises(ConfigError, match="1-d integer tensor"):
+        TopicAttentionProbe(torch.tensor([0.5, 1.0]))
+    with pytest.raises(ConfigError, match="no token a topic"):
+        TopicAttentionProbe(torch.full((12,), -1))
+    with pytest.raises(ConfigError, match=">= 0, or -1"):
+        TopicAttentionProbe(torch.tensor([0, -3]))
+    with pytest.raises(ConfigError, match="same shape"):
+        TopicAttentionProbe(TOPICS, has_topic=torch.ones(3, dtype=torch.bool))
+    with pytest.raises(InputError, match="label"):
+        topic_attention(RandomAttentionModel(_Cfg()), _batches(), TOPICS[:5])
+
+
+def test_probes_with_different_labels_do_not_merge():
+    from probes.core.errors import ProbeStateError
+
+    other = TOPICS.clone()
+    other[0] = 2
+    with pytest.raises(ProbeStateError):
+        TopicAttentionProbe(TOPICS).merge(TopicAttentionProbe(other))
+
+
+@pytest.mark.parametrize("direction", ["bidirectional", "causal"])
+def test_permutation_null_equals_rerunning_with_each_shuffled_labelling(direction):
+    from probes.stats.nulls import label_permutations
+
+    model = RandomAttentionModel(_Cfg(attention_dir=direction))
+    batches = _batches(2, 3)
+    result = topic_attention(model, batches, TOPICS, n_permutations=7, permutation_seed=3)
+    assert torch.equal(result.mean["same_topic"], topic_attention(model, batches, TOPICS).mean["same_topic"])
+    for p, labels in enumerate(label_permutations(TOPICS, 7, seed=3)):
+        # topic sizes kept, unlabelled ids untouched
+        assert torch.equal(torch.bincount(labels[labels >= 0]), torch.bincount(TOPICS[TOPICS >= 0]))
+        assert torch.equal(labels < 0, TOPICS < 0)
+        again = topic_attention(model, batches, labels)
+        for kind in ("same_topic", "different_topic"):
+            torch.testing.assert_close(result.null_mean[kind][p], again.mean[kind], atol=1e-6, rtol=1e-6)
+    assert result.null_ratio.shape == (7, 2, 3)
+
+
+def test_permutation_null_survives_merge_and_save(tmp_path):
+    model = RandomAttentionModel(_Cfg())
+    batches = _batches(1, 4)
+    whole = topic_attention(model, batches, TOPICS, n_permutations=5)
+    first, second = TopicAttentionProbe(TOPICS, n_permutations=5), TopicAttentionProbe(TOPICS, n_permutations=5)
+    run_probes(model, [first], batches[:2], progress=False)
+    run_probes(model, [second], batches[2:], progress=False)
+    assert results_close(first.merge(second).compute(), whole, atol=1e-6, rtol=1e-6)
+    assert results_close(ProbeResult.load(whole.save(tmp_path / "null")), whole)
+    with pytest.raises(ConfigError, match="n_permutations"):
+        TopicAttentionProbe(TOPICS, n_permutations=-1)
+    with pytest.raises(InputError, match="no permutation null"):
+        topic_attention(model, batches, TOPICS).null_ratio

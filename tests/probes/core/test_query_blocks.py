@@ -1,0 +1,135 @@
+"""Long sequences: attention computed and probed a block of query rows at a time (probes.core.attention_rows).
+
+- The blocks reproduce ``hook_pattern`` on three architectures (rotary + GQA, soft-capped sliding-window
+  Gemma2, a RoBERTa encoder) and the model's own output.
+- The probe suite fed in blocks (``max_pattern_bytes=0``, several blocks per layer) equals the suite fed
+  whole patterns, padded encoder batches included, and never makes a ``[batch head q k]`` pattern.
+- Where the blocks would be wrong or a probe needs whole layers, the runner falls back to ``hook_pattern``.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import probes
+from probes.core import attention_rows, runner
+from probes.core.batch import TokenBatch
+from probes.core.model_info import pattern_hook
+from probes.core.result import results_close
+from tests.hooked_models import OracleModel
+from tests.random_checkpoints import RANDOM_CHECKPOINT_KINDS, make_random_checkpoint
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory):
+    root = tmp_path_factory.mktemp("query-blocks")
+    return {kind: probes.load_model(make_random_checkpoint(kind, root / kind, seed=1)) for kind in RANDOM_CHECKPOINT_KINDS}
+
+
+@pytest.fixture(autouse=True)
+def fresh_checks(monkeypatch):
+    """Blocks of 5 query rows (several per layer) and no verdict remembered from another test."""
+    monkeypatch.setattr(runner, "QUERY_BLOCK_BYTES", 5 * 4 * 4 * 2 * 40)  # 5 rows at batch 2, 4 heads, 40 keys
+    monkeypatch.setattr(runner, "_QUERY_BLOCKS_CHECKED", type(runner._QUERY_BLOCKS_CHECKED)())
+
+
+def _tokens(n_rows: int = 2, n_pos: int = 40, seed: int = 0) -> torch.Tensor:
+    return torch.randint(3, 3000, (n_rows, n_pos), generator=torch.Generator().manual_seed(seed))
+
+
+def _suite(d_vocab: int) -> list[probes.Probe]:
+    labels = torch.arange(d_vocab) % 5
+    labels[:3] = -1
+    return [probes.HeadScoreProbe(), probes.GeneralizedInductionProbe(3),
+            probes.TopicAttentionProbe(labels, n_permutations=6, permutation_seed=2), probes.SameTokenAttentionProbe(labels)]
+
+
+@pytest.mark.parametrize("kind", RANDOM_CHECKPOINT_KINDS)
+def test_blocks_reproduce_hook_pattern_and_the_models_output(checkpoints, kind):
+    model = checkpoints[kind]
+    tokens = _tokens()
+    assert attention_rows.rows_match_hook_pattern(model, tokens, rows=7)
+    with torch.inference_mode():
+        expected = model(tokens)
+        with attention_rows.query_chunked_attention(model, lambda layer, weights, start: None, rows=7):
+            got = model(tokens)
+    assert torch.allclose(got, expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", RANDOM_CHECKPOINT_KINDS)
+def test_the_suite_in_blocks_equals_the_suite_on_whole_patterns(checkpoints, kind):
+    model = checkpoints[kind]
+    info = probes.ModelInfo.of(model)
+    batches: list = [_tokens(seed=s) for s in range(2)]
+    if kind == "roberta":  # padded rows, as the report feeds an encoder
+        mask = torch.ones(2, 40, dtype=torch.long)
+        mask[1, 31:] = 0
+        tokens = batches[0].clone()
+        tokens[1, 31:] = 1  # RoBERTa's PAD id here
+        batches[0] = TokenBatch(tokens, mask.bool(), mask)
+    fired = []
+    for layer in range(info.n_layers):
+        model.hook_dict[pattern_hook(layer)].add_hook(lambda tensor, hook: fired.append(hook.name))
+    try:
+        blocks = probes.run_probes(model, _suite(info.d_vocab), batches, progress=False, max_pattern_bytes=0)
+    finally:
+        model.reset_hooks()
+    fired_in_blocks_run = list(fired)
+    whole = probes.run_probes(model, _suite(info.d_vocab), batches, progress=False, max_pattern_bytes=None)
+    for a, b in zip(blocks, whole):
+        assert results_close(a, b, rtol=1e-4, atol=1e-6), type(a).__name__
+        assert a.provenance.n_tokens == b.provenance.n_tokens
+    # only the short verification pass went through hook_pattern: the probed batches never made a whole pattern
+    assert len(fired_in_blocks_run) == info.n_layers
+
+
+def test_a_probe_that_needs_whole_layers_keeps_the_whole_patterns(checkpoints, caplog):
+    model = checkpoints["gpt_neox"]
+    make = lambda: [probes.HeadScoreProbe(), probes.CopierProbe(max_distance=2)]  # noqa: E731
+    with caplog.at_level("INFO", logger="probes.core.runner"):
+        got = probes.run_probes(model, make(), [_tokens()], progress=False, max_pattern_bytes=0)
+    assert "needs whole layers" in caplog.text
+    expected = probes.run_probes(model, make(), [_tokens()], progress=False, max_pattern_bytes=None)
+    assert all(results_close(a, b, rtol=1e-12, atol=1e-12) for a, b in zip(got, expected))
+
+
+def test_blocks_that_disagree_with_hook_pattern_fall_back(checkpoints, monkeypatch, caplog):
+    model = checkpoints["gemma2"]
+    correct = attention_rows.chunked_attention_forward
+
+    def wrong_scale(module, query, key, value, attention_mask, scaling=None, **kwargs):
+        return correct(module, query, key, value, attention_mask, scaling=2 * (scaling or module.head_dim**-0.5), **kwargs)
+
+    monkeypatch.setattr(attention_rows, "chunked_attention_forward", wrong_scale)
+    info = probes.ModelInfo.of(model)
+    with caplog.at_level("WARNING", logger="probes.core.runner"):
+        got = probes.run_probes(model, _suite(info.d_vocab), [_tokens()], progress=False, max_pattern_bytes=0)
+    assert "does not reproduce hook_pattern" in caplog.text
+    expected = probes.run_probes(model, _suite(info.d_vocab), [_tokens()], progress=False, max_pattern_bytes=None)
+    assert all(results_close(a, b, rtol=1e-12, atol=1e-12) for a, b in zip(got, expected))
+
+
+def test_models_without_hugging_face_attention_use_whole_patterns():
+    model = OracleModel()
+    assert not attention_rows.supports_query_chunks(model)
+    got = probes.run_probes(model, [probes.HeadScoreProbe()], [_tokens(n_pos=12) % 50], progress=False,
+                            max_pattern_bytes=0)
+    assert got[0].scores["induction"].shape == (2, 4)
+
+
+def test_rows_arrive_once_each_in_order():
+    info = probes.ModelInfo.of(OracleModel())
+    probe = probes.HeadScoreProbe().bind(info)
+    batch = probes.as_token_batch(_tokens(n_pos=12) % 50, info)
+    pattern = OracleModel.patterns(batch.tokens, info.n_heads)
+    probe.begin_batch(batch)
+    probe.fold_rows(pattern_hook(0), pattern[:, :, :5], 0, batch)
+    with pytest.raises(probes.ProbeStateError, match="in order"):
+        probe.fold_rows(pattern_hook(0), pattern[:, :, 6:], 6, batch)
+    copier = probes.CopierProbe().bind(info)
+    copier.begin_batch(batch)
+    with pytest.raises(probes.ProbeStateError, match="whole layers only"):
+        copier.fold_rows(pattern_hook(0), pattern, 0, batch)

@@ -1,0 +1,223 @@
+"""gensim LDA topics: a corpus with known topics is recovered; mapping onto real tokenizers."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import random
+
+import numpy as np
+import pytest
+from gensim.parsing.preprocessing import STOPWORDS
+
+from probes import ConfigError, InputError
+from probes.text.topics import (GENERIC_WORDS, LdaTopicConfig, LdaTopics, assign_word_topics, assign_words_from_phi,
+                           fit_lda_topics, token_topic_labels)
+
+ANIMALS = ["tiger", "zebra", "monkey", "rabbit", "donkey", "giraffe", "camel", "beaver"]
+METALS = ["copper", "silver", "nickel", "cobalt", "bronze", "platinum", "tungsten", "zinc"]
+
+
+def two_topic_corpus(n_docs: int = 60, length: int = 40, seed: int = 0) -> list[str]:
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(ANIMALS if i % 2 else METALS) for _ in range(length)) for i in range(n_docs)]
+
+
+@pytest.fixture(scope="module")
+def two_topics() -> LdaTopics:
+    config = LdaTopicConfig(n_topics=2, passes=10, no_below=1, no_above=1.0, assignment="threshold", threshold=0.9,
+                            seed=0)
+    return fit_lda_topics(two_topic_corpus(), config)
+
+
+def test_lda_recovers_known_topics(two_topics):
+    assignment = assign_word_topics(two_topics)
+    assert set(assignment) == set(ANIMALS) | set(METALS)
+    assert len({assignment[w] for w in ANIMALS}) == 1 and len({assignment[w] for w in METALS}) == 1
+    assert assignment[ANIMALS[0]] != assignment[METALS[0]]
+    # The default rule (each topic's top words, shared ones dropped) gives the same answer.
+    config = dataclasses.replace(two_topics.config, assignment="top_words", top_words_per_topic=8)
+    assert assign_word_topics(dataclasses.replace(two_topics, config=config)) == assignment
+
+
+def test_top_fraction_assignment(two_topics):
+    config = LdaTopicConfig(n_topics=2, passes=10, no_below=1, no_above=1.0, assignment="top_fraction",
+                         top_fraction=0.25, seed=0)
+    model = LdaTopics(two_topics.lda, two_topics.dictionary, config, two_topics.n_documents)
+    assignment = assign_word_topics(model)
+    assert len(assignment) == 8  # each topic claims the top 4 of 16 words, no overlap
+    topics = {assignment[w] for w in assignment if w in ANIMALS}
+    assert len(topics) == 1
+
+
+def test_save_and_load_gives_the_same_assignment(two_topics, tmp_path):
+    two_topics.save(tmp_path / "topics")
+    loaded = LdaTopics.load(tmp_path / "topics")
+    assert assign_word_topics(loaded) == assign_word_topics(two_topics)
+    assert loaded.config == two_topics.config
+
+
+def test_mapping_onto_wordpiece_and_bpe(two_topics, minilm):
+    assignment = assign_word_topics(two_topics)
+    mapping = token_topic_labels(assignment, minilm.tokenizer, minilm.cfg.d_vocab)
+    tiger = minilm.tokenizer.convert_tokens_to_ids("tiger")
+    assert mapping.labels[tiger] == assignment["tiger"]
+    assert mapping.n_words == 16 and mapping.n_words_mapped + mapping.n_multi_token_words == 16
+    assert 0 < mapping.coverage <= 1
+
+
+def test_conflicting_and_missing_words(minilm):
+    # uncased WordPiece: "river" and "River" are the same token, claimed by two topics -> ambiguous
+    with pytest.raises(InputError, match="None of the topic words"):
+        token_topic_labels({"river": 0, "River": 1}, minilm.tokenizer, minilm.cfg.d_vocab)
+    mapping = token_topic_labels({"river": 0, "River": 1, "music": 2}, minilm.tokenizer, minilm.cfg.d_vocab)
+    assert mapping.n_conflicting_tokens == 1
+    assert int((mapping.labels >= 0).sum()) == 1
+    with pytest.raises(InputError, match="None of the topic words"):
+        token_topic_labels({"qzxjvkwplm": 0}, minilm.tokenizer, minilm.cfg.d_vocab)
+
+
+@pytest.mark.parametrize("changes", [{"n_topics": 1}, {"no_above": 0.0}, {"threshold": 1.5}, {"assignment": "x"}])
+def test_bad_topic_settings(changes):
+    with pytest.raises(ConfigError):
+        LdaTopicConfig(**changes)
+
+
+def test_too_small_corpus():
+    with pytest.raises(InputError, match="at least 2"):
+        fit_lda_topics(["the and of"], LdaTopicConfig())
+
+
+# --- topic quality: stop words, coherence, the top-words assignment ---------------------------------------------
+
+PLANTED = LdaTopicConfig(n_topics=2, passes=10, no_below=1, no_above=1.0, seed=0)
+
+
+def shuffled_word_corpus(n_docs: int = 60, length: int = 40, seed: int = 0) -> list[str]:
+    """The planted corpus's words with the topic structure destroyed: every document draws from both lists."""
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(ANIMALS + METALS) for _ in range(length)) for _ in range(n_docs)]
+
+
+def reference_npmi(texts: list[list[str]], words: list[str], window: int) -> float:
+    """Mean NPMI over ordered pairs of ``words``, counted in every window of ``window`` tokens by nested loops."""
+    windows = [set(t[i:i + window]) for t in texts for i in range(max(1, len(t) - window + 1))]
+    values = []
+    for a in words:
+        for b in words:
+            if a != b:
+                p_a, p_b = (sum(w in win for win in windows) / len(windows) for w in (a, b))
+                p_ab = sum(a in win and b in win for win in windows) / len(windows)
+                values.append(math.log((p_ab + 1e-12) / (p_a * p_b)) / -math.log(p_ab + 1e-12))
+    return sum(values) / len(values)
+
+
+@pytest.mark.parametrize("window", [10, 3])
+def test_coherence_matches_nested_loop_npmi(two_topics, window):
+    # Words repeat inside every window here: gensim's own sliding window (4.4) undercounts such
+    # windows (0.31 instead of 0.51 at window 10); LdaTopics.coherence counts exactly.
+    for topic, score in enumerate(two_topics.coherence(topn=8, window_size=window)):
+        expected = reference_npmi(two_topics.texts, two_topics.top_words(topic, 8), window)
+        assert score == pytest.approx(expected, abs=1e-9)
+
+
+def test_coherence_of_planted_topics_beats_shuffled_words(two_topics):
+    # Planted: each topic's 8 words fill whole documents, so they share most windows of 10 tokens
+    # (NPMI ~ 0.5); shuffled: the same words occur independently of each other (NPMI ~ 0).
+    planted = two_topics.coherence(topn=8)
+    shuffled = fit_lda_topics(shuffled_word_corpus(), PLANTED).coherence(topn=8)
+    assert len(planted) == len(shuffled) == 2
+    assert min(planted) > 0.3
+    assert max(shuffled) < 0.1
+    assert min(planted) > max(shuffled) + 0.2
+
+
+def test_coherence_is_deterministic_and_survives_save_load(two_topics, tmp_path):
+    again = fit_lda_topics(two_topic_corpus(), two_topics.config)
+    assert again.coherence(topn=8) == two_topics.coherence(topn=8)
+    # Raw documents as texts are tokenized exactly like the stored training texts.
+    assert two_topics.coherence(texts=two_topic_corpus(), topn=8) == two_topics.coherence(topn=8)
+    two_topics.save(tmp_path / "topics")
+    assert LdaTopics.load(tmp_path / "topics").coherence(topn=8) == two_topics.coherence(topn=8)
+
+
+def test_coherence_of_assigned_words(two_topics):
+    assignment = assign_word_topics(two_topics)
+    assert two_topics.coherence(topn=8, word_topics=assignment) == pytest.approx(two_topics.coherence(topn=8))
+    one_word = {ANIMALS[0]: assignment[ANIMALS[0]]}  # the other topic has no words -> NaN
+    scores = two_topics.coherence(topn=8, word_topics=one_word)
+    assert all(math.isnan(s) for s in scores)
+    with pytest.raises(InputError, match="dictionary words"):
+        two_topics.coherence(word_topics={"qzxjvkwplm": 0})
+
+
+@pytest.mark.parametrize("arguments", [{"measure": "npmi"}, {"topn": 1}, {"window_size": 1}])
+def test_bad_coherence_arguments(two_topics, arguments):
+    with pytest.raises(ConfigError):
+        two_topics.coherence(**arguments)
+
+
+def test_generic_and_extra_stop_words_never_become_topic_words():
+    rng = random.Random(1)
+    noisy = [text + " " + " ".join(rng.choice(["isbn", "known", "new", "including", "Zorp"]) for _ in range(20))
+             for text in two_topic_corpus()]
+    dropped = {"isbn", "known", "new", "including", "zorp"}
+    # Without the lists the noise words are frequent enough to be topic words: the check can fail.
+    plain = fit_lda_topics(noisy, dataclasses.replace(PLANTED, generic_stop_words=False))
+    assert dropped & {w for t in range(2) for w in plain.top_words(t, 12)}
+    model = fit_lda_topics(noisy, dataclasses.replace(PLANTED, extra_stop_words=("Zorp",)))
+    assert model.config.extra_stop_words == ("zorp",)
+    assert not dropped & set(model.dictionary.token2id)
+    assert not dropped & {w for text in model.texts for w in text}
+    for rule in ({"assignment": "threshold", "threshold": 0.5}, {"assignment": "top_words", "top_words_per_topic": 8}):
+        config = dataclasses.replace(model.config, **rule)
+        assert not dropped & set(assign_word_topics(dataclasses.replace(model, config=config)))
+    assert GENERIC_WORDS.isdisjoint(STOPWORDS) and "isbn" in GENERIC_WORDS
+
+
+HAND_PHI = np.array([
+    # a     b     c     d     e     f
+    [0.40, 0.30, 0.20, 0.05, 0.04, 0.01],   # topic 0, by phi: a b c d e f
+    [0.06, 0.35, 0.02, 0.50, 0.03, 0.04],   # topic 1: d b a f e c
+    [0.01, 0.02, 0.03, 0.04, 0.10, 0.80],   # topic 2: f e d c b a
+])
+HAND_WORDS = ["a", "b", "c", "d", "e", "f"]
+
+
+@pytest.mark.parametrize("n_top, expected", [
+    (1, {"a": 0, "d": 1, "f": 2}),
+    (2, {"a": 0, "d": 1, "e": 2, "f": 2}),   # b is in the top 2 of topics 0 and 1 -> dropped
+    (3, {"c": 0, "e": 2, "f": 2}),           # a (topics 0, 1), b (0, 1), d (1, 2) dropped
+    (6, {}),                                 # every topic claims every word
+])
+def test_top_words_assignment_on_hand_made_phi(n_top, expected):
+    config = LdaTopicConfig(assignment="top_words", top_words_per_topic=n_top)
+    assert assign_words_from_phi(HAND_PHI, HAND_WORDS, config) == expected
+    # top_fraction is the same rule with N as a fraction of the dictionary
+    same = LdaTopicConfig(assignment="top_fraction", top_fraction=n_top / len(HAND_WORDS))
+    assert assign_words_from_phi(HAND_PHI, HAND_WORDS, same) == expected
+
+
+def test_threshold_assignment_on_hand_made_phi():
+    # p(top topic | word), phi normalised per column: a 0.85, b 0.52, c 0.80, d 0.85, e 0.59, f 0.94
+    config = LdaTopicConfig(assignment="threshold", threshold=0.75)
+    assert assign_words_from_phi(HAND_PHI, HAND_WORDS, config) == {"a": 0, "c": 0, "d": 1, "f": 2}
+    with pytest.raises(InputError, match="one column per word"):
+        assign_words_from_phi(HAND_PHI, HAND_WORDS[:5], config)
+
+
+@pytest.mark.parametrize("changes", [
+    {"assignment": "top_word"}, {"top_words_per_topic": 0}, {"top_words_per_topic": 2.5},
+    {"top_words_per_topic": True}, {"extra_stop_words": "isbn"}, {"extra_stop_words": ("isbn", "")},
+    {"extra_stop_words": (3,)}, {"generic_stop_words": "yes"}, {"alpha": "flat"}, {"no_below": 0},
+    {"keep_n": 0}, {"seed": -1}, {"top_fraction": 0.0},
+])
+def test_bad_quality_settings(changes):
+    with pytest.raises(ConfigError):
+        LdaTopicConfig(**changes)
+
+
+def test_config_survives_json_round_trip():
+    config = LdaTopicConfig(extra_stop_words=("ibid",), assignment="top_words", top_words_per_topic=7)
+    assert LdaTopicConfig(**json.loads(json.dumps(dataclasses.asdict(config)))) == config
