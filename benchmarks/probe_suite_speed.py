@@ -32,7 +32,8 @@ from transformer_lens.head_detector import detect_head  # noqa: E402
 
 import probes  # noqa: E402
 from probes.text.corpora import iter_documents  # noqa: E402
-from probes.text.topics import LdaTopicConfig, assign_word_topics, fit_lda_topics, token_topic_labels  # noqa: E402
+from probes.text.token_topics import token_topic_labels  # noqa: E402
+from probes.text.topics import LdaTopicConfig, assign_word_topics, fit_lda_topics  # noqa: E402
 
 DETECT_KINDS = ("induction_head", "previous_token_head", "duplicate_token_head")
 

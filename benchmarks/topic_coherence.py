@@ -32,8 +32,8 @@ import numpy as np
 
 from probes.text.corpora import iter_documents
 from probes.core.loading import cache_dir
-from probes.text.topics import (GENERIC_WORDS, LdaTopicConfig, assign_word_topics, fit_lda_topics, token_topic_labels,
-                           words_of)
+from probes.text.topics import GENERIC_WORDS, LdaTopicConfig, assign_word_topics, fit_lda_topics, words_of
+from probes.text.token_topics import token_topic_labels
 
 PARAGRAPH = 100_000  # a window longer than every paragraph: co-occurrence in the same paragraph
 

@@ -1,15 +1,20 @@
-"""Imports flow one way: probes and toymodels never import each other or analyses; nothing imports tests."""
+"""The layout holds: imports flow one way (mechprobe <- probes, toymodels <- analyses; probes and toymodels never
+import each other), modules stay small and say what they hold, and ``import probes`` keeps its public names."""
 
 from __future__ import annotations
 
 import ast
+import importlib
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-FORBIDDEN = {"probes": {"toymodels", "analyses", "tests"}, "toymodels": {"probes", "analyses", "tests"},
+PACKAGES = ("mechprobe", "probes", "toymodels", "analyses")
+FORBIDDEN = {"mechprobe": {"probes", "toymodels", "analyses", "tests"},
+             "probes": {"toymodels", "analyses", "tests"}, "toymodels": {"probes", "analyses", "tests"},
              "analyses": {"tests"}}
+MAX_LINES = 500
 
 
 def imported_packages(path: Path) -> set[str]:
@@ -22,11 +27,48 @@ def imported_packages(path: Path) -> set[str]:
     return names
 
 
+def modules(package: str) -> list[Path]:
+    return sorted((ROOT / package).rglob("*.py"))
+
+
 @pytest.mark.parametrize("package", sorted(FORBIDDEN))
 def test_imports_flow_one_way(package):
     offenders = {
         str(path.relative_to(ROOT)): sorted(imported_packages(path) & FORBIDDEN[package])
-        for path in (ROOT / package).rglob("*.py")
+        for path in modules(package)
         if imported_packages(path) & FORBIDDEN[package]
     }
     assert offenders == {}
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_no_module_is_over_500_lines(package):
+    long = {str(p.relative_to(ROOT)): n for p in modules(package)
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    assert long == {}
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_every_module_opens_by_saying_what_it_holds(package):
+    silent = [str(p.relative_to(ROOT)) for p in modules(package)
+              if not ast.get_docstring(ast.parse(p.read_text(encoding="utf-8")))]
+    assert silent == []
+
+
+def test_the_flat_probe_module_names_still_import():
+    """Scripts written before the subpackages (``from probes.runner import run_probes``) keep working."""
+    import probes
+
+    for old, new in probes._MOVED_MODULES.items():
+        assert importlib.import_module(f"probes.{old}") is importlib.import_module(new)
+    from probes.runner import run_probes  # noqa: F401  (the form users wrote)
+    assert callable(probes.head_scores) and probes.runner is importlib.import_module("probes.core.runner")
+
+
+def test_each_probes_subpackage_exports_what_probes_exports():
+    """``probes.__all__`` is exactly the union of its subpackages' public names (plus the version)."""
+    import probes
+
+    union = {name for sub in ("core", "attention", "dynamics", "text", "stats", "linear")
+             for name in importlib.import_module(f"probes.{sub}").__all__}
+    assert set(probes.__all__) - {"__version__"} == union

@@ -265,8 +265,8 @@ class Checkpointer:
             return None
         if meta.get("fingerprint") != self.fingerprint:
             raise CheckpointError(
-                f"The checkpoint in {self.folder} was made with other settings; use another --out "
-                f"folder or delete it to start over."
+                f"The checkpoint in {self.folder} was made with other settings; write the run to another "
+                f"folder or delete this one to start over."
             )
         tensors = self._load_weights(self.folder / meta["weights"], model)
         state = self._load_state(self.folder / meta["state"], len(optimizers))

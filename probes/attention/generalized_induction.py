@@ -144,7 +144,7 @@ class GeneralizedInductionProbe(LayerwiseProbe):
                 f"positions; the model's hook gave {tuple(first.shape)}."
             )
         info = self.info
-        causal = info.causal if info.causal is not None else bool(first.triu(1).abs().sum() == 0)
+        causal = info.is_causal(first)
         full = parent_match_mask(batch.tokens, batch.valid, self.distances)
         last = parent_match_mask(batch.tokens, batch.valid, (1,)) & ~full
         has_target = full.any(-1)

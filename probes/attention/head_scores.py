@@ -155,7 +155,7 @@ class HeadScoreProbe(LayerwiseProbe):
                 f"Attention patterns must be [batch head q_pos k_pos] = {expected}; the model's "
                 f"hook gave {tuple(first.shape)}. Check the model's hook_pattern layout."
             )
-        causal = info.causal if info.causal is not None else bool(first.triu(1).abs().sum() == 0)
+        causal = info.is_causal(first)
         visible = visible_keys(batch.valid, causal, batch.attention_mask)
         self._add("rows", batch.valid.sum())
         masks = []

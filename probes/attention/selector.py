@@ -159,7 +159,7 @@ class ParentSubsetAttentionProbe(Probe):
 
     def _update(self, activations: Mapping[str, Tensor], batch: TokenBatch) -> None:
         pattern = activations[pattern_hook(self.layer)]
-        causal = self.info.causal if self.info.causal is not None else bool(pattern.triu(1).abs().sum() == 0)
+        causal = self.info.is_causal(pattern)
         visible = visible_keys(batch.valid, causal, batch.attention_mask)
         masses, chances, rows = [], [], []
         for subset in self.subsets:

@@ -117,7 +117,7 @@ def check_pattern_batch(info: ModelInfo, token_topics: Tensor, first: Tensor, ba
             f"Attention patterns must be [batch head q_pos k_pos] = {expected}; the model's hook gave "
             f"{tuple(first.shape)}. Check the model's hook_pattern layout."
         )
-    return info.causal if info.causal is not None else bool(first.triu(1).abs().sum() == 0)
+    return info.is_causal(first)
 
 
 def visible_pairs(batch: TokenBatch, causal: bool) -> Bool[Tensor, "batch q_pos k_pos"]:

@@ -82,18 +82,18 @@ def check_device(device: str | torch.device) -> torch.device:
             parsed = torch.device(device)
         except (RuntimeError, TypeError, ValueError):
             raise ConfigError(
-                f"--device {device!r} is not a torch device; use cpu, cuda, cuda:N (N-th GPU) or mps."
+                f"device {device!r} is not a torch device; use cpu, cuda, cuda:N (the N-th GPU) or mps."
             ) from None
     if parsed.type == "cuda":
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0
         if count == 0:
-            raise ConfigError(f"--device {device}: this machine has no usable CUDA GPU; use --device cpu.")
+            raise ConfigError(f"device {device!r}: this machine has no usable CUDA GPU; use cpu.")
         if parsed.index is not None and parsed.index >= count:
-            raise ConfigError(f"--device {device}: there are only {count} CUDA GPUs (cuda:0 to cuda:{count - 1}).")
+            raise ConfigError(f"device {device!r}: there are only {count} CUDA GPUs (cuda:0 to cuda:{count - 1}).")
     elif parsed.type == "mps" and not torch.backends.mps.is_available():
-        raise ConfigError(f"--device {device}: Apple MPS is not available on this machine; use --device cpu.")
+        raise ConfigError(f"device {device!r}: Apple MPS is not available on this machine; use cpu.")
     elif parsed.type not in ("cpu", "cuda", "mps"):
-        raise ConfigError(f"--device {device}: mechprobe runs on cpu, cuda or mps; got the {parsed.type} device type.")
+        raise ConfigError(f"device {device!r}: mechprobe runs on cpu, cuda or mps; got the {parsed.type} device type.")
     return parsed
 
 
@@ -272,7 +272,7 @@ def load_model(
         if not (path / "config.json").is_file():
             raise ModelError(
                 f"{path} is a folder but not a Hugging Face checkpoint (no config.json in it). "
-                f"Point --model at the folder that holds config.json and the weights."
+                f"Give the folder that holds config.json and the weights as the model."
             )
         return _boot_folder(path, device, dtype, trust_remote_code)
     if path.suffix or text.startswith((".", "/", "~")) or os.sep in text and text.count("/") > 1:

@@ -95,3 +95,11 @@ class ModelInfo:
             bos_token_id=bos,
             special_token_ids=specials,
         )
+
+    def is_causal(self, pattern: Any) -> bool:
+        """Whether attention is causal: the model's own ``attention_dir`` when it says, else read off one
+        layer's pattern ``[... q k]`` (causal when no query attends to a later key). The one place
+        every probe decides it."""
+        if self.causal is not None:
+            return self.causal
+        return bool(pattern.triu(1).abs().sum() == 0)

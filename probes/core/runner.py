@@ -266,7 +266,7 @@ class _AdaptiveFolding:
                 if stop - start == 1:
                     raise ModelError(
                         f"Out of memory on a single sequence of {batch.shape[1]} tokens. Use shorter sequences, "
-                        f"--dtype bfloat16/float16, or another device."
+                        f"weights in bfloat16/float16 (dtype=...), or another device."
                     ) from error
                 self.max_rows = (stop - start) // 2
                 log.warning("out of memory on %d rows; retrying with %d rows per forward pass",

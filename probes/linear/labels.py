@@ -8,7 +8,7 @@ A label maker is called once per batch with the batch and the global index of ea
   classes (the ``K`` most frequent tokens, :func:`most_frequent_tokens`; other tokens are dropped);
   key ``"k"`` (``"1"``, ``"2"``, ...). Chen et al.'s copier puts the parents into position ``t``.
 - :class:`TokenClassLabels`: a class per vocabulary entry, e.g. the LDA topic of the word a token
-  spells (:func:`probes.text.topics.token_topic_labels`); key ``"word"`` by default.
+  spells (:func:`probes.text.token_topics.token_topic_labels`); key ``"word"`` by default.
 - :class:`RowLabels`: a class per row (per document or sequence), at every valid position
   (``positions="all"``, e.g. the document's dominant LDA topic, key ``"document"``) or only at the last
   valid one (``positions="last"``, e.g. Scan and Snap's next-token class, read at the query token).

@@ -1,7 +1,7 @@
 """Real text and the statistics of tokens alone: corpora, gensim LDA topics, token batches,
 co-occurrence ordering, the chi-square parent criterion.
 
-Modules: cooccurrence, corpora, parent_criterion, text_batches, topics.
+Modules: cooccurrence, corpora, parent_criterion, text_batches, token_topics, topics.
 """
 
 from probes.text.cooccurrence import (
@@ -24,14 +24,8 @@ from probes.text.parent_criterion import (
     stationary_distribution,
 )
 from probes.text.text_batches import text_token_batches
-from probes.text.topics import (
-    LdaTopicConfig,
-    LdaTopics,
-    TokenTopicMap,
-    assign_word_topics,
-    fit_lda_topics,
-    token_topic_labels,
-)
+from probes.text.topics import LdaTopicConfig, LdaTopics, assign_word_topics, fit_lda_topics
+from probes.text.token_topics import TokenTopicMap, token_topic_labels
 
 __all__ = [
     "CooccurrenceOrdering", "Document", "LdaTopicConfig", "LdaTopics", "ParentCriterion", "ParentCriterionProbe",

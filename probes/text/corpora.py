@@ -189,7 +189,7 @@ def _row_documents(texts: Iterable[tuple[str, Any]], source: str, unit: Unit, mi
         if not isinstance(value, str):
             raise InputError(
                 f"{source}: column {text_column!r} holds {type(value).__name__} values, not text; name the text "
-                f"column with --text-column (text_column=...)."
+                f"column (the text_column setting)."
             )
         paragraphs = [re.sub(r"\s+", " ", p).strip() for p in re.split(r"\n\s*\n", value)]
         yield from _emit(title, [p for p in paragraphs if p], source, unit, min_chars)
@@ -198,7 +198,7 @@ def _row_documents(texts: Iterable[tuple[str, Any]], source: str, unit: Unit, mi
 def _missing_column(source: str, text_column: str, columns: Iterable[str]) -> InputError:
     return InputError(
         f"{source} has no column {text_column!r} (columns: {', '.join(map(str, columns)) or 'none'}); name the "
-        f"text column with --text-column (text_column=...)."
+        f"text column (the text_column setting)."
     )
 
 
@@ -288,7 +288,7 @@ def hub_wikitext_lines(name: str, split: str = "test") -> Iterator[str]:
     except (ConnectionError, OSError) as error:
         raise InputError(
             f"Cannot stream {name} from the Hugging Face hub ({type(error).__name__}). Without network, "
-            f"give a local WikiText file instead (--corpus path/to/wiki.test.raw) or use wikipedia-excerpt."
+            f"give a local WikiText file as the corpus instead (e.g. path/to/wiki.test.raw) or use wikipedia-excerpt."
         ) from error
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+import inspect
 from dataclasses import dataclass
 
 import pytest
@@ -41,10 +42,12 @@ from probes import (
     GeneralizedInductionProbe,
     HeadScoreProbe,
     KeyTokenAttentionProbe,
+    LinearProbe,
     ModelInfo,
     ParentCriterionProbe,
     ParentSubsetAttentionProbe,
     Probe,
+    SameTokenAttentionProbe,
     SelectorWeightProbe,
     TopicAttentionProbe,
     count_cooccurrence,
@@ -93,6 +96,7 @@ class ProbeCase:
     """A streaming probe: how to draw its settings, what corpora it accepts, how exactly it adds up."""
 
     name: str
+    probe: type[Probe]
     draw: Callable[[st.DataObject, ModelInfo], tuple[Callable[[], Probe], list[torch.Tensor]]]
     tolerance: dict[str, float]
     all_valid: bool = False  # needs unpadded rows without special tokens
@@ -114,6 +118,11 @@ def _token_subset(data, info, label):
     as_tensor = data.draw(st.booleans(), label=f"{label} as tensor")
     ids = data.draw(st.none() | st.lists(st.integers(0, info.d_vocab - 1), min_size=1, unique=True), label=label)
     return torch.tensor(ids) if ids is not None and as_tensor else ids
+
+
+def _same_token_attention(data, info):
+    token_topics, has_topic = data.draw(topic_labels(info.d_vocab), label="topics")
+    return (lambda: SameTokenAttentionProbe(token_topics, has_topic)), [t for t in (token_topics, has_topic) if t is not None]
 
 
 def _key_token_attention(data, info):
@@ -157,16 +166,37 @@ def _parent_criterion(data, info):
 
 
 PROBE_CASES = [
-    ProbeCase("head_scores", _head_scores, F32),
-    ProbeCase("topic_attention", _topic_attention, F64),
-    ProbeCase("key_token_attention", _key_token_attention, F64),
-    ProbeCase("generalized_induction", _generalized_induction, F32),
-    ProbeCase("copier", _copier, F32),
-    ProbeCase("parent_subset_attention", _parent_subsets, F32),
-    ProbeCase("selector_weights", _selector_weights, F32, needs_subset_hook=True),
-    ProbeCase("parent_criterion", _parent_criterion, F64, all_valid=True, min_len=4),
+    ProbeCase("head_scores", HeadScoreProbe, _head_scores, F32),
+    ProbeCase("topic_attention", TopicAttentionProbe, _topic_attention, F64),
+    ProbeCase("same_token_attention", SameTokenAttentionProbe, _same_token_attention, F64),
+    ProbeCase("key_token_attention", KeyTokenAttentionProbe, _key_token_attention, F64),
+    ProbeCase("generalized_induction", GeneralizedInductionProbe, _generalized_induction, F32),
+    ProbeCase("copier", CopierProbe, _copier, F32),
+    ProbeCase("parent_subset_attention", ParentSubsetAttentionProbe, _parent_subsets, F32),
+    ProbeCase("selector_weights", SelectorWeightProbe, _selector_weights, F32, needs_subset_hook=True),
+    ProbeCase("parent_criterion", ParentCriterionProbe, _parent_criterion, F64, all_valid=True, min_len=4),
 ]
+# Probes whose state is not a sum, with where their contract is tested instead.
+NOT_ADDITIVE = {LinearProbe: "a seeded reservoir; merging is tested in tests/probes/linear/test_linear_probe.py"}
 CASE_PARAMS = [pytest.param(case, id=case.name) for case in PROBE_CASES]
+
+
+def concrete_probes() -> set[type[Probe]]:
+    """Every probe class mechprobe defines: the subclasses of Probe, found by walking the class tree."""
+    found, todo = set(), [Probe]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            if sub not in found:
+                found.add(sub)
+                todo.append(sub)
+    return {c for c in found if c.__module__.startswith("probes.") and not inspect.isabstract(c)}
+
+
+def test_the_contract_suite_covers_every_probe():
+    """A new probe class fails here until it has a ProbeCase (or a reason it is not additive)."""
+    covered = {case.probe for case in PROBE_CASES} | set(NOT_ADDITIVE)
+    assert concrete_probes() - covered == set()
+    assert concrete_probes() >= covered
 
 
 def _draw_setup(data, case: ProbeCase):

@@ -120,7 +120,7 @@ def test_jsonl_and_parquet_bad_input(tmp_path):
 
     jsonl = tmp_path / "docs.jsonl"
     jsonl.write_text('{"text": "ok"}\n', encoding="utf-8")
-    with pytest.raises(InputError, match=r"no column 'body' \(columns: text\).*--text-column"):
+    with pytest.raises(InputError, match=r"no column 'body' \(columns: text\).*text_column setting"):
         list(iter_documents(jsonl, text_column="body"))
     jsonl.write_text('{"text": "ok"}\nnot json\n', encoding="utf-8")
     with pytest.raises(InputError, match=r"docs.jsonl:2 is not JSON"):

@@ -12,8 +12,8 @@ import pytest
 from gensim.parsing.preprocessing import STOPWORDS
 
 from probes import ConfigError, InputError
-from probes.text.topics import (GENERIC_WORDS, LdaTopicConfig, LdaTopics, assign_word_topics, assign_words_from_phi,
-                           fit_lda_topics, token_topic_labels)
+from probes.text.topics import (GENERIC_WORDS, LdaTopicConfig, LdaTopics, assign_word_topics, assign_words_from_phi, fit_lda_topics)
+from probes.text.token_topics import token_topic_labels
 
 ANIMALS = ["tiger", "zebra", "monkey", "rabbit", "donkey", "giraffe", "camel", "beaver"]
 METALS = ["copper", "silver", "nickel", "cobalt", "bronze", "platinum", "tungsten", "zinc"]
