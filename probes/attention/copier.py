@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 from torch import Tensor
@@ -75,8 +74,6 @@ class CopierProbe(LayerwiseProbe):
         self.max_distance = max_distance
         self.min_query = max_distance if min_query is None else min_query
 
-    def settings(self) -> dict[str, Any]:
-        return {"max_distance": self.max_distance, "min_query": self.min_query}
 
     def hook_names(self, info: ModelInfo) -> tuple[str, ...]:
         return tuple(pattern_hook(l) for l in range(info.n_layers))

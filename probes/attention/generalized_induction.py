@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 from jaxtyping import Bool, Int
@@ -128,10 +127,9 @@ class GeneralizedInductionProbe(LayerwiseProbe):
             if isinstance(n, bool) or not isinstance(n, int) or n < 2:
                 raise ConfigError(f"n (the n-gram order) must be an integer >= 2; got {n!r}.")
             distances = range(1, n)
+        self.n = n  # the order; ignored when distances are given
         self.distances = check_distances(list(distances))
 
-    def settings(self) -> dict[str, Any]:
-        return {"distances": list(self.distances)}
 
     def hook_names(self, info: ModelInfo) -> tuple[str, ...]:
         return tuple(pattern_hook(l) for l in range(info.n_layers))

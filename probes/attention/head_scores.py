@@ -140,8 +140,6 @@ class HeadScoreProbe(LayerwiseProbe):
         self.patterns = _check_kinds(kinds)
         self.kinds = tuple(pattern.name for pattern in self.patterns)
 
-    def settings(self) -> dict[str, Any]:
-        return {"kinds": list(self.kinds)}
 
     def hook_names(self, info: ModelInfo) -> tuple[str, ...]:
         return tuple(pattern_hook(layer) for layer in range(info.n_layers))

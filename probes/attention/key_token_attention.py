@@ -254,19 +254,11 @@ class KeyTokenAttentionProbe(LayerwiseProbe):
         self.key_tokens = _token_list(key_tokens, "key_tokens")
         self.spec = PairSpec(query_position, True if causal is None else causal, exclude_self, window)
         self.causal = causal
+        self.query_position, self.exclude_self, self.window = query_position, exclude_self, window
         self.layers = None if layers is None else tuple(int(layer) for layer in layers)
         if self.layers is not None and not self.layers:
             raise ConfigError("layers must be None (all layers) or a non-empty list of layer indices.")
 
-    def settings(self) -> dict[str, Any]:
-        return {
-            "query_tokens": None if self.query_tokens is None else list(self.query_tokens),
-            "key_tokens": None if self.key_tokens is None else list(self.key_tokens),
-            "query_position": self.spec.query_position, "exclude_self": self.spec.exclude_self,
-            "window": self.spec.window, "causal": self.causal,
-            "layers": None if self.layers is None else list(self.layers),
-            "distance_matched": self.distance_matched,
-        }
 
     def _layers(self, info: ModelInfo) -> tuple[int, ...]:
         layers = self.layers if self.layers is not None else tuple(range(info.n_layers))

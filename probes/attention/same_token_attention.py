@@ -34,7 +34,7 @@ from probes.core.pattern_sums import KeyMask
 from probes.core.probe import LayerwiseProbe
 from probes.core.result import ProbeResult, Provenance
 from probes.core.runner import run_probes
-from probes.attention.topic_attention import check_pattern_batch, check_token_topics, labels_fingerprint, visible_pairs
+from probes.attention.topic_attention import check_pattern_batch, check_token_topics, visible_pairs
 
 SAME_TOKEN_KINDS = ("self", "other")
 
@@ -80,10 +80,8 @@ class SameTokenAttentionProbe(LayerwiseProbe):
     def __init__(self, token_topics: Tensor, has_topic: Tensor | None = None) -> None:
         super().__init__()
         self.token_topics = check_token_topics(token_topics, has_topic)
+        self.has_topic = has_topic
 
-    def settings(self) -> dict[str, Any]:
-        return {"n_labelled_tokens": int((self.token_topics >= 0).sum()),
-                "labels_sha256": labels_fingerprint(self.token_topics), "counts_self": True}
 
     def hook_names(self, info: ModelInfo) -> tuple[str, ...]:
         return tuple(pattern_hook(layer) for layer in range(info.n_layers))

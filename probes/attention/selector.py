@@ -19,7 +19,6 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 from torch import Tensor
@@ -67,9 +66,6 @@ class SelectorWeightProbe(Probe):
             raise ConfigError(f"hook must be a hook name; got {hook!r}.")
         self.hook = hook
         self.labels = None if labels is None else [str(label) for label in labels]
-
-    def settings(self) -> dict[str, Any]:
-        return {"hook": self.hook, "labels": self.labels}
 
     def hook_names(self, info: ModelInfo) -> tuple[str, ...]:
         return (self.hook,)
@@ -148,9 +144,6 @@ class ParentSubsetAttentionProbe(Probe):
             raise ConfigError(f"max_subset ({max_subset}) must be <= max_distance ({max_distance}).")
         self.layer, self.max_distance, self.max_subset = layer, max_distance, max_subset
         self.subsets = distance_subsets(max_distance, max_subset)
-
-    def settings(self) -> dict[str, Any]:
-        return {"layer": self.layer, "max_distance": self.max_distance, "max_subset": self.max_subset}
 
     def hook_names(self, info: ModelInfo) -> tuple[str, ...]:
         if self.layer >= info.n_layers:

@@ -34,7 +34,6 @@ not another pass over the [q_pos k_pos] grid per permutation.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -77,11 +76,6 @@ def check_token_topics(token_topics: Any, has_topic: Any = None) -> Int[Tensor, 
     if not bool((labels >= 0).any()):
         raise ConfigError("token_topics gives no token a topic (all -1); nothing can be measured.")
     return labels
-
-
-def labels_fingerprint(labels: Tensor) -> str:
-    """A short hash of a label tensor (probes with different labels must not merge)."""
-    return hashlib.sha256(labels.numpy().tobytes()).hexdigest()[:16]
 
 
 def topic_pair_masks(
@@ -199,19 +193,12 @@ class TopicAttentionProbe(LayerwiseProbe):
                  permutation_seed: int = 0) -> None:
         super().__init__()
         self.token_topics = check_token_topics(token_topics, has_topic)
+        self.has_topic = has_topic
         self.n_topics = int(self.token_topics.max()) + 1
         self.n_permutations = check_count(n_permutations, "n_permutations", minimum=0)
         self.permutation_seed = check_count(permutation_seed, "permutation_seed", minimum=0)
         self._permuted: tuple[Tensor, Tensor] | None = None  # see _permuted_labels; drawn on first use
 
-    def settings(self) -> dict[str, Any]:
-        return {
-            "n_topics": self.n_topics,
-            "n_labelled_tokens": int((self.token_topics >= 0).sum()),
-            "labels_sha256": labels_fingerprint(self.token_topics),
-            "n_permutations": self.n_permutations,
-            "permutation_seed": self.permutation_seed,
-        }
 
     def _permuted_labels(self, device: torch.device) -> tuple[Tensor, Tensor]:
         """``(entry, permuted)``: each vocabulary id's index among the labelled ids (-1 if none), and

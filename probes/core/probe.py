@@ -5,8 +5,9 @@ two halves of the data merge (``a.merge(b)``) into exactly the probe that saw al
 sharded run all-reduces the same dict with a sum. ``compute()`` turns the sums into a frozen
 :class:`~probes.core.result.ProbeResult`.
 
-Writing a probe: subclass :class:`Probe`, store settings in ``__init__`` (and call
-``super().__init__()``), and implement ``hook_names``, ``settings``, ``_update`` (call
+Writing a probe: subclass :class:`Probe`, store each constructor argument on ``self`` under its own
+name (its ``settings()`` are read back from them) and call ``super().__init__()``; implement
+``hook_names``, ``_update`` (call
 ``self._add(key, tensor)``) and ``_compute``.
 
 One layer at a time: a batch is folded as ``begin_batch(batch)``, then ``fold(activations, batch)``
@@ -31,6 +32,7 @@ from probes.core.batch import TokenBatch
 from probes.core.errors import ProbeStateError
 from probes.core.model_info import ModelInfo
 from probes.core.result import ProbeResult, Provenance
+from probes.core.settings import constructor_settings
 
 _N_SEQUENCES = "_n_sequences"
 _N_TOKENS = "_n_tokens"
@@ -63,9 +65,10 @@ class Probe(ABC):
     def hook_names(self, info: ModelInfo) -> tuple[str, ...]:
         """The hook points this probe reads on a model described by ``info``."""
 
-    @abstractmethod
     def settings(self) -> dict[str, Any]:
-        """The constructor settings, JSON-serialisable (they go into the provenance)."""
+        """The constructor's arguments as this probe holds them, JSON-ready: they go into the provenance and
+        decide whether two probes may merge (:func:`probes.core.settings.constructor_settings`)."""
+        return constructor_settings(self)
 
     @abstractmethod
     def _update(self, activations: Mapping[str, Tensor], batch: TokenBatch) -> None:

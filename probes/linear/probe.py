@@ -151,8 +151,8 @@ class LinearProbe(Probe):
             raise InputError("documents must be an integer tensor [n_rows]: the document id of each row fed, in order.")
         if not isinstance(unseen_words, bool):
             raise ConfigError(f"unseen_words must be True or False; got {unseen_words!r}.")
-        make_classifier(classifier)  # a wrong classifier fails here, not after the whole corpus
-        self.labels, self.classifier = labels, classifier
+        # a wrong classifier fails here, not after the whole corpus; each fit clones this unfitted template
+        self.labels, self.classifier = labels, make_classifier(classifier)
         self.hooks = None if hooks is None else tuple(hooks)
         self.documents = None if documents is None else documents.long().cpu()
         self.max_examples = _check_int("max_examples", max_examples, 10)
@@ -173,12 +173,6 @@ class LinearProbe(Probe):
 
     def hook_names(self, info: ModelInfo) -> tuple[str, ...]:
         return self.hooks if self.hooks is not None else default_residual_hooks(info)
-
-    def settings(self) -> dict[str, Any]:
-        return {"labels": self.labels.settings(), "hooks": None if self.hooks is None else list(self.hooks),
-                "max_examples": self.max_examples, "classifier": repr(make_classifier(self.classifier)),
-                "n_folds": self.n_folds, "n_boot": self.n_boot, "seed": self.seed, "control_seed": self.control_seed,
-                "documents": "given per row" if self.documents is not None else "one per row", "unseen_words": self.unseen_words}
 
     # -- streaming: the reservoir, one layer at a time ---------------------------------------------
     def hook_groups(self, info: ModelInfo) -> tuple[tuple[str, ...], ...]:
@@ -278,8 +272,9 @@ class LinearProbe(Probe):
         if type(other) is not type(self):
             raise ProbeStateError(f"Can only merge a LinearProbe with a LinearProbe; got {type(other).__name__}.")
         assert isinstance(other, LinearProbe)
-        mine = {k: v for k, v in self.settings().items() if k != "seed"}
-        if mine != {k: v for k, v in other.settings().items() if k != "seed"}:
+        per_shard = ("seed", "first_row", "documents")  # differ between shards by design
+        mine = {k: v for k, v in self.settings().items() if k not in per_shard}
+        if mine != {k: v for k, v in other.settings().items() if k not in per_shard}:
             raise ProbeStateError("Can only merge LinearProbes with the same labels, hooks and settings (seed aside).")
         if other.seed == self.seed:
             raise ProbeStateError(

@@ -31,7 +31,6 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 from jaxtyping import Float, Int
@@ -115,8 +114,6 @@ class ParentCriterionProbe(Probe):
         self.max_distance, self.max_subset = max_distance, max_subset
         self.subsets = [s for k in range(1, max_subset + 1) for s in itertools.combinations(range(1, max_distance + 1), k)]
 
-    def settings(self) -> dict[str, Any]:
-        return {"max_distance": self.max_distance, "max_subset": self.max_subset}
 
     def hook_names(self, info: ModelInfo) -> tuple[str, ...]:
         return ()

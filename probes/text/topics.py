@@ -21,9 +21,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-import torch
-from jaxtyping import Int
-from torch import Tensor
 
 from probes.core.atomic import atomic_directory
 from probes.text.corpora import Document

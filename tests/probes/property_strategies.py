@@ -14,6 +14,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 import dataclasses
 import math
 from collections.abc import Callable, Sequence
@@ -237,3 +239,14 @@ def result_differences(a: ProbeResult, b: ProbeResult, *, rtol: float, atol: flo
         if getattr(a.provenance, name) != getattr(b.provenance, name):
             gaps.append(f"provenance.{name}: {getattr(a.provenance, name)!r} vs {getattr(b.provenance, name)!r}")
     return gaps
+
+
+def concrete_probes() -> set[type[Probe]]:
+    """Every probe class mechprobe defines: the subclasses of Probe, found by walking the class tree."""
+    found, todo = set(), [Probe]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            if sub not in found:
+                found.add(sub)
+                todo.append(sub)
+    return {c for c in found if c.__module__.startswith("probes.") and not inspect.isabstract(c)}

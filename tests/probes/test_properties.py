@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-import inspect
 from dataclasses import dataclass
 
 import pytest
@@ -53,6 +52,7 @@ from probes import (
     count_cooccurrence,
 )
 from tests.probes.property_strategies import (
+    concrete_probes,
     SUBSET_HOOK,
     Corpus,
     RandomAttentionModel,
@@ -179,17 +179,6 @@ PROBE_CASES = [
 # Probes whose state is not a sum, with where their contract is tested instead.
 NOT_ADDITIVE = {LinearProbe: "a seeded reservoir; merging is tested in tests/probes/linear/test_linear_probe.py"}
 CASE_PARAMS = [pytest.param(case, id=case.name) for case in PROBE_CASES]
-
-
-def concrete_probes() -> set[type[Probe]]:
-    """Every probe class mechprobe defines: the subclasses of Probe, found by walking the class tree."""
-    found, todo = set(), [Probe]
-    while todo:
-        for sub in todo.pop().__subclasses__():
-            if sub not in found:
-                found.add(sub)
-                todo.append(sub)
-    return {c for c in found if c.__module__.startswith("probes.") and not inspect.isabstract(c)}
 
 
 def test_the_contract_suite_covers_every_probe():
