@@ -14,6 +14,13 @@ from typing import Any
 from mechprobe.errors import ConfigError
 
 
+def integer(name: str, value: Any, minimum: int = 1, *, error: type[Exception] = ConfigError) -> int:
+    """``value`` itself when it is an int (not a bool) >= ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise error(f"{name} must be an integer >= {minimum}; got {value!r}.")
+    return value
+
+
 def at_least(name: str, value: Any, minimum: float, *, error: type[Exception] = ConfigError) -> None:
     """``value`` is a number >= ``minimum`` (finite)."""
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value < minimum:

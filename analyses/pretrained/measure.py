@@ -33,11 +33,12 @@ from probes.core.errors import ConfigError, InputError
 from probes.stats.findings import Finding
 from probes.attention.generalized_induction import GeneralizedInductionProbe, GeneralizedInductionScores
 from probes.attention.key_token_attention import KeyTokenAttention, KeyTokenAttentionProbe
-from probes.stats.nulls import check_count, permutation_p_value
+from mechprobe.validation import integer
+from probes.stats.nulls import permutation_p_value
 from probes.attention.repeated_tokens import repeated_random_tokens
 from probes.text.text_batches import text_token_batches
 from probes.attention.topic_attention import TopicAttention, TopicAttentionProbe
-from probes.text.topics import TokenTopicMap, token_topic_labels
+from probes.text.token_topics import TokenTopicMap, token_topic_labels
 
 log = logging.getLogger(__name__)
 MIN_RANKED_KEYS = 3
@@ -69,8 +70,8 @@ class PretrainedConfig:
     def __post_init__(self) -> None:
         for name in ("seq_len", "batch_size", "max_batches", "n_pair_tokens", "n_boot", "n_permutations",
                      "protocol_seq_len", "protocol_batches", "protocol_batch_size", "generalized_n"):
-            check_count(getattr(self, name), name)
-        check_count(self.seed, "seed", minimum=0)
+            integer(name, getattr(self, name))
+        integer("seed", self.seed, 0)
         if self.max_batches < 4 or self.protocol_batches < 4:
             raise ConfigError(
                 f"max_batches and protocol_batches must be >= 4 (two halves of >= 2 batches each: one picks the "

@@ -45,7 +45,8 @@ from torch import Tensor
 from probes.core.batch import TokenBatch
 from probes.core.errors import ConfigError, InputError
 from probes.core.model_info import ModelInfo, pattern_hook
-from probes.stats.nulls import check_count, label_permutations
+from mechprobe.validation import integer
+from probes.stats.nulls import label_permutations
 from probes.core.pattern_sums import KeyMask, is_pattern_block, masked_row_class_sums
 from probes.core.probe import LayerwiseProbe
 from probes.core.result import ProbeResult, Provenance
@@ -195,8 +196,8 @@ class TopicAttentionProbe(LayerwiseProbe):
         self.token_topics = check_token_topics(token_topics, has_topic)
         self.has_topic = has_topic
         self.n_topics = int(self.token_topics.max()) + 1
-        self.n_permutations = check_count(n_permutations, "n_permutations", minimum=0)
-        self.permutation_seed = check_count(permutation_seed, "permutation_seed", minimum=0)
+        self.n_permutations = integer("n_permutations", n_permutations, 0)
+        self.permutation_seed = integer("permutation_seed", permutation_seed, 0)
         self._permuted: tuple[Tensor, Tensor] | None = None  # see _permuted_labels; drawn on first use
 
 

@@ -26,7 +26,8 @@ from torch import Tensor
 
 from probes.stats.bootstrap import bootstrap_interval
 from probes.core.errors import InputError
-from probes.stats.nulls import check_count, label_permutations, permutation_p_value
+from mechprobe.validation import integer
+from probes.stats.nulls import label_permutations, permutation_p_value
 from probes.attention.topic_attention import check_token_topics
 
 EMBEDDING_MEASURES = ("dot", "cosine", "centred_dot", "centred_cosine")
@@ -181,8 +182,8 @@ def embedding_topic_test(embedding: Float[Tensor, "d_vocab d_model"], token_topi
     bootstrap resamples labelled tokens, each carrying its pair sums with every other token.
     Example: ``embedding_topic_test(model.W_E, labels).p_value["centred_dot"]``.
     """
-    check_count(n_permutations, "n_permutations", minimum=0)
-    check_count(n_boot, "n_boot")
+    integer("n_permutations", n_permutations, 0)
+    integer("n_boot", n_boot)
     labels = check_token_topics(token_topics)
     permuted = label_permutations(labels, n_permutations, seed=seed)[:, labels >= 0] if n_permutations else None
     same, different, gap, gap_ci, null_gaps, p_value = {}, {}, {}, {}, {}, {}

@@ -40,6 +40,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from mechprobe.validation import integer
 from probes.core.batch import TokenBatch
 from probes.core.errors import ConfigError, InputError, ProbeStateError
 from probes.linear.fit import (control_task_labels, document_bootstrap, held_out_best_layer, majority_correct,
@@ -113,12 +114,6 @@ def bottom_k_per_key(priority: np.ndarray, labelled: np.ndarray, k: int) -> np.n
     return keep
 
 
-def _check_int(name: str, value: Any, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ConfigError(f"{name} must be an integer >= {low}; got {value!r}.")
-    return value
-
-
 class LinearProbe(Probe):
     """Linear decodability of ``labels`` from each residual hook (see the module docstring).
 
@@ -155,11 +150,11 @@ class LinearProbe(Probe):
         self.labels, self.classifier = labels, make_classifier(classifier)
         self.hooks = None if hooks is None else tuple(hooks)
         self.documents = None if documents is None else documents.long().cpu()
-        self.max_examples = _check_int("max_examples", max_examples, 10)
-        self.n_folds = _check_int("n_folds", n_folds, 2)
-        self.n_boot = _check_int("n_boot", n_boot, 1)
-        self.seed, self.control_seed = _check_int("seed", seed, 0), _check_int("control_seed", control_seed, 0)
-        self.first_row = _check_int("first_row", first_row, 0)
+        self.max_examples = integer("max_examples", max_examples, 10)
+        self.n_folds = integer("n_folds", n_folds, 2)
+        self.n_boot = integer("n_boot", n_boot, 1)
+        self.seed, self.control_seed = integer("seed", seed, 0), integer("control_seed", control_seed, 0)
+        self.first_row = integer("first_row", first_row, 0)
         self.unseen_words = unseen_words
         self._rng = np.random.default_rng(seed)
         self._next_row = first_row

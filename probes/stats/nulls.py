@@ -15,14 +15,8 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from mechprobe.validation import integer
 from probes.core.errors import ConfigError, InputError
-
-
-def check_count(value: object, name: str, minimum: int = 1) -> int:
-    """``value`` as an int >= ``minimum``, or a ConfigError naming ``name``."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigError(f"{name} must be an integer >= {minimum}; got {value!r}.")
-    return value
 
 
 def label_permutations(labels: Int[Tensor, " d_vocab"], n_permutations: int, *, seed: int
@@ -34,7 +28,7 @@ def label_permutations(labels: Int[Tensor, " d_vocab"], n_permutations: int, *, 
 
     Example: ``label_permutations(torch.tensor([0, -1, 1, 1]), 2, seed=0)`` keeps index 1 at -1.
     """
-    check_count(n_permutations, "n_permutations")
+    integer("n_permutations", n_permutations)
     labels = torch.as_tensor(labels).to("cpu", torch.long)
     labelled = (labels >= 0).nonzero().squeeze(1)
     if labelled.numel() < 2:
