@@ -22,7 +22,7 @@ from torch import Tensor
 from probes.core.batch import TokenBatch
 from probes.core.errors import ConfigError, InputError
 from probes.core.model_info import ModelInfo, pattern_hook
-from probes.core.pattern_sums import masked_row_sums
+from probes.core.pattern_sums import is_pattern_block, masked_row_sums
 from probes.core.probe import LayerwiseProbe
 from probes.core.result import ProbeResult, Provenance
 
@@ -80,7 +80,7 @@ class CopierProbe(LayerwiseProbe):
 
     def _batch_context(self, batch: TokenBatch, first: Tensor) -> Tensor:
         n_batch, n_pos = batch.tokens.shape
-        if tuple(first.shape) != (n_batch, self.info.n_heads, n_pos, n_pos):
+        if not is_pattern_block(first, (n_batch, self.info.n_heads, n_pos, n_pos)):
             raise InputError(
                 f"Attention patterns must be [batch head q_pos k_pos] = {(n_batch, self.info.n_heads, n_pos, n_pos)}; "
                 f"the model's hooks gave {tuple(first.shape)}."
@@ -90,20 +90,19 @@ class CopierProbe(LayerwiseProbe):
         self._add("n_queries", queries.sum())
         return queries
 
-    def _update_layer(self, index: int, activation: Tensor, batch: TokenBatch, queries: Tensor) -> None:
-        n_pos = batch.tokens.shape[1]
-        valid = batch.valid[:, None, :].to(activation.dtype)
-        weights = queries[:, None, :].to(torch.float64)  # [batch 1 q]
-        # one value per (row, distance): the diagonal q - k = d, only valid keys count
+    def _update_rows(self, index: int, rows: Tensor, start: int, batch: TokenBatch, queries: Tensor) -> None:
+        n_rows = rows.shape[2]
+        weights = queries[:, None, start : start + n_rows].to(torch.float64)  # [batch 1 row]
+        query = torch.arange(start, start + n_rows, device=rows.device)
+        # one value per (row, distance): the entry at key q - d, only valid keys count
         masses = []
         for d in range(self.max_distance + 1):
-            if d >= n_pos:
-                masses.append(torch.zeros(self.info.n_heads, dtype=torch.float64, device=activation.device))
-                continue
-            on_diagonal = activation.diagonal(offset=-d, dim1=2, dim2=3) * valid[..., : n_pos - d]  # [b h q-d]
-            masses.append((on_diagonal.double() * weights[..., d:]).sum(dim=(0, 2)))
+            inside = (query >= d).nonzero().squeeze(1)  # rows of this block that have a key at distance d
+            keys = query[inside] - d
+            on_diagonal = rows[:, :, inside, keys] * batch.valid[:, None, keys].to(rows.dtype)  # [b h row]
+            masses.append((on_diagonal.double() * weights[..., inside]).sum(dim=(0, 2)))
         mass = torch.stack(masses, dim=-1)
-        total = (masked_row_sums(activation, batch.valid[:, None, :]) * weights).sum(dim=(0, 2))
+        total = (masked_row_sums(rows, batch.valid[:, None, :]) * weights).sum(dim=(0, 2))
         n_layers = self.info.n_layers
         self._add_at("mass", index, n_layers, mass)
         self._add_at("beyond", index, n_layers, total - mass.sum(-1))

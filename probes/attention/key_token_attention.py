@@ -52,6 +52,7 @@ from torch import Tensor
 from probes.core.batch import TokenBatch
 from probes.core.errors import ConfigError, InputError
 from probes.core.model_info import ModelInfo, pattern_hook
+from probes.core.pattern_sums import is_pattern_block
 from probes.core.probe import LayerwiseProbe
 from probes.core.result import ProbeResult, Provenance
 
@@ -294,7 +295,7 @@ class KeyTokenAttentionProbe(LayerwiseProbe):
         query_index = token_index(queries, info.d_vocab, "query_tokens")
         key_index = token_index(keys, info.d_vocab, "key_tokens")
         n_batch, n_pos = batch.tokens.shape
-        if tuple(first.shape) != (n_batch, info.n_heads, n_pos, n_pos):
+        if not is_pattern_block(first, (n_batch, info.n_heads, n_pos, n_pos)):
             raise InputError(
                 f"Attention patterns must be [batch head q_pos k_pos] = {(n_batch, info.n_heads, n_pos, n_pos)}; "
                 f"the model's hook gave {tuple(first.shape)}."
@@ -305,28 +306,35 @@ class KeyTokenAttentionProbe(LayerwiseProbe):
         pair_ids = (q_tok[:, None] * n_k + key_idx)[mask]
         self._add("occurrences", torch.bincount(pair_ids, minlength=n_q * n_k).reshape(n_q, n_k))
         self._add("rows", torch.bincount(q_tok, minlength=n_q))
-        context = {"rows": (b_idx, q_idx, q_tok), "mask": mask, "pair_ids": pair_ids, "shape": (n_q, n_k)}
+        pair_query = q_idx[:, None].expand_as(mask)[mask]  # the query position of each pair (row-major order)
+        context = {"rows": (b_idx, q_idx, q_tok), "mask": mask, "pair_ids": pair_ids, "pair_query": pair_query,
+                   "shape": (n_q, n_k)}
         if self.distance_matched:
             context["matched"] = self._distance_context(batch, spec, (b_idx, q_idx, q_tok), mask, pair_ids, (n_q, n_k))
         return context
 
-    def _update_layer(self, index: int, activation: Tensor, batch: TokenBatch, context: dict[str, Any]) -> None:
+    def _update_rows(self, index: int, block: Tensor, start: int, batch: TokenBatch, context: dict[str, Any]) -> None:
         b_idx, q_idx, q_tok = context["rows"]
         n_q, n_k = context["shape"]
         n_heads, n_layers = self.info.n_heads, len(self.hook_names(self.info))
-        # only the tracked query rows reach float64 (gathered, one layer at a time)
-        rows = activation[b_idx, :, q_idx].transpose(0, 1).double()  # head row k
-        pair_ids = context["pair_ids"]
+        stop = start + block.shape[2]
+        here = (q_idx >= start) & (q_idx < stop)  # the tracked query rows this block holds
+        pairs_here = (context["pair_query"] >= start) & (context["pair_query"] < stop)
+        # only the tracked query rows reach float64 (gathered, one block of a layer at a time)
+        rows = block[b_idx[here], :, q_idx[here] - start].transpose(0, 1).double()  # head row k
+        pair_ids = context["pair_ids"][pairs_here]
         offsets = torch.arange(n_heads, device=pair_ids.device)[:, None] * (n_q * n_k)
-        values = rows[:, context["mask"]]  # [head pair]
+        values = rows[:, context["mask"][here]]  # [head pair]
         mass = torch.bincount((offsets + pair_ids[None, :]).flatten(), weights=values.flatten(),
                               minlength=n_heads * n_q * n_k)
         self._add_at("mass", index, n_layers, mass.reshape(n_heads, n_q, n_k))
         if self.distance_matched:
-            self._update_distance_matched(index, n_layers, context["matched"], pair_ids, values, (n_q, n_k))
+            n_visible, query_bins = context["matched"]
+            self._update_distance_matched(index, n_layers, (n_visible[pairs_here], query_bins[pairs_here]), pair_ids,
+                                          values, (n_q, n_k))
         entropy = entropy_nats(rows)  # [head row]
         summed = torch.zeros(n_heads, n_q, dtype=torch.float64, device=entropy.device)
-        self._add_at("entropy", index, n_layers, summed.index_add_(1, q_tok, entropy))
+        self._add_at("entropy", index, n_layers, summed.index_add_(1, q_tok[here], entropy))
 
     def _distance_context(self, batch: TokenBatch, spec: PairSpec, query: tuple[Tensor, Tensor, Tensor],
                           mask: Tensor, pair_ids: Tensor, shape: tuple[int, int]) -> tuple[Tensor, Tensor]:

@@ -205,13 +205,13 @@ def test_text_windows_never_exceed_the_context():
 
 def test_apply_overrides_python_api():
     from analyses.config_overrides import apply_overrides
-    from analyses.scansnap.experiment import PRESETS
+    from analyses.scansnap.config import PRESETS
 
     config = PRESETS["fast"]
-    assert apply_overrides(config, ["sweep_eta_z=(0.5, 2)", " seed = 3 "]).sweep_eta_z == (0.5, 2.0)
-    assert apply_overrides(config, ["sweep_num_last=(4,)"]).sweep_num_last == (4,)
+    assert apply_overrides(config, ["sweep.eta_z=(0.5, 2)", " seed = 3 "]).sweep.eta_z == (0.5, 2.0)
+    assert apply_overrides(config, ["sweep.num_last=(4,)"]).sweep.num_last == (4,)
     with pytest.raises(ConfigError, match="expected comma-separated numbers"):
-        apply_overrides(config, ["sweep_eta_z=0.5,,2"])
+        apply_overrides(config, ["sweep.eta_z=0.5,,2"])
     with pytest.raises(ConfigError, match="given twice"):
         apply_overrides(config, ["seed=1", "seed=1"])
 

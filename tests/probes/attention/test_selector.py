@@ -12,7 +12,7 @@ from probes.attention.generalized_induction import parent_match_mask
 from probes.core.result import results_close
 from probes.attention.selector import ParentSubsetAttentionProbe, SelectorWeightProbe, distance_subsets
 from tests.probes.attention.test_generalized_induction import TrigramRuleModel
-from toymodels.induction.model import SUBSET_WEIGHTS_HOOK, SimplifiedInductionConfig, SimplifiedInductionModel
+from toymodels.induction import SUBSET_WEIGHTS_HOOK, SimplifiedInductionConfig, SimplifiedInductionModel
 
 
 def test_selector_share_reads_the_models_normalised_subset_weights():

@@ -43,8 +43,12 @@ def _tokens(n_rows: int = 2, n_pos: int = 40, seed: int = 0) -> torch.Tensor:
 def _suite(d_vocab: int) -> list[probes.Probe]:
     labels = torch.arange(d_vocab) % 5
     labels[:3] = -1
+    tracked = _tokens(seed=0)[0, :12].unique().tolist()  # tokens the probed batches hold
     return [probes.HeadScoreProbe(), probes.GeneralizedInductionProbe(3),
-            probes.TopicAttentionProbe(labels, n_permutations=6, permutation_seed=2), probes.SameTokenAttentionProbe(labels)]
+            probes.TopicAttentionProbe(labels, n_permutations=6, permutation_seed=2), probes.SameTokenAttentionProbe(labels),
+            probes.CopierProbe(max_distance=3),
+            probes.KeyTokenAttentionProbe(tracked, tracked, distance_matched=True),
+            probes.KeyTokenAttentionProbe(tracked[:4], None, query_position="last", window=6)]
 
 
 @pytest.mark.parametrize("kind", RANDOM_CHECKPOINT_KINDS)
@@ -86,9 +90,19 @@ def test_the_suite_in_blocks_equals_the_suite_on_whole_patterns(checkpoints, kin
     assert len(fired_in_blocks_run) == info.n_layers
 
 
+class WholeLayers(probes.CopierProbe):
+    """A layerwise probe written with ``_update_layer`` only: it needs each layer's whole pattern."""
+
+    def _update_layer(self, index, activation, batch, context):
+        probes.CopierProbe._update_rows(self, index, activation, 0, batch, context)
+
+    _update_rows = probes.LayerwiseProbe._update_rows
+
+
 def test_a_probe_that_needs_whole_layers_keeps_the_whole_patterns(checkpoints, caplog):
     model = checkpoints["gpt_neox"]
-    make = lambda: [probes.HeadScoreProbe(), probes.CopierProbe(max_distance=2)]  # noqa: E731
+    assert not WholeLayers.folds_query_rows() and probes.CopierProbe.folds_query_rows()
+    make = lambda: [probes.HeadScoreProbe(), WholeLayers(max_distance=2)]  # noqa: E731
     with caplog.at_level("INFO", logger="probes.core.runner"):
         got = probes.run_probes(model, make(), [_tokens()], progress=False, max_pattern_bytes=0)
     assert "needs whole layers" in caplog.text
@@ -129,7 +143,7 @@ def test_rows_arrive_once_each_in_order():
     probe.fold_rows(pattern_hook(0), pattern[:, :, :5], 0, batch)
     with pytest.raises(probes.ProbeStateError, match="in order"):
         probe.fold_rows(pattern_hook(0), pattern[:, :, 6:], 6, batch)
-    copier = probes.CopierProbe().bind(info)
-    copier.begin_batch(batch)
+    whole = WholeLayers().bind(info)
+    whole.begin_batch(batch)
     with pytest.raises(probes.ProbeStateError, match="whole layers only"):
-        copier.fold_rows(pattern_hook(0), pattern, 0, batch)
+        whole.fold_rows(pattern_hook(0), pattern, 0, batch)
