@@ -3,27 +3,20 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import logging
 import shutil
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import probes
+from analyses.experiments import TOY_EXPERIMENTS, toy_experiment
 from probes.text.corpora import check_corpus_spec
 from probes.core.errors import ConfigError, InputError, MechprobeError
 from probes.core.loading import check_device
-from toymodels.errors import CheckpointError, ToyConfigError, TrainingDiverged
-
-# name -> module with PRESETS (name -> frozen config) and run(config, out_dir, *, progress) -> summary dict
-TOY_EXPERIMENTS = {
-    "topic": "analyses.topic.experiment",
-    "scansnap": "analyses.scansnap.experiment",
-    "induction": "analyses.induction.experiment",
-}
-
+from toymodels.errors import TrainingDiverged, TrainingInterrupted
 
 class UsageError(Exception):
     """A command-line usage error (unknown flag, missing argument, bad int); exits 2 in one line."""
@@ -34,10 +27,6 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str):  # type: ignore[override]
         raise UsageError(f"{self.prog}: error: {message}. See {self.prog} --help.")
-
-
-def _toy_module(name: str):
-    return importlib.import_module(TOY_EXPERIMENTS[name])
 
 
 def _add_device_flags(parser: argparse.ArgumentParser) -> None:
@@ -161,7 +150,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _run_toy(args: argparse.Namespace) -> int:
     from analyses.config_overrides import apply_overrides
-    from analyses.paper_result import PaperResult
 
     if args.dtype is not None:
         raise ConfigError(
@@ -174,7 +162,7 @@ def _run_toy(args: argparse.Namespace) -> int:
         if any(o.partition("=")[0].strip() == "device" for o in overrides):
             raise ConfigError("--device and --set device=... both set the device; give only one of them.")
         overrides.append(f"device={args.device}")
-    module = _toy_module(args.experiment)
+    module = toy_experiment(args.experiment)
     presets = module.PRESETS
     if args.list_presets:
         import dataclasses
@@ -195,14 +183,15 @@ def _run_toy(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     try:
         result = module.run(config, out, progress=not args.no_progress)
-        summary = result.summary() if isinstance(result, PaperResult) else result  # TRANSITION: typed results
-    except (MechprobeError, ToyConfigError, OSError):
-        # Bad input found during the run: take back the folder this command made. (A diverged or
-        # interrupted run keeps its folder and checkpoints; so does a folder that already existed.)
+    except (TrainingDiverged, TrainingInterrupted):
+        raise  # a diverged or interrupted run keeps its folder and checkpoints
+    except (MechprobeError, OSError):
+        # Bad input found during the run: take back the folder this command made (a folder that
+        # already existed is kept).
         if created is not None:
             shutil.rmtree(created, ignore_errors=True)
         raise
-    shown = {k: v for k, v in summary.items() if k not in ("settings", "sweep") and not isinstance(v, (dict, list))}
+    shown = {k: v for k, v in result.summary().items() if not isinstance(v, (dict, list, tuple))}
     for key, value in shown.items():
         print(f"{key}: {value:.4g}" if isinstance(value, float) else f"{key}: {value}")
     print(f"wrote {out / 'summary.json'}")
@@ -273,7 +262,7 @@ def report_config(args: argparse.Namespace):
 def _run_report(args: argparse.Namespace) -> int:
     import dataclasses
 
-    from analyses.report.build import TOY_MODULES, run_report
+    from analyses.report.build import run_report
 
     if args.list_settings:
         print(json.dumps(dataclasses.asdict(report_config(args)), indent=2))
@@ -291,8 +280,8 @@ def _run_report(args: argparse.Namespace) -> int:
     config = report_config(args)
     check_corpus_spec(config.corpus, config.text_column)
     if config.toys:
-        for name, module_name in TOY_MODULES.items():
-            presets = importlib.import_module(module_name).PRESETS
+        for name in config.toys:
+            presets = toy_experiment(name).PRESETS
             if config.toy_preset not in presets:
                 raise ConfigError(
                     f"--toy-preset {config.toy_preset!r}: the {name} toy has no such preset; choose from "
@@ -342,7 +331,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"report rendered: {render_report(args.folder)}")
             return 0
         return _run_toy(args)
-    except (MechprobeError, ToyConfigError, CheckpointError, TrainingDiverged, OSError) as error:
+    except TrainingInterrupted as error:
+        if args.debug:
+            raise
+        print(f"mechprobe: {' '.join(str(error).split())}", file=sys.stderr)
+        return 128 + signal.SIGTERM
+    except (MechprobeError, OSError) as error:  # every mechprobe error, toy training's included
         if args.debug:
             raise
         message = " ".join(str(error).split())  # one line, whatever the library wrote

@@ -1,4 +1,9 @@
-"""``--set key=value`` overrides for the typed, frozen experiment configs."""
+"""Typed, frozen experiment configs from text: ``--set key=value`` overrides, TOML files, saved settings.
+
+:func:`apply_overrides` applies ``key=value`` assignments (dotted keys reach nested sections),
+:func:`toml_assignments` reads them from a TOML file, and :func:`config_from_dict` rebuilds a config
+from the ``dataclasses.asdict`` document a run saved (``summary.json["settings"]``).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,7 @@ import math
 import sys
 import types
 import typing
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -102,8 +107,13 @@ def apply_overrides(config: C, assignments: Sequence[str], *, flag: str = "--set
     (``topics.n_topics=20``). Unknown keys, keys given twice and unparsable values raise
     :class:`ConfigError` naming the expected form (``flag`` names where the assignment came from);
     each config's own validation runs on the result.
-    Example: ``apply_overrides(PRESETS["fast"], ["seed=3", "lr=0.01"])``.
+    Example: ``apply_overrides(PRESETS["paper"], ["seed=3", "train.eta_z=2"])`` (a Scan and Snap config).
     """
+    return _apply(config, assignments, flag, "")
+
+
+def _apply(config: C, assignments: Sequence[str], flag: str, prefix: str) -> C:
+    """apply_overrides on a section whose dotted path is ``prefix`` ("" at the top)."""
     if not dataclasses.is_dataclass(config):
         raise TypeError(f"apply_overrides expects a dataclass instance; got {type(config).__name__}")
     hints = typing.get_type_hints(type(config))
@@ -120,34 +130,61 @@ def apply_overrides(config: C, assignments: Sequence[str], *, flag: str = "--set
             close = difflib.get_close_matches(head, names, n=1)
             guess = f" Did you mean {close[0]}?" if close else ""
             raise ConfigError(
-                f"{flag} {key}: unknown setting for {type(config).__name__}.{guess} Known settings: {', '.join(names)}."
+                f"{flag} {prefix}{key}: unknown setting for {type(config).__name__}.{guess} Known settings: {', '.join(names)}."
             )
         if dot:
             if not dataclasses.is_dataclass(getattr(config, head)):
-                raise ConfigError(f"{flag} {key}: {head} is a single value, not a section with settings of its own.")
+                raise ConfigError(f"{flag} {prefix}{key}: {head} is a single value, not a section with settings of its own.")
             nested.setdefault(head, []).append(f"{rest}={value}")
             continue
         if key in changes or key in nested:
-            raise ConfigError(f"{flag} {key} is given twice; give each setting once.")
+            raise ConfigError(f"{flag} {prefix}{key} is given twice; give each setting once.")
         annotation = hints[key]
         try:
             changes[key] = _parse(value.strip(), annotation)
         except TypeError:
             if dataclasses.is_dataclass(getattr(config, key)):
-                raise ConfigError(f"{flag} {key}: a section; set its fields as {key}.NAME=VALUE.") from None
-            raise ConfigError(f"{flag} {key}: this setting cannot be set from the command line.") from None
+                raise ConfigError(f"{flag} {prefix}{key}: a section; set its fields as {prefix}{key}.NAME=VALUE.") from None
+            raise ConfigError(f"{flag} {prefix}{key}: this setting cannot be set from the command line.") from None
         except ValueError:
             example = _example(getattr(config, key))
-            hint = f", e.g. {flag} {key}={example} (the current value)" if example else ""
-            raise ConfigError(f"{flag} {key}={value.strip()}: expected {_describe(annotation)}{hint}.") from None
+            hint = f", e.g. {flag} {prefix}{key}={example} (the current value)" if example else ""
+            raise ConfigError(f"{flag} {prefix}{key}={value.strip()}: expected {_describe(annotation)}{hint}.") from None
     for head, inner in nested.items():
         if head in changes:
-            raise ConfigError(f"{flag} {head} is given twice; give each setting once.")
-        changes[head] = apply_overrides(getattr(config, head), inner, flag=f"{flag} {head}.")
+            raise ConfigError(f"{flag} {prefix}{head} is given twice; give each setting once.")
+        changes[head] = _apply(getattr(config, head), inner, flag, f"{prefix}{head}.")
     try:
         return dataclasses.replace(config, **changes)
     except (ValueError, TypeError) as error:  # the config's own validation (ToyConfigError is a ValueError)
         raise ConfigError(str(error)) from error
+
+
+def config_sections(kind: type) -> dict[str, type]:
+    """The fields of the config class ``kind`` that are configs of their own (its sections), by name."""
+    hints = typing.get_type_hints(kind)
+    return {f.name: hints[f.name] for f in dataclasses.fields(kind) if dataclasses.is_dataclass(hints[f.name])}
+
+
+def config_from_dict(kind: type[C], values: Mapping[str, Any], *, prefix: str = "") -> C:
+    """The ``kind`` config whose ``dataclasses.asdict`` is ``values``: sections rebuilt as their own configs,
+    lists as tuples, fields the config derives itself (``init=False``) skipped, unknown keys refused.
+
+    Example: ``config_from_dict(ScanSnapConfig, dataclasses.asdict(config)) == config``.
+    """
+    if not isinstance(values, Mapping):
+        raise ConfigError(f"settings{'.' + prefix[:-1] if prefix else ''} must be a mapping; got {values!r}.")
+    fields = dataclasses.fields(kind)
+    names = {f.name for f in fields if f.init}
+    unknown = sorted(set(values) - {f.name for f in fields})
+    if unknown:
+        raise ConfigError(f"Unknown {kind.__name__} settings {', '.join(prefix + u for u in unknown)}; known: "
+                          f"{', '.join(sorted(names))} (settings written by an older mechprobe: run the "
+                          f"experiment again).")
+    sections = config_sections(kind)
+    return kind(**{key: config_from_dict(sections[key], value, prefix=f"{prefix}{key}.") if key in sections
+                   else tuple(value) if isinstance(value, list) else value
+                   for key, value in values.items() if key in names})
 
 
 def toml_assignments(path: str | Path) -> list[str]:

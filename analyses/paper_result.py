@@ -90,6 +90,11 @@ class PaperResult:
     def from_summary(cls: type[R], document: Mapping[str, Any]) -> R:
         raise NotImplementedError
 
+    def toy_findings(self) -> Mapping[str, Mapping[str, Any]]:
+        """The findings this toy reports in the pretrained models' schema (the report's verdict table); none
+        unless the paper's experiment measures them."""
+        return {}
+
     def to_json(self) -> str:
         """The summary as strict JSON text (non-finite numbers as ``null``)."""
         return json.dumps(json_ready(self.summary()), indent=2, allow_nan=False)

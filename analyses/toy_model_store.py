@@ -22,7 +22,7 @@ from safetensors.torch import save_model as save_weights
 from probes.core.atomic import atomic_write_text
 from probes.core.errors import InputError, ModelError
 from probes.core.loading import load_model
-from toymodels.induction.model import FullInductionModel, SimplifiedInductionConfig, SimplifiedInductionModel
+from toymodels.induction import FullInductionModel, SimplifiedInductionConfig, SimplifiedInductionModel
 from toymodels.scansnap.model import YZModelConfig, YZTransformer
 from toymodels.topic.model import TopicModel, TopicModelConfig
 

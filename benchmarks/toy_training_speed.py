@@ -37,17 +37,16 @@ from pathlib import Path
 import torch
 
 from analyses.induction.experiment import PRESETS as INDUCTION_PRESETS
-from analyses.scansnap.experiment import PRESETS as SCANSNAP_PRESETS
+from analyses.scansnap.config import PRESETS as SCANSNAP_PRESETS
 from analyses.topic.experiment import PRESETS as TOPIC_PRESETS
 from toymodels.scansnap.data import CooccurrenceData
-from toymodels.induction.model import FullInductionModel, SimplifiedInductionModel
+from toymodels.induction import FullInductionModel, SimplifiedInductionModel
 from toymodels.induction.training import SimplifiedTraining, train_simplified
-from toymodels.topic.data import mask_documents, sample_documents
 from toymodels.induction.data import sample_markov_icl
-from toymodels.scansnap.model import YZModelConfig, YZTransformer
+from toymodels.scansnap.model import YZTransformer
 from toymodels.scansnap.training import train_on_cooccurrence
 from toymodels.topic.model import TopicModel
-from toymodels.topic.training import train_topic_model
+from toymodels.topic.training import MaskedLMData, train_topic_model
 
 REFERENCE = {
     "scansnap steps/s": 62.5,
@@ -81,10 +80,10 @@ def _wall(command: list[str]) -> float:
 
 
 def scansnap(steps: int, repeats: int) -> dict[str, float]:
-    config = dataclasses.replace(SCANSNAP_PRESETS["paper"], n_steps=steps)
-    data = CooccurrenceData(config.data_config())
-    model = YZTransformer(YZModelConfig(d_vocab=data.d_vocab, n_ctx=config.seq_len, init=config.init,
-                                        seed=config.seed))
+    paper = SCANSNAP_PRESETS["paper"]
+    config = dataclasses.replace(paper, train=dataclasses.replace(paper.train, n_steps=steps))
+    data = CooccurrenceData(config.data)
+    model = YZTransformer(config.model_config())
     supports = [data.support(f) for f in range(data.n_facts)]
 
     def record(step, trained, history) -> None:
@@ -92,7 +91,7 @@ def scansnap(steps: int, repeats: int) -> dict[str, float]:
         [expected[f, supports[f]].float() for f in range(data.n_facts)]
 
     clock = StepClock()
-    train_on_cooccurrence(model, data, config.train_config(), callbacks=[record, clock])
+    train_on_cooccurrence(model, data, config.train, callbacks=[record, clock])
     # fresh interpreters, interleaved: the floor (torch + transformer_lens), our imports, the whole command
     walls: dict[str, list[float]] = {"floor s": [], "imports s": [], "whole process s": []}
     for _ in range(repeats):
@@ -100,7 +99,7 @@ def scansnap(steps: int, repeats: int) -> dict[str, float]:
         walls["imports s"].append(_wall([sys.executable, "-c", "import analyses.cli, analyses.scansnap.experiment"]))
         with tempfile.TemporaryDirectory() as out:
             walls["whole process s"].append(_wall([str(Path(sys.executable).parent / "mechprobe"), "toy", "scansnap",
-                                                   "--preset", "paper", "--set", "train_standard=false", "--out", out]))
+                                                   "--preset", "paper", "--set", "standard.enabled=false", "--out", out]))
     return {"steps/s": clock.rate(1), **{k: statistics.median(v) for k, v in walls.items()}}
 
 
@@ -116,7 +115,9 @@ from pathlib import Path
 import analyses.cli, analyses.scansnap.experiment as scansnap
 stamps.append(time.perf_counter())
 torch.set_num_threads(1)
-main = scansnap.main_run(dataclasses.replace(scansnap.PRESETS["paper"], train_standard=False), progress=False)
+paper = scansnap.PRESETS["paper"]
+main = scansnap.main_run(dataclasses.replace(paper, standard=dataclasses.replace(paper.standard, enabled=False)),
+                         progress=False)
 stamps.append(time.perf_counter())
 import matplotlib
 matplotlib.use("Agg")
@@ -124,7 +125,7 @@ import matplotlib.pyplot
 stamps.append(time.perf_counter())
 out = Path(tempfile.mkdtemp())
 scansnap.plot_heatmap(main, out / "heatmap.png")
-scansnap.plot_loss(main, out / "loss.png")
+scansnap.plot_loss(main.history, out / "loss.png")
 stamps.append(time.perf_counter())
 print(*(b - a for a, b in zip(stamps, stamps[1:])))
 """
@@ -153,10 +154,9 @@ def induction(steps_per_stage: int, full_steps_per_stage: int) -> dict[str, floa
     out: dict[str, float] = {"data 10k s": data_s}
     for name, per_stage in (("simplified", steps_per_stage), ("full", full_steps_per_stage)):
         model = induction_model(config, name)
-        training = SimplifiedTraining(schedule="staged", stage_steps=(per_stage,) * 3, lr_c=config.lr_c,
-                                      lr_w=config.lr_w, lr_a=config.lr_a, batch_size=0)
+        training = dataclasses.replace(config.train, stage_steps=(per_stage,) * 3, batch_size=0, seed=0)
         clock = StepClock()
-        train_simplified(model, train_tokens, training, generator=torch.Generator().manual_seed(0), callbacks=[clock])
+        train_simplified(model, train_tokens, training, callbacks=[clock])
         for i, stage in enumerate("cwa"):
             # stamp j follows step j + 1; stage i's steps end at stamps i*k .. (i+1)*k - 1 (step 1 excluded)
             out[f"{name} steps/s stage {stage}"] = clock.rate(max(i * per_stage - 1, 0), (i + 1) * per_stage)
@@ -166,17 +166,14 @@ def induction(steps_per_stage: int, full_steps_per_stage: int) -> dict[str, floa
 
 def topic(steps: int, batch_size: int) -> dict[str, float]:
     config = TOPIC_PRESETS["paper"]
-    lda, masking = config.lda(), config.masking()
-    generator = torch.Generator().manual_seed(config.seed)
     start = time.perf_counter()
-    documents = sample_documents(lda, config.n_documents, generator)
-    mask_documents(documents, masking, generator, lda=lda)
+    data = MaskedLMData(config.lda, config.masking, config.data, seed=config.seed)  # samples and masks the documents
     data_s = time.perf_counter() - start
-    model = TopicModel(config.model(embedding="trained"))
-    training = dataclasses.replace(config.training("joint", steps), batch_size=batch_size)
+    model = TopicModel(config.model_config(embedding="trained"))
+    training = dataclasses.replace(config.training("joint"), n_steps=steps, batch_size=batch_size)
     clock = StepClock()
-    train_topic_model(model, lda, masking, training, seed=config.seed, callbacks=[clock])
-    return {"data s": data_s, "documents": config.n_documents, "sequences/s": clock.rate(1) * batch_size}
+    train_topic_model(model, data, training, callbacks=[clock])
+    return {"data s": data_s, "documents": config.data.n_documents, "sequences/s": clock.rate(1) * batch_size}
 
 
 def main() -> None:

@@ -15,7 +15,7 @@ from analyses.induction import experiment as toy_induction
 
 
 def main(out_dir: Path) -> dict[str, float]:
-    # the toy: train the fast preset (about 10 s); its summary holds the layer-2 generalized induction score
+    # the toy: train the fast preset (about 10 s); its result holds the layer-2 generalized induction score
     toy = toy_induction.run(toy_induction.PRESETS["fast"], out_dir / "toy", progress=False)
     # the pretrained model and the same architecture with random weights, on repeated random tokens
     model = probes.load_model("smollm2-135m")
@@ -26,9 +26,9 @@ def main(out_dir: Path) -> dict[str, float]:
         layer, head, score = scores.top_heads("induction", 1)[0]
         found[name] = score
         print(f"{name:>15}: best induction head L{layer}H{head} {score:.3f} (chance {scores.chance['induction']:.3f})")
-    print(f"{'toy (Chen et al.)':>15}: generalized induction {toy['generalized_induction_score']:.3f} "
-          f"(chance {toy['generalized_induction_chance']:.3f})")
-    return {"toy": toy["generalized_induction_score"], **found}
+    print(f"{'toy (Chen et al.)':>15}: generalized induction {toy.generalized_induction_score:.3f} "
+          f"(chance {toy.generalized_induction_chance:.3f})")
+    return {"toy": toy.generalized_induction_score, **found}
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """Checks of settings shared by every config: each raises the caller's error class with the setting's name,
 the allowed range and the value it got.
 
-Example: ``at_least("n_steps", self.n_steps, 1)`` in a config's ``__post_init__`` raises
-``ConfigError("n_steps must be >= 1; got 0.")``; toy configs pass ``error=ToyConfigError``.
+Example: ``integer("n_steps", self.n_steps, 1)`` in a config's ``__post_init__`` raises
+``ConfigError("n_steps must be an integer >= 1; got 0.")``; toy configs pass ``error=ToyConfigError``.
 """
 
 from __future__ import annotations
@@ -19,6 +19,14 @@ def integer(name: str, value: Any, minimum: int = 1, *, error: type[Exception] =
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise error(f"{name} must be an integer >= {minimum}; got {value!r}.")
     return value
+
+
+def integers(owner: Any, names: Iterable[str], minimum: int = 1, *, prefix: str = "",
+             error: type[Exception] = ConfigError) -> None:
+    """Each attribute ``names`` of ``owner`` is an int >= ``minimum`` (named ``prefix + name`` in errors: the
+    common ``__post_init__`` loop of a config section such as ``wikitext.``)."""
+    for name in names:
+        integer(f"{prefix}{name}", getattr(owner, name), minimum, error=error)
 
 
 def at_least(name: str, value: Any, minimum: float, *, error: type[Exception] = ConfigError) -> None:
@@ -48,9 +56,3 @@ def one_of(name: str, value: Any, choices: Iterable[Any], *, error: type[Excepti
     options = list(choices)
     if value not in options:
         raise error(f"{name} must be one of {', '.join(map(repr, options))}; got {value!r}.")
-
-
-def all_at_least(names: Iterable[str], owner: Any, minimum: float, *, error: type[Exception] = ConfigError) -> None:
-    """Each attribute ``names`` of ``owner`` is >= ``minimum`` (the common ``__post_init__`` loop)."""
-    for name in names:
-        at_least(name, getattr(owner, name), minimum, error=error)

@@ -17,7 +17,8 @@ import pytest
 import torch
 
 import probes
-from analyses.cli import TOY_EXPERIMENTS, _toy_module, main
+from analyses.cli import main
+from analyses.experiments import TOY_EXPERIMENTS, toy_experiment
 from tests.random_checkpoints import make_random_checkpoint
 
 pytestmark = [pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"), pytest.mark.slow]
@@ -85,16 +86,27 @@ def test_the_probe_suite_on_cuda_equals_the_cpu(smollm2):
         assert probes.core.result.results_close(a, b, rtol=1e-3, atol=1e-5), type(a).__name__
 
 
-TINY_SETTINGS = {"n_steps": 20, "steps_c": 2, "steps_w": 2, "steps_a": 2, "n_train": 32, "n_val": 16,
-                 "joint_steps": 10, "two_stage_steps": 20, "n_documents": 128, "eval_sequences": 16,
-                 "probe_sequences": 8, "epochs": 1, "max_batches": 4}
+TINY_SETTINGS = {"train.n_steps": 20, "train.stage_steps": "2,2,2", "standard_train.n_steps": 20,
+                 "n_train": 32, "n_val": 16, "probe_sequences": 8,                           # induction
+                 "joint.n_steps": 10, "uniform.n_steps": 10, "fixed_value.n_steps": 10,
+                 "two_stage.n_steps": 20, "standard.n_steps": 20, "data.n_documents": 128,  # topic (standard: both)
+                 "eval_sequences": 16, "wikitext.train.epochs": 1, "wikitext.train.max_steps": 20}  # scansnap
+
+
+def _has_setting(config, key: str) -> bool:
+    """Whether the (dotted) ``key`` names a field of ``config`` or of one of its sections."""
+    for name in key.split("."):
+        if not dataclasses.is_dataclass(config) or name not in {f.name for f in dataclasses.fields(config)}:
+            return False
+        config = getattr(config, name)
+    return True
 
 
 @pytest.mark.parametrize("toy, preset", [(toy, preset) for toy in sorted(TOY_EXPERIMENTS)
-                                         for preset in _toy_module(toy).PRESETS])
+                                         for preset in toy_experiment(toy).PRESETS])
 def test_every_toy_preset_runs_on_cuda(tmp_path, capsys, toy, preset):
-    fields = {field.name for field in dataclasses.fields(_toy_module(toy).PRESETS[preset])}
-    settings = [f"{key}={value}" for key, value in TINY_SETTINGS.items() if key in fields]
+    settings = [f"{key}={value}" for key, value in TINY_SETTINGS.items()
+                if _has_setting(toy_experiment(toy).PRESETS[preset], key)]
     out = tmp_path / f"{toy}-{preset}"
     argv = ["toy", toy, "--preset", preset, "--device", "cuda", "--no-progress", "--out", str(out)]
     assert main([*argv, *(arg for setting in settings for arg in ("--set", setting))]) == 0

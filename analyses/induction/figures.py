@@ -1,14 +1,19 @@
 """Figures of ``mechprobe toy induction`` (matplotlib, Agg): parent shares, copier heatmaps, the
-layer-2 attention of one sequence, and the loss against the optimal estimator."""
+layer-2 attention of one sequence, and the loss against the optimal estimator; :func:`write_figures`
+draws them all for a finished run."""
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from probes.attention.generalized_induction import parent_match_mask
+from probes.core.batch import as_token_batch
+from probes.core.model_info import ModelInfo
+from probes.core.runner import capture, model_device
 from toymodels.training import History
 
 
@@ -95,3 +100,23 @@ def plot_loss(history: History, optimal_train: float, optimal_val: float, path: 
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def write_figures(model: torch.nn.Module, history: History, trajectory: dict[str, Any] | None, *,
+                  example: torch.Tensor, true_label: str, copier_mass: list[list[float]], best_head: int, order: int,
+                  objective: str, optimal_train: float, optimal_val: float, out_dir: Path) -> None:
+    """Every figure of a run into ``out_dir``: parent shares, the trajectory (models with a selector), the
+    copier heatmaps and the layer-2 attention of ``example`` [1, pos], and the loss against the optimum."""
+    from analyses.induction.trajectory import plot_trajectory
+
+    with torch.no_grad():
+        acts = capture(model, as_token_batch(example, ModelInfo.of(model)).to(model_device(model)),
+                       ["blocks.0.attn.hook_pattern", "blocks.1.attn.hook_pattern"])
+    acts = {name: pattern.cpu() for name, pattern in acts.items()}
+    plot_parent_share(history, out_dir / "parent_share.png", true_label)
+    if trajectory:
+        plot_trajectory(trajectory, out_dir / "trajectory.png", true_label=true_label, objective=objective)
+    plot_copier_heatmaps(acts["blocks.0.attn.hook_pattern"][0].float(), copier_mass, out_dir / "copier_heatmaps.png")
+    plot_layer2_example(example[0], acts["blocks.1.attn.hook_pattern"][0, best_head].float(), order,
+                        out_dir / "layer2_attention_example.png")
+    plot_loss(history, optimal_train, optimal_val, out_dir / "loss_vs_optimal.png")

@@ -12,18 +12,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from analyses.induction.config import PRESETS
 from analyses.paper_reference import CHEN_2024, PaperReference
 
 # the reference code's main-text run: RPE/results_paper/NGram/CWa_parent2_n10000_L100_S3_H3_1.0_optsgd_
 # w+3.0_w-0.1_D2_c_alpha_init0.01_a_init0.01_alpha0.1_n-epochs[50000]
-PAPER_RUN = {"model": "simplified", "schedule": "joint", "n_states": 3, "order": 3, "seq_len": 100, "alpha": 0.1,
-             "n_train": 9000, "n_val": 1000, "n_heads": 3, "max_subset": 2, "window": 3, "head_windows": "shifted",
-             "w_plus": 3.0, "w_minus": 0.1, "c_init": 0.01, "a_init": 0.01, "lr_c": 1.0, "lr_w": 1.0, "lr_a": 1.0,
-             "batch_size": 0, "empty_subset": True, "token_subsets": True, "loss": "probs_as_logits"}
+PAPER_RUN = {"model": "simplified", "train.schedule": "joint", "data.n_states": 3, "data.order": 3, "data.seq_len": 100,
+             "data.alpha": 0.1, "n_train": 9000, "n_val": 1000, "simplified.n_heads": 3, "simplified.max_subset": 2,
+             "simplified.window": 3, "simplified.head_windows": "shifted", "simplified.w_plus": 3.0,
+             "simplified.w_minus": 0.1, "simplified.c_init": 0.01, "simplified.a_init": 0.01, "train.lr_c": 1.0,
+             "train.lr_w": 1.0, "train.lr_a": 1.0, "train.batch_size": 0, "simplified.empty_subset": True,
+             "simplified.token_subsets": True, "train.loss": "probs_as_logits"}
 PAPER_STEPS = 50_000
 # RPE/results_paper/NGram/Full_parent2_n10000_L100_S3_H3_lr0.01_optsgd_w+3.0_w-0.01_D2_alpha0.1_n-epochs10000
-FULL_RUN = {**PAPER_RUN, "model": "full", "w_minus": 0.01, "lr_c": 0.01, "lr_w": 0.01, "lr_a": 0.01,
-            "qk_init": 0.01}
+FULL_RUN = {**PAPER_RUN, "model": "full", "simplified.w_minus": 0.01, "train.lr_c": 0.01, "train.lr_w": 0.01,
+            "train.lr_a": 0.01, "simplified.qk_init": 0.01}
 FULL_STEPS = 10_000
 
 COMMON_FOLLOWED = (
@@ -43,13 +46,21 @@ COMMON_FOLLOWED = (
 )
 
 
-def _differences(config: Any, run: dict[str, Any], steps: int, steps_field: str) -> list[str]:
+def _setting(config: Any, path: str) -> Any:
+    """The value of a dotted setting (``"train.lr_c"``) of an experiment config."""
+    value = config
+    for name in path.split("."):
+        value = getattr(value, name)
+    return value
+
+
+def _differences(config: Any, run: dict[str, Any], steps: int) -> list[str]:
     notes = []
     for name, value in run.items():
-        if getattr(config, name) != value:
-            notes.append(f"{name} = {getattr(config, name)!r} here; the reference run uses {value!r}.")
-    if getattr(config, steps_field) != steps:
-        notes.append(f"{getattr(config, steps_field)} steps (default; `--set n_steps={steps}` for the reference's "
+        if _setting(config, name) != value:
+            notes.append(f"{name} = {_setting(config, name)!r} here; the reference run uses {value!r}.")
+    if config.train.n_steps != steps:
+        notes.append(f"{config.train.n_steps} steps (default; `--set train.n_steps={steps}` for the reference's "
                      f"{steps:,}).")
     return notes
 
@@ -65,7 +76,7 @@ def induction_reference(config: Any) -> PaperReference:
                         "batches with a loss at every position: not the paper's model or training.",),
             followed=COMMON_FOLLOWED[:2])
     if config.model == "full":
-        deviations = _differences(config, FULL_RUN, FULL_STEPS, "n_steps")
+        deviations = _differences(config, FULL_RUN, FULL_STEPS)
         deviations += [
             "The reference's full-model class is not in the stored snapshot of its code; its training script "
             "(proj_init=0.01, q_k_o_v_list=[True, True]) and saved run names give lr, w+/w-, D, steps and the "
@@ -79,8 +90,8 @@ def induction_reference(config: Any) -> PaperReference:
                                          "with relative position bias, normalisation, polynomial selector, layer-2 "
                                          "classifier), joint SGD, 10,000 steps",
                               deviations=tuple(deviations), followed=COMMON_FOLLOWED)
-    if config.schedule == "joint":
-        deviations = _differences(config, PAPER_RUN, PAPER_STEPS, "n_steps")
+    if config.train.schedule == "joint":
+        deviations = _differences(config, PAPER_RUN, PAPER_STEPS)
         return PaperReference(
             paper=CHEN_2024,
             experiment="Main-text simulation of the simplified model trained jointly: the true-parent share "
@@ -102,7 +113,11 @@ def induction_reference(config: Any) -> PaperReference:
         experiment="The simplified model trained in stages (c, then w, then a), the order of the paper's "
                    "theoretical analysis; not a figure of the paper.",
         deviations=("Staged schedule with large per-part learning rates instead of the main-text joint run.",
-                    f"window = {config.window} shared by all heads; c_init = {config.c_init}, a_init = "
-                    f"{config.a_init}; loss = {config.loss}; candidate subsets without the empty and token ones "
-                    f"unless set."),
+                    f"window = {config.simplified.window} shared by all heads; c_init = {config.simplified.c_init}, "
+                    f"a_init = {config.simplified.a_init}; loss = {config.train.loss}; candidate subsets without the "
+                    f"empty and token ones unless set."),
         followed=COMMON_FOLLOWED[:2])
+
+
+PRESET_REFERENCES = {name: induction_reference(config) for name, config in PRESETS.items()}
+"""What each preset reproduces of the paper and where it differs (``summary.json["reference"]``)."""

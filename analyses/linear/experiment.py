@@ -40,7 +40,8 @@ from probes.core.model_info import ModelInfo
 from probes.linear.residual_hooks import residual_hooks
 from probes.core.runner import run_probes
 from probes.text.text_batches import text_token_batches
-from probes.text.topics import LdaTopicConfig, assign_word_topics, fit_lda_topics, token_topic_labels, words_of
+from probes.text.topics import LdaTopicConfig, assign_word_topics, fit_lda_topics, words_of
+from probes.text.token_topics import token_topic_labels
 
 log = logging.getLogger(__name__)
 TARGETS = ("parent", "topic", "next")
@@ -219,30 +220,29 @@ def toy_setup(toy: ToyModel, target: str, config: LinearProbeConfig) -> ProbeSet
     generator = torch.Generator().manual_seed(data_seed)
     n = config.toy_sequences
     if toy.experiment == "induction":
-        from analyses.induction.experiment import InductionExperimentConfig
+        from analyses.induction.config import InductionExperimentConfig
         from toymodels.induction.data import sample_markov_icl
 
-        experiment = _experiment_config(InductionExperimentConfig, toy.settings)
-        tokens = sample_markov_icl(experiment.data, n, experiment.seed + data_seed).tokens[:, :experiment.seq_len]
+        experiment = InductionExperimentConfig.from_settings(toy.settings)
+        chains = experiment.data
+        tokens = sample_markov_icl(chains, n, experiment.seed + data_seed).tokens[:, :chains.seq_len]
         beyond = experiment.model_config().max_distance + 1
-        distances = tuple(range(1, experiment.order + 1)) + (beyond,)
-        labels: LabelMaker = PreviousTokenLabels(distances, tuple(range(experiment.n_states)))
+        distances = tuple(range(1, chains.order + 1)) + (beyond,)
+        labels: LabelMaker = PreviousTokenLabels(distances, tuple(range(chains.n_states)))
     elif toy.experiment == "topic":
-        from analyses.topic.experiment import TopicExperimentConfig
+        from analyses.topic.config import TopicExperimentConfig
         from toymodels.topic.data import sample_documents
 
-        experiment = _experiment_config(TopicExperimentConfig, toy.settings)
-        lda = experiment.lda()
-        sampled = sample_documents(lda, n, generator, length=experiment.max_len)
+        lda = TopicExperimentConfig.from_settings(toy.settings).lda
+        sampled = sample_documents(lda, n, generator, length=lda.max_len)
         tokens = sampled.tokens
         labels = CombinedLabels(TokenClassLabels(lda.token_topics(), key="word", n_classes=lda.n_topics),
                                 RowLabels("document", sampled.theta.argmax(-1), n_classes=lda.n_topics))
     else:
-        from analyses.scansnap.experiment import ScanSnapConfig
+        from analyses.scansnap.config import ScanSnapConfig
         from toymodels.scansnap.data import CooccurrenceData
 
-        experiment = _experiment_config(ScanSnapConfig, toy.settings)
-        data = CooccurrenceData(experiment.data_config())
+        data = CooccurrenceData(ScanSnapConfig.from_settings(toy.settings).data)
         tokens, _, facts = data.sample(n, generator)
         labels = RowLabels("next", facts, positions="last", n_classes=data.n_facts)
     batches = [TokenBatch(part, torch.ones_like(part, dtype=torch.bool)) for part in tokens.split(32)]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
 import logging
 import random
@@ -12,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from analyses.paper_result import PaperResult
+from analyses.experiments import TOY_EXPERIMENTS, toy_experiment
 from analyses.report.compare import ToyRun, compare
 from analyses.linear.section import LinearReportConfig, load_linear_runs, run_linear_section, save_linear_runs, toy_folders
 from analyses.pretrained.measure import PretrainedConfig, PretrainedRun, probe_pretrained
@@ -25,9 +24,6 @@ from probes.core.loading import load_model, torch_dtype, weights_source
 from probes.text.topics import LdaTopicConfig, assign_word_topics, fit_lda_topics
 
 log = logging.getLogger(__name__)
-
-TOY_MODULES = {"topic": "analyses.topic.experiment", "scansnap": "analyses.scansnap.experiment", "induction": "analyses.induction.experiment"}
-
 
 @dataclass(frozen=True)
 class ReportConfig:
@@ -48,9 +44,9 @@ class ReportConfig:
     dtype: str = "float32"
 
     def __post_init__(self) -> None:
-        unknown = [t for t in self.toys if t not in TOY_MODULES]
+        unknown = [t for t in self.toys if t not in TOY_EXPERIMENTS]
         if unknown:
-            raise ConfigError(f"Unknown toy settings {unknown}; choose from {', '.join(TOY_MODULES)}.")
+            raise ConfigError(f"Unknown toy settings {unknown}; choose from {', '.join(TOY_EXPERIMENTS)}.")
         if not self.models and not self.toys:
             raise ConfigError("The report needs at least one pretrained model or one toy setting.")
         if self.max_documents < 2 or self.min_chars < 1:
@@ -67,7 +63,7 @@ def run_toys(config: ReportConfig, folder: Path, *, progress: bool) -> dict[str,
     """Train and probe each of ``config.toys`` (preset ``toy_preset``, on ``device``) into ``folder/toy/NAME``."""
     runs = {}
     for name in config.toys:
-        module = importlib.import_module(TOY_MODULES[name])
+        module = toy_experiment(name)
         if config.toy_preset not in module.PRESETS:
             raise ConfigError(f"The {name} toy has no preset {config.toy_preset!r}; choose from {', '.join(module.PRESETS)}.")
         out = folder / "toy" / name
@@ -75,10 +71,9 @@ def run_toys(config: ReportConfig, folder: Path, *, progress: bool) -> dict[str,
         start = time.perf_counter()
         toy_config = dataclasses.replace(module.PRESETS[config.toy_preset], device=config.device)
         result = module.run(toy_config, out, progress=progress)
-        summary = result.summary() if isinstance(result, PaperResult) else result  # TRANSITION: typed results
         log.info("toy %s: %.1f s", name, time.perf_counter() - start)
-        # as JSON keeps it, so a report rendered again from results/ reads exactly the same values
-        runs[name] = ToyRun(name, json.loads(json.dumps(summary)), out)
+        # as summary.json keeps it, so a report rendered again from results/ reads exactly the same values
+        runs[name] = ToyRun(name, module.result_from_summary(json.loads(result.to_json())), out)
     return runs
 
 

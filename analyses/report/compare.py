@@ -6,10 +6,12 @@ import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
+from analyses.induction.result import InductionResult
+from analyses.paper_result import PaperResult, json_ready
 from analyses.report.figures import layer_head_heatmaps, paired_bars
 from analyses.report.interactive import heatmap_view, pattern_view
 from analyses.linear.section import linear_section
@@ -17,25 +19,26 @@ from analyses.pretrained.measure import HeldOut, ModelMeasurements, PretrainedRu
 from analyses.report.document import Figure, Report, Section, Table, View
 from analyses.report.verdicts import verdict_section
 from probes.dynamics.embedding_topics import EMBEDDING_MEASURES
+from analyses.scansnap.result import ScanSnapResult
+from analyses.topic.result import TopicResult
 from probes.linear.probe import LinearProbeScores
+
+R = TypeVar("R", bound=PaperResult)
 
 
 @dataclass(frozen=True)
 class ToyRun:
-    """A finished toy experiment: its summary.json content and the folder holding its figures."""
+    """A finished toy experiment: its typed result and the folder holding its figures."""
 
     name: str
-    summary: dict[str, Any]
+    result: PaperResult
     folder: Path
 
 
-def _get(summary: Mapping[str, Any], *keys: str, default: Any = float("nan")) -> Any:
-    value: Any = summary
-    for key in keys:
-        if not isinstance(value, Mapping) or key not in value:
-            return default
-        value = value[key]
-    return value
+def _toy(toy: Mapping[str, ToyRun], name: str, kind: type[R]) -> R | None:
+    """The result of toy ``name`` when it ran and is a ``kind`` (a Scan and Snap WikiText run is not a ScanSnapResult)."""
+    run = toy.get(name)
+    return run.result if run is not None and isinstance(run.result, kind) else None
 
 
 def _measured(runs: Mapping[str, PretrainedRun]) -> list[tuple[str, ModelMeasurements]]:
@@ -58,11 +61,10 @@ HELD_COLUMNS = ["model", "statistic", "head", "value", "95% CI", "null", "p"]
 
 def _induction_section(toy: Mapping[str, ToyRun], runs: Mapping[str, PretrainedRun], figures: Path) -> Section:
     rows = []
-    if "induction" in toy:
-        s = toy["induction"].summary
-        rows.append(["toy: " + str(_get(s, "model", default="simplified")) + " model, Markov chains (Chen et al.)",
-                     "layer-2 generalized induction (n=3)", "", _get(s, "generalized_induction_score"), "",
-                     _get(s, "generalized_induction_chance"), ""])
+    if (induction := _toy(toy, "induction", InductionResult)) is not None:
+        rows.append([f"toy: {induction.model} model, Markov chains (Chen et al.)",
+                     "layer-2 generalized induction (n=3)", "", induction.generalized_induction_score, "",
+                     induction.generalized_induction_chance, ""])
     for label, measured in _measured(runs):
         held = measured.held_out
         rows.append(_held(label, "induction, repeated random tokens", held["induction_protocol"]))
@@ -98,10 +100,9 @@ def _topic_section(toy: Mapping[str, ToyRun], runs: Mapping[str, PretrainedRun],
         "(topic sizes kept), computed in the same pass; p is the permutation p-value. The best head (largest "
         "same-minus-different gap) is chosen on the even batches and measured on the odd ones."
     ]
-    if "topic" in toy:
-        s = toy["topic"].summary
+    if (topic := _toy(toy, "topic", TopicResult)) is not None:
         rows.append(["toy: 1-layer masked LM on LDA data (Li et al.)", "ratio, its only head", "L0H0",
-                     _get(s, "attention_ratio"), "", _get(s, "chance_ratio"), ""])
+                     topic.attention_ratio, "", topic.chance_ratio, ""])
     for label, measured in _measured(runs):
         rows.append(_held(label, "ratio, best head", measured.held_out["topic_attention_best_head"]))
         rows.append(_held(label, "ratio, mean over heads", measured.held_out["topic_attention_mean"]))
@@ -119,9 +120,8 @@ def _topic_section(toy: Mapping[str, ToyRun], runs: Mapping[str, PretrainedRun],
 
 def _embedding_section(toy: Mapping[str, ToyRun], runs: Mapping[str, PretrainedRun], figures: Path) -> Section:
     rows, groups, errors = [], {}, {}
-    if "topic" in toy:
-        s = toy["topic"].summary
-        same, different = _get(s, "embedding_same_topic_cosine"), _get(s, "embedding_different_topic_cosine")
+    if (topic := _toy(toy, "topic", TopicResult)) is not None:
+        same, different = topic.embedding_same_topic_cosine, topic.embedding_different_topic_cosine
         rows.append(["toy (trained embeddings)", "cosine", same, different, same - different, "", "", ""])
     for label, measured in _measured(runs):
         test = measured.embedding
@@ -148,10 +148,9 @@ def _embedding_section(toy: Mapping[str, ToyRun], runs: Mapping[str, PretrainedR
 
 def _cooccurrence_section(toy: Mapping[str, ToyRun], runs: Mapping[str, PretrainedRun]) -> Section:
     rows = []
-    if "scansnap" in toy:
-        s = toy["scansnap"].summary
+    if (scansnap := _toy(toy, "scansnap", ScanSnapResult)) is not None:
         rows.append(["toy: Y/Z model, Scan and Snap data (Tian et al.)", "attention vs P(key | query), distinct tokens",
-                     "L0H0", _get(s, "cooccurrence_spearman"), "", 0.0, ""])
+                     "L0H0", scansnap.cooccurrence_spearman, "", 0.0, ""])
     for label, measured in _measured(runs):
         c = measured.cooccurrence
         rows.append(_held(label, "distance-matched, best head", measured.held_out["cooccurrence_ordering"]))
@@ -171,24 +170,20 @@ def _cooccurrence_section(toy: Mapping[str, ToyRun], runs: Mapping[str, Pretrain
 
 def _toy_dynamics_section(toy: Mapping[str, ToyRun], figures: Path) -> Section:
     rows = []
-    if "scansnap" in toy:
-        s = toy["scansnap"].summary
-        rows += [["scansnap", "final loss", _get(s, "final_loss")], ["scansnap", "distinct mass", _get(s, "distinct_mass")],
-                 ["scansnap", "common mass", _get(s, "common_mass")], ["scansnap", "snap step", _get(s, "snap_step")],
-                 ["scansnap", "entropy (distinct, nats)", _get(s, "entropy")]]
-    if "topic" in toy:
-        s = toy["topic"].summary
-        rows += [["topic", "W_V block score", _get(s, "wv_block_score")],
-                 ["topic", "W_V moves at step", _get(s, "two_stage", "wv_moves_at")],
-                 ["topic", "W_K/W_Q move at step", _get(s, "two_stage", "wkq_moves_at")]]
-    if "induction" in toy:
-        s = toy["induction"].summary
-        rows += [["induction", "validation loss", _get(s, "val_loss")], ["induction", "optimal loss", _get(s, "optimal_loss")],
-                 ["induction", "true parent share", _get(s, "true_parent_share")],
-                 ["induction", "copier distances", str(_get(s, "copier_distance", default=""))]]
-    references = [[run.name, str(_get(run.summary, "reference", "paper", default="")),
-                   str(_get(run.summary, "reference", "experiment", default="")),
-                   len(_get(run.summary, "reference", "deviations", default=[]) or [])] for run in toy.values()]
+    if (scansnap := _toy(toy, "scansnap", ScanSnapResult)) is not None:
+        rows += [["scansnap", "final loss", scansnap.final_loss], ["scansnap", "distinct mass", scansnap.distinct_mass],
+                 ["scansnap", "common mass", scansnap.common_mass], ["scansnap", "snap step", scansnap.snap_step],
+                 ["scansnap", "entropy (distinct, nats)", scansnap.entropy]]
+    if (topic := _toy(toy, "topic", TopicResult)) is not None:
+        rows += [["topic", "W_V block score", topic.wv_block_score],
+                 ["topic", "W_V moves at step", topic.two_stage.wv_moves_at],
+                 ["topic", "W_K/W_Q move at step", topic.two_stage.wkq_moves_at]]
+    if (induction := _toy(toy, "induction", InductionResult)) is not None:
+        rows += [["induction", "validation loss", induction.val_loss], ["induction", "optimal loss", induction.optimal_loss],
+                 ["induction", "true parent share", induction.true_parent_share],
+                 ["induction", "copier distances", str(list(induction.copier_distance))]]
+    references = [[run.name, run.result.reference.paper, run.result.reference.experiment,
+                   len(run.result.reference.deviations)] for run in toy.values()]
     section = Section("Toy models: the papers' own claims", [
         "The paper-specific probes of each toy setting. Each toy's summary.json names the experiment it "
         "reproduces and lists every remaining deviation under reference.deviations."],
@@ -255,7 +250,7 @@ def compare(toy_runs: Mapping[str, ToyRun], pretrained_runs: Mapping[str, Pretra
                                      [[i, ", ".join(words), float(c)]
                                       for i, (words, c) in enumerate(zip(corpus["topics"], coherence))]))
     sections = [
-        verdict_section({name: run.summary for name, run in toy_runs.items()}, pretrained_runs),
+        verdict_section({name: run.result.toy_findings() for name, run in toy_runs.items()}, pretrained_runs),
         overview,
         _induction_section(toy_runs, pretrained_runs, figures),
         _topic_section(toy_runs, pretrained_runs, figures),
@@ -272,7 +267,7 @@ def compare(toy_runs: Mapping[str, ToyRun], pretrained_runs: Mapping[str, Pretra
     if pretrained_runs:
         sections.append(_interactive_section(pretrained_runs))
     summary = {
-        "toy": {name: run.summary for name, run in toy_runs.items()},
+        "toy": {name: json_ready(run.result.summary()) for name, run in toy_runs.items()},
         "pretrained": {name: run.summary() for name, run in pretrained_runs.items()},
         "corpus": dict(corpus or {}),
         "settings": dict(settings or {}),

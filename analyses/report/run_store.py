@@ -3,7 +3,7 @@
 Layout::
 
     results/report.json                     corpus, settings, the order of models and toy settings
-    results/toy/NAME.json                   each toy run's summary (exactly what the report used)
+    results/toy/NAME.json                   each toy run's summary.json document (loaded back as its typed result)
     results/pretrained/NN-MODEL/run.json    model facts, topic map counts, held-out statistics, findings
     results/pretrained/NN-MODEL/run.safetensors   topic labels per token, embedding null draws
     results/pretrained/NN-MODEL/{protocol,text_heads,generalized,topic,ordering}/   ProbeResult.save folders
@@ -11,8 +11,9 @@ Layout::
 
 Every per-head tensor is kept (not only the top heads). :func:`load_report_inputs` gives back what
 :func:`analyses.report.compare.compare` needs, so ``mechprobe render OUT`` rewrites report.md, report.html
-and summary.json byte for byte as the run wrote them. Numbers that are NaN are stored as JSON ``NaN``
-(Python's reading), so they come back as NaN, not as null.
+and summary.json byte for byte as the run wrote them. In the pretrained results numbers that are NaN are
+stored as JSON ``NaN`` (Python's reading), so they come back as NaN; toy results follow their summary.json
+(NaN as null, read back as NaN by each result's ``from_summary``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from typing import Any
 
 from safetensors.torch import load_file, save_file
 
+from analyses.experiments import toy_result
+from analyses.paper_result import json_ready
 from analyses.report.compare import ToyRun
 from analyses.pretrained.measure import HeldOut, ModelMeasurements, PretrainedRun
 from probes.core.atomic import atomic_write_text
@@ -33,7 +36,7 @@ from probes.core.errors import InputError
 from probes.stats.findings import Finding
 from probes.core.model_info import ModelInfo
 from probes.core.result import ProbeResult
-from probes.text.topics import TokenTopicMap
+from probes.text.token_topics import TokenTopicMap
 
 RESULTS = "results"
 PROBE_RESULTS = ("protocol", "text_heads", "generalized", "topic", "ordering")
@@ -153,7 +156,7 @@ def save_report_inputs(out: Path, toy_runs: dict[str, ToyRun], pretrained: dict[
     for spec, run in pretrained.items():
         save_pretrained_run(run, root / "pretrained" / folders[spec])
     for name, toy in toy_runs.items():
-        _write_json(root / "toy" / f"{name}.json", {"summary": toy.summary,
+        _write_json(root / "toy" / f"{name}.json", {"summary": json_ready(toy.result.summary()),
                                                     "folder": toy.folder.relative_to(out).as_posix()})
     _write_json(root / "report.json", {"format": FORMAT, "corpus": corpus, "settings": settings,
                                        "pretrained": folders, "toys": list(toy_runs)})
@@ -172,7 +175,7 @@ def load_report_inputs(out: Path) -> tuple[dict[str, ToyRun], dict[str, Pretrain
     toys = {}
     for name in document["toys"]:
         toy = _read_json(root / "toy" / f"{name}.json")
-        toys[name] = ToyRun(name, toy["summary"], out / toy["folder"])
+        toys[name] = ToyRun(name, toy_result(name, toy["summary"]), out / toy["folder"])
     pretrained = {spec: load_pretrained_run(root / "pretrained" / folder)
                   for spec, folder in document["pretrained"].items()}
     return toys, pretrained, document["corpus"], document["settings"]

@@ -1,7 +1,12 @@
-"""``mechprobe toy scansnap``: Tian et al. 2023, "Scan and Snap", on the co-occurrence task and on WikiText-2.
+"""``mechprobe toy scansnap``'s run: Tian et al. 2023, "Scan and Snap", trained, probed and saved as a typed result.
 
-Presets (every ``summary.json`` names its paper, figure and remaining deviations under ``reference``;
-:mod:`analyses.scansnap.reference`):
+:func:`run` takes a :class:`analyses.scansnap.config.ScanSnapConfig` (presets in
+:data:`analyses.scansnap.config.PRESETS`), writes ``summary.json`` (:class:`analyses.scansnap.result.ScanSnapResult`,
+or :class:`analyses.scansnap.result.WikitextResult` for the WikiText run), the figures
+(:mod:`analyses.scansnap.figures`) and the trained model, and returns the result. Every ``summary.json``
+names its paper, figure and remaining deviations under ``reference`` (:mod:`analyses.scansnap.reference`).
+
+Presets:
 
 - ``paper``: the main run (Figures 3-4): the Y/Z model (Y = Z = 0) trained with SGD (momentum 0.9),
   ``eta_Y = eta_Z = 1``, fresh batches of 128 sequences of length 128, 100 steps, 2 facts, 10 common +
@@ -38,170 +43,53 @@ train as four stacked batches: 100 s), ``wikitext`` 4 min 45 s (1038 steps on th
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from analyses.paper_result import SUMMARY_FILE
+from analyses.scansnap.config import PRESETS, ScanSnapConfig
+from analyses.scansnap.figures import LOSS_TARGET, plot_heatmap, plot_loss
+from analyses.scansnap.result import (
+    STATISTICS,
+    Figure6Trends,
+    LossCurve,
+    ScanSnapResult,
+    StandardModelResult,
+    SweepCell,
+    WikitextResult,
+    result_class,
+)
 from analyses.timings import write_timings
 from analyses.toy_model_store import save_toy_model
-from probes.core.atomic import atomic_write_text
-from probes.text.cooccurrence import cooccurrence_ordering
 from probes.attention.key_token_attention import KeyTokenAttention, KeyTokenAttentionProbe, entropy_nats
-from probes.core.loading import check_device
 from probes.core.runner import model_device, run_probes
-from probes.dynamics.scan_order import scan_order
-from probes.dynamics.snap import detect_snap_by_rate
-from toymodels.scansnap.data import CooccurrenceConfig, CooccurrenceData
+from probes.dynamics.scan_order import ScanOrder, scan_order
+from probes.dynamics.snap import RateSnap, detect_snap_by_rate
+from probes.text.cooccurrence import cooccurrence_ordering
 from toymodels.errors import ToyConfigError
-from toymodels.scansnap.model import YZModelConfig, YZTransformer
-from toymodels.scansnap.training import TwoRateConfig, query_logits, train_on_cooccurrence
+from toymodels.scansnap.data import CooccurrenceData
+from toymodels.scansnap.model import YZTransformer
+from toymodels.scansnap.training import query_logits, train_on_cooccurrence
 from toymodels.standard import StandardModelConfig, build_standard_model
+from toymodels.training import History
+
+__all__ = ["PRESETS", "MainRun", "ScanSnapConfig", "ScanSnapResult", "WikitextResult", "load", "main_run",
+           "result_from_summary", "run", "standard_run"]
 
 log = logging.getLogger(__name__)
 
-LOSS_TARGET = 0.05
-
-
-def _positive_number(value: Any) -> bool:
-    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value) and value > 0
-
-
-@dataclass(frozen=True)
-class ScanSnapConfig:
-    """Every setting of the experiment; ``mechprobe toy scansnap --set key=value`` overrides fields.
-
-    ``experiment`` picks the co-occurrence task (main run, standard model, optional sweep) or WikiText.
-    ``device`` is where the models train and are probed (data is sampled on the CPU).
-    """
-
-    experiment: Literal["cooccurrence", "wikitext"] = "cooccurrence"
-    num_last: int = 2
-    num_next_per_last: int = 1
-    num_common: int = 10
-    num_distinct: int = 10
-    seq_len: int = 128
-    init: Literal["zero", "linear"] = "zero"
-    eta_y: float = 1.0
-    eta_z: float = 1.0
-    optimizer: Literal["sgd", "adam"] = "sgd"
-    momentum: float = 0.9
-    batch_size: int = 128
-    n_steps: int = 100
-    seed: int = 0
-    eval_sequences: int = 512
-    snap_rate: float = 0.01
-    snap_patience: int = 10
-    scan_tolerance: float = 0.05
-    train_standard: bool = True
-    standard_d_model: int = 64
-    standard_optimizer: Literal["sgd", "adam"] = "adam"
-    standard_eta_y: float = 0.01
-    standard_eta_z: float = 0.01
-    standard_steps: int = 200
-    sweep_num_last: tuple[int, ...] = ()
-    sweep_num_next_per_last: int = 2
-    sweep_eta_z: tuple[float, ...] = (0.5, 1.0, 2.0, 3.0)
-    sweep_ratio: tuple[float, ...] = (1.0, 2.0, 5.0, 10.0)
-    sweep_seeds: int = 10
-    sweep_init: Literal["zero", "linear"] = "linear"
-    threads: int = 1
-    wikitext_train: str = "../shared/data/wikitext-2/wiki.test.tokens"
-    wikitext_probe: str = "../shared/data/wikitext-2/wiki.valid.tokens"
-    wikitext_max_vocab: int | None = None
-    wikitext_d_model: int = 200
-    wikitext_d_mlp: int = 200
-    wikitext_heads: int = 1
-    wikitext_dropout: float = 0.2
-    wikitext_bptt: int = 35
-    wikitext_batch_size: int = 20
-    wikitext_lr: float = 5.0
-    wikitext_gamma: float = 0.95
-    wikitext_clip: float = 0.5
-    wikitext_epochs: int = 3
-    wikitext_max_steps: int | None = None
-    wikitext_snapshot_every: int = 50
-    wikitext_probe_windows: int = 1000
-    wikitext_queries: int = 30
-    wikitext_query_rank: int = 50
-    wikitext_keys: int = 300
-    wikitext_min_cooccurrence: int = 5
-    device: str = "cpu"
-
-    def __post_init__(self) -> None:
-        check_device(self.device)
-        if self.experiment not in ("cooccurrence", "wikitext"):
-            raise ToyConfigError(f"experiment must be 'cooccurrence' or 'wikitext'; got {self.experiment!r}.")
-        for name, low in (("eval_sequences", 2), ("snap_patience", 0), ("standard_d_model", 1),
-                          ("standard_steps", 0), ("sweep_seeds", 1), ("sweep_num_next_per_last", 1), ("threads", 1),
-                          ("wikitext_d_model", 1), ("wikitext_d_mlp", 1), ("wikitext_heads", 1),
-                          ("wikitext_bptt", 2), ("wikitext_batch_size", 1), ("wikitext_epochs", 1),
-                          ("wikitext_snapshot_every", 1), ("wikitext_probe_windows", 1), ("wikitext_queries", 1),
-                          ("wikitext_query_rank", 1), ("wikitext_keys", 2), ("wikitext_min_cooccurrence", 1)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ToyConfigError(f"ScanSnapConfig.{name} must be an integer >= {low}; got {value!r}.")
-        for name, low in (("wikitext_max_vocab", 4), ("wikitext_max_steps", 1)):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < low):
-                raise ToyConfigError(f"ScanSnapConfig.{name} must be none or an integer >= {low}; got {value!r}.")
-        if not _positive_number(self.snap_rate) or self.snap_rate >= 1:
-            raise ToyConfigError(f"snap_rate must lie in (0, 1) (a fraction of the total change per step); got "
-                                 f"{self.snap_rate!r}.")
-        if isinstance(self.scan_tolerance, bool) or not isinstance(self.scan_tolerance, (int, float)) \
-                or not 0 <= self.scan_tolerance < 1:
-            raise ToyConfigError(f"scan_tolerance must lie in [0, 1); got {self.scan_tolerance!r}.")
-        for name in ("standard_eta_y", "standard_eta_z", "wikitext_lr", "wikitext_clip"):
-            if not _positive_number(getattr(self, name)):
-                raise ToyConfigError(f"ScanSnapConfig.{name} must be a finite number > 0; got {getattr(self, name)!r}.")
-        if not (_positive_number(self.wikitext_gamma) and self.wikitext_gamma <= 1):
-            raise ToyConfigError(f"wikitext_gamma must lie in (0, 1]; got {self.wikitext_gamma!r}.")
-        if isinstance(self.wikitext_dropout, bool) or not isinstance(self.wikitext_dropout, (int, float)) \
-                or not 0 <= self.wikitext_dropout < 1:
-            raise ToyConfigError(f"wikitext_dropout must lie in [0, 1); got {self.wikitext_dropout!r}.")
-        if self.wikitext_d_model % self.wikitext_heads:
-            raise ToyConfigError(f"wikitext_d_model ({self.wikitext_d_model}) must be divisible by wikitext_heads "
-                                 f"({self.wikitext_heads}).")
-        if self.wikitext_max_vocab is not None and self.wikitext_max_vocab < max(
-                self.wikitext_query_rank + self.wikitext_queries, self.wikitext_keys + 1):
-            raise ToyConfigError(
-                f"wikitext_max_vocab ({self.wikitext_max_vocab}) must hold the query words (ranks up to "
-                f"{self.wikitext_query_rank + self.wikitext_queries}) and the {self.wikitext_keys} key words; raise it "
-                f"or lower wikitext_query_rank / wikitext_queries / wikitext_keys.")
-        for name in ("sweep_eta_z", "sweep_ratio"):
-            values = getattr(self, name)
-            if not values or any(not _positive_number(v) for v in values):
-                raise ToyConfigError(f"ScanSnapConfig.{name} must be a non-empty tuple of numbers > 0; got {values!r}.")
-        if any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in self.sweep_num_last):
-            raise ToyConfigError(f"sweep_num_last must hold integers >= 1 (empty = no sweep); got {self.sweep_num_last!r}.")
-        self.data_config()
-        self.train_config()
-        YZModelConfig(d_vocab=self.data_config().d_vocab, n_ctx=self.seq_len, init=self.init, seed=self.seed)
-
-    def data_config(self) -> CooccurrenceConfig:
-        return CooccurrenceConfig(self.num_last, self.num_next_per_last, self.num_common, self.num_distinct,
-                                  self.seq_len)
-
-    def train_config(self) -> TwoRateConfig:
-        return TwoRateConfig(self.eta_y, self.eta_z, self.optimizer, self.momentum, self.batch_size,
-                             self.n_steps, self.seed)
-
-
-PRESETS: dict[str, ScanSnapConfig] = {
-    "paper": ScanSnapConfig(),
-    "fast": ScanSnapConfig(eval_sequences=128, standard_d_model=32, standard_steps=20),
-    "adam": ScanSnapConfig(optimizer="adam", eta_y=0.05, eta_z=0.05),
-    "sweep": ScanSnapConfig(sweep_num_last=(1, 3, 5, 10)),
-    "wikitext": ScanSnapConfig(experiment="wikitext", train_standard=False),
-}
+EVAL_SEED_OFFSET = 1_000_003
+"""The evaluation sets are drawn from ``seed + EVAL_SEED_OFFSET``, apart from the training stream."""
 
 
 # -- probing ---------------------------------------------------------------------------------------
@@ -215,7 +103,7 @@ def probe_fact(model: nn.Module, data: CooccurrenceData, fact: int, tokens: torc
 
 
 def fact_statistics(result: KeyTokenAttention, data: CooccurrenceData, fact: int) -> dict[str, float]:
-    """Masses, entropies and co-occurrence ordering of one fact from its probe result."""
+    """Masses, entropies and co-occurrence ordering of one fact from its probe result (keys: ``result.STATISTICS``)."""
     query = int(data.fact_last[fact])
     distinct = data.distinct_tokens[fact]
     known = data.context_probs[fact][None].float()
@@ -237,7 +125,7 @@ def fact_statistics(result: KeyTokenAttention, data: CooccurrenceData, fact: int
 def average_statistics(results: list[KeyTokenAttention], data: CooccurrenceData) -> dict[str, float]:
     """``fact_statistics`` averaged over facts (``results[f]`` probed on fact ``f``'s sequences)."""
     rows = [fact_statistics(result, data, f) for f, result in enumerate(results)]
-    return {key: sum(r[key] for r in rows) / len(rows) for key in rows[0]}
+    return {key: sum(r[key] for r in rows) / len(rows) for key in STATISTICS}
 
 
 def eval_loss(model: nn.Module, data: CooccurrenceData, eval_sets: list[torch.Tensor]) -> float:
@@ -258,14 +146,36 @@ def expected_attention(model: YZTransformer, data: CooccurrenceData) -> torch.Te
     return model.expected_attention(data.fact_last, data.context_probs).cpu()
 
 
+def eval_sets(config: ScanSnapConfig, data: CooccurrenceData) -> list[torch.Tensor]:
+    """``config.eval_sequences`` fixed sequences per fact, drawn apart from the training stream."""
+    generator = torch.Generator().manual_seed(config.seed + EVAL_SEED_OFFSET)
+    return [data.sample(config.eval_sequences, generator, fact=f)[0] for f in range(data.n_facts)]
+
+
 # -- main run ----------------------------------------------------------------------------------------
-def main_run(config: ScanSnapConfig, *, progress: bool) -> dict[str, Any]:
+@dataclass(frozen=True)
+class MainRun:
+    """The trained Y/Z model, what was recorded while training it, and its summary numbers.
+
+    ``trajectory[f][i]``: the composition over fact ``f``'s support (common, then distinct tokens) at
+    ``steps[i]`` (step 0: initialisation); ``numbers``: the :class:`ScanSnapResult` fields it measures.
+    """
+
+    model: YZTransformer
+    data: CooccurrenceData
+    history: History
+    steps: list[int]
+    trajectory: list[list[torch.Tensor]]
+    snaps: tuple[RateSnap, ...]
+    scan_orders: tuple[ScanOrder, ...]
+    numbers: dict[str, Any]
+
+
+def main_run(config: ScanSnapConfig, *, progress: bool) -> MainRun:
     """Train the Y/Z model, recording the support composition of every fact at every step."""
-    data = CooccurrenceData(config.data_config())
-    model = YZTransformer(YZModelConfig(d_vocab=data.d_vocab, n_ctx=config.seq_len, init=config.init,
-                                        seed=config.seed), device=config.device)
-    generator = torch.Generator().manual_seed(config.seed + 1_000_003)
-    eval_sets = [data.sample(config.eval_sequences, generator, fact=f)[0] for f in range(data.n_facts)]
+    data = CooccurrenceData(config.data)
+    model = YZTransformer(config.model_config(), device=config.device)
+    evaluation = eval_sets(config, data)
     supports = [data.support(f) for f in range(data.n_facts)]
     trajectory: list[list[torch.Tensor]] = [[] for _ in range(data.n_facts)]
 
@@ -275,23 +185,23 @@ def main_run(config: ScanSnapConfig, *, progress: bool) -> dict[str, Any]:
             trajectory[f].append(expected[f, supports[f]].float())
 
     record(0, model, None)
-    history = train_on_cooccurrence(model, data, config.train_config(), callbacks=[record], progress=progress,
-                                    desc="Y/Z model")
+    history = train_on_cooccurrence(model, data, config.training(), callbacks=[record], progress=progress)
     steps = [0, *history.steps]
-    snaps = [detect_snap_by_rate(torch.stack(trajectory[f]), steps, rate=config.snap_rate,
-                                 patience=config.snap_patience) for f in range(data.n_facts)]
+    snaps = tuple(detect_snap_by_rate(torch.stack(trajectory[f]), steps, rate=config.snap_rate,
+                                      patience=config.snap_patience) for f in range(data.n_facts))
     n_common = len(data.common_tokens)
-    orders = [scan_order(torch.stack(trajectory[f])[:, n_common:], data.context_probs[f, data.distinct_tokens[f]],
-                         steps, tolerance=config.scan_tolerance) for f in range(data.n_facts)]
+    orders = tuple(scan_order(torch.stack(trajectory[f])[:, n_common:],
+                              data.context_probs[f, data.distinct_tokens[f]], steps, tolerance=config.scan_tolerance)
+                   for f in range(data.n_facts))
     losses = history.values["loss"]
     below = [s for s, loss in zip(history.steps, losses) if loss < LOSS_TARGET]
     expected = expected_attention(model, data)
     expected_entropy = entropy_nats(torch.gather(expected, 1, data.distinct_tokens)).mean()
-    results = [probe_fact(model, data, f, eval_sets[f]) for f in range(data.n_facts)]
+    results = [probe_fact(model, data, f, evaluation[f]) for f in range(data.n_facts)]
     deviation = max(float((r.mass[0, 0, 0, supports[f]] - expected[f, supports[f]]).abs().max())
                     for f, r in enumerate(results))
-    summary = {
-        "final_loss": eval_loss(model, data, eval_sets),
+    numbers = {
+        "final_loss": eval_loss(model, data, evaluation),
         **average_statistics(results, data),
         "probe_vs_expected_max_abs": deviation,
         "snap_step": max(s.step for s in snaps),
@@ -301,90 +211,37 @@ def main_run(config: ScanSnapConfig, *, progress: bool) -> dict[str, Any]:
         "initial_loss": losses[0],
         "log_vocab": math.log(data.d_vocab),
         "loss_at_step_10": losses[min(9, len(losses) - 1)],
-        "first_step_below_0.05": below[0] if below else None,
+        "first_step_below_loss_target": below[0] if below else None,
         "entropy_expected": float(expected_entropy),
-        "entropy_uniform_distinct": float(entropy_nats(torch.gather(data.context_probs, 1, data.distinct_tokens)).mean()),
+        "entropy_uniform_distinct": float(entropy_nats(torch.gather(data.context_probs, 1,
+                                                                    data.distinct_tokens)).mean()),
     }
-    return {"summary": summary, "history": history, "trajectory": trajectory, "steps": steps, "data": data,
-            "snaps": snaps, "scan_orders": orders, "model": model}
+    return MainRun(model, data, history, steps, trajectory, snaps, orders, numbers)
 
 
-def standard_run(config: ScanSnapConfig) -> dict[str, Any]:
+def standard_run(config: ScanSnapConfig) -> StandardModelResult:
     """A standard 1-layer attention-only TL model (no positional encoding) on the same data and probes."""
-    data = CooccurrenceData(config.data_config())
+    data = CooccurrenceData(config.data)
+    standard = config.standard
     model = build_standard_model(StandardModelConfig(
-        n_layers=1, d_model=config.standard_d_model, n_heads=1, d_vocab=data.d_vocab, n_ctx=config.seq_len,
+        n_layers=1, d_model=standard.d_model, n_heads=1, d_vocab=data.d_vocab, n_ctx=config.data.seq_len,
         attn_only=True, positional="none", attention_dir="causal", seed=config.seed), device=config.device)
-    train_config = dataclasses.replace(config.train_config(), eta_y=config.standard_eta_y,
-                                       eta_z=config.standard_eta_z, optimizer=config.standard_optimizer,
-                                       n_steps=config.standard_steps)
-    history = train_on_cooccurrence(model, data, train_config, desc="standard model")
-    generator = torch.Generator().manual_seed(config.seed + 1_000_003)
-    eval_sets = [data.sample(config.eval_sequences, generator, fact=f)[0] for f in range(data.n_facts)]
-    return {
-        "final_loss": eval_loss(model, data, eval_sets),
-        "initial_loss": history.values["loss"][0] if history.steps else None,
-        **average_statistics([probe_fact(model, data, f, eval_sets[f]) for f in range(data.n_facts)], data),
-        "steps": config.standard_steps, "optimizer": config.standard_optimizer,
-        "eta_y": config.standard_eta_y, "eta_z": config.standard_eta_z, "d_model": config.standard_d_model,
-    }
-
-
-# -- figures -----------------------------------------------------------------------------------------
-def plot_heatmap(run: dict[str, Any], path: Path) -> None:
-    """Figure 4: the composition over fact 0's support (common | distinct tokens) at every step."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    image = torch.stack(run["trajectory"][0]).numpy()
-    n_common = len(run["data"].common_tokens)
-    fig, ax = plt.subplots(figsize=(5, 5))
-    shown = ax.imshow(image, aspect="auto", interpolation="nearest", cmap="viridis")
-    if n_common:
-        ax.axvline(n_common - 0.5, color="w", linestyle="--", linewidth=1)
-    ax.axhline(run["snaps"][0].index, color="r", linestyle=":", linewidth=1, label=f"snap (step {run['snaps'][0].step})")
-    peaks = [run["steps"].index(step) for step in run["scan_orders"][0].peak_steps]
-    ax.scatter([n_common + i for i in range(len(peaks))], peaks, s=12, color="w", edgecolors="k", linewidths=0.5,
-               label="peak of each distinct token", zorder=3)
-    ax.set_xlabel("context token (common | distinct, by increasing co-occurrence)")
-    ax.set_ylabel("training step")
-    ax.set_title("attention of the query of fact 0 over iterations")
-    ax.legend(loc="lower right", fontsize=8)
-    fig.colorbar(shown, ax=ax, label="attention mass")
-    fig.subplots_adjust(left=0.13, right=0.97, bottom=0.1, top=0.93)  # fixed margins: tight_layout draws twice
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-
-
-def plot_loss(run: dict[str, Any], path: Path) -> None:
-    import matplotlib
-    import matplotlib.ticker
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    history = run["history"]
-    fig, ax = plt.subplots(figsize=(5, 3.5))
-    ax.semilogy(history.steps, history.values["loss"], label="Y/Z model (training batch)")
-    # plain "0.01"-style labels: the default 10^k labels start matplotlib's mathtext parser (~0.3 s)
-    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda y, _: f"{y:g}"))
-    ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-    ax.axhline(LOSS_TARGET, color="k", linestyle="--", linewidth=0.5, label=f"loss = {LOSS_TARGET}")
-    ax.set_xlabel("step")
-    ax.set_ylabel("cross-entropy")
-    ax.legend()
-    fig.subplots_adjust(left=0.16, right=0.97, bottom=0.14, top=0.96)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-
-
+    history = train_on_cooccurrence(model, data, standard.train_config(config.training()))
+    evaluation = eval_sets(config, data)
+    statistics = average_statistics([probe_fact(model, data, f, evaluation[f]) for f in range(data.n_facts)], data)
+    return StandardModelResult(
+        final_loss=eval_loss(model, data, evaluation),
+        initial_loss=history.values["loss"][0] if history.steps else None, **statistics,
+        steps=standard.n_steps, optimizer=standard.optimizer, eta_y=standard.eta_y, eta_z=standard.eta_z,
+        d_model=standard.d_model)
 
 
 # -- running -----------------------------------------------------------------------------------------
-def run(config: ScanSnapConfig, out_dir: Path, *, progress: bool) -> dict[str, Any]:
-    """Run the experiment of ``config``; write summary.json and figures into ``out_dir``."""
+def run(config: ScanSnapConfig, out_dir: str | Path, *, progress: bool = True) -> ScanSnapResult | WikitextResult:
+    """Run the experiment of ``config``; write summary.json, the figures and the model into ``out_dir``.
+
+    Example: ``result = run(PRESETS["fast"], "runs/scansnap"); result.snap_step``.
+    """
     if not isinstance(config, ScanSnapConfig):
         raise ToyConfigError(f"run() needs a ScanSnapConfig; got {type(config).__name__}.")
     threads = torch.get_num_threads()
@@ -395,52 +252,57 @@ def run(config: ScanSnapConfig, out_dir: Path, *, progress: bool) -> dict[str, A
         torch.set_num_threads(threads)
 
 
-def _run(config: ScanSnapConfig, out_dir: Path, *, progress: bool) -> dict[str, Any]:
+def result_from_summary(document: Mapping[str, Any]) -> ScanSnapResult | WikitextResult:
+    """The typed result of a summary document of either kind (the report's way back from summary.json)."""
+    return result_class(document).from_summary(document)
+
+
+def load(folder: str | Path) -> ScanSnapResult | WikitextResult:
+    """The result a :func:`run` saved in ``folder`` (either kind)."""
+    path = Path(folder) / SUMMARY_FILE
+    kind = result_class(json.loads(path.read_text(encoding="utf-8"))) if path.is_file() else ScanSnapResult
+    return kind.load(folder)
+
+
+def _run(config: ScanSnapConfig, out_dir: Path, *, progress: bool) -> ScanSnapResult | WikitextResult:
     from analyses.scansnap.reference import reference_for
 
     start = time.perf_counter()
     timings: dict[str, float] = {}
     out_dir.mkdir(parents=True, exist_ok=True)
-    summary: dict[str, Any] = {}
+    result: ScanSnapResult | WikitextResult
     if config.experiment == "wikitext":
-        from analyses.scansnap.wikitext import plot_wikitext, wikitext_run
+        from analyses.scansnap.figures import plot_wikitext
+        from analyses.scansnap.wikitext import wikitext_run
 
-        result = wikitext_run(config, progress=progress)
-        plot_wikitext(result, out_dir / "wikitext.png")
-        result.pop("_example_patterns")
-        torch.save(result.pop("_snapshots"), out_dir / "wikitext_snapshots.pt")
-        summary.update({key: result[key] for key in ("initial_loss", "final_loss", "steps")})
-        summary.update({f"{key}_first": result[key][0] for key in ("entropy", "spearman_lift_matched",
-                                                                   "distinct_over_common")})
-        summary.update({f"{key}_last": result[key][-1] for key in ("entropy", "spearman_count", "spearman_lift",
-                                                                   "spearman_lift_matched", "distinct_over_common")})
-        summary["spearman_lift_matched_null_q95"] = result["spearman_lift_matched_null"]["q95"]
-        summary["scan_order_spearman"] = result["scan_order_spearman"]
-        summary["wikitext"] = result
+        trace, example_patterns, snapshots = wikitext_run(config, progress=progress)
+        plot_wikitext(trace, example_patterns, out_dir / "wikitext.png")
+        torch.save(snapshots, out_dir / "wikitext_snapshots.pt")
+        result = WikitextResult.of_trace(trace, reference_for(config), config)
         timings["wikitext"] = time.perf_counter() - start
     else:
         main = main_run(config, progress=progress)
-        summary.update(main["summary"])
-        save_toy_model(main["model"], out_dir, "scansnap")  # probe it again: mechprobe probe-linear --model OUT
+        save_toy_model(main.model, out_dir, "scansnap")  # probe it again: mechprobe probe-linear --model OUT
         plot_heatmap(main, out_dir / "attention_heatmap.png")
-        plot_loss(main, out_dir / "loss.png")
-        summary["snap"] = [s.to_dict() for s in main["snaps"]]
-        summary["scan_order"] = [o.to_dict() for o in main["scan_orders"]]
-        summary["loss_curve"] = {"steps": main["history"].steps, "loss": main["history"].values["loss"]}
-        if config.train_standard:
-            summary["standard"] = standard_run(config)
-        if config.sweep_num_last:
-            from analyses.scansnap.sweep import figure6_trends, plot_sweep, run_sweep
+        plot_loss(main.history, out_dir / "loss.png")
+        standard = standard_run(config) if config.standard.enabled else None
+        sweep = figure6 = None
+        if config.sweep.num_last:
+            from analyses.scansnap.figures import plot_sweep
+            from analyses.scansnap.sweep import figure6_trends, run_sweep
 
             sweep_start = time.perf_counter()
-            summary["sweep"] = run_sweep(config, progress=progress)
+            rows = run_sweep(config, progress=progress)
             timings["sweep"] = time.perf_counter() - sweep_start
-            summary["figure6"] = figure6_trends(summary["sweep"])
-            plot_sweep(summary["sweep"], out_dir / "entropy_sweep.png")
-    summary["reference"] = reference_for(config).to_dict()
-    summary["settings"] = dataclasses.asdict(config)
+            sweep = tuple(SweepCell.from_dict(row) for row in rows)
+            figure6 = Figure6Trends.from_dict(figure6_trends(rows))
+            plot_sweep(rows, out_dir / "entropy_sweep.png")
+        result = ScanSnapResult(**main.numbers, snaps=main.snaps, scan_orders=main.scan_orders,
+                                loss_curve=LossCurve(tuple(main.history.steps), tuple(main.history.values["loss"])),
+                                reference=reference_for(config), config=config, standard=standard, sweep=sweep,
+                                figure6=figure6)
     timings["total"] = time.perf_counter() - start
     write_timings(out_dir, timings)
-    atomic_write_text(out_dir / "summary.json", json.dumps(summary, indent=2))
+    result.save(out_dir)
     log.info("scansnap: wrote %s", out_dir / "summary.json")
-    return summary
+    return result

@@ -91,38 +91,49 @@ REFERENCES: dict[str, PaperReference] = {
 }
 
 _IGNORED = {"device", "threads"}
-_DEFAULT_TRAIN = "../shared/data/wikitext-2/wiki.test.tokens"
+
+
+def flat_settings(config: Any, prefix: str = "") -> dict[str, Any]:
+    """``config``'s settings by dotted name (``train.eta_z``), as ``--set`` names them."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if dataclasses.is_dataclass(value):
+            out.update(flat_settings(value, f"{prefix}{f.name}."))
+        else:
+            out[prefix + f.name] = value
+    return out
 
 
 def preset_kind(config: Any) -> str:
     """The preset ``config`` is a variant of: wikitext, sweep, adam, fast or paper."""
-    from analyses.scansnap.experiment import PRESETS
+    from analyses.scansnap.config import PRESETS
 
     if config.experiment == "wikitext":
         return "wikitext"
-    if config.sweep_num_last:
+    if config.sweep.num_last:
         return "sweep"
-    if config.optimizer == "adam":
+    if config.train.optimizer == "adam":
         return "adam"
     return min(("paper", "fast"), key=lambda name: len(_changed(config, PRESETS[name])))
 
 
 def _changed(config: Any, preset: Any) -> list[str]:
-    relevant = _relevant_fields(config)
-    return [f"{f.name}={getattr(config, f.name)!r}" for f in dataclasses.fields(config)
-            if f.name in relevant and getattr(config, f.name) != getattr(preset, f.name)]
+    mine, theirs = flat_settings(config), flat_settings(preset)
+    relevant = _relevant(config, mine)
+    return [f"{name}={value!r}" for name, value in mine.items() if name in relevant and value != theirs[name]]
 
 
-def _relevant_fields(config: Any) -> set[str]:
-    names = {f.name for f in dataclasses.fields(config)} - _IGNORED
+def _relevant(config: Any, settings: dict[str, Any]) -> set[str]:
+    names = set(settings) - _IGNORED
     if config.experiment == "wikitext":
-        return {n for n in names if n.startswith("wikitext_")} | {"seed", "experiment"}
-    return {n for n in names if not n.startswith("wikitext_")}
+        return {n for n in names if n.startswith("wikitext.")} | {"seed", "experiment"}
+    return {n for n in names if not n.startswith("wikitext.")}
 
 
 def reference_for(config: Any) -> PaperReference:
     """The :class:`PaperReference` of ``config``'s preset, plus its changed settings and data deviations."""
-    from analyses.scansnap.experiment import PRESETS
+    from analyses.scansnap.config import DEFAULT_WIKITEXT_TRAIN, PRESETS
 
     kind = preset_kind(config)
     base = REFERENCES[kind]
@@ -131,12 +142,12 @@ def reference_for(config: Any) -> PaperReference:
     if changed:
         extra.append(f"Settings changed from the {kind} preset: {', '.join(changed)}.")
     if kind == "wikitext":
-        if config.wikitext_train == _DEFAULT_TRAIN:
+        if config.wikitext.train_text == DEFAULT_WIKITEXT_TRAIN:
             extra.append("Trained on the WikiText-2 *test* split (../shared/data, 241,859 words; the only split stored "
                          "offline besides valid), not the paper's train split (about 2.1M words): use "
-                         "--set wikitext_train=hf:wikitext-2-v1:train where the hub is reachable, or a local "
+                         "--set wikitext.train_text=hf:wikitext-2-v1:train where the hub is reachable, or a local "
                          "wiki.train.tokens.")
-        if config.wikitext_max_vocab is not None:
-            extra.append(f"Vocabulary cut to the {config.wikitext_max_vocab} most frequent training words (the "
+        if config.wikitext.max_vocab is not None:
+            extra.append(f"Vocabulary cut to the {config.wikitext.max_vocab} most frequent training words (the "
                          f"tutorial keeps every word).")
     return dataclasses.replace(base, deviations=base.deviations + tuple(extra))

@@ -1,8 +1,8 @@
 """Scan and Snap's Figure 6: final attention entropy over the learning-rate grid (``--preset sweep``).
 
-For every number of last tokens ``num_last`` (``sweep_num_next_per_last`` next tokens each), every
-``eta_Z`` and every ratio ``eta_Y / eta_Z``, ``sweep_seeds`` Y/Z models (seeds 0..n-1: initialisation
-and data stream) train for ``n_steps`` steps; all cells of one ``num_last`` train together as one
+For every number of last tokens ``sweep.num_last`` (``sweep.num_next_per_last`` next tokens each), every
+``eta_Z`` and every ratio ``eta_Y / eta_Z``, ``sweep.seeds`` Y/Z models (seeds 0..n-1: initialisation
+and data stream) train for ``train.n_steps`` steps; all cells of one ``num_last`` train together as one
 stacked batch (:func:`toymodels.scansnap.seeds.train_yz_runs`, equal to separate runs up to rounding).
 The statistic is the final entropy (nats) of the long-context composition
 ``c_l ~ P(l | m, n) exp(Z[m, l])`` restricted to the fact's distinct tokens and renormalised,
@@ -12,14 +12,13 @@ whole support and the snap step (:func:`probes.dynamics.snap.detect_snap_by_rate
 The paper's reading of Figure 6 (Section 5, Theorem 5): a larger ``eta_Z`` gives a sparser final
 attention (lower entropy); a larger ``eta_Y / eta_Z`` makes the decoder learn faster, the snap come
 earlier and the attention stay less sparse (higher entropy). :func:`figure6_trends` checks both
-in every row of the grid.
+in every row of the grid. The figure is :func:`analyses.scansnap.figures.plot_sweep`.
 """
 
 from __future__ import annotations
 
 import math
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -29,22 +28,26 @@ from probes.dynamics.snap import detect_snap_by_rate
 from toymodels.scansnap.data import CooccurrenceConfig, CooccurrenceData
 from toymodels.scansnap.seeds import YZRun, support_compositions, train_yz_runs
 
+if TYPE_CHECKING:
+    from analyses.scansnap.config import ScanSnapConfig
 
-def sweep_group(config: Any, num_last: int) -> list[dict[str, Any]]:
+
+def sweep_group(config: ScanSnapConfig, num_last: int) -> list[dict[str, Any]]:
     """Every (eta_Z, ratio) cell of one ``num_last``, trained as one batch of runs."""
-    data = CooccurrenceData(CooccurrenceConfig(num_last, config.sweep_num_next_per_last, config.num_common,
-                                               config.num_distinct, config.seq_len))
-    cells = [(eta_z, ratio) for eta_z in config.sweep_eta_z for ratio in config.sweep_ratio]
+    sweep, train = config.sweep, config.train
+    data = CooccurrenceData(CooccurrenceConfig(num_last, sweep.num_next_per_last, config.data.num_common,
+                                               config.data.num_distinct, config.data.seq_len))
+    cells = [(eta_z, ratio) for eta_z in sweep.eta_z for ratio in sweep.ratio]
     runs = [YZRun(seed=seed, eta_y=ratio * eta_z, eta_z=eta_z) for eta_z, ratio in cells
-            for seed in range(config.sweep_seeds)]
-    result = train_yz_runs(data, runs, n_steps=config.n_steps, batch_size=config.batch_size,
-                           optimizer=config.optimizer, momentum=config.momentum, init=config.sweep_init,
+            for seed in range(sweep.seeds)]
+    result = train_yz_runs(data, runs, n_steps=train.n_steps, batch_size=train.batch_size,
+                           optimizer=train.optimizer, momentum=train.momentum, init=sweep.init,
                            device=config.device)
     final = support_compositions(result.Z, data)  # run fact support (common, then distinct tokens)
-    n_common = config.num_common
+    n_common = config.data.num_common
     distinct_entropy = entropy_nats(final[..., n_common:]).mean(-1)  # run (entropy_nats renormalises)
     support_entropy = entropy_nats(final).mean(-1)
-    steps = list(range(config.n_steps + 1))
+    steps = list(range(train.n_steps + 1))
     found = [[detect_snap_by_rate(result.support_trajectory[:, r, f], steps, rate=config.snap_rate,
                                   patience=config.snap_patience) for f in range(data.n_facts)]
              for r in range(len(runs))]
@@ -52,7 +55,7 @@ def sweep_group(config: Any, num_last: int) -> list[dict[str, Any]]:
     snapped = torch.tensor([[s.snapped for s in run] for run in found], dtype=torch.float64)
     rows = []
     for c, (eta_z, ratio) in enumerate(cells):
-        chosen = slice(c * config.sweep_seeds, (c + 1) * config.sweep_seeds)
+        chosen = slice(c * sweep.seeds, (c + 1) * sweep.seeds)
         d, s = distinct_entropy[chosen], support_entropy[chosen]
         std = (lambda t: float(t.std()) if len(t) > 1 else 0.0)
         rows.append({"num_last": num_last, "num_next": data.config.num_next, "eta_z": eta_z, "ratio": ratio,
@@ -60,16 +63,16 @@ def sweep_group(config: Any, num_last: int) -> list[dict[str, Any]]:
                      "entropy_all_mean": float(s.mean()), "entropy_all_std": std(s),
                      "snap_step_mean": float(snaps[chosen].mean()), "snapped_fraction": float(snapped[chosen].mean()),
                      "final_loss_mean": float(result.loss[-1, chosen].mean()) if len(result.loss) else math.nan,
-                     "seeds": config.sweep_seeds})
+                     "seeds": sweep.seeds})
     return rows
 
 
-def run_sweep(config: Any, *, progress: bool) -> list[dict[str, Any]]:
+def run_sweep(config: ScanSnapConfig, *, progress: bool) -> list[dict[str, Any]]:
     """All cells of the grid (module docstring), one row per (num_last, eta_Z, ratio)."""
     from tqdm.auto import tqdm
 
     rows: list[dict[str, Any]] = []
-    for num_last in tqdm(config.sweep_num_last, desc="sweep (one batch per #last tokens)", disable=not progress):
+    for num_last in tqdm(config.sweep.num_last, desc="sweep (one batch per #last tokens)", disable=not progress):
         rows += sweep_group(config, num_last)
     return rows
 
@@ -113,32 +116,3 @@ def figure6_trends(sweep: list[dict[str, Any]]) -> dict[str, Any]:
             "entropy_rises_with_ratio": {"rows": len(by_ratio), "holds": rises,
                                          "failing_num_last_eta_z": rises_failing},
             "spearman_eta_z": mean_spearman(by_eta_z), "spearman_ratio": mean_spearman(by_ratio)}
-
-
-def plot_sweep(sweep: list[dict[str, Any]], path: Path) -> None:
-    """Figure 6's layout: one panel per #last tokens, entropy vs eta_Y / eta_Z, one line per eta_Z (std over seeds)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    panels = sorted({row["num_last"] for row in sweep})
-    fig, axes = plt.subplots(1, len(panels), figsize=(3.2 * len(panels), 3.1), squeeze=False, sharey=True)
-    for ax, num_last in zip(axes[0], panels):
-        for eta_z in sorted({row["eta_z"] for row in sweep}):
-            rows = sorted((r for r in sweep if r["num_last"] == num_last and r["eta_z"] == eta_z),
-                          key=lambda r: r["ratio"])
-            ax.errorbar([r["ratio"] for r in rows], [r["entropy_mean"] for r in rows],
-                        [r["entropy_std"] for r in rows], label=f"eta_Z = {eta_z:g}", capsize=2, marker="o",
-                        markersize=3)
-        ax.set_xscale("log")
-        ratios = sorted({row["ratio"] for row in sweep})
-        ax.set_xticks(ratios)
-        ax.set_xticklabels([f"{r:g}" for r in ratios])
-        ax.set_xlabel("eta_Y / eta_Z")
-        ax.set_title(f"#last/next tokens = {num_last}/{rows[0]['num_next']}")
-    axes[0][0].set_ylabel("entropy of distinct-token attention (nats)")
-    axes[0][0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)

@@ -5,21 +5,21 @@ sinusoidal positions, post-LN encoder layer with FFN, ``d_model = d_hid = 200``,
 mask), trained as the tutorial does (:mod:`toymodels.scansnap.word_lm`: ``basic_english`` words, vocabulary of
 the training text, 20 columns, ``bptt = 35``, SGD at lr 5 times 0.95 per epoch, gradient clip 0.5).
 
-Text. ``wikitext_train`` is a local file (one text line per line; relative paths are taken from
+Text. ``wikitext.train_text`` is a local file (one text line per line; relative paths are taken from
 the repository root) or ``hf:CONFIG:SPLIT`` for the Hugging Face hub (``hf:wikitext-2-v1:train`` is
 the paper's training split, the tokenised WikiText-2 the tutorial reads). Offline, the default
 trains on the WikiText-2 *test* file in ``../shared/data`` (the only splits stored here are test and
-valid); ``wikitext_probe`` (default: the local *valid* file) is what the probes read, cut into
+valid); ``wikitext.probe_text`` (default: the local *valid* file) is what the probes read, cut into
 ``bptt``-token windows and encoded with the training vocabulary.
 
-Probes across training (every ``wikitext_snapshot_every`` steps, and at steps 0 and last): the
+Probes across training (every ``wikitext.snapshot_every`` steps, and at steps 0 and last): the
 key-token attention probe reads ``blocks.0.attn.hook_pattern`` at every position of the probe
-windows, for ``wikitext_queries`` query words (training-frequency ranks ``wikitext_query_rank``
-onwards: content words, past the function words at the top) and the ``wikitext_keys`` most frequent
+windows, for ``wikitext.queries`` query words (training-frequency ranks ``wikitext.query_rank``
+onwards: content words, past the function words at the top) and the ``wikitext.keys`` most frequent
 words as keys. Co-occurrence (a key before the query in the same training window of ``bptt``
 tokens) is counted on the training windows; ``lift = P(key | query) / P(key)`` removes the key's
 own frequency, so keys *distinct* to a query have a high lift and *common* keys (spread over all
-contexts, like "the") a lift near 1. Only keys that co-occur at least ``wikitext_min_cooccurrence``
+contexts, like "the") a lift near 1. Only keys that co-occur at least ``wikitext.min_cooccurrence``
 times with a query are ranked for it (rarer pairs give a lift that is mostly noise). Per snapshot,
 averaged over query words:
 
@@ -36,14 +36,15 @@ averaged over query words:
 Scan order: for every query, the step at which each key's distance-matched attention peaks
 (:func:`probes.dynamics.scan_order.scan_order`) against its lift, averaged over queries. The snapshots
 (distance-matched and per-occurrence attention [snapshot query key], counts, lift, one example
-window's attention pattern per snapshot) are saved as ``wikitext_snapshots.pt``.
+window's attention pattern per snapshot) are saved as ``wikitext_snapshots.pt``; the figure is
+:func:`analyses.scansnap.figures.plot_wikitext`.
 """
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -53,7 +54,12 @@ from probes.core.runner import run_probes
 from probes.dynamics.scan_order import scan_order
 from toymodels.errors import ToyConfigError
 from toymodels.scansnap.tutorial_transformer import TutorialTransformer, TutorialTransformerConfig
-from toymodels.scansnap.word_lm import WordLMTrainConfig, batchify, build_vocabulary, encode, train_word_lm, windows
+from toymodels.scansnap.word_lm import batchify, build_vocabulary, encode, train_word_lm, windows
+
+from analyses.scansnap.result import LossCurve, ShuffledLiftNull, WikitextTrace
+
+if TYPE_CHECKING:
+    from analyses.scansnap.config import ScanSnapConfig
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 HUB_DATASET = "Salesforce/wikitext"
@@ -80,7 +86,7 @@ def load_lines(spec: str) -> list[str]:
             raise ToyConfigError(
                 f"Could not load {HUB_DATASET} {config} {split} from the Hugging Face hub ({type(error).__name__}; "
                 f"offline or HF_HUB_OFFLINE=1?). Run where the hub is reachable, or pass a local copy: "
-                f"--set wikitext_train=PATH/wiki.train.tokens."
+                f"--set wikitext.train_text=PATH/wiki.train.tokens."
             ) from None
     path = Path(spec) if Path(spec).is_absolute() else REPO_ROOT / spec
     if not path.is_file():
@@ -88,46 +94,45 @@ def load_lines(spec: str) -> list[str]:
     return path.read_text(encoding="utf-8").splitlines()
 
 
-def wikitext_run(config: Any, *, progress: bool) -> dict[str, Any]:
+def wikitext_run(config: ScanSnapConfig, *,
+                 progress: bool) -> tuple[WikitextTrace, list[torch.Tensor], dict[str, torch.Tensor]]:
     """Train the tutorial model on WikiText and probe it across training (module docstring).
 
-    ``config`` is an :class:`analyses.scansnap.experiment.ScanSnapConfig` (its ``wikitext_*`` fields, ``seed``,
-    ``device``).
+    Reads ``config.wikitext``, ``seed`` and ``device``. Returns the trace (the summary's ``"wikitext"``), one
+    example window's attention pattern [q_pos k_pos] per snapshot, and the snapshot tensors saved beside it.
     """
-    train_lines = load_lines(config.wikitext_train)
+    text = config.wikitext
+    bptt = text.train.bptt
+    train_lines = load_lines(text.train_text)
     vocabulary = build_vocabulary(train_lines)
-    if config.wikitext_max_vocab is not None:
-        vocabulary = vocabulary[: config.wikitext_max_vocab]
+    if text.max_vocab is not None:
+        vocabulary = vocabulary[: text.max_vocab]
     stream = encode(train_lines, vocabulary)
-    columns = batchify(stream, config.wikitext_batch_size)
-    bptt = config.wikitext_bptt
+    columns = batchify(stream, text.batch_size)
     train_windows = torch.cat([inputs for inputs, _ in windows(columns, bptt) if inputs.shape[1] == bptt])
-    probe_stream = encode(load_lines(config.wikitext_probe), vocabulary)
-    n_probe = min(config.wikitext_probe_windows, len(probe_stream) // bptt)
+    probe_stream = encode(load_lines(text.probe_text), vocabulary)
+    n_probe = min(text.probe_windows, len(probe_stream) // bptt)
     if n_probe < 1:
-        raise ToyConfigError(f"The probe text {config.wikitext_probe} is shorter than one window of {bptt} tokens.")
+        raise ToyConfigError(f"The probe text {text.probe_text} is shorter than one window of {bptt} tokens.")
     probe_windows = probe_stream[: n_probe * bptt].reshape(n_probe, bptt)
-    last_query = config.wikitext_query_rank + config.wikitext_queries
-    if last_query > len(vocabulary) or config.wikitext_keys >= len(vocabulary):
-        raise ToyConfigError(f"The vocabulary has {len(vocabulary)} words; wikitext_query_rank + wikitext_queries "
-                             f"({last_query}) and wikitext_keys ({config.wikitext_keys}) must fit in it.")
-    queries = list(range(config.wikitext_query_rank, last_query))
-    keys = list(range(1, config.wikitext_keys + 1))  # the most frequent words (id 0 is <unk>)
+    last_query = text.query_rank + text.queries
+    if last_query > len(vocabulary) or text.keys >= len(vocabulary):
+        raise ToyConfigError(f"The vocabulary has {len(vocabulary)} words; wikitext.query_rank + wikitext.queries "
+                             f"({last_query}) and wikitext.keys ({text.keys}) must fit in it.")
+    queries = list(range(text.query_rank, last_query))
+    keys = list(range(1, text.keys + 1))  # the most frequent words (id 0 is <unk>)
     counts = count_cooccurrence(train_windows, queries, keys)
     key_frequency = torch.bincount(train_windows.flatten(), minlength=len(vocabulary))[keys].double()
     lift = cooccurrence_probability(counts) / (key_frequency / key_frequency.sum()).clamp_min(1e-300)
-    eligible = counts >= config.wikitext_min_cooccurrence  # query key: enough co-occurrences for a stable lift
+    eligible = counts >= text.min_cooccurrence  # query key: enough co-occurrences for a stable lift
 
     model = TutorialTransformer(TutorialTransformerConfig(
-        d_vocab=len(vocabulary), d_model=config.wikitext_d_model, d_mlp=config.wikitext_d_mlp,
-        n_heads=config.wikitext_heads, n_layers=1, n_ctx=bptt, dropout=config.wikitext_dropout, seed=config.seed),
+        d_vocab=len(vocabulary), d_model=text.d_model, d_mlp=text.d_mlp,
+        n_heads=text.n_heads, n_layers=1, n_ctx=bptt, dropout=text.dropout, seed=config.seed),
         device=config.device)
-    train_config = WordLMTrainConfig(lr=config.wikitext_lr, gamma=config.wikitext_gamma, clip=config.wikitext_clip,
-                                     bptt=bptt, epochs=config.wikitext_epochs, max_steps=config.wikitext_max_steps,
-                                     seed=config.seed)
     n_batches = len(windows(columns, bptt))
-    total_steps = n_batches * config.wikitext_epochs if config.wikitext_max_steps is None else \
-        min(config.wikitext_max_steps, n_batches * config.wikitext_epochs)
+    total_steps = n_batches * text.train.epochs if text.train.max_steps is None else \
+        min(text.train.max_steps, n_batches * text.train.epochs)
     trace: dict[str, list[Any]] = {k: [] for k in ("step", "entropy", "spearman_count", "spearman_lift",
                                                    "spearman_lift_matched", "distinct_over_common")}
     matched_history: list[torch.Tensor] = []
@@ -135,7 +140,7 @@ def wikitext_run(config: Any, *, progress: bool) -> dict[str, Any]:
     example_patterns: list[torch.Tensor] = []
 
     def snapshot(step: int, trained: Any, history: Any) -> None:
-        if step % config.wikitext_snapshot_every and step not in (0, total_steps):
+        if step % text.snapshot_every and step not in (0, total_steps):
             return
         was_training = trained.training
         trained.eval()
@@ -160,25 +165,24 @@ def wikitext_run(config: Any, *, progress: bool) -> dict[str, Any]:
         per_occurrence_history.append(per_occurrence)
 
     snapshot(0, model, None)
-    history = train_word_lm(model, columns, train_config, callbacks=[snapshot], progress=progress)
+    history = train_word_lm(model, columns, config.wikitext_training(), callbacks=[snapshot], progress=progress)
     order = _scan_order(torch.stack(matched_history), lift, eligible, trace["step"])
     null = ordering_null(matched_history[-1], lift, eligible, generator=torch.Generator().manual_seed(config.seed))
-    return {
-        "train": config.wikitext_train, "probe": config.wikitext_probe, "vocabulary": len(vocabulary),
-        "train_tokens": int(stream.numel()), "steps": total_steps, "steps_per_epoch": n_batches,
-        "probe_windows": n_probe, "query_words": [vocabulary[i] for i in queries],
-        "initial_loss": history.loss[0], "final_loss": history.loss[-1], "log_vocabulary": math.log(len(vocabulary)),
-        "loss_curve": {"steps": history.steps, "loss": history.loss},
-        "keys_per_query": float(eligible.sum(1).double().mean()),
-        **trace, "spearman_lift_matched_null": null,
-        "scan_order_spearman": order["spearman"], "scan_order_queries": order["queries"],
-        "example_window": [vocabulary[int(i)] for i in probe_windows[0]],
-        "_example_patterns": example_patterns,
-        "_snapshots": {"step": torch.tensor(trace["step"]), "distance_matched": torch.stack(matched_history),
-                       "per_occurrence": torch.stack(per_occurrence_history), "counts": counts, "lift": lift,
-                       "query_tokens": torch.tensor(queries), "key_tokens": torch.tensor(keys),
-                       "example_patterns": torch.stack(example_patterns)},
-    }
+    losses = history.values["loss"]
+    trace_values = WikitextTrace(
+        train=text.train_text, probe=text.probe_text, vocabulary=len(vocabulary), train_tokens=int(stream.numel()),
+        steps=total_steps, steps_per_epoch=n_batches, probe_windows=n_probe,
+        query_words=tuple(vocabulary[i] for i in queries), initial_loss=losses[0], final_loss=losses[-1],
+        log_vocabulary=math.log(len(vocabulary)), loss_curve=LossCurve(tuple(history.steps), tuple(losses)),
+        keys_per_query=float(eligible.sum(1).double().mean()), step=tuple(trace["step"]),
+        **{key: tuple(trace[key]) for key in WikitextTrace._SERIES},
+        spearman_lift_matched_null=ShuffledLiftNull(**null), scan_order_spearman=order["spearman"],
+        scan_order_queries=order["queries"], example_window=tuple(vocabulary[int(i)] for i in probe_windows[0]))
+    snapshots = {"step": torch.tensor(trace["step"]), "distance_matched": torch.stack(matched_history),
+                 "per_occurrence": torch.stack(per_occurrence_history), "counts": counts, "lift": lift,
+                 "query_tokens": torch.tensor(queries), "key_tokens": torch.tensor(keys),
+                 "example_patterns": torch.stack(example_patterns)}
+    return trace_values, example_patterns, snapshots
 
 
 def mean_spearman(values: torch.Tensor, reference: torch.Tensor, eligible: torch.Tensor) -> float:
@@ -239,43 +243,3 @@ def _scan_order(matched: torch.Tensor, lift: torch.Tensor, eligible: torch.Tenso
         if not math.isnan(rho):
             values.append(rho)
     return {"spearman": sum(values) / len(values) if values else math.nan, "queries": len(values)}
-
-
-def plot_wikitext(result: dict[str, Any], path: Path) -> None:
-    """Attention of one probe window at the first, middle and last snapshot; entropy, co-occurrence ordering
-    (with its shuffled-lift chance level) and the distinct/common attention ratio over training."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    patterns = result["_example_patterns"]
-    chosen = sorted({0, len(patterns) // 2, len(patterns) - 1})
-    fig, axes = plt.subplots(1, len(chosen) + 3, figsize=(3.1 * (len(chosen) + 3), 3.2))
-    for ax, index in zip(axes, chosen):
-        ax.imshow(patterns[index].numpy(), cmap="viridis", vmin=0, vmax=1)
-        ax.set_title(f"attention, step {result['step'][index]}", fontsize=9)
-        ax.set_xlabel("key position")
-        ax.set_ylabel("query position")
-    entropy_ax, order_ax, ratio_ax = axes[-3:]
-    entropy_ax.plot(result["step"], result["entropy"], marker="o", markersize=3)
-    entropy_ax.set_xlabel("step")
-    entropy_ax.set_ylabel("attention entropy (nats)")
-    order_ax.plot(result["step"], result["spearman_count"], marker="o", markersize=3, label="vs count")
-    order_ax.plot(result["step"], result["spearman_lift"], marker="o", markersize=3, label="vs lift")
-    order_ax.plot(result["step"], result["spearman_lift_matched"], marker="o", markersize=3,
-                  label="vs lift, distance-matched")
-    null = result["spearman_lift_matched_null"]["q95"]
-    if not math.isnan(null):
-        order_ax.axhline(null, color="tab:green", linestyle=":", linewidth=1, label="shuffled lift, 95%")
-    order_ax.axhline(0, color="k", linewidth=0.5)
-    order_ax.set_xlabel("step")
-    order_ax.set_ylabel("Spearman over keys (mean over queries)")
-    order_ax.legend(fontsize=6)
-    ratio_ax.plot(result["step"], result["distinct_over_common"], marker="o", markersize=3)
-    ratio_ax.axhline(1, color="k", linewidth=0.5)
-    ratio_ax.set_xlabel("step")
-    ratio_ax.set_ylabel("attention: top / bottom third by lift")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)

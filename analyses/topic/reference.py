@@ -23,18 +23,18 @@ EXPERIMENT = (
     "frozen, and the two-stage dynamics of ||W_V|| and ||W_K||, ||W_Q||"
 )
 
-# the paper's synthetic setting: field -> (value, how to say it)
+# the paper's synthetic setting: setting (its --set path) -> (value, how to say it)
 PAPER_SETTINGS: dict[str, tuple[Any, str]] = {
-    "n_topics": (10, "topics"),
-    "words_per_topic": (10, "words per topic"),
-    "alpha": (0.1, "Dirichlet alpha"),
-    "min_len": (100, "shortest document"),
-    "max_len": (150, "longest document"),
-    "n_documents": (10_000, "training documents"),
-    "p_select": (0.15, "masking probability"),
-    "frac_mask": (0.8, "fraction of selected positions shown as [MASK]"),
-    "frac_random": (0.1, "fraction of selected positions shown as a random word"),
-    "frac_keep": (0.1, "fraction of selected positions left unchanged"),
+    "lda.n_topics": (10, "topics"),
+    "lda.words_per_topic": (10, "words per topic"),
+    "lda.alpha": (0.1, "Dirichlet alpha"),
+    "lda.min_len": (100, "shortest document"),
+    "lda.max_len": (150, "longest document"),
+    "data.n_documents": (10_000, "training documents"),
+    "masking.p_select": (0.15, "masking probability"),
+    "masking.frac_mask": (0.8, "fraction of selected positions shown as [MASK]"),
+    "masking.frac_random": (0.1, "fraction of selected positions shown as a random word"),
+    "masking.frac_keep": (0.1, "fraction of selected positions left unchanged"),
 }
 
 FIXED_DEVIATIONS = (
@@ -52,9 +52,9 @@ FIXED_DEVIATIONS = (
 
 FOLLOWED = (
     "Paper over code: no biases on W_Q, W_K, W_V and no 1/sqrt(d) score scaling (the paper's formula); the "
-    "reference code's BERT layer has both (--set qkv_bias=true scale_scores=true follows the code).",
+    "reference code's BERT layer has both (--set model.qkv_bias=true model.scale_scores=true follows the code).",
     "Paper over code: the W_V stage minimises the masked-LM loss plus lambda * ||W_V||_F^2 (Theorem 2's "
-    "regulariser, uniform_value_l2); the reference code adds weight_decay / 2 * ||p||_F computed on p.data, "
+    "regulariser, uniform.value_l2); the reference code adds weight_decay / 2 * ||p||_F computed on p.data, "
     "which carries no gradient, so its runs are unregularised.",
     "Paper: cross-entropy for the experiments; the squared loss of the theory stays selectable per stage.",
     "Code, where the paper is silent: masked positions are hidden from the attention keys, every training "
@@ -67,27 +67,33 @@ FOLLOWED = (
 
 def _setting_deviations(config: Any) -> list[str]:
     found = []
-    for name, (paper, what) in PAPER_SETTINGS.items():
-        value = getattr(config, name)
+    for path, (paper, what) in PAPER_SETTINGS.items():
+        section, name = path.split(".")
+        value = getattr(getattr(config, section), name)
         if value != paper:
             found.append(f"{what}: {value} (paper: {paper}).")
     for stage in ("joint", "uniform", "fixed_value", "two_stage"):
-        if getattr(config, f"{stage}_loss") != "cross_entropy":
+        if getattr(config, stage).loss != "cross_entropy":
             found.append(f"{stage} stage trained with the squared loss of the paper's theory (its experiments use "
                          "cross-entropy).")
-    if config.uniform_value_l2 == 0:
+    if config.uniform.value_l2 == 0:
         found.append("W_V stage without L2 regularisation (Theorem 2 assumes lambda * ||W_V||_F^2 with lambda > 0).")
-    if config.qkv_bias:
+    if config.model.qkv_bias:
         found.append("Biases on W_Q, W_K, W_V (the reference code's BERT layer; not in the paper's formula).")
-    if config.scale_scores:
+    if config.model.scale_scores:
         found.append("Attention scores scaled by 1/sqrt(d) (the reference code's BERT layer; not in the paper's "
                      "formula).")
-    if not config.exclude_masked_keys:
+    if not config.data.exclude_masked_keys:
         found.append("Masked positions stay visible as attention keys (the reference code hides them).")
-    if not config.static_masks:
+    if not config.data.static_masks:
         found.append("Documents are re-masked every time they are drawn (the reference code masks each once).")
-    if config.l2:
-        found.append(f"Weight decay {config.l2} on every trained parameter (not in the paper's experiments).")
+    l2 = {stage: getattr(config, stage).l2 for stage in ("joint", "uniform", "fixed_value", "two_stage", "standard")}
+    if len(set(l2.values())) == 1:
+        if l2["joint"]:
+            found.append(f"Weight decay {l2['joint']} on every trained parameter (not in the paper's experiments).")
+    else:
+        found += [f"Weight decay {value} on every trained parameter of the {stage} stage (not in the paper's "
+                  "experiments)." for stage, value in l2.items() if value]
     return found
 
 

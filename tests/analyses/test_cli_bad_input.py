@@ -37,14 +37,14 @@ def fails_in_one_line(argv: list[str], capsys, *words: str, error: type[BaseExce
     (["seeed=3"], ["unknown setting", "Did you mean seed?", "Known settings"]),
     (["seed=abc"], ["expected an integer", "e.g. --set seed=0"]),
     (["seed=1.5"], ["expected an integer"]),
-    (["static_masks=maybe"], ["expected a boolean (true/false)"]),
-    (["alpha=nan"], ["expected a number"]),
-    (["joint_loss=hinge"], ["expected one of squared, cross_entropy"]),
-    (["d_vocab=abc"], ["expected an integer or none"]),
+    (["data.static_masks=maybe"], ["expected a boolean (true/false)"]),
+    (["lda.alpha=nan"], ["expected a number"]),
+    (["joint.loss=hinge"], ["expected one of squared, cross_entropy"]),
+    (["lda.d_vocab=abc"], ["expected an integer or none"]),
     (["seed"], ["expects KEY=VALUE"]),
     (["=3"], ["expects KEY=VALUE"]),
     (["seed=1", "seed=2"], ["given twice"]),
-    (["alpha=0"], ["alpha", "0.1"]),  # parsed, then refused by the config's own validation
+    (["lda.alpha=0"], ["alpha", "0.1"]),  # parsed, then refused by the config's own validation
 ])
 def test_toy_set_errors(tmp_path, capsys, settings, words):
     out = tmp_path / "run"
@@ -56,9 +56,9 @@ def test_toy_set_errors(tmp_path, capsys, settings, words):
 
 
 @pytest.mark.parametrize("setting, words", [
-    ("sweep_num_last=4,,5", ["expected comma-separated integers"]),
-    ("sweep_num_last=a,b", ["expected comma-separated integers"]),
-    ("sweep_eta_z=1,inf", ["expected comma-separated numbers", "e.g. --set sweep_eta_z="]),
+    ("sweep.num_last=4,,5", ["expected comma-separated integers"]),
+    ("sweep.num_last=a,b", ["expected comma-separated integers"]),
+    ("sweep.eta_z=1,inf", ["expected comma-separated numbers", "e.g. --set sweep.", "eta_z=0.5,1.0"]),
 ])
 def test_toy_set_tuple_errors(tmp_path, capsys, setting, words):
     fails_in_one_line(["toy", "scansnap", "--out", str(tmp_path / "run"), "--set", setting], capsys, *words,
@@ -80,18 +80,18 @@ def test_toy_unknown_experiment_and_flag(capsys):
 def test_toy_rejects_dtype(tmp_path, capsys):
     fails_in_one_line(["toy", "topic", "--out", str(tmp_path / "r"), "--dtype", "float16"], capsys,
                       "--dtype does not apply to `mechprobe toy`", "float32", "Drop --dtype", error=ConfigError)
-    assert list(tmp_path.iterdir()) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # "new/" (made for the run) is gone
 
 
 NO_CUDA = pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
 
 
 @pytest.mark.parametrize("argv, words", [
-    (["--device", "nonsense"], ["--device 'nonsense' is not a torch device", "use cpu, cuda, cuda:N"]),
-    (["--set", "device=nonsense"], ["--device 'nonsense' is not a torch device"]),
+    (["--device", "nonsense"], ["device 'nonsense' is not a torch device", "use cpu, cuda, cuda:N"]),
+    (["--set", "device=nonsense"], ["device 'nonsense' is not a torch device"]),
     (["--device", "meta"], ["runs on cpu, cuda or mps"]),
-    pytest.param(["--device", "cuda"], ["--device cuda", "no usable CUDA GPU", "use --device cpu"], marks=NO_CUDA),
-    pytest.param(["--set", "device=cuda:1"], ["--device cuda:1", "no usable CUDA GPU"], marks=NO_CUDA),
+    pytest.param(["--device", "cuda"], ["device 'cuda'", "no usable CUDA GPU", "use cpu"], marks=NO_CUDA),
+    pytest.param(["--set", "device=cuda:1"], ["device 'cuda:1'", "no usable CUDA GPU"], marks=NO_CUDA),
     (["--device", "cpu", "--set", "device=cpu"], ["--device and --set device=", "give only one"]),
 ])
 def test_toy_bad_device_fails_before_any_training(tmp_path, capsys, monkeypatch, argv, words):
@@ -113,10 +113,12 @@ def test_toy_out_that_is_a_file(tmp_path, capsys):
 
 
 def test_toy_error_during_the_run_removes_the_folder_it_made(tmp_path, capsys):
-    """d_model=0 is refused only when the standard model is built, after --out was created."""
+    """A WikiText file that does not exist is found only when the run reads it, after --out was created."""
     out = tmp_path / "new" / "run"
-    argv = ["toy", "induction", "--preset", "standard", "--set", "d_model=0", "--no-progress", "--out", str(out)]
-    fails_in_one_line(argv, capsys, "d_model", error=ValueError)
+    missing = tmp_path / "missing.tokens"
+    argv = ["toy", "scansnap", "--preset", "wikitext", "--set", f"wikitext.train_text={missing}", "--no-progress",
+            "--out", str(out)]
+    fails_in_one_line(argv, capsys, "missing.tokens does not exist", error=ValueError)
     assert list(tmp_path.iterdir()) == []
     kept = tmp_path / "mine"
     kept.mkdir()
@@ -153,9 +155,9 @@ def test_missing_command_is_one_line(capsys):
 
 
 @pytest.mark.parametrize("device, words", [
-    ("gpu", ["--device 'gpu' is not a torch device", "cpu, cuda"]),
+    ("gpu", ["device 'gpu' is not a torch device", "cpu, cuda"]),
     ("meta", ["runs on cpu, cuda or mps"]),
-    pytest.param("cuda", ["no usable CUDA GPU", "--device cpu"],
+    pytest.param("cuda", ["no usable CUDA GPU", "use cpu"],
                  marks=pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")),
 ])
 def test_heads_bad_device(capsys, device, words):

@@ -16,11 +16,12 @@ import torch
 from analyses.cli import main
 
 TINY = {
-    "topic": ["n_topics=3", "words_per_topic=4", "min_len=12", "max_len=16", "n_documents=128", "batch_size=16",
-              "d_model=8", "joint_steps=10", "joint_lr=0.01", "uniform_steps=5", "fixed_value_steps=5",
-              "two_stage_steps=20", "two_stage_lr=1.0", "record_every=5", "eval_documents=16"],
-    "scansnap": ["n_steps=20", "eval_sequences=16", "standard_steps=5", "standard_d_model=8"],
-    "induction": ["n_train=32", "n_val=16", "steps_c=2", "steps_w=2", "steps_a=2", "seq_len=20", "probe_sequences=8",
+    "topic": ["lda.n_topics=3", "lda.words_per_topic=4", "lda.min_len=12", "lda.max_len=16", "data.n_documents=128",
+              *(f"{stage}.batch_size=16" for stage in ("joint", "uniform", "fixed_value", "two_stage", "standard")),
+              "model.d_model=8", "joint.n_steps=10", "joint.lr=0.01", "uniform.n_steps=5", "fixed_value.n_steps=5",
+              "two_stage.n_steps=20", "two_stage.lr=1.0", "record_every=5", "eval_documents=16"],
+    "scansnap": ["train.n_steps=20", "eval_sequences=16", "standard.n_steps=5", "standard.d_model=8"],
+    "induction": ["n_train=32", "n_val=16", "train.stage_steps=2,2,2", "data.seq_len=20", "probe_sequences=8",
                   "eval_seq_lens=(10,)", "eval_alphas=(1.0,)", "early_step=3"],
 }
 # Numbers that must agree across devices (losses, attention statistics), per toy.

@@ -175,7 +175,7 @@ def test_a_damaged_checkpoint_raises_one_line_naming_the_file_and_leaves_the_obj
 @pytest.mark.slow
 def test_the_cli_reports_a_truncated_checkpoint_in_one_line_and_exits_2(tmp_path, capsys):
     argv = ["toy", "induction", "--preset", "fast", "--out", str(tmp_path), "--no-progress"]
-    for item in ["checkpoint_every=2", "n_train=32", "n_val=16", "steps_c=2", "steps_w=2", "steps_a=2", "seq_len=20",
+    for item in ["checkpoint_every=2", "n_train=32", "n_val=16", "train.stage_steps=2,2,2", "data.seq_len=20",
                  "probe_sequences=8", "eval_seq_lens=10", "eval_alphas=1.0"]:
         argv += ["--set", item]
     assert main(argv) == 0
@@ -195,7 +195,8 @@ def test_resuming_with_another_checkpoint_interval_is_allowed(tmp_path):
 
     a = _checkpointer(dataclasses.replace(PRESETS["fast"], checkpoint_every=5), tmp_path)
     b = _checkpointer(dataclasses.replace(PRESETS["fast"], checkpoint_every=7), tmp_path)
-    c = _checkpointer(dataclasses.replace(PRESETS["fast"], checkpoint_every=7, lr_c=1.0), tmp_path)
+    c = _checkpointer(dataclasses.replace(PRESETS["fast"], checkpoint_every=7,
+                                          train=dataclasses.replace(PRESETS["fast"].train, lr_c=1.0)), tmp_path)
     assert a.fingerprint == b.fingerprint != c.fingerprint
 
 
@@ -322,8 +323,8 @@ def test_divergence_before_any_checkpoint_says_so(tmp_path):
 @pytest.mark.slow
 def test_a_huge_learning_rate_in_the_cli_exits_2_keeping_the_checkpoint(tmp_path, capsys):
     argv = ["toy", "induction", "--preset", "fast", "--out", str(tmp_path), "--no-progress"]
-    for item in ["checkpoint_every=1", "n_train=32", "n_val=16", "schedule=joint", "n_steps=10", "seq_len=20",
-                 "probe_sequences=8", "eval_seq_lens=10", "eval_alphas=1.0", "lr_c=1e38"]:
+    for item in ["checkpoint_every=1", "n_train=32", "n_val=16", "train.schedule=joint", "train.n_steps=10",
+                 "data.seq_len=20", "probe_sequences=8", "eval_seq_lens=10", "eval_alphas=1.0", "train.lr_c=1e38"]:
         argv += ["--set", item]
     assert main(argv) == 2
     err = capsys.readouterr().err

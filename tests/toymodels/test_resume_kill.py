@@ -26,7 +26,7 @@ from safetensors.torch import load_file
 from analyses.cli import main
 
 N_STEPS = 400
-SETTINGS = ["checkpoint_every=20", "n_train=256", "batch_size=64", "steps_c=100", "steps_w=100", "steps_a=200",
+SETTINGS = ["checkpoint_every=20", "n_train=256", "train.batch_size=64", "train.stage_steps=100,100,200",
             "n_val=64", "probe_sequences=16", "eval_seq_lens=50", "eval_alphas=1.0"]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
 

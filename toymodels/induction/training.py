@@ -9,8 +9,10 @@
 - Any TransformerLens model (e.g. ``toymodels.standard.build_standard_model``): Adam on fresh
   sequences each step, NLL of every next token (language-model style).
 
-Both go through :func:`toymodels.training.train`, so callbacks run after every step and a
-:class:`~toymodels.training.Checkpointer` makes runs resumable.
+Both entry points share one signature, ``train_<what>(model, data, config, *, callbacks=(),
+checkpointer=None, progress=False) -> History``: the config holds the steps, rates and the seed of
+the CPU generator that draws batches. Both go through :func:`toymodels.training.train`, so
+callbacks run after every step and a :class:`~toymodels.training.Checkpointer` makes runs resumable.
 """
 
 from __future__ import annotations
@@ -24,9 +26,11 @@ import torch.nn.functional as F
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
+from mechprobe.validation import at_least, one_of, positive
 from toymodels.errors import ToyConfigError
-from toymodels.induction.model import SimplifiedInductionModel, WindowBatch
 from toymodels.induction.data import MarkovConfig, sample_markov_icl
+from toymodels.induction.simplified import SimplifiedInductionModel
+from toymodels.induction.windows import WindowBatch
 from toymodels.training import Callback, Checkpointer, History, model_device, train
 
 STAGES = ("c", "w", "a")
@@ -64,8 +68,8 @@ class SimplifiedTraining:
     ``schedule="joint"`` trains ``c``, ``w`` and ``a`` together for ``n_steps``;
     ``"staged"`` trains only ``c`` for ``stage_steps[0]`` steps, then only ``w`` for
     ``stage_steps[1]``, then only ``a`` for ``stage_steps[2]`` (``n_steps`` = their sum).
-    ``batch_size=0`` means full batch (the paper); otherwise mini-batches drawn with the generator.
-    ``loss``: see :func:`simplified_loss`.
+    ``batch_size=0`` means full batch (the paper); otherwise mini-batches drawn by a CPU generator
+    seeded with ``seed``. ``loss``: see :func:`simplified_loss`.
     """
 
     schedule: Literal["joint", "staged"] = "joint"
@@ -76,22 +80,19 @@ class SimplifiedTraining:
     lr_a: float = 1.0
     batch_size: int = 0
     loss: Literal["nll", "probs_as_logits"] = "nll"
+    seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.loss not in LOSSES:
-            raise ToyConfigError(f"loss must be one of {', '.join(LOSSES)}; got {self.loss!r}.")
-        if self.schedule not in ("joint", "staged"):
-            raise ToyConfigError(f"schedule must be 'joint' or 'staged'; got {self.schedule!r}.")
+        one_of("loss", self.loss, LOSSES, error=ToyConfigError)
+        one_of("schedule", self.schedule, ("joint", "staged"), error=ToyConfigError)
         if self.schedule == "staged":
             if len(self.stage_steps) != 3 or any(s < 0 for s in self.stage_steps):
                 raise ToyConfigError(f"stage_steps must be three step counts >= 0 (c, w, a); got {self.stage_steps!r}.")
-        elif self.n_steps < 0:
-            raise ToyConfigError(f"n_steps must be >= 0; got {self.n_steps}.")
+        else:
+            at_least("n_steps", self.n_steps, 0, error=ToyConfigError)
         for name in ("lr_c", "lr_w", "lr_a"):
-            if not getattr(self, name) > 0:
-                raise ToyConfigError(f"{name} must be > 0; got {getattr(self, name)!r}.")
-        if self.batch_size < 0:
-            raise ToyConfigError(f"batch_size must be >= 0 (0 = full batch); got {self.batch_size}.")
+            positive(name, getattr(self, name), error=ToyConfigError)
+        at_least("batch_size (0 = full batch)", self.batch_size, 0, error=ToyConfigError)
 
     @property
     def total_steps(self) -> int:
@@ -151,9 +152,8 @@ def all_token_loss(model: nn.Module, tokens: Int[Tensor, "batch pos"], *, batch_
 def train_simplified(
     model: SimplifiedInductionModel,
     train_tokens: Int[Tensor, "batch pos"],
-    training: SimplifiedTraining,
+    config: SimplifiedTraining,
     *,
-    generator: torch.Generator,
     callbacks: Sequence[Callback] = (),
     checkpointer: Checkpointer | None = None,
     progress: bool = False,
@@ -163,56 +163,73 @@ def train_simplified(
     Works for the simplified and the full model (``w`` = all layer-1 parameters). SGD with one
     learning rate per part; in the staged schedule the parts not being trained get
     no gradient. Logs ``loss`` every step (then the callbacks run). ``train_tokens`` are copied to
-    the model's device once; mini-batch indices are drawn on the CPU.
+    the model's device once; mini-batch indices are drawn on the CPU from ``config.seed``.
+
+    Example: ``history = train_simplified(model, tokens, SimplifiedTraining(n_steps=100))``.
     """
     if train_tokens.ndim != 2 or train_tokens.shape[1] < 3:
         raise ToyConfigError(f"train_tokens must be [n, L + 1] with L >= 2; got {tuple(train_tokens.shape)}.")
     parts = {"c": [model.c, model.c_token], "w": model.layer1_parameters(), "a": [model.a]}
-    lrs = {"c": training.lr_c, "w": training.lr_w, "a": training.lr_a}
+    lrs = {"c": config.lr_c, "w": config.lr_w, "a": config.lr_a}
     optimizer = torch.optim.SGD([{"params": parts[stage], "lr": lrs[stage]} for stage in STAGES])
     n_train = train_tokens.shape[0]
     train_tokens = train_tokens.to(model_device(model))
-    full_batch = not (training.batch_size and training.batch_size < n_train)
+    full_batch = not (config.batch_size and config.batch_size < n_train)
     windows = model.window_batch(train_tokens[:, :-1]) if full_batch else None
 
     def loss_fn(step: int, gen: torch.Generator) -> Tensor:
-        stage = training.stage_at(step)
+        stage = config.stage_at(step)
         for name, params in parts.items():
             for param in params:
                 param.requires_grad_(stage is None or stage == name)
         if full_batch:
-            return simplified_loss(model, train_tokens, training.loss, windows=windows)
-        index = torch.randint(0, n_train, (training.batch_size,), generator=gen)
-        return simplified_loss(model, train_tokens[index.to(train_tokens.device)], training.loss)
+            return simplified_loss(model, train_tokens, config.loss, windows=windows)
+        index = torch.randint(0, n_train, (config.batch_size,), generator=gen)
+        return simplified_loss(model, train_tokens[index.to(train_tokens.device)], config.loss)
 
     try:
-        return train(model, loss_fn, [optimizer], n_steps=training.total_steps, generator=generator,
+        generator = torch.Generator().manual_seed(config.seed)
+        return train(model, loss_fn, [optimizer], n_steps=config.total_steps, generator=generator,
                      callbacks=callbacks, checkpointer=checkpointer, progress=progress, desc="simplified model")
     finally:
         for param in model.parameters():
             param.requires_grad_(True)
 
 
+@dataclass(frozen=True)
+class FreshChainTraining:
+    """How to train a standard model on fresh chains: ``n_steps`` Adam steps at ``lr``, each on
+    ``batch_size`` chains drawn by a CPU generator seeded with ``seed``."""
+
+    n_steps: int = 300
+    batch_size: int = 32
+    lr: float = 3e-3
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        at_least("n_steps", self.n_steps, 0, error=ToyConfigError)
+        at_least("batch_size", self.batch_size, 1, error=ToyConfigError)
+        positive("lr", self.lr, error=ToyConfigError)
+
+
 def train_on_fresh_chains(
     model: nn.Module,
     data: MarkovConfig,
+    config: FreshChainTraining,
     *,
-    n_steps: int,
-    batch_size: int = 32,
-    lr: float = 3e-3,
-    generator: torch.Generator,
     callbacks: Sequence[Callback] = (),
     checkpointer: Checkpointer | None = None,
     progress: bool = False,
 ) -> History:
-    """Adam on the next-token NLL at every position of ``batch_size`` fresh chains per step.
+    """Adam on the next-token NLL at every position of ``config.batch_size`` fresh chains of ``data`` per step.
 
     Works for any model mapping tokens [batch, L] to logits [batch, L, d_vocab] (e.g. a
     TransformerBridge from ``build_standard_model``). Chains are sampled on the CPU and moved to
     the model's device.
+
+    Example: ``train_on_fresh_chains(model, MarkovConfig(), FreshChainTraining(n_steps=500))``.
     """
-    if batch_size < 1:
-        raise ToyConfigError(f"batch_size must be >= 1; got {batch_size}.")
+    batch_size, lr = config.batch_size, config.lr
     optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=lr)
     device = model_device(model)
 
@@ -221,5 +238,6 @@ def train_on_fresh_chains(
         logits = model(tokens[:, :-1])
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), tokens[:, 1:].reshape(-1))
 
-    return train(model, loss_fn, [optimizer], n_steps=n_steps, generator=generator, callbacks=callbacks,
+    generator = torch.Generator().manual_seed(config.seed)
+    return train(model, loss_fn, [optimizer], n_steps=config.n_steps, generator=generator, callbacks=callbacks,
                  checkpointer=checkpointer, progress=progress, desc="standard model")

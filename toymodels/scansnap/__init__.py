@@ -16,7 +16,7 @@ from toymodels.scansnap.training import (
 )
 from toymodels.scansnap.tutorial_transformer import TutorialTransformer, TutorialTransformerConfig, sinusoidal_positions
 from toymodels.scansnap.word_lm import (
-    WordLMHistory,
+    TutorialSGD,
     WordLMTrainConfig,
     basic_english,
     batchify,
@@ -27,8 +27,8 @@ from toymodels.scansnap.word_lm import (
 )
 
 __all__ = [
-    "CooccurrenceConfig", "CooccurrenceData", "TutorialTransformer", "TutorialTransformerConfig", "TwoRateConfig",
-    "WordLMHistory", "WordLMTrainConfig", "YZModelConfig", "YZRun", "YZRunsResult", "YZTransformer",
+    "CooccurrenceConfig", "CooccurrenceData", "TutorialSGD", "TutorialTransformer", "TutorialTransformerConfig",
+    "TwoRateConfig", "WordLMTrainConfig", "YZModelConfig", "YZRun", "YZRunsResult", "YZTransformer",
     "basic_english", "batchify", "build_vocabulary", "encode", "make_two_rate_optimizers", "parameter_groups",
     "query_logits", "sinusoidal_positions", "support_compositions", "train_on_cooccurrence", "train_word_lm",
     "train_yz_runs", "windows",

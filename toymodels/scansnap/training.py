@@ -172,11 +172,12 @@ def train_on_cooccurrence(
     callbacks: Sequence[Callback] = (),
     checkpointer: Checkpointer | None = None,
     progress: bool = False,
-    desc: str = "scan and snap",
 ) -> History:
     """Train ``model`` for ``config.n_steps`` steps; batches come from a generator seeded by ``config.seed``.
 
-    Batches are drawn on the CPU and moved to the model's device.
+    Batches are drawn on the CPU and moved to the model's device. ``callbacks`` run after every step as
+    ``callback(step, model, history)``; ``checkpointer`` saves and resumes the run (model, both optimisers,
+    the batch generator, the history); ``progress`` shows a bar.
 
     ``history.values["loss"][i]`` is the loss of the batch drawn at step ``history.steps[i]``
     (before that step's update), so step 1 holds the loss at initialisation.
@@ -198,4 +199,5 @@ def train_on_cooccurrence(
 
     return train(model, loss_fn, optimizers, n_steps=config.n_steps,
                  generator=torch.Generator().manual_seed(config.seed), callbacks=callbacks,
-                 checkpointer=checkpointer, progress=progress, desc=desc)
+                 checkpointer=checkpointer, progress=progress,
+                 desc="Y/Z model" if isinstance(model, YZTransformer) else "standard model")

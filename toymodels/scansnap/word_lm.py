@@ -9,7 +9,8 @@
   position; the last window may be shorter);
 - :func:`train_word_lm`: the tutorial's optimisation: SGD (no momentum) at ``lr``, multiplied by
   ``gamma`` after every epoch (``StepLR(step_size=1)``), gradient norm clipped at ``clip``; the model
-  is in training mode (dropout on). Windows are fed batch-first ``[batch_size, bptt]``.
+  is in training mode (dropout on). Windows are fed batch-first ``[batch_size, bptt]``. It has the toy
+  models' one training signature ``(model, data, config, *, callbacks, checkpointer, progress) -> History``.
 
 Example::
 
@@ -23,8 +24,9 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -32,6 +34,7 @@ from jaxtyping import Int
 from torch import Tensor, nn
 
 from toymodels.errors import ToyConfigError
+from toymodels.training import Callback, Checkpointer, History, model_device, train
 
 UNKNOWN = "<unk>"
 _PATTERNS = [(re.compile(p), r) for p, r in (
@@ -119,14 +122,38 @@ class WordLMTrainConfig:
                 f"WordLMTrainConfig.max_steps must be None or an integer >= 0; got {self.max_steps!r}.")
 
 
-@dataclass
-class WordLMHistory:
-    """Per optimiser step: ``steps``, ``epoch``, ``lr`` and the training-window ``loss`` (before the update)."""
+class TutorialSGD:
+    """The tutorial's update as an optimiser for :func:`toymodels.training.train`: clip the gradient norm of all
+    parameters at ``clip``, then ``param -= lr * grad`` (no momentum: nothing to checkpoint but ``lr``).
 
-    steps: list[int] = field(default_factory=list)
-    epoch: list[int] = field(default_factory=list)
-    lr: list[float] = field(default_factory=list)
-    loss: list[float] = field(default_factory=list)
+    ``lr`` is set by :func:`train_word_lm` before each step (the per-epoch schedule).
+    """
+
+    def __init__(self, params: Sequence[nn.Parameter], *, lr: float, clip: float) -> None:
+        self.param_groups = [{"params": [p for p in params if p.requires_grad], "lr": lr, "clip": clip}]
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for param in self.param_groups[0]["params"]:
+            param.grad = None
+
+    def step(self) -> None:
+        group = self.param_groups[0]
+        torch.nn.utils.clip_grad_norm_(group["params"], group["clip"])
+        with torch.no_grad():
+            for param in group["params"]:
+                if param.grad is not None:
+                    param.sub_(group["lr"] * param.grad)
+
+    def state_dict(self) -> dict[str, Any]:
+        group = {k: v for k, v in self.param_groups[0].items() if k != "params"}
+        return {"state": {}, "param_groups": [{**group, "params": list(range(len(self.param_groups[0]["params"])))}]}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        (group,) = state_dict["param_groups"]
+        if len(group["params"]) != len(self.param_groups[0]["params"]):
+            raise ToyConfigError(f"The saved optimiser state holds {len(group['params'])} parameters; this model has "
+                                 f"{len(self.param_groups[0]['params'])}.")
+        self.param_groups[0].update({k: v for k, v in group.items() if k != "params"})
 
 
 def train_word_lm(
@@ -134,54 +161,42 @@ def train_word_lm(
     columns: Int[Tensor, "row batch"],
     config: WordLMTrainConfig,
     *,
-    callbacks: Sequence[Callable[[int, nn.Module, WordLMHistory], None]] = (),
+    callbacks: Sequence[Callback] = (),
+    checkpointer: Checkpointer | None = None,
     progress: bool = False,
-) -> WordLMHistory:
+) -> History:
     """Train ``model`` (tokens ``[batch pos]`` -> logits ``[batch pos d_vocab]``) on ``columns`` (module docstring).
 
-    Windows move to the model's device. Each callback runs after every step as ``callback(step, model, history)``.
-    Dropout draws from torch's global generator, seeded with ``config.seed`` inside a forked RNG state.
+    Step ``s`` (from 1) reads window ``(s - 1) % n_windows`` of epoch ``(s - 1) // n_windows``; windows move to
+    the model's device. ``history.values`` holds ``loss`` (the window's loss before the update), ``epoch`` and
+    ``lr`` per step. Each callback runs after every step as ``callback(step, model, history)``. Dropout draws
+    from torch's global generator, seeded with ``config.seed`` inside a forked RNG state; a ``checkpointer``
+    saves that generator's CPU state with the model, so a resumed CPU run ends as an uninterrupted one (on a
+    GPU dropout draws from the device's generator, which is not saved). Runs on
+    :func:`toymodels.training.train` (divergence raises :class:`toymodels.errors.TrainingDiverged`).
     """
-    from tqdm.auto import tqdm
-
     if not isinstance(config, WordLMTrainConfig):
         raise ToyConfigError(f"config must be a WordLMTrainConfig; got {type(config).__name__}.")
-    device = next(model.parameters()).device
+    device = model_device(model)
     batches = windows(columns, config.bptt)
-    parameters = [p for p in model.parameters() if p.requires_grad]
-    history = WordLMHistory()
     total = len(batches) * config.epochs if config.max_steps is None else min(config.max_steps,
                                                                               len(batches) * config.epochs)
-    step = 0
+    optimizer = TutorialSGD(list(model.parameters()), lr=config.lr, clip=config.clip)
+
+    def epoch_of(step: int) -> int:
+        return (step - 1) // len(batches)
+
+    def loss_fn(step: int, generator: torch.Generator) -> Tensor:
+        optimizer.param_groups[0]["lr"] = config.lr * config.gamma ** epoch_of(step)
+        inputs, targets = batches[(step - 1) % len(batches)]
+        logits = model(inputs.to(device))
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.to(device).reshape(-1))
+
+    def record_schedule(step: int, trained: nn.Module, history: History) -> None:
+        history.log(step, epoch=epoch_of(step), lr=optimizer.param_groups[0]["lr"])
+
     with torch.random.fork_rng(devices=[] if device.type == "cpu" else [device]):
         torch.manual_seed(config.seed)
-        model.train()
-        with tqdm(total=total, desc="word LM", disable=not progress) as bar:
-            for epoch in range(config.epochs):
-                lr = config.lr * config.gamma ** epoch
-                for inputs, targets in batches:
-                    if step >= total:
-                        break
-                    inputs, targets = inputs.to(device), targets.to(device)
-                    logits = model(inputs)
-                    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
-                    if not math.isfinite(loss.item()):
-                        raise ToyConfigError(f"Training diverged at step {step + 1} (loss {loss.item()}); lower lr.")
-                    for p in parameters:
-                        p.grad = None
-                    loss.backward()
-                    torch.nn.utils.clip_grad_norm_(parameters, config.clip)
-                    with torch.no_grad():
-                        for p in parameters:
-                            if p.grad is not None:
-                                p.sub_(lr * p.grad)
-                    step += 1
-                    history.steps.append(step)
-                    history.epoch.append(epoch)
-                    history.lr.append(lr)
-                    history.loss.append(loss.item())
-                    bar.update(1)
-                    for callback in callbacks:
-                        callback(step, model, history)
-        model.eval()
-    return history
+        return train(model, loss_fn, [optimizer], n_steps=total, generator=torch.random.default_generator,
+                     callbacks=[record_schedule, *callbacks], checkpointer=checkpointer, progress=progress,
+                     desc="word LM")

@@ -7,17 +7,20 @@ from toymodels.topic.data import Documents, LDAConfig, MaskedDocuments, MaskingC
 from toymodels.topic.model import TopicModel, TopicModelConfig
 from toymodels.topic.training import (
     MaskedLMData,
+    MaskedLMDataConfig,
     TopicTrainingConfig,
     attention_weights,
     masked_lm_loss,
     record_attention_norms,
     record_value,
     train_topic_model,
+    training_fingerprint,
     value_l2_penalty,
 )
 
 __all__ = [
-    "Documents", "LDAConfig", "MaskedDocuments", "MaskedLMData", "MaskingConfig", "TopicModel", "TopicModelConfig",
-    "TopicTrainingConfig", "attention_weights", "mask_documents", "masked_lm_loss", "record_attention_norms",
-    "record_value", "sample_documents", "train_topic_model", "value_l2_penalty",
+    "Documents", "LDAConfig", "MaskedDocuments", "MaskedLMData", "MaskedLMDataConfig", "MaskingConfig", "TopicModel",
+    "TopicModelConfig", "TopicTrainingConfig", "attention_weights", "mask_documents", "masked_lm_loss",
+    "record_attention_norms", "record_value", "sample_documents", "train_topic_model", "training_fingerprint",
+    "value_l2_penalty",
 ]

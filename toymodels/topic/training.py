@@ -1,18 +1,18 @@
 """Masked-LM training of the topic models on LDA documents, with norm-recording callbacks.
 
-The training set is a fixed set of ``n_documents`` documents drawn from ``data_seed`` (the
-reference code's setting); with ``static_masks`` each document is masked once, otherwise it is
-re-masked every time it is drawn. ``n_documents=None`` draws fresh documents every step.
-Minibatches are drawn from the training loop's generator, so checkpoints resume exactly. A
-TopicModel without hooks is trained through ``TopicModel.query_logits`` on the selected positions
-only (the loss reads nothing else); with hooks attached, or for a TransformerBridge, the full
-forward pass runs.
+The training set (:class:`MaskedLMData`) is a fixed set of ``n_documents`` documents drawn from its
+``seed`` (the reference code's setting); with ``static_masks`` each document is masked once, otherwise
+it is re-masked every time it is drawn. ``n_documents=None`` draws fresh documents every step.
+Minibatches are drawn from the training loop's generator (seeded with the training config's ``seed``),
+so checkpoints resume exactly. A TopicModel without hooks is trained through
+``TopicModel.query_logits`` on the selected positions only (the loss reads nothing else); with hooks
+attached, or for a TransformerBridge, the full forward pass runs.
 
 Example::
 
     model = TopicModel(TopicModelConfig())
-    history = train_topic_model(model, LDAConfig(), MaskingConfig(), TopicTrainingConfig(n_steps=200),
-                                callbacks=[record_attention_norms()])
+    data = MaskedLMData(LDAConfig(), MaskingConfig(), MaskedLMDataConfig(), seed=0)
+    history = train_topic_model(model, data, TopicTrainingConfig(n_steps=200), callbacks=[record_attention_norms()])
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal
 
 import torch
@@ -31,6 +30,7 @@ import torch.nn.functional as F
 from jaxtyping import Bool, Float, Int
 from torch import Tensor, nn
 
+from mechprobe.validation import at_least, fraction, one_of, positive
 from toymodels.errors import ToyConfigError
 from toymodels.topic.data import Documents, LDAConfig, MaskedDocuments, MaskingConfig, mask_documents, sample_documents
 from toymodels.topic.model import TopicModel
@@ -40,8 +40,30 @@ LossKind = Literal["squared", "cross_entropy"]
 
 
 @dataclass(frozen=True)
+class MaskedLMDataConfig:
+    """The masked-LM training set: ``n_documents`` documents (None: fresh ones every step), masked once
+    (``static_masks``) or at every draw; ``exclude_masked_keys`` hides the selected positions from the
+    attention keys (the reference code does)."""
+
+    n_documents: int | None = 4096
+    static_masks: bool = True
+    exclude_masked_keys: bool = True
+
+    def __post_init__(self) -> None:
+        if self.n_documents is not None:
+            at_least("n_documents", self.n_documents, 1, error=ToyConfigError)
+        for name in ("static_masks", "exclude_masked_keys"):
+            one_of(name, getattr(self, name), (True, False), error=ToyConfigError)
+        if self.n_documents is None and self.static_masks:
+            raise ToyConfigError(
+                "static_masks=True needs a fixed training set: set n_documents to a number, or use "
+                "static_masks=False with fresh documents (n_documents=None)."
+            )
+
+
+@dataclass(frozen=True)
 class TopicTrainingConfig:
-    """Optimisation settings.
+    """Optimisation settings; ``seed`` seeds the minibatch draws (and dynamic masks).
 
     ``l2`` is the optimiser's weight decay on every trained parameter. ``value_l2`` is the paper's
     regulariser of the W_V stage (Theorem 2): ``value_l2 * ||W_V||_F^2`` added to the mean masked-LM
@@ -57,52 +79,43 @@ class TopicTrainingConfig:
     l2: float = 0.0
     value_l2: float = 0.0
     loss: LossKind = "squared"
-    n_documents: int | None = 4096
-    static_masks: bool = True
-    exclude_masked_keys: bool = True
-    data_seed: int = 0
+    seed: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("n_steps", "batch_size"):
+        for name, minimum in (("n_steps", 0), ("batch_size", 1)):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < (0 if name == "n_steps" else 1):
-                raise ToyConfigError(f"{name} must be a {'non-negative' if name == 'n_steps' else 'positive'} integer; got {value!r}.")
-        if self.n_documents is not None and (not isinstance(self.n_documents, int) or self.n_documents < 1):
-            raise ToyConfigError(f"n_documents must be None (fresh documents) or >= 1; got {self.n_documents!r}.")
-        if not self.lr > 0:
-            raise ToyConfigError(f"lr must be > 0; got {self.lr}.")
-        if self.optimizer not in ("sgd", "adam"):
-            raise ToyConfigError(f"optimizer must be 'sgd' or 'adam'; got {self.optimizer!r}.")
-        if not 0 <= self.momentum < 1:
-            raise ToyConfigError(f"momentum must be in [0, 1); got {self.momentum}.")
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ToyConfigError(f"{name} must be an integer >= {minimum}; got {value!r}.")
+            at_least(name, value, minimum, error=ToyConfigError)
+        positive("lr", self.lr, error=ToyConfigError)
+        one_of("optimizer", self.optimizer, ("sgd", "adam"), error=ToyConfigError)
+        fraction("momentum", self.momentum, open_high=True, error=ToyConfigError)
         for name in ("l2", "value_l2"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
                 math.isfinite(value) and value >= 0
             ):
                 raise ToyConfigError(f"{name} must be a finite number >= 0 (0 = off); got {value!r}.")
-        if self.loss not in ("squared", "cross_entropy"):
-            raise ToyConfigError(f"loss must be 'squared' or 'cross_entropy'; got {self.loss!r}.")
-        if self.n_documents is None and self.static_masks:
-            raise ToyConfigError(
-                "static_masks=True needs a fixed training set: set n_documents to a number, or use "
-                "static_masks=False with fresh documents (n_documents=None)."
-            )
+        one_of("loss", self.loss, ("squared", "cross_entropy"), error=ToyConfigError)
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
+            raise ToyConfigError(f"seed must be an integer; got {self.seed!r}.")
 
 
 class MaskedLMData:
     """Draws masked minibatches: ``batch(batch_size, generator) -> (MaskedDocuments, key_mask)``.
 
     ``key_mask[b, k]`` is False at selected positions when ``exclude_masked_keys`` (the
-    reference code removes them from the attention keys) and True elsewhere.
+    reference code removes them from the attention keys) and True elsewhere. The fixed training set
+    (``config.n_documents``) and its static masks are drawn from ``seed``.
     """
 
-    def __init__(self, lda: LDAConfig, masking: MaskingConfig, config: TopicTrainingConfig) -> None:
-        self.lda, self.masking, self.config = lda, masking, config
+    def __init__(self, lda: LDAConfig, masking: MaskingConfig, config: MaskedLMDataConfig = MaskedLMDataConfig(),
+                 *, seed: int = 0) -> None:
+        self.lda, self.masking, self.config, self.seed = lda, masking, config, seed
         self.documents: Documents | None = None
         self.masked: MaskedDocuments | None = None
         if config.n_documents is not None:
-            data_generator = torch.Generator().manual_seed(config.data_seed)
+            data_generator = torch.Generator().manual_seed(seed)
             self.documents = sample_documents(lda, config.n_documents, data_generator)
             if config.static_masks:
                 self.masked = mask_documents(self.documents, masking, data_generator, lda=lda)
@@ -232,33 +245,39 @@ def record_value(name: str, measure: Callable[[nn.Module], float], every: int) -
     return callback
 
 
+def training_fingerprint(model: nn.Module, data: MaskedLMData, config: TopicTrainingConfig) -> str:
+    """What a checkpoint of :func:`train_topic_model` must match to resume: the data, the settings, the model class."""
+    return json.dumps([dataclasses.asdict(data.lda), dataclasses.asdict(data.masking), dataclasses.asdict(data.config),
+                       data.seed, dataclasses.asdict(config), type(model).__name__], sort_keys=True, default=str)
+
+
 def train_topic_model(
     model: nn.Module,
-    lda: LDAConfig,
-    masking: MaskingConfig,
+    data: MaskedLMData,
     config: TopicTrainingConfig,
     *,
-    seed: int = 0,
     callbacks: Sequence[Callback] = (),
-    checkpoint_dir: str | Path | None = None,
-    checkpoint_every: int = 500,
+    checkpointer: Checkpointer | None = None,
     progress: bool = False,
-    desc: str = "topic model",
 ) -> History:
-    """Train ``model`` (a TopicModel or a bidirectional TransformerBridge) as a masked LM.
+    """Train ``model`` (a TopicModel or a bidirectional TransformerBridge) as a masked LM on ``data``.
 
-    ``seed`` drives the minibatch sampling (and dynamic masks), done on the CPU; each batch then
+    ``config.seed`` drives the minibatch sampling (and dynamic masks), done on the CPU; each batch then
     moves to the model's device. The logged ``loss`` is the optimised objective (with the
-    ``value_l2`` penalty when it is on). With ``checkpoint_dir`` the run resumes from its last checkpoint
-    there and ends identical to an uninterrupted one.
+    ``value_l2`` penalty when it is on). With a ``checkpointer`` (fingerprint:
+    :func:`training_fingerprint`) the run resumes from its last checkpoint and ends identical to an
+    uninterrupted one.
     """
+    if not isinstance(data, MaskedLMData):
+        raise ToyConfigError(f"data must be a MaskedLMData (LDA documents with their masking); got "
+                             f"{type(data).__name__}. Build it as MaskedLMData(lda, masking, data_config, seed=...).")
+    lda = data.lda
     n_model_vocab = int(model.cfg.d_vocab)
     if lda.vocab_size > n_model_vocab:
         raise ToyConfigError(
             f"The documents use {lda.vocab_size} token ids (words + [MASK] + [PAD]) but the model's "
             f"vocabulary has d_vocab = {n_model_vocab}; build the model with d_vocab >= {lda.vocab_size}."
         )
-    data = MaskedLMData(lda, masking, config)
     optimizer = make_optimizer(list(model.parameters()), lr=config.lr, kind=config.optimizer,
                                momentum=config.momentum, weight_decay=config.l2)
     device = model_device(model)
@@ -270,10 +289,6 @@ def train_topic_model(
             loss = loss + value_l2_penalty(model, config.value_l2)
         return loss
 
-    checkpointer = None
-    if checkpoint_dir is not None:
-        fingerprint = json.dumps([dataclasses.asdict(lda), dataclasses.asdict(masking), dataclasses.asdict(config),
-                                  seed, type(model).__name__], sort_keys=True, default=str)
-        checkpointer = Checkpointer(checkpoint_dir, every=checkpoint_every, fingerprint=fingerprint)
-    return train(model, loss_fn, [optimizer], n_steps=config.n_steps, generator=torch.Generator().manual_seed(seed),
-                 callbacks=callbacks, checkpointer=checkpointer, progress=progress, desc=desc)
+    return train(model, loss_fn, [optimizer], n_steps=config.n_steps,
+                 generator=torch.Generator().manual_seed(config.seed), callbacks=callbacks,
+                 checkpointer=checkpointer, progress=progress, desc="topic model")

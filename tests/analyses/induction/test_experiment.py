@@ -15,7 +15,7 @@ from analyses.cli import main
 from analyses.config_overrides import apply_overrides
 from probes.core.errors import ConfigError
 
-SMALL = ["n_train=256", "n_val=200", "steps_c=10", "steps_w=10", "steps_a=40", "probe_sequences=32",
+SMALL = ["n_train=256", "n_val=200", "train.stage_steps=10,10,40", "probe_sequences=32",
          "eval_seq_lens=(50,)", "eval_alphas=(1.0,)"]
 REQUIRED = {"val_loss": float, "optimal_loss": float, "parent_share": dict, "true_parent_share": float,
             "copier_distance": list, "generalized_induction_score": float, "generalized_induction_chance": float,
@@ -27,18 +27,20 @@ FIGURES = ["parent_share.png", "copier_heatmaps.png", "layer2_attention_example.
 @pytest.mark.parametrize("model", ["simplified", "full"])
 def test_tiny_run_writes_the_summary_schema_and_figures(tmp_path, model):
     config = apply_overrides(toy_induction.PRESETS["fast"],
-                             [f"model={model}", "n_train=32", "n_val=16", "steps_c=2", "steps_w=2", "steps_a=2", "seq_len=20",
+                             [f"model={model}", "n_train=32", "n_val=16", "train.stage_steps=2,2,2", "data.seq_len=20",
                               "probe_sequences=8", "eval_seq_lens=(10,)", "eval_alphas=(1.0,)", "early_step=3",
                               "checkpoint_every=3"])
-    summary = toy_induction.run(config, tmp_path, progress=False)
+    result = toy_induction.run(config, tmp_path, progress=False)
+    summary = result.summary()
     for key, kind in REQUIRED.items():
         assert isinstance(summary[key], kind), key
-    assert summary["steps"] == 6 and len(summary["copier_distance"]) == 3
-    assert sum(summary["parent_share"].values()) == pytest.approx(1.0, abs=1e-5)
-    assert json.loads((tmp_path / "summary.json").read_text()) == json.loads(json.dumps(summary))
+    assert result.steps == 6 and len(result.copier_distance) == 3
+    assert sum(result.parent_share.values()) == pytest.approx(1.0, abs=1e-5)
+    assert json.loads((tmp_path / "summary.json").read_text()) == json.loads(result.to_json())
+    assert toy_induction.InductionResult.load(tmp_path) == result  # summary.json round-trips to the same result
     assert (tmp_path / "checkpoint" / "checkpoint.json").is_file()
     again = toy_induction.run(config, tmp_path, progress=False)  # resumes from the finished checkpoint
-    assert again["val_loss"] == pytest.approx(summary["val_loss"])
+    assert again.val_loss == pytest.approx(result.val_loss)
     for name in FIGURES:
         assert (tmp_path / name).stat().st_size > 1000, name
 
@@ -71,14 +73,15 @@ def test_cli_run_on_the_paper_data_shows_selector_copier_and_classifier(tmp_path
 @pytest.mark.slow
 def test_standard_model_path_writes_the_same_schema(tmp_path):
     config = apply_overrides(toy_induction.PRESETS["standard"],
-                             ["seq_len=20", "n_steps=4", "eval_every=2", "n_val=16", "probe_sequences=8",
-                              "d_model=16", "eval_seq_lens=(10,)", "eval_alphas=(1.0,)", "n_train=32",
-                              "attn_only=false", "positional=rotary"])
-    summary = toy_induction.run(config, tmp_path, progress=False)
+                             ["data.seq_len=20", "standard_train.n_steps=4", "eval_every=2", "n_val=16",
+                              "probe_sequences=8", "standard.d_model=16", "eval_seq_lens=(10,)", "eval_alphas=(1.0,)",
+                              "n_train=32", "standard.attn_only=false", "standard.positional=rotary"])
+    result = toy_induction.run(config, tmp_path, progress=False)
+    summary = result.summary()
     for key, kind in REQUIRED.items():
         assert isinstance(summary[key], kind), key
-    assert len(summary["copier_distance"]) == 4
-    assert summary["model"] == "standard" and summary["final_a"] is None
+    assert len(result.copier_distance) == 4
+    assert result.model == "standard" and result.final_a is None
     assert json.loads((tmp_path / "summary.json").read_text())["steps"] == 4
     for name in FIGURES[:-1]:  # no trajectory without a selector
         assert (tmp_path / name).is_file(), name
@@ -87,38 +90,51 @@ def test_standard_model_path_writes_the_same_schema(tmp_path):
 def test_presets_and_overrides():
     assert set(toy_induction.PRESETS) == {"paper", "staged", "fast", "full", "standard"}
     paper = toy_induction.PRESETS["paper"]
-    assert (paper.n_states, paper.order, paper.seq_len, paper.alpha, paper.n_train, paper.n_val) == (3, 3, 100, 0.1, 9000, 1000)
-    assert paper.batch_size == 0 and paper.n_heads == 3 and paper.max_subset == 2
+    data, model, train = paper.data, paper.simplified, paper.train
+    assert (data.n_states, data.order, data.seq_len, data.alpha, paper.n_train, paper.n_val) == (3, 3, 100, 0.1, 9000, 1000)
+    assert train.batch_size == 0 and model.n_heads == 3 and model.max_subset == 2
     # the reference code's main-text run: joint SGD lr 1 from c = a = 0.01, w+ = 3 / w- = 0.1 on windows h+1 .. h+3
-    assert (paper.schedule, paper.lr_c, paper.lr_w, paper.lr_a, paper.c_init, paper.a_init) == ("joint", 1, 1, 1, 0.01, 0.01)
-    assert (paper.w_plus, paper.w_minus, paper.window, paper.head_windows) == (3.0, 0.1, 3, "shifted")
-    assert paper.empty_subset and paper.token_subsets and paper.loss == "probs_as_logits" and paper.n_steps == 1000
+    assert (train.schedule, train.lr_c, train.lr_w, train.lr_a, model.c_init, model.a_init) == ("joint", 1, 1, 1, 0.01, 0.01)
+    assert (model.w_plus, model.w_minus, model.window, model.head_windows) == (3.0, 0.1, 3, "shifted")
+    assert model.empty_subset and model.token_subsets and train.loss == "probs_as_logits" and train.n_steps == 1000
     staged = toy_induction.PRESETS["staged"]
-    assert (staged.schedule, staged.c_init, staged.a_init, staged.lr_c, staged.lr_w, staged.lr_a) == \
-        ("staged", 1.0, 1.0, 100.0, 10.0, 10.0)
+    assert (staged.train.schedule, staged.simplified.c_init, staged.simplified.a_init, staged.train.lr_c,
+            staged.train.lr_w, staged.train.lr_a) == ("staged", 1.0, 1.0, 100.0, 10.0, 10.0)
     full = toy_induction.PRESETS["full"]
-    assert (full.model, full.lr_c, full.w_plus, full.w_minus, full.n_steps, full.qk_init) == \
-        ("full", 0.01, 3.0, 0.01, 10_000, 0.01)
-    changed = apply_overrides(paper, ["seed=3", "schedule=staged"])
-    assert changed.seed == 3 and changed.schedule == "staged"
+    assert (full.model, full.train.lr_c, full.simplified.w_plus, full.simplified.w_minus, full.train.n_steps,
+            full.simplified.qk_init) == ("full", 0.01, 3.0, 0.01, 10_000, 0.01)
+    changed = apply_overrides(paper, ["seed=3", "train.schedule=staged"])
+    assert changed.seed == 3 and changed.train.schedule == "staged"
     with pytest.raises(ConfigError, match="head_windows"):
-        apply_overrides(paper, ["head_windows=wide"])
+        apply_overrides(paper, ["simplified.head_windows=wide"])
     with pytest.raises(ConfigError, match="loss"):
-        apply_overrides(paper, ["loss=mse"])
+        apply_overrides(paper, ["train.loss=mse"])
     for name, config in toy_induction.PRESETS.items():
         assert dataclasses.asdict(config)["model"] in ("simplified", "full", "standard"), name
     with pytest.raises(ConfigError, match="unknown setting"):
         apply_overrides(paper, ["nope=1"])
     with pytest.raises(ConfigError, match="integer"):
-        apply_overrides(paper, ["seq_len=long"])
+        apply_overrides(paper, ["data.seq_len=long"])
     with pytest.raises(ConfigError, match="max_subset"):
-        apply_overrides(paper, ["max_subset=4"])
+        apply_overrides(paper, ["simplified.max_subset=4"])
     with pytest.raises(ConfigError, match="divisible"):
-        apply_overrides(toy_induction.PRESETS["standard"], ["n_heads=3"])
+        apply_overrides(toy_induction.PRESETS["standard"], ["standard.n_heads=3"])
 
 
-@pytest.mark.parametrize("setting, words", [("n_states=1", "n_states"), ("order=1", "order"),
-                                            ("seq_len=3", "seq_len"), ("alpha=0", "alpha")])
+def test_settings_round_trip_and_fields_the_experiment_fills_in_are_refused():
+    for name, config in toy_induction.PRESETS.items():
+        assert toy_induction.InductionExperimentConfig.from_settings(dataclasses.asdict(config)) == config, name
+    fast = toy_induction.PRESETS["fast"]
+    assert fast.simplified.a_init == 1.0 and fast.train.lr_c == 100.0  # the preset's values, not the components'
+    assert fast.model_config().n_ctx == 201 and fast.training().seed == 1  # derived from eval_seq_lens and seed
+    with pytest.raises(ConfigError, match="simplified.seed is set by the experiment from seed"):
+        apply_overrides(fast, ["simplified.seed=3"])
+    with pytest.raises(ConfigError, match="unknown setting"):
+        apply_overrides(fast, ["lr_c=1"])  # a section's field needs its section: train.lr_c
+
+
+@pytest.mark.parametrize("setting, words", [("data.n_states=1", "n_states"), ("data.order=1", "order"),
+                                            ("data.seq_len=3", "seq_len"), ("data.alpha=0", "alpha")])
 def test_bad_data_settings_fail_with_a_clear_message(tmp_path, capsys, setting, words):
     assert main(["toy", "induction", "--preset", "fast", "--set", setting, "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
@@ -132,13 +148,13 @@ def test_every_preset_names_its_paper_experiment_and_deviations():
         assert "Chen" in reference.paper and reference.experiment, name
         assert reference.deviations, name
     paper = toy_induction.PRESET_REFERENCES["paper"]
-    assert paper.deviations == ("1000 steps (default; `--set n_steps=50000` for the reference's 50,000).",)
+    assert paper.deviations == ("1000 steps (default; `--set train.n_steps=50000` for the reference's 50,000).",)
     assert any("probs_as_logits" not in f and "p as logits" in f for f in paper.followed)
-    whole = toy_induction.induction_reference(apply_overrides(toy_induction.PRESETS["paper"], ["n_steps=50000"]))
+    whole = toy_induction.induction_reference(apply_overrides(toy_induction.PRESETS["paper"], ["train.n_steps=50000"]))
     assert whole.deviations == ("None known beyond the followed notes.",)
-    moved = toy_induction.induction_reference(apply_overrides(toy_induction.PRESETS["paper"], ["n_steps=50000",
-                                                                                               "lr_c=0.5"]))
-    assert moved.deviations == ("lr_c = 0.5 here; the reference run uses 1.0.",)
+    moved = toy_induction.induction_reference(apply_overrides(toy_induction.PRESETS["paper"], ["train.n_steps=50000",
+                                                                                               "train.lr_c=0.5"]))
+    assert moved.deviations == ("train.lr_c = 0.5 here; the reference run uses 1.0.",)
     assert "Appendix B" in toy_induction.PRESET_REFERENCES["full"].experiment
 
 
@@ -158,23 +174,25 @@ def test_paper_preset_small_run_records_the_trajectory_and_the_reference(tmp_pat
     log-spaced ones; the share of heads {0,1} passes 0.5 within 5 steps; a grows; the objective and
     our NLL are both reported; the trajectory figure is written."""
     config = apply_overrides(toy_induction.PRESETS["paper"],
-                             ["n_train=300", "n_val=200", "n_steps=60", "probe_sequences=32", "eval_seq_lens=(50,)",
-                              "eval_alphas=(1.0,)", "trajectory_dense_until=20", "trajectory_per_decade=10"])
-    summary = toy_induction.run(config, tmp_path, progress=False)
+                             ["n_train=300", "n_val=200", "train.n_steps=60", "probe_sequences=32",
+                              "eval_seq_lens=(50,)", "eval_alphas=(1.0,)", "trajectory_dense_until=20",
+                              "trajectory_per_decade=10"])
+    result = toy_induction.run(config, tmp_path, progress=False)
+    summary = result.summary()
     trajectory = summary["trajectory"]
     assert set(trajectory) == {"step", *TRAJECTORY_KEYS}
     assert trajectory["step"] == list(range(21)) + [25, 32, 40, 50, 60]
     assert all(len(trajectory[key]) == len(trajectory["step"]) for key in TRAJECTORY_KEYS)
     assert trajectory["true_parent_share"][0] == pytest.approx(1 / 7)
     assert trajectory["a"][0] == pytest.approx(0.01) and trajectory["a"][-1] > 1.0
-    assert summary["first_step_share_above_half"] <= 5 and summary["true_parent_share"] > 0.95
-    assert summary["a_log_growth"]["slope_per_ln_step"] > 0 and summary["a_log_growth"]["from_step"] == 20
-    assert summary["true_parent_subset"] == "{0,1}" and summary["copier_distance"][:2] == [1, 2]
+    assert result.first_step_share_above_half <= 5 and result.true_parent_share > 0.95
+    assert result.a_log_growth["slope_per_ln_step"] > 0 and result.a_log_growth["from_step"] == 20
+    assert result.true_parent_subset == "{0,1}" and result.copier_distance[:2] == (1, 2)
     assert trajectory["train_loss"][-1] < trajectory["train_loss"][0]
     assert trajectory["train_loss"] != trajectory["train_nll"]  # the reference objective beside our NLL
-    assert summary["objective"] == "probs_as_logits"
-    assert summary["val_loss_objective"] == pytest.approx(trajectory["val_loss"][-1])
-    assert summary["parent_criterion_population_selected"] == "{1,2}" == summary["parent_criterion_selected"]
+    assert result.objective == "probs_as_logits"
+    assert result.val_loss_objective == pytest.approx(trajectory["val_loss"][-1])
+    assert result.parent_criterion_population_selected == "{1,2}" == result.parent_criterion_selected
     assert summary["reference"] == toy_induction.induction_reference(config).to_dict()
     assert (tmp_path / "trajectory.png").stat().st_size > 1000
     assert json.loads((tmp_path / "summary.json").read_text())["trajectory"]["step"] == trajectory["step"]

@@ -27,7 +27,7 @@ from toymodels.topic.data import LDAConfig, MaskingConfig, sample_documents
 from toymodels.induction.data import MarkovConfig, sample_markov_icl
 from toymodels.scansnap.model import YZModelConfig, YZTransformer
 from toymodels.topic.model import TopicModel, TopicModelConfig
-from toymodels.topic.training import TopicTrainingConfig, train_topic_model
+from toymodels.topic.training import MaskedLMData, MaskedLMDataConfig, TopicTrainingConfig, train_topic_model
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_thread")]
 
@@ -70,7 +70,7 @@ def current_token_chance(k: int, settings: dict) -> float:
 def test_copier_puts_the_parents_into_the_stream_after_layer_1(induction_run):
     summary = json.loads((induction_run / "lin" / "summary.json").read_text())["results"]
     control = json.loads((induction_run / "lin" / "control" / "summary.json").read_text())["results"]
-    settings = json.loads((induction_run / "ind" / "summary.json").read_text())["settings"]
+    settings = json.loads((induction_run / "ind" / "summary.json").read_text())["settings"]["data"]
     for k in ("1", "2"):
         assert summary[k]["accuracy"][1] >= 0.9 and summary[k]["selectivity"][1] >= 0.3
         assert summary[k]["ci"][1][0] >= 0.85
@@ -95,8 +95,8 @@ def topic_model(steps: int) -> tuple[TopicModel, LDAConfig]:
     model = TopicModel(TopicModelConfig(d_vocab=lda.vocab_size, n_words=lda.n_words, pad_id=lda.pad_id, d_model=16,
                                         n_ctx=lda.max_len, words_per_topic=lda.words_per_topic, embedding="trained"))
     if steps:
-        train_topic_model(model, lda, MaskingConfig(), TopicTrainingConfig(batch_size=32, n_documents=512,
-                                                                           n_steps=steps, lr=1e-2, optimizer="adam"))
+        data = MaskedLMData(lda, MaskingConfig(), MaskedLMDataConfig(n_documents=512))
+        train_topic_model(model, data, TopicTrainingConfig(batch_size=32, n_steps=steps, lr=1e-2, optimizer="adam"))
     return model, lda
 
 
@@ -129,10 +129,10 @@ def test_topic_direction_generalises_to_unseen_words_only_after_training():
 
 
 def test_next_token_class_is_read_at_the_query_of_a_saved_scansnap_model(tmp_path):
-    from analyses.scansnap.experiment import PRESETS
+    from analyses.scansnap.config import PRESETS
 
     settings = PRESETS["fast"]
-    model = YZTransformer(YZModelConfig(d_vocab=settings.data_config().d_vocab, n_ctx=settings.seq_len))
+    model = YZTransformer(YZModelConfig(d_vocab=settings.data.d_vocab, n_ctx=settings.data.seq_len))
     save_toy_model(model, tmp_path, "scansnap")
     atomic_write_text(tmp_path / "summary.json", json.dumps({"settings": dataclasses.asdict(settings)}))
     toy = load_toy_model(tmp_path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 
@@ -11,13 +12,16 @@ import torch
 import probes
 from analyses.cli import main
 from analyses.report.compare import ToyRun, compare
+from analyses.topic.experiment import run as run_topic
 from analyses.pretrained.measure import PretrainedConfig, probe_pretrained
 from analyses.pretrained.findings import PRETRAINED_FINDINGS
 from analyses.report.render_check import colourful_fraction, find_chromium, screenshot
 from probes.text.corpora import iter_documents
 from probes.text.text_batches import text_token_batches
 from probes.attention.topic_attention import TopicAttentionProbe
-from probes.text.topics import LdaTopicConfig, assign_word_topics, token_topic_labels, fit_lda_topics
+from probes.text.topics import LdaTopicConfig, assign_word_topics, fit_lda_topics
+from probes.text.token_topics import token_topic_labels
+from tests.analyses.topic.test_experiment import tiny as tiny_topic
 
 CONFIG = PretrainedConfig(seq_len=64, batch_size=4, max_batches=8, n_pair_tokens=60, n_boot=200,
                           n_permutations=200, protocol_seq_len=20, protocol_batches=4)
@@ -81,10 +85,11 @@ def test_summary_schema_and_intervals(minilm_run):
 @pytest.mark.slow
 def test_report_renders_with_figures(minilm_run, tmp_path):
     toy = tmp_path / "toy"
-    toy.mkdir()
-    toy_summary = {"same_topic_attention": 0.03, "different_topic_attention": 0.01, "attention_ratio": 3.0,
-                   "chance_ratio": 1.0, "embedding_same_topic_cosine": 0.9, "embedding_different_topic_cosine": -0.1}
-    report = compare({"topic": ToyRun("topic", toy_summary, toy)}, {"minilm-l6": minilm_run}, folder=tmp_path,
+    trained = run_topic(tiny_topic(joint=10, uniform=5, fixed_value=5, two_stage=20), toy, progress=False)
+    toy_result = dataclasses.replace(trained, same_topic_attention=0.03, different_topic_attention=0.01,
+                                     attention_ratio=3.0, chance_ratio=1.0, embedding_same_topic_cosine=0.9,
+                                     embedding_different_topic_cosine=-0.1)
+    report = compare({"topic": ToyRun("topic", toy_result, toy)}, {"minilm-l6": minilm_run}, folder=tmp_path,
                      corpus={"name": "wikipedia-excerpt"})
     page = report.write(tmp_path)
     markdown = (tmp_path / "report.md").read_text()

@@ -56,7 +56,7 @@ def test_dotted_overrides_are_validated_by_the_nested_config():
     changed = apply_overrides(config, ["topics.n_topics=13", "pretrained.n_boot=50", "seed=2"])
     assert (changed.topics.n_topics, changed.pretrained.n_boot, changed.seed) == (13, 50, 2)
     assert config.topics.n_topics != 13  # frozen: the original is unchanged
-    with pytest.raises(ConfigError, match=r"--set topics\. n_topcs: unknown setting .*Did you mean n_topics"):
+    with pytest.raises(ConfigError, match=r"--set topics\.n_topcs: unknown setting .*Did you mean n_topics"):
         apply_overrides(config, ["topics.n_topcs=3"])
     with pytest.raises(ConfigError, match="seed is a single value, not a section"):
         apply_overrides(config, ["seed.x=3"])

@@ -10,8 +10,8 @@ import torch
 import probes
 from probes.attention.copier import CopierProbe
 from toymodels.errors import ToyConfigError
-from toymodels.induction.model import (SUBSET_WEIGHTS_HOOK, FullInductionModel, SimplifiedInductionConfig,
-                                        SimplifiedInductionModel, WindowBatch, head_distances)
+from toymodels.induction import (SUBSET_WEIGHTS_HOOK, FullInductionModel, SimplifiedInductionConfig,
+                                  SimplifiedInductionModel, WindowBatch, head_distances)
 
 
 def model_with_random_weights(seed: int = 0, **kwargs) -> SimplifiedInductionModel:

@@ -9,8 +9,8 @@ import probes
 from probes.attention.copier import CopierProbe
 from probes.attention.generalized_induction import GeneralizedInductionProbe
 from toymodels.errors import ToyConfigError
-from toymodels.induction.model import FullInductionModel, SimplifiedInductionConfig, SimplifiedInductionModel
-from toymodels.induction.training import (SimplifiedTraining, last_token_loss, simplified_loss,
+from toymodels.induction import FullInductionModel, SimplifiedInductionConfig, SimplifiedInductionModel
+from toymodels.induction.training import (FreshChainTraining, SimplifiedTraining, last_token_loss, simplified_loss,
                                           train_on_fresh_chains, train_simplified)
 from toymodels.induction.data import MarkovConfig, bayes_optimal_loss, sample_markov_icl
 from toymodels.standard import StandardModelConfig, build_standard_model
@@ -35,7 +35,7 @@ def test_simplified_model_selects_the_true_parents_copies_them_and_nears_the_opt
     model = model_class(SimplifiedInductionConfig(a_init=1.0))
     true_index = model.subset_labels.index("{0,1}")
     shares = []
-    train_simplified(model, train_tokens, STAGED, generator=torch.Generator().manual_seed(0),
+    train_simplified(model, train_tokens, STAGED,
                      callbacks=[lambda step, m, h: shares.append(float(m.subset_weights()[true_index].detach()))])
     assert len(shares) == 60
     assert shares[4] > 0.9
@@ -57,7 +57,7 @@ def test_staged_schedule_trains_one_part_at_a_time():
         snapshots.append({k: v.detach().clone() for k, v in m.named_parameters()})
 
     training = SimplifiedTraining(schedule="staged", stage_steps=(2, 2, 2))
-    train_simplified(model, tokens, training, generator=torch.Generator().manual_seed(0), callbacks=[snap])
+    train_simplified(model, tokens, training, callbacks=[snap])
     changed = [
         {name for name in snapshots[i] if not torch.equal(snapshots[i][name], snapshots[i - 1][name])}
         for i in range(1, 6)
@@ -73,9 +73,8 @@ def test_resumed_run_matches_an_uninterrupted_one(tmp_path):
     def run(n_total, folder):
         model = SimplifiedInductionModel(SimplifiedInductionConfig())
         t = SimplifiedTraining(schedule="staged", stage_steps=training.stage_steps[:2] + (n_total - 6,),
-                               batch_size=16, lr_c=10.0)
-        history = train_simplified(model, tokens, t, generator=torch.Generator().manual_seed(3),
-                                   checkpointer=Checkpointer(folder, every=2, fingerprint="x"))
+                               batch_size=16, lr_c=10.0, seed=3)
+        history = train_simplified(model, tokens, t, checkpointer=Checkpointer(folder, every=2, fingerprint="x"))
         return model, history
 
     whole, whole_history = run(10, tmp_path / "a")
@@ -93,7 +92,7 @@ def test_bad_training_settings_raise():
         SimplifiedTraining(lr_c=0.0)
     with pytest.raises(ToyConfigError, match="train_tokens"):
         train_simplified(SimplifiedInductionModel(SimplifiedInductionConfig()), torch.zeros(3, dtype=torch.long),
-                         SimplifiedTraining(), generator=torch.Generator())
+                         SimplifiedTraining())
 
 
 @pytest.mark.slow
@@ -104,7 +103,7 @@ def test_standard_two_layer_model_learns_a_trigram_induction_head():
     torch.manual_seed(0)
     data = MarkovConfig(n_states=3, order=3, seq_len=50, alpha=0.1)
     model = build_standard_model(StandardModelConfig(n_layers=2, d_model=32, n_heads=4, d_vocab=3, n_ctx=51))
-    train_on_fresh_chains(model, data, n_steps=500, batch_size=32, lr=3e-3, generator=torch.Generator().manual_seed(0))
+    train_on_fresh_chains(model, data, FreshChainTraining(n_steps=500, batch_size=32, lr=3e-3, seed=0))
     tokens = sample_markov_icl(data, 64, 1).tokens[:, :-1]
     copier, induction = probes.run_probes(model, [CopierProbe(4), GeneralizedInductionProbe(3)], [tokens],
                                           progress=False)
@@ -167,7 +166,7 @@ def test_joint_sgd_steps_match_a_slow_reference_computation():
     tokens = sample_markov_icl(MarkovConfig(3, 3, 15, 0.1), 6, 4).tokens
     model = SimplifiedInductionModel(SimplifiedInductionConfig(**REFERENCE_MODEL))
     params = [p.detach().double().clone().requires_grad_(True) for p in (model.rel_logits, model.c, model.c_token, model.a)]
-    history = train_simplified(model, tokens, JOINT, generator=torch.Generator().manual_seed(0))
+    history = train_simplified(model, tokens, JOINT)
     slow_losses = []
     for _ in range(2):
         loss = slow_reference_loss(*params, tokens, model.cfg)
@@ -212,7 +211,7 @@ def test_joint_reference_run_selects_the_true_parents_within_a_few_steps():
         a.append(float(m.a.detach()))
 
     training = SimplifiedTraining(schedule="joint", n_steps=12, lr_c=1.0, lr_w=1.0, lr_a=1.0, loss="probs_as_logits")
-    train_simplified(model, tokens, training, generator=torch.Generator().manual_seed(0), callbacks=[record])
+    train_simplified(model, tokens, training, callbacks=[record])
     assert shares[0] > 1 / 7
     assert shares[2] > 0.5 and max(shares[:10]) > 0.95, shares
     assert a[-1] > 10 * 0.01 and all(x < y for x, y in zip(a, a[1:]))

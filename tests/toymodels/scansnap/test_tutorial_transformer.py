@@ -105,10 +105,32 @@ def test_training_follows_the_tutorial_schedule_and_learns_a_repeating_text():
     history = train_word_lm(model, batchify(stream, 4), config, callbacks=[lambda s, m, h: seen.append(s)])
     per_epoch = len(windows(batchify(stream, 4), 8))
     assert history.steps == seen == list(range(1, 3 * per_epoch + 1))
-    assert history.lr[0] == 1.0 and history.lr[per_epoch] == 0.5 and history.lr[-1] == 0.25
-    assert history.loss[0] > 1.2 and history.loss[-1] < 0.1 and not model.training
+    lr, loss = history.values["lr"], history.values["loss"]
+    assert lr[0] == 1.0 and lr[per_epoch] == 0.5 and lr[-1] == 0.25
+    assert loss[0] > 1.2 and loss[-1] < 0.1 and not model.training
     short = train_word_lm(TutorialTransformer(model.cfg), batchify(stream, 4),
                           WordLMTrainConfig(bptt=8, max_steps=3))
     assert short.steps == [1, 2, 3]
     with pytest.raises(ToyConfigError, match="gamma"):
         WordLMTrainConfig(gamma=0.0)
+
+
+def test_word_lm_resumed_from_a_checkpoint_ends_as_an_uninterrupted_run(tmp_path):
+    """Dropout on: the checkpoint carries the global CPU generator, so the resumed run draws the same masks."""
+    from toymodels.training import Checkpointer
+
+    columns = batchify(torch.arange(7).repeat(60), 4)
+    cfg = TutorialTransformerConfig(d_vocab=7, d_model=8, d_mlp=8, n_ctx=6, dropout=0.3, seed=1)
+    config = WordLMTrainConfig(lr=0.5, gamma=0.5, bptt=6, epochs=2, seed=3)
+    full = TutorialTransformer(cfg)
+    expected = train_word_lm(full, columns, config)
+    part = TutorialTransformer(cfg)
+    train_word_lm(part, columns, WordLMTrainConfig(lr=0.5, gamma=0.5, bptt=6, epochs=2, max_steps=7, seed=3),
+                  checkpointer=Checkpointer(tmp_path, every=7))
+    resumed = TutorialTransformer(cfg)
+    seen: list[int] = []
+    history = train_word_lm(resumed, columns, config, checkpointer=Checkpointer(tmp_path, every=7),
+                            callbacks=[lambda step, model, history: seen.append(step)])
+    assert seen == expected.steps[7:]  # it went on from step 7
+    assert history.steps == expected.steps and history.values == expected.values
+    assert all(torch.equal(a, b) for a, b in zip(resumed.state_dict().values(), full.state_dict().values()))

@@ -16,6 +16,8 @@ from toymodels.topic.data import LDAConfig, MaskingConfig, sample_documents
 from toymodels.topic.model import TopicModel, TopicModelConfig
 from toymodels.topic.data import mask_documents
 from toymodels.topic.training import (
+    MaskedLMData,
+    MaskedLMDataConfig,
     TopicTrainingConfig,
     batch_loss,
     record_attention_norms,
@@ -36,8 +38,9 @@ def model(**kw) -> TopicModel:
 
 
 def train(m: TopicModel, **kw):
-    settings = {"batch_size": 32, "n_documents": 512, **kw}
-    return train_topic_model(m, LDA, MASKING, TopicTrainingConfig(**settings), callbacks=[record_attention_norms(5)])
+    settings = {"batch_size": 32, **kw}
+    data = MaskedLMData(LDA, MASKING, MaskedLMDataConfig(n_documents=512))
+    return train_topic_model(m, data, TopicTrainingConfig(**settings), callbacks=[record_attention_norms(5)])
 
 
 def unmasked_attention(m: TopicModel):

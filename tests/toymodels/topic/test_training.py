@@ -15,6 +15,7 @@ from toymodels.standard import StandardModelConfig, build_standard_model
 from toymodels.topic.model import TopicModel, TopicModelConfig
 from toymodels.topic.training import (
     MaskedLMData,
+    MaskedLMDataConfig,
     TopicTrainingConfig,
     attention_weights,
     batch_loss,
@@ -22,12 +23,19 @@ from toymodels.topic.training import (
     record_attention_norms,
     record_value,
     train_topic_model,
+    training_fingerprint,
     value_l2_penalty,
 )
-from toymodels.training import History
+from toymodels.training import Checkpointer, History
 
 LDA = LDAConfig(n_topics=3, words_per_topic=4, min_len=8, max_len=12)
 MASKING = MaskingConfig()
+
+
+def data(**settings) -> MaskedLMData:
+    """The training set of LDA with ``settings`` (MaskedLMDataConfig fields; ``seed`` draws it)."""
+    seed = settings.pop("seed", 0)
+    return MaskedLMData(LDA, MASKING, MaskedLMDataConfig(**settings), seed=seed)
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
@@ -64,39 +72,39 @@ def test_value_l2_penalty_by_hand_and_its_gradient():
 
 
 def test_logged_loss_is_the_masked_lm_loss_plus_the_value_penalty():
-    config = TopicTrainingConfig(n_steps=1, batch_size=8, lr=1e-2, n_documents=64, loss="cross_entropy", value_l2=0.05)
+    config = TopicTrainingConfig(n_steps=1, batch_size=8, lr=1e-2, loss="cross_entropy", value_l2=0.05, seed=3)
     variant = {"embedding": "one_hot_frozen", "attention": "uniform_frozen", "decoder": "identity_frozen",
                "init_std": 0.5}
     before = small_model(**variant)
     # the first batch the training loop draws: its generator is seeded with `seed`
-    masked, key_mask = MaskedLMData(LDA, MASKING, config).batch(8, torch.Generator().manual_seed(3))
+    masked, key_mask = data(n_documents=64).batch(8, torch.Generator().manual_seed(3))
     with torch.no_grad():
         squares = float(before.W_V.pow(2).sum())
         expected = float(batch_loss(before, masked, key_mask, LDA.pad_id, "cross_entropy")) + 0.05 * squares
-    history = train_topic_model(small_model(**variant), LDA, MASKING, config, seed=3)
+    history = train_topic_model(small_model(**variant), data(n_documents=64), config)
     assert history.column("loss")[0] == pytest.approx(expected, rel=1e-6)
-    plain = train_topic_model(small_model(**variant), LDA, MASKING, TopicTrainingConfig(
-        n_steps=1, batch_size=8, lr=1e-2, n_documents=64, loss="cross_entropy"), seed=3)
+    plain = train_topic_model(small_model(**variant), data(n_documents=64), TopicTrainingConfig(
+        n_steps=1, batch_size=8, lr=1e-2, loss="cross_entropy", seed=3))
     assert history.column("loss")[0] - plain.column("loss")[0] == pytest.approx(
         0.05 * squares, rel=1e-5)
 
 
 def test_static_masks_repeat_and_dynamic_masks_change():
-    static = MaskedLMData(LDA, MASKING, TopicTrainingConfig(n_documents=1, static_masks=True))
-    dynamic = MaskedLMData(LDA, MASKING, TopicTrainingConfig(n_documents=1, static_masks=False))
+    static = data(n_documents=1, static_masks=True)
+    dynamic = data(n_documents=1, static_masks=False)
     g = torch.Generator().manual_seed(0)
     first, _ = static.batch(16, g)
     assert (first.selected == first.selected[:1]).all()   # one document, masked once
     second, key_mask = dynamic.batch(16, g)
     assert not (second.selected == second.selected[:1]).all()
     assert torch.equal(key_mask, ~second.selected)   # masked positions are hidden from the keys
-    keep = MaskedLMData(LDA, MASKING, TopicTrainingConfig(exclude_masked_keys=False))
+    keep = data(exclude_masked_keys=False)
     assert keep.batch(4, g)[1].all()
 
 
 def test_training_lowers_the_loss_and_records_norms():
     model = small_model()
-    history = train_topic_model(model, LDA, MASKING, TopicTrainingConfig(n_steps=60, batch_size=16, lr=3e-2, n_documents=256),
+    history = train_topic_model(model, data(n_documents=256), TopicTrainingConfig(n_steps=60, batch_size=16, lr=3e-2),
                                 callbacks=[record_attention_norms(every=10),
                                            record_value("w_v_max", lambda m: float(m.W_V.abs().max()), every=30)])
     loss = history.column("loss")
@@ -108,9 +116,13 @@ def test_training_lowers_the_loss_and_records_norms():
 
 
 def test_interrupted_run_resumes_to_the_same_weights(tmp_path):
-    config = TopicTrainingConfig(n_steps=10, batch_size=8, lr=1e-2, static_masks=False)
+    config = TopicTrainingConfig(n_steps=10, batch_size=8, lr=1e-2, seed=2)
+    training_set = data(static_masks=False)
     straight = small_model()
-    reference = train_topic_model(straight, LDA, MASKING, config, seed=2)
+    reference = train_topic_model(straight, training_set, config)
+
+    def checkpointer(model):
+        return Checkpointer(tmp_path, every=4, fingerprint=training_fingerprint(model, training_set, config))
 
     def crash(step, model, history):
         if step == 7:
@@ -118,10 +130,9 @@ def test_interrupted_run_resumes_to_the_same_weights(tmp_path):
 
     interrupted = small_model()
     with pytest.raises(KeyboardInterrupt):
-        train_topic_model(interrupted, LDA, MASKING, config, seed=2, callbacks=[crash], checkpoint_dir=tmp_path,
-                          checkpoint_every=4)
+        train_topic_model(interrupted, training_set, config, callbacks=[crash], checkpointer=checkpointer(interrupted))
     resumed = small_model()
-    history = train_topic_model(resumed, LDA, MASKING, config, seed=2, checkpoint_dir=tmp_path, checkpoint_every=4)
+    history = train_topic_model(resumed, training_set, config, checkpointer=checkpointer(resumed))
     for a, b in zip(straight.parameters(), resumed.parameters()):
         assert torch.equal(a, b)
     assert history.to_dict() == reference.to_dict()
@@ -133,7 +144,7 @@ def test_standard_bidirectional_tl_model_trains_and_is_probed():
         n_layers=1, n_heads=1, d_model=16, d_vocab=LDA.vocab_size, n_ctx=LDA.max_len, attn_only=True,
         positional="none", attention_dir="bidirectional", normalization="none"))
     assert set(attention_weights(model)) == {"W_Q", "W_K", "W_V"}
-    history = train_topic_model(model, LDA, MASKING, TopicTrainingConfig(n_steps=5, batch_size=8, loss="cross_entropy"),
+    history = train_topic_model(model, data(), TopicTrainingConfig(n_steps=5, batch_size=8, loss="cross_entropy"),
                                 callbacks=[record_attention_norms()])
     assert len(history.column("w_k_norm")) == 5
     tokens = torch.randint(0, LDA.n_words, (2, 10))
@@ -143,7 +154,7 @@ def test_standard_bidirectional_tl_model_trains_and_is_probed():
 
 def test_bad_training_settings():
     with pytest.raises(ToyConfigError, match="static_masks"):
-        TopicTrainingConfig(n_documents=None, static_masks=True)
+        MaskedLMDataConfig(n_documents=None, static_masks=True)
     with pytest.raises(ToyConfigError, match="lr"):
         TopicTrainingConfig(lr=0.0)
     with pytest.raises(ToyConfigError, match="loss"):
@@ -153,4 +164,4 @@ def test_bad_training_settings():
             TopicTrainingConfig(value_l2=bad)
     model = TopicModel(TopicModelConfig(d_vocab=LDA.vocab_size, n_words=LDA.n_words, pad_id=LDA.pad_id))
     with pytest.raises(ToyConfigError, match="d_vocab"):
-        train_topic_model(model, LDAConfig(), MASKING, TopicTrainingConfig(n_steps=1))
+        train_topic_model(model, MaskedLMData(LDAConfig(), MASKING), TopicTrainingConfig(n_steps=1))

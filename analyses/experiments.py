@@ -1,0 +1,29 @@
+"""The toy experiments by name: each paper's presets, its run and how its saved result loads (CLI and report)."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from types import ModuleType
+from typing import Any
+
+from analyses.paper_result import PaperResult
+from probes.core.errors import ConfigError
+
+TOY_EXPERIMENTS = ("topic", "scansnap", "induction")
+
+
+def toy_experiment(name: str) -> ModuleType:
+    """``analyses.<name>.experiment``, which holds ``PRESETS`` (preset name -> frozen config),
+    ``run(config, out_dir, *, progress) -> PaperResult`` and ``result_from_summary(document) -> PaperResult``.
+
+    Example: ``toy_experiment("induction").PRESETS["fast"]``.
+    """
+    if name not in TOY_EXPERIMENTS:
+        raise ConfigError(f"Unknown toy experiment {name!r}; choose from {', '.join(TOY_EXPERIMENTS)}.")
+    return importlib.import_module(f"analyses.{name}.experiment")
+
+
+def toy_result(name: str, document: Mapping[str, Any]) -> PaperResult:
+    """The typed result of toy ``name`` from its summary document (what ``summary.json`` holds)."""
+    return toy_experiment(name).result_from_summary(document)
