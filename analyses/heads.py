@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from analyses.report.interactive import heatmap_view, page, passage_patterns, pattern_view
+from analyses.paper_result import write_json
 from probes import HEAD_SCORE_KINDS, HeadScores, ModelInfo, head_pattern, head_scores, load_model, repeated_random_tokens
 from probes.core.atomic import atomic_write_text
 from probes.core.errors import ConfigError, InputError
@@ -93,7 +93,7 @@ def run_heads(model_spec: str, *, seq_len: int, batches: int, batch_size: int, s
           f"{result.provenance.n_sequences} sequences of [BOS] X X with |X| = {seq_len}")
     print(format_top_heads(result, top))
     if json_path is not None:
-        atomic_write_text(json_path, json.dumps(document, indent=2))
+        write_json(json_path, document)
         print(f"wrote {json_path}")
     if html_path is not None:
         first = repeated_random_tokens(ModelInfo.of(model), seq_len=seq_len, n_sequences=batch_size,

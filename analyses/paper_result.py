@@ -6,8 +6,9 @@ never a string key), keeps the paper's claims as :class:`Claim` records and its 
 lists, and writes itself as ``summary.json`` with :meth:`PaperResult.save`. Saving and loading
 round-trip: ``type(r).load(folder) == r`` for the fields stored in the summary.
 
-The one NaN policy: a number that is not finite is written as JSON ``null`` (``NaN`` is not
-JSON) and read back as ``float("nan")`` where the field is a float.
+The one NaN policy, for every JSON document mechprobe writes (:func:`write_json`: toy summaries, the
+report's summary.json, ``probe-linear`` and ``heads --json``): a number that is not finite is written as
+JSON ``null`` (``NaN`` is not JSON) and read back as ``float("nan")`` where the field is a float.
 """
 
 from __future__ import annotations
@@ -29,7 +30,10 @@ SUMMARY_FILE = "summary.json"
 
 
 def json_ready(value: Any) -> Any:
-    """``value`` with every non-finite float replaced by ``None`` and tuples as lists, ready for strict JSON."""
+    """``value`` with every non-finite float replaced by ``None``, tuples as lists and tensors / numpy values as
+    their lists and numbers, ready for strict JSON."""
+    if hasattr(value, "tolist") and not isinstance(value, (list, tuple)):
+        return json_ready(value.tolist())
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, Mapping):
@@ -39,6 +43,14 @@ def json_ready(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return json_ready(dataclasses.asdict(value))
     return value
+
+
+def write_json(path: str | Path, document: Any) -> Path:
+    """Write ``document`` to ``path`` atomically as strict JSON under the one NaN policy (every ``summary.json``
+    and JSON report mechprobe writes goes through here)."""
+    path = Path(path)
+    atomic_write_text(path, json.dumps(json_ready(document), indent=2, allow_nan=False))
+    return path
 
 
 def number(value: Any) -> float:
@@ -101,9 +113,7 @@ class PaperResult:
 
     def save(self, folder: str | Path) -> Path:
         """Write ``folder/summary.json`` atomically; returns its path."""
-        path = Path(folder) / SUMMARY_FILE
-        atomic_write_text(path, self.to_json())
-        return path
+        return write_json(Path(folder) / SUMMARY_FILE, self.summary())
 
     @classmethod
     def load(cls: type[R], folder: str | Path) -> R:

@@ -16,7 +16,6 @@ Every run probes the same batches through the model's random-weight control too
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import random
 import time
@@ -27,7 +26,7 @@ from typing import Any
 import torch
 
 from analyses.toy_model_store import ToyModel, is_toy_folder, load_toy_model
-from probes.core.atomic import atomic_write_text
+from analyses.paper_result import write_json
 from probes.core.batch import TokenBatch
 from probes.stats.control_model import random_weight_control
 from probes.text.corpora import Document, iter_documents
@@ -298,7 +297,7 @@ def run_linear_probe(spec: str, target: str, out: str | Path, config: LinearProb
         folder.mkdir(parents=True, exist_ok=True)
         result.save(folder / "result")
         document = linear_summary(name, target, result)
-        atomic_write_text(folder / "summary.json", json.dumps(document, indent=2))
+        write_json(folder / "summary.json", document)
         summary = summary or document
     log.info("probe-linear %s %s: %.1f s", spec, target, time.perf_counter() - start)
     return summary

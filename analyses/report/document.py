@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import base64
 import html
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from analyses.report import interactive
+from analyses.paper_result import write_json
 from probes.core.atomic import atomic_write_text
 
 
@@ -113,13 +113,7 @@ class Report:
     def write(self, folder: str | Path) -> Path:
         """Write report.md, report.html and summary.json into ``folder`` (each atomically)."""
         folder = Path(folder)
-        atomic_write_text(folder / "summary.json", json.dumps(self.summary, indent=2, default=_jsonable))
+        write_json(folder / "summary.json", self.summary)
         atomic_write_text(folder / "report.md", self.to_markdown())
         atomic_write_text(folder / "report.html", self.to_html(folder))
         return folder / "report.html"
-
-
-def _jsonable(value: Any) -> Any:
-    if hasattr(value, "tolist"):
-        return value.tolist()
-    raise TypeError(f"{type(value).__name__} is not JSON-serialisable")
