@@ -41,7 +41,7 @@ from analyses.scansnap.config import PRESETS as SCANSNAP_PRESETS
 from analyses.topic.experiment import PRESETS as TOPIC_PRESETS
 from toymodels.scansnap.data import CooccurrenceData
 from toymodels.induction import FullInductionModel, SimplifiedInductionModel
-from toymodels.induction.training import SimplifiedTraining, train_simplified
+from toymodels.induction.training import train_simplified
 from toymodels.induction.data import sample_markov_icl
 from toymodels.scansnap.model import YZTransformer
 from toymodels.scansnap.training import train_on_cooccurrence

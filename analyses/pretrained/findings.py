@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING
 from probes.stats.findings import Finding, adjust_family
 
 if TYPE_CHECKING:  # the measurements module imports this one
-    from analyses.pretrained.measure import HeldOut, ModelMeasurements
+    from analyses.pretrained.held_out import HeldOut
+    from analyses.pretrained.measure import ModelMeasurements
 
 PRETRAINED_FINDINGS = ("induction_protocol", "induction_text", "previous_token_text", "topic_attention_mean",
                        "topic_attention_best_head", "embedding_topic_similarity", "cooccurrence_ordering")

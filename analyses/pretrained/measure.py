@@ -24,24 +24,23 @@ from torch import Tensor
 
 from analyses.report.interactive import passage_patterns
 from analyses.pretrained.findings import PRETRAINED_FINDINGS, pretrained_findings
+from analyses.pretrained.held_out import (TOPIC_UNIT_KEYS, HeldOut, cooccurrence_summary, halves, held_out_head_score,
+                                        held_out_ordering, held_out_topic, topic_mean_over_heads)
 from probes import HeadScoreProbe, HeadScores, ModelInfo, TokenBatch, feed_probes, load_model
-from probes.stats.bootstrap import BatchStateRecorder, bootstrap_draws, bootstrap_interval, percentile_interval
+from probes.stats.bootstrap import BatchStateRecorder
 from probes.stats.control_model import random_weight_control
-from probes.text.cooccurrence import cooccurrence_ordering, ordering_null
 from probes.dynamics.embedding_topics import EmbeddingTopicTest, embedding_topic_test
 from probes.core.errors import ConfigError, InputError
 from probes.stats.findings import Finding
 from probes.attention.generalized_induction import GeneralizedInductionProbe, GeneralizedInductionScores
 from probes.attention.key_token_attention import KeyTokenAttention, KeyTokenAttentionProbe
 from mechprobe.validation import integer
-from probes.stats.nulls import permutation_p_value
 from probes.attention.repeated_tokens import repeated_random_tokens
 from probes.text.text_batches import text_token_batches
 from probes.attention.topic_attention import TopicAttention, TopicAttentionProbe
 from probes.text.token_topics import TokenTopicMap, token_topic_labels
 
 log = logging.getLogger(__name__)
-MIN_RANKED_KEYS = 3
 
 
 @dataclass(frozen=True)
@@ -81,22 +80,6 @@ class PretrainedConfig:
             raise ConfigError(f"generalized_n must be >= 2; got {self.generalized_n}.")
         if not isinstance(self.control, bool):
             raise ConfigError(f"control must be true or false; got {self.control!r}.")
-
-
-@dataclass(frozen=True)
-class HeldOut:
-    """A statistic of one head (or of all heads), chosen on the selection half and measured on the other.
-
-    ``null_draws`` are the statistic's draws under its null (permutations) or, for bootstrap tests, the
-    bootstrap draws of ``value - null_value``; ``p_value`` is one-sided (greater than the null).
-    """
-
-    value: float
-    ci: tuple[float, float]
-    null_value: float
-    p_value: float
-    head: tuple[int, int] | None = None
-    selection_value: float = float("nan")
 
 
 @dataclass
@@ -197,117 +180,6 @@ def frequent_labelled_tokens(batches: Sequence[TokenBatch], labels: Tensor, k: i
     counts[labels < 0] = 0
     top = counts.topk(min(k, int((counts > 0).sum()))).indices
     return sorted(int(t) for t in top)
-
-
-def halves(batches: Sequence[Any]) -> tuple[list[Any], list[Any]]:
-    """(selection half, estimation half): the even and the odd batches."""
-    return list(batches[0::2]), list(batches[1::2])
-
-
-def _flat_argmax(table: Tensor) -> tuple[int, int]:
-    flat = int(torch.nan_to_num(table.flatten().double(), nan=float("-inf")).argmax())
-    return flat // table.shape[1], flat % table.shape[1]
-
-
-def held_out_head_score(kind: str, selection: HeadScores, per_batch: Mapping[str, Tensor], *, n_boot: int,
-                        seed: int) -> HeldOut:
-    """Best head of ``kind`` on the selection half; its score on the estimation half's batches, a bootstrap CI
-    over those batches, and a bootstrap p-value of (score - uniform-attention chance) > 0."""
-    layer, head = _flat_argmax(selection.scores[kind])
-    units = {k: per_batch[f"{kind}/{k}"] for k in ("mass", "rows_with_target", "chance_mass")}
-
-    def score_and_excess(s: Mapping[str, Tensor]) -> Tensor:
-        mass = s["mass"][:, layer, head]
-        return torch.stack([mass, mass - s["chance_mass"]], -1) / s["rows_with_target"][:, None]
-
-    (value, excess), draws = bootstrap_draws(units, score_and_excess, n_boot=n_boot, seed=seed)
-    low, high = percentile_interval(draws[:, 0])
-    p_value = permutation_p_value(torch.tensor(0.0), draws[:, 1], alternative="less")  # share of draws <= 0
-    return HeldOut(float(value), (float(low), float(high)), float(value - excess), float(p_value), (layer, head),
-                   float(selection.scores[kind][layer, head]))
-
-
-def topic_ratio(state: Mapping[str, Tensor]) -> Tensor:
-    """Same/different-topic ratio per head from (resampled) summed TopicAttentionProbe state [draw layer head]."""
-    same = state["same_topic/mass"] / state["same_topic/pairs"][..., None, None]
-    different = state["different_topic/mass"] / state["different_topic/pairs"][..., None, None]
-    return same / different
-
-
-TOPIC_UNIT_KEYS = ("same_topic/mass", "same_topic/pairs", "different_topic/mass", "different_topic/pairs")
-
-
-def held_out_topic(selection: TopicAttention, estimation: TopicAttention, per_batch: Mapping[str, Tensor], *,
-                   n_boot: int, seed: int) -> HeldOut:
-    """The head with the largest same-minus-different-topic gap on the selection half (a ratio alone favours
-    heads that barely attend to topic words); its ratio on the estimation half with a bootstrap CI over
-    batches and the label-permutation null at that head."""
-    layer, head = _flat_argmax(selection.mean["same_topic"] - selection.mean["different_topic"])
-    units = {k: per_batch[k] for k in TOPIC_UNIT_KEYS}
-    _, low, high = bootstrap_interval(units, lambda s: topic_ratio(s)[:, layer, head], n_boot=n_boot, seed=seed)
-    value = float(estimation.ratio[layer, head])
-    null = estimation.null_ratio[:, layer, head]
-    return HeldOut(value, (float(low), float(high)), float(null.nanmean()),
-                   float(permutation_p_value(torch.tensor(value), null)), (layer, head),
-                   float(selection.ratio[layer, head]))
-
-
-def topic_mean_over_heads(whole: TopicAttention, per_batch: Mapping[str, Tensor], *, n_boot: int,
-                          seed: int) -> HeldOut:
-    """Same/different-topic ratio averaged over every head (no search): all batches, bootstrap over batches,
-    label-permutation null of the same average."""
-    units = {k: per_batch[k] for k in TOPIC_UNIT_KEYS}
-    _, low, high = bootstrap_interval(units, lambda s: topic_ratio(s).flatten(1).nanmean(1), n_boot=n_boot,
-                                      seed=seed)
-    value = float(whole.ratio.double().nanmean())
-    null = whole.null_ratio.double().flatten(1).nanmean(1)
-    return HeldOut(value, (float(low), float(high)), float(null.mean()),
-                   float(permutation_p_value(torch.tensor(value), null)))
-
-
-def _ordering_per_head(attention: KeyTokenAttention) -> tuple[Tensor, Tensor]:
-    """Distance-matched Spearman [layer head query] and the mask of query tokens with enough ranked keys."""
-    ordering = cooccurrence_ordering(attention, measure="distance_matched")
-    ranked = ordering.n_keys >= MIN_RANKED_KEYS
-    if not bool(ranked.any()):
-        raise InputError("Too few co-occurring topic tokens to rank; probe more text (raise max_batches).")
-    return ordering.spearman.double(), ranked
-
-
-def held_out_ordering(selection: KeyTokenAttention, estimation: KeyTokenAttention, *, n_boot: int,
-                      n_permutations: int, seed: int) -> HeldOut:
-    """The head whose distance-matched attention follows co-occurrence best on the selection half; on the
-    estimation half its mean Spearman over query tokens, a bootstrap CI over query tokens, and the null with
-    co-occurrence shuffled among each query's keys."""
-    rho_a, ranked_a = _ordering_per_head(selection)
-    layer, head = _flat_argmax(rho_a[:, :, ranked_a].nanmean(-1))
-    rho_b, ranked_b = _ordering_per_head(estimation)
-    values = rho_b[layer, head, ranked_b]
-    finite = torch.isfinite(values)
-    units = {"rho": torch.where(finite, values, 0.0), "n": finite.double()}
-    value, low, high = bootstrap_interval(units, lambda s: s["rho"] / s["n"], n_boot=n_boot, seed=seed)
-    null = ordering_null(estimation, min_keys=MIN_RANKED_KEYS, n_permutations=n_permutations, seed=seed)[:, layer, head]
-    return HeldOut(float(value), (float(low), float(high)), float(null.mean()),
-                   float(permutation_p_value(value, null)), (layer, head),
-                   float(rho_a[layer, head, ranked_a].nanmean()))
-
-
-def cooccurrence_summary(whole: KeyTokenAttention, best: HeldOut) -> dict[str, Any]:
-    """Mean Spearman over heads and query tokens: distance-matched (the finding's measure) and per occurrence
-    (confounded by position; kept for comparison), plus the held-out best head."""
-    matched, ranked = _ordering_per_head(whole)
-    raw = cooccurrence_ordering(whole).spearman.double()
-    return {
-        "spearman_distance_matched_mean": float(matched[:, :, ranked].nanmean()),
-        "spearman_per_occurrence_mean": float(raw[:, :, ranked].nanmean()),
-        "best_head": list(best.head),
-        "best_head_spearman": best.value,
-        "best_head_ci": list(best.ci),
-        "null_value": best.null_value,
-        "p_value": best.p_value,
-        "query_tokens": int(ranked.sum()),
-        "key_tokens": int(whole.key_tokens.numel()),
-    }
 
 
 def protocol_batches(info: ModelInfo, config: PretrainedConfig) -> list[TokenBatch]:

@@ -15,7 +15,8 @@ from analyses.paper_result import PaperResult, json_ready
 from analyses.report.figures import layer_head_heatmaps, paired_bars
 from analyses.report.interactive import heatmap_view, pattern_view
 from analyses.linear.section import linear_section
-from analyses.pretrained.measure import HeldOut, ModelMeasurements, PretrainedRun
+from analyses.pretrained.held_out import HeldOut
+from analyses.pretrained.measure import ModelMeasurements, PretrainedRun
 from analyses.report.document import Figure, Report, Section, Table, View
 from analyses.report.verdicts import verdict_section
 from probes.dynamics.embedding_topics import EMBEDDING_MEASURES

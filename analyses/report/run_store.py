@@ -29,7 +29,8 @@ from safetensors.torch import load_file, save_file
 from analyses.experiments import toy_result
 from analyses.paper_result import json_ready
 from analyses.report.compare import ToyRun
-from analyses.pretrained.measure import HeldOut, ModelMeasurements, PretrainedRun
+from analyses.pretrained.held_out import HeldOut
+from analyses.pretrained.measure import ModelMeasurements, PretrainedRun
 from probes.core.atomic import atomic_write_text
 from probes.dynamics.embedding_topics import EmbeddingTopicTest
 from probes.core.errors import InputError

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from analyses.config_overrides import config_from_dict
-from mechprobe.validation import at_least, fraction, integers, one_of, positive
+from mechprobe.validation import fraction, integers, one_of, positive
 from probes.core.loading import check_device
 from toymodels.errors import ToyConfigError
 from toymodels.scansnap.data import CooccurrenceConfig

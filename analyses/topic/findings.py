@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from analyses.pretrained.measure import TOPIC_UNIT_KEYS, topic_ratio
+from analyses.pretrained.held_out import TOPIC_UNIT_KEYS, topic_ratio
 from analyses.pretrained.findings import finding_from_spec
 from probes import feed_probes
 from probes.stats.bootstrap import BatchStateRecorder, bootstrap_interval

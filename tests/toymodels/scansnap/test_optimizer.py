@@ -8,9 +8,7 @@ import sys
 import pytest
 import torch
 
-from toymodels.scansnap.data import CooccurrenceConfig, CooccurrenceData
 from toymodels.errors import ToyConfigError
-from toymodels.scansnap.model import YZModelConfig, YZTransformer
 from toymodels.scansnap.training import MomentumSGD
 
 
