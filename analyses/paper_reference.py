@@ -7,6 +7,7 @@ reader comparing a run with a published figure knows which figure it is and wher
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +36,11 @@ class PaperReference:
     def to_dict(self) -> dict[str, Any]:
         return {"paper": self.paper, "experiment": self.experiment, "deviations": list(self.deviations),
                 "followed": list(self.followed)}
+
+    @classmethod
+    def from_dict(cls, document: Mapping[str, Any]) -> PaperReference:
+        return cls(document["paper"], document["experiment"], tuple(document["deviations"]),
+                   tuple(document.get("followed", ())))
 
 
 TIAN_2023 = "Tian, Wang, Chen, Du 2023, Scan and Snap: Understanding Training Dynamics and Token Composition in " \

@@ -16,6 +16,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import types
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +27,7 @@ from probes.core.atomic import atomic_write_text
 from probes.core.errors import InputError
 
 R = TypeVar("R", bound="PaperResult")
+T = TypeVar("T")
 
 SUMMARY_FILE = "summary.json"
 
@@ -56,6 +59,35 @@ def write_json(path: str | Path, document: Any) -> Path:
 def number(value: Any) -> float:
     """A float read back from a summary: ``None`` (a stored NaN) becomes ``float("nan")``."""
     return float("nan") if value is None else float(value)
+
+
+def optional(value: Any, kind: type = float) -> Any:
+    """``kind(value)``, or ``None`` for a value the summary does not have (a step never reached, ...)."""
+    return None if value is None else kind(value)
+
+
+def _read(value: Any, annotation: Any) -> Any:
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):  # X | None
+        inner = next(a for a in args if a is not type(None))
+        return None if value is None else _read(value, inner)
+    if origin is tuple:
+        return tuple(_read(v, args[0]) for v in value)
+    if annotation is float:
+        return number(value)
+    if annotation in (int, str, bool):
+        return annotation(value)
+    raise TypeError(f"record_from_dict cannot read a field of type {annotation!r}")
+
+
+def record_from_dict(kind: type[T], document: Mapping[str, Any]) -> T:
+    """The flat record ``kind`` (a dataclass of numbers, text, ``X | None`` and ``tuple[X, ...]`` fields) from
+    the dict its ``dataclasses.asdict`` wrote: floats through :func:`number` (null -> NaN), the rest by type.
+
+    Example: ``record_from_dict(SweepCell, cell.to_dict()) == cell``.
+    """
+    hints = typing.get_type_hints(kind)
+    return kind(**{f.name: _read(document[f.name], hints[f.name]) for f in dataclasses.fields(kind) if f.init})
 
 
 @dataclass(frozen=True)

@@ -16,15 +16,11 @@ from typing import Any, ClassVar
 from analyses.induction.config import InductionExperimentConfig
 from analyses.induction.trajectory import TRAJECTORY_KEYS
 from analyses.paper_reference import PaperReference
-from analyses.paper_result import PaperResult, number
+from analyses.paper_result import PaperResult, number, optional, record_from_dict
 
 
 def _numbers(document: Mapping[str, Any]) -> dict[str, float]:
     return {str(k): number(v) for k, v in document.items()}
-
-
-def _optional(value: Any, kind: type = float) -> Any:
-    return None if value is None else kind(value)
 
 
 @dataclass(frozen=True)
@@ -45,8 +41,7 @@ class Trajectory:
 
     @classmethod
     def from_dict(cls, document: Mapping[str, Any]) -> Trajectory:
-        return cls(step=tuple(int(s) for s in document["step"]),
-                   **{name: tuple(number(v) for v in document[name]) for name in TRAJECTORY_KEYS})
+        return record_from_dict(cls, document)
 
 
 @dataclass(frozen=True)
@@ -65,8 +60,7 @@ class GeneralisationRow:
 
     @classmethod
     def from_dict(cls, document: Mapping[str, Any]) -> GeneralisationRow:
-        return cls(int(document["seq_len"]), number(document["alpha"]), number(document["loss"]),
-                   number(document["optimal_loss"]), number(document["gap"]))
+        return record_from_dict(cls, document)
 
 
 @dataclass(frozen=True)
@@ -178,7 +172,7 @@ class InductionResult(PaperResult):
             model=str(d["model"]), val_loss=number(d["val_loss"]), optimal_loss=number(d["optimal_loss"]),
             loss_gap=number(d["loss_gap"]), parent_share=_numbers(d["parent_share"]),
             true_parent_subset=str(d["true_parent_subset"]), true_parent_share=number(d["true_parent_share"]),
-            true_parent_share_early=_optional(d["true_parent_share_early"]), early_step=int(d["early_step"]),
+            true_parent_share_early=optional(d["true_parent_share_early"]), early_step=int(d["early_step"]),
             copier_distance=tuple(int(v) for v in d["copier_distance"]),
             copier_mass=tuple(tuple(number(v) for v in row) for row in d["copier_mass"]),
             generalized_induction_score=number(d["generalized_induction_score"]),
@@ -194,16 +188,15 @@ class InductionResult(PaperResult):
             parent_criterion_population_selected=str(d["parent_criterion_population_selected"]),
             parent_criterion_population_chains=int(d["parent_criterion_population_chains"]),
             generalisation=tuple(GeneralisationRow.from_dict(row) for row in d["generalisation"]),
-            final_a=_optional(d["final_a"]), final_train_loss=_optional(d["final_train_loss"]), steps=int(d["steps"]),
+            final_a=optional(d["final_a"]), final_train_loss=optional(d["final_train_loss"]), steps=int(d["steps"]),
             config=InductionExperimentConfig.from_settings(d["settings"]),
             trajectory=None if trajectory is None else Trajectory.from_dict(trajectory),
-            reference=PaperReference(reference["paper"], reference["experiment"], tuple(reference["deviations"]),
-                                     tuple(reference["followed"])),
-            objective=_optional(d.get("objective"), str), train_loss_objective=_optional(d.get("train_loss_objective")),
-            val_loss_objective=_optional(d.get("val_loss_objective")),
+            reference=PaperReference.from_dict(reference),
+            objective=optional(d.get("objective"), str), train_loss_objective=optional(d.get("train_loss_objective")),
+            val_loss_objective=optional(d.get("val_loss_objective")),
             a_log_growth=None if growth is None else {k: v if k == "from_step" else number(v) for k, v in growth.items()},
-            first_step_share_above_half=_optional(d.get("first_step_share_above_half"), int),
-            induction_onset_step=_optional(d.get("induction_onset_step"), int),
-            val_loss_all_positions=_optional(d.get("val_loss_all_positions")),
-            optimal_loss_all_positions=_optional(d.get("optimal_loss_all_positions")),
+            first_step_share_above_half=optional(d.get("first_step_share_above_half"), int),
+            induction_onset_step=optional(d.get("induction_onset_step"), int),
+            val_loss_all_positions=optional(d.get("val_loss_all_positions")),
+            optimal_loss_all_positions=optional(d.get("optimal_loss_all_positions")),
         )

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from analyses.paper_reference import PaperReference
-from analyses.paper_result import PaperResult, number
+from analyses.paper_result import PaperResult, number, optional, record_from_dict
 from analyses.scansnap.config import ScanSnapConfig
 from probes.dynamics.scan_order import ScanOrder
 from probes.dynamics.snap import RateSnap
@@ -24,17 +24,8 @@ STATISTICS = ("distinct_mass", "common_mass", "entropy", "entropy_all", "cooccur
 """The key-token attention statistics averaged over facts (:func:`analyses.scansnap.experiment.fact_statistics`)."""
 
 
-def _optional(value: Any, kind: type = float) -> Any:
-    return None if value is None else kind(value)
-
-
 def _numbers(values: Any) -> tuple[float, ...]:
     return tuple(number(v) for v in values)
-
-
-def reference_from_dict(document: Mapping[str, Any]) -> PaperReference:
-    return PaperReference(document["paper"], document["experiment"], tuple(document["deviations"]),
-                          tuple(document["followed"]))
 
 
 @dataclass(frozen=True)
@@ -49,7 +40,7 @@ class LossCurve:
 
     @classmethod
     def from_dict(cls, document: Mapping[str, Any]) -> LossCurve:
-        return cls(tuple(int(s) for s in document["steps"]), _numbers(document["loss"]))
+        return record_from_dict(cls, document)
 
 
 @dataclass(frozen=True)
@@ -77,9 +68,7 @@ class StandardModelResult:
 
     @classmethod
     def from_dict(cls, document: Mapping[str, Any]) -> StandardModelResult:
-        return cls(number(document["final_loss"]), _optional(document["initial_loss"]),
-                   *(number(document[key]) for key in STATISTICS), int(document["steps"]), str(document["optimizer"]),
-                   float(document["eta_y"]), float(document["eta_z"]), int(document["d_model"]))
+        return record_from_dict(cls, document)
 
 
 @dataclass(frozen=True)
@@ -105,9 +94,7 @@ class SweepCell:
 
     @classmethod
     def from_dict(cls, document: Mapping[str, Any]) -> SweepCell:
-        ints = ("num_last", "num_next", "seeds")
-        return cls(**{f.name: int(document[f.name]) if f.name in ints else number(document[f.name])
-                      for f in dataclasses.fields(cls)})
+        return record_from_dict(cls, document)
 
 
 @dataclass(frozen=True)
@@ -223,12 +210,12 @@ class ScanSnapResult(PaperResult):
         values: dict[str, Any] = {name: number(document[cls._RENAMED.get(name, name)]) for name in cls._NUMBERS}
         values["snap_step"] = int(document["snap_step"])
         values["snapped"] = bool(document["snapped"])
-        values["first_step_below_loss_target"] = _optional(document["first_step_below_0.05"], int)
+        values["first_step_below_loss_target"] = optional(document["first_step_below_0.05"], int)
         sweep = document.get("sweep")
         return cls(**values, snaps=tuple(_snap_from_dict(s) for s in document["snap"]),
                    scan_orders=tuple(_scan_order_from_dict(o) for o in document["scan_order"]),
                    loss_curve=LossCurve.from_dict(document["loss_curve"]),
-                   reference=reference_from_dict(document["reference"]),
+                   reference=PaperReference.from_dict(document["reference"]),
                    config=ScanSnapConfig.from_settings(document["settings"]),
                    standard=StandardModelResult.from_dict(document["standard"]) if "standard" in document else None,
                    sweep=None if sweep is None else tuple(SweepCell.from_dict(cell) for cell in sweep),
@@ -341,7 +328,7 @@ class WikitextResult(PaperResult):
 
     @classmethod
     def from_summary(cls, document: Mapping[str, Any]) -> WikitextResult:
-        return cls.of_trace(WikitextTrace.from_dict(document["wikitext"]), reference_from_dict(document["reference"]),
+        return cls.of_trace(WikitextTrace.from_dict(document["wikitext"]), PaperReference.from_dict(document["reference"]),
                             ScanSnapConfig.from_settings(document["settings"]))
 
 

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 from analyses.paper_reference import PaperReference
 from analyses.topic.config import TopicExperimentConfig
-from analyses.paper_result import Claim, PaperResult, claims_from_dict, claims_to_dict, number
+from analyses.paper_result import Claim, PaperResult, claims_from_dict, claims_to_dict, number, record_from_dict
 from probes.dynamics.block_structure import BlockStructure
 from probes.dynamics.two_stage import NormEvents
 from toymodels.training import History
@@ -51,7 +51,7 @@ class AttentionNumbers:
 
     @classmethod
     def from_dict(cls, document: Mapping[str, Any]) -> AttentionNumbers:
-        return cls(**{f.name: number(document[f.name]) for f in dataclasses.fields(cls)})
+        return record_from_dict(cls, document)
 
 
 @dataclass(frozen=True)
@@ -180,8 +180,7 @@ class TopicResult(PaperResult):
             two_stage=TwoStageNumbers.from_dict(document["two_stage"]),
             standard_model=None if standard is None else AttentionNumbers.from_dict(standard),
             claims=claims_from_dict(document["claims"]),
-            reference=PaperReference(reference["paper"], reference["experiment"], tuple(reference["deviations"]),
-                                     tuple(reference["followed"])),
+            reference=PaperReference.from_dict(reference),
             config=TopicExperimentConfig.from_settings(document["settings"]),
             figures=tuple(document["figures"]),
         )
