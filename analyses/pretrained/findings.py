@@ -53,9 +53,12 @@ _SPECS = {
 
 
 def finding_from_spec(name: str, value: float, ci: tuple[float, float], null_value: float, p_value: float, *,
-                      head: tuple[int, int] | None = None, selection: str | None = None) -> Finding:
-    """A :class:`Finding` named ``name`` with that finding's statistic, null kind and effect threshold."""
-    statistic, null_kind, effect, min_effect, default_selection = _SPECS[name]
+                      head: tuple[int, int] | None = None, selection: str | None = None,
+                      statistic: str | None = None) -> Finding:
+    """A :class:`Finding` named ``name`` with that finding's statistic, null kind and effect threshold
+    (``statistic`` replaces the statistic's description, e.g. to say which toy model it was measured on)."""
+    default_statistic, null_kind, effect, min_effect, default_selection = _SPECS[name]
+    statistic = default_statistic if statistic is None else statistic
     if head is not None:
         statistic = f"{statistic} (L{head[0]}H{head[1]})"
     return Finding(statistic, value, ci, null_kind, null_value, p_value, min_effect, effect,

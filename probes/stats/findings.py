@@ -17,7 +17,7 @@ one half of the data and measured on the other); this module only combines the n
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -92,6 +92,25 @@ class Finding:
             "selection": self.selection,
             "holds": self.holds,
         }
+
+
+    @classmethod
+    def from_dict(cls, document: Mapping[str, Any]) -> "Finding":
+        """The finding :meth:`to_dict` wrote (a missing number, ``null``, comes back as NaN)."""
+        null, control, effect = document["null"], document.get("control"), document["min_effect"]
+        return cls(str(document["statistic"]), _float(document["value"]), _pair(document["ci"]), str(null["kind"]),
+                   _float(null["value"]), _float(null["p_value"]), float(effect["value"]), effect["kind"],
+                   None if control is None else _float(control["value"]),
+                   None if control is None else _pair(control["ci"]), _float(null["p_adjusted"]),
+                   str(document.get("selection", "")))
+
+
+def _float(value: float | None) -> float:
+    return float("nan") if value is None else float(value)
+
+
+def _pair(values: Sequence[float | None]) -> tuple[float, float]:
+    return _float(values[0]), _float(values[1])
 
 
 def _number(value: float | None) -> float | None:
