@@ -84,6 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="column holding the text in hf: datasets and .jsonl/.parquet files (default text)")
     report.add_argument("--fast", action="store_true", help="less text and fewer LDA passes (a few minutes)")
     report.add_argument("--toy-preset", metavar="P", help="preset of the toy models (default fast)")
+    report.add_argument("--toy-seeds", type=int, metavar="N",
+                        help="seeds each toy's findings are judged over (default 5; the full toy run is on the first)")
     report.add_argument("--no-toys", action="store_true", help="skip the toy models")
     report.add_argument("--out", metavar="DIR", help="output folder, replaced when the report is complete (required)")
     report.add_argument("--seed", type=int, metavar="S", help="one seed for the document shuffle, LDA and the probes (default 0; each alone: --set "
@@ -138,6 +140,8 @@ def build_parser() -> argparse.ArgumentParser:
     toy.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                      help="override one field of the preset's config (repeatable)")
     toy.add_argument("--out", metavar="DIR", help="output folder (required unless --list-presets)")
+    toy.add_argument("--seeds", type=int, default=1, metavar="N",
+                     help="judge the findings over N seeds: seed, seed+1, ... (default 1; the full run is on the first)")
     toy.add_argument("--list-presets", action="store_true", help="print the presets and their settings, then exit")
     toy.add_argument("--no-progress", action="store_true", help="hide the progress bars")
     toy.add_argument("--device", metavar="DEV",
@@ -150,6 +154,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _run_toy(args: argparse.Namespace) -> int:
     from analyses.config_overrides import apply_overrides
+    from analyses.report.verdicts import cell
+    from analyses.toy_seeds import run_with_seeds
 
     if args.dtype is not None:
         raise ConfigError(
@@ -174,6 +180,8 @@ def _run_toy(args: argparse.Namespace) -> int:
         raise ConfigError(f"Unknown preset {args.preset!r} for {args.experiment}; choose from {', '.join(presets)}.")
     if args.out is None:
         raise ConfigError("mechprobe toy needs --out DIR (the folder for summary.json and figures).")
+    if args.seeds < 1:
+        raise ConfigError(f"--seeds must be >= 1; got {args.seeds}.")
     config = apply_overrides(presets[args.preset], overrides)
     out = Path(args.out)
     existing = next(p for p in (out, *out.parents) if p.exists())
@@ -182,7 +190,7 @@ def _run_toy(args: argparse.Namespace) -> int:
     created = next((p for p in reversed((out, *out.parents)) if not p.exists()), None)
     out.mkdir(parents=True, exist_ok=True)
     try:
-        result = module.run(config, out, progress=not args.no_progress)
+        result = run_with_seeds(args.experiment, config, out, n_seeds=args.seeds, progress=not args.no_progress)
     except (TrainingDiverged, TrainingInterrupted):
         raise  # a diverged or interrupted run keeps its folder and checkpoints
     except (MechprobeError, OSError):
@@ -194,6 +202,8 @@ def _run_toy(args: argparse.Namespace) -> int:
     shown = {k: v for k, v in result.summary().items() if not isinstance(v, (dict, list, tuple))}
     for key, value in shown.items():
         print(f"{key}: {value:.4g}" if isinstance(value, float) else f"{key}: {value}")
+    for name, finding in result.toy_findings().items():
+        print(f"finding {name}: {cell(finding, toy_cell=True).replace('**', '')}")
     print(f"wrote {out / 'summary.json'}")
     return 0
 
@@ -246,6 +256,7 @@ def report_config(args: argparse.Namespace):
         config = apply_overrides(config, toml_assignments(args.config), flag=f"--config {args.config}:")
     flags = [f"{key}={value}" for key, value in (
         ("corpus", args.corpus), ("text_column", args.text_column), ("toy_preset", args.toy_preset),
+        ("toy_seeds", args.toy_seeds),
         ("seed", args.seed), ("topics.seed", args.seed), ("pretrained.seed", args.seed),
         ("pretrained.seq_len", args.seq_len), ("pretrained.batch_size", args.batch_size),
         ("pretrained.max_batches", args.max_batches), ("pretrained.control", args.control),

@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from analyses.experiments import TOY_EXPERIMENTS, toy_experiment
+from analyses.toy_seeds import run_with_seeds
+from mechprobe.validation import integer
 from analyses.report.compare import ToyRun, compare
 from analyses.linear.section import LinearReportConfig, load_linear_runs, run_linear_section, save_linear_runs, toy_folders
 from analyses.pretrained.measure import PretrainedConfig, PretrainedRun, probe_pretrained
@@ -34,6 +36,7 @@ class ReportConfig:
     text_column: str = "text"
     toys: tuple[str, ...] = ("topic", "scansnap", "induction")
     toy_preset: str = "fast"
+    toy_seeds: int = 5
     max_documents: int = 4000
     min_chars: int = 200
     topics: LdaTopicConfig = field(default_factory=LdaTopicConfig)
@@ -49,6 +52,7 @@ class ReportConfig:
             raise ConfigError(f"Unknown toy settings {unknown}; choose from {', '.join(TOY_EXPERIMENTS)}.")
         if not self.models and not self.toys:
             raise ConfigError("The report needs at least one pretrained model or one toy setting.")
+        integer("toy_seeds", self.toy_seeds, 1)
         if self.max_documents < 2 or self.min_chars < 1:
             raise ConfigError(f"max_documents must be >= 2 and min_chars >= 1; got {self.max_documents}, {self.min_chars}.")
 
@@ -60,7 +64,8 @@ class ReportConfig:
 
 
 def run_toys(config: ReportConfig, folder: Path, *, progress: bool) -> dict[str, ToyRun]:
-    """Train and probe each of ``config.toys`` (preset ``toy_preset``, on ``device``) into ``folder/toy/NAME``."""
+    """Train and probe each of ``config.toys`` (preset ``toy_preset``, on ``device``) into ``folder/toy/NAME``,
+    its findings over ``toy_seeds`` seeds (:func:`analyses.toy_seeds.run_with_seeds`)."""
     runs = {}
     for name in config.toys:
         module = toy_experiment(name)
@@ -70,7 +75,7 @@ def run_toys(config: ReportConfig, folder: Path, *, progress: bool) -> dict[str,
         out.mkdir(parents=True, exist_ok=True)
         start = time.perf_counter()
         toy_config = dataclasses.replace(module.PRESETS[config.toy_preset], device=config.device)
-        result = module.run(toy_config, out, progress=progress)
+        result = run_with_seeds(name, toy_config, out, n_seeds=config.toy_seeds, progress=progress)
         log.info("toy %s: %.1f s", name, time.perf_counter() - start)
         # as summary.json keeps it, so a report rendered again from results/ reads exactly the same values
         runs[name] = ToyRun(name, module.result_from_summary(json.loads(result.to_json())), out)
@@ -105,7 +110,8 @@ def run_report(config: ReportConfig, out_dir: str | Path, *, progress: bool = Tr
         timings["corpus_and_topics_s"] = time.perf_counter() - start
         toy_runs = {}
         if config.toys:
-            echo(f"training toy models ({', '.join(config.toys)}; preset {config.toy_preset}) ...")
+            echo(f"training toy models ({', '.join(config.toys)}; preset {config.toy_preset}; findings over "
+                 f"{config.toy_seeds} seed(s)) ...")
             start = time.perf_counter()
             toy_runs = run_toys(config, tmp, progress=progress)
             timings["toys_s"] = time.perf_counter() - start

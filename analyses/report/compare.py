@@ -18,7 +18,7 @@ from analyses.linear.section import linear_section
 from analyses.pretrained.held_out import HeldOut
 from analyses.pretrained.measure import ModelMeasurements, PretrainedRun
 from analyses.report.document import Figure, Report, Section, Table, View
-from analyses.report.verdicts import verdict_section
+from analyses.report.verdicts import compare_findings, verdict_section
 from probes.dynamics.embedding_topics import EMBEDDING_MEASURES
 from analyses.scansnap.result import ScanSnapResult
 from analyses.topic.result import TopicResult
@@ -250,8 +250,10 @@ def compare(toy_runs: Mapping[str, ToyRun], pretrained_runs: Mapping[str, Pretra
         overview.tables.append(Table(["topic", "top words", "coherence (c_npmi)"],
                                      [[i, ", ".join(words), float(c)]
                                       for i, (words, c) in enumerate(zip(corpus["topics"], coherence))]))
+    comparison = compare_findings({name: run.result.toy_findings() for name, run in toy_runs.items()},
+                                  pretrained_runs)
     sections = [
-        verdict_section({name: run.result.toy_findings() for name, run in toy_runs.items()}, pretrained_runs),
+        verdict_section(comparison, figures),
         overview,
         _induction_section(toy_runs, pretrained_runs, figures),
         _topic_section(toy_runs, pretrained_runs, figures),
@@ -270,6 +272,7 @@ def compare(toy_runs: Mapping[str, ToyRun], pretrained_runs: Mapping[str, Pretra
     summary = {
         "toy": {name: json_ready(run.result.summary()) for name, run in toy_runs.items()},
         "pretrained": {name: run.summary() for name, run in pretrained_runs.items()},
+        "comparison": comparison.summary(),
         "corpus": dict(corpus or {}),
         "settings": dict(settings or {}),
     }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import html
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,20 @@ def format_value(value: Any) -> str:
     if isinstance(value, (list, tuple)) and len(value) == 2 and all(isinstance(v, float) for v in value):
         return f"[{value[0]:.3f}, {value[1]:.3f}]"
     return str(value)
+
+
+_STRONG = re.compile(r"\*\*(.+?)\*\*")
+_EMPHASIS = re.compile(r"(?<![\w*])\*(?![\s*])(.+?)(?<![\s*])\*(?![\w*])")
+_CODE = re.compile(r"`([^`]+)`")
+
+
+def inline_html(text: str) -> str:
+    """``text`` escaped for HTML with its Markdown inline marks rendered: ``**strong**``, ``*emphasis*``,
+    ```code```. Example: ``inline_html("**holds**: 0.9")`` is ``"<strong>holds</strong>: 0.9"``."""
+    escaped = html.escape(text)
+    escaped = _CODE.sub(r"<code>\1</code>", escaped)
+    escaped = _STRONG.sub(r"<strong>\1</strong>", escaped)
+    return _EMPHASIS.sub(r"<em>\1</em>", escaped)
 
 
 @dataclass(frozen=True)
@@ -51,6 +66,8 @@ class Section:
     tables: list[Table] = field(default_factory=list)
     figures: list[Figure] = field(default_factory=list)
     views: list[View] = field(default_factory=list)
+    figures_first: bool = False
+    """Figures above the tables (the verdicts' forest plot opens the report)."""
 
 
 @dataclass
@@ -67,13 +84,16 @@ class Report:
             lines += [f"## {section.title}", ""]
             for paragraph in section.paragraphs:
                 lines += [paragraph, ""]
+            tables: list[str] = []
             for table in section.tables:
-                lines.append("| " + " | ".join(table.columns) + " |")
-                lines.append("| " + " | ".join("---" for _ in table.columns) + " |")
-                lines += ["| " + " | ".join(format_value(v) for v in row) + " |" for row in table.rows]
-                lines.append("")
+                tables.append("| " + " | ".join(table.columns) + " |")
+                tables.append("| " + " | ".join("---" for _ in table.columns) + " |")
+                tables += ["| " + " | ".join(format_value(v) for v in row) + " |" for row in table.rows]
+                tables.append("")
+            figures: list[str] = []
             for figure in section.figures:
-                lines += [f"![{figure.caption}]({figure.path})", "", f"*{figure.caption}*", ""]
+                figures += [f"![{figure.caption}]({figure.path})", "", f"*{figure.caption}*", ""]
+            lines += figures + tables if section.figures_first else tables + figures
             if section.views:
                 lines += ["Interactive in report.html: " + "; ".join(view.title for view in section.views) + ".", ""]
         return "\n".join(lines)
@@ -92,18 +112,21 @@ class Report:
         ]
         for section in self.sections:
             parts.append(f"<h2>{html.escape(section.title)}</h2>")
-            parts += [f"<p>{html.escape(p)}</p>" for p in section.paragraphs]
+            parts += [f"<p>{inline_html(p)}</p>" for p in section.paragraphs]
+            tables: list[str] = []
             for table in section.tables:
-                parts.append("<table><tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in table.columns) + "</tr>")
+                tables.append("<table><tr>" + "".join(f"<th>{inline_html(c)}</th>" for c in table.columns) + "</tr>")
                 for row in table.rows:
-                    parts.append("<tr>" + "".join(f"<td>{html.escape(format_value(v))}</td>" for v in row) + "</tr>")
-                parts.append("</table>")
+                    tables.append("<tr>" + "".join(f"<td>{inline_html(format_value(v))}</td>" for v in row) + "</tr>")
+                tables.append("</table>")
+            figures: list[str] = []
             for figure in section.figures:
                 data = base64.b64encode((folder / figure.path).read_bytes()).decode("ascii")
-                parts.append(
+                figures.append(
                     f"<figure><img alt='{html.escape(figure.caption)}' src='data:image/png;base64,{data}'>"
-                    f"<figcaption>{html.escape(figure.caption)}</figcaption></figure>"
+                    f"<figcaption>{inline_html(figure.caption)}</figcaption></figure>"
                 )
+            parts += figures + tables if section.figures_first else tables + figures
             parts += [view.html for view in section.views]
         if any(section.views for section in self.sections):
             parts.append(f"<script>{interactive.JS}</script>")

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
@@ -59,6 +60,67 @@ def paired_bars(groups: Mapping[str, Mapping[str, float]], path: Path, *, title:
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+@dataclass(frozen=True)
+class ForestPoint:
+    """One estimate in a forest plot: who (``label``), the value with its 95% interval, its verdict, whether it is
+    a toy or a pretrained model (``kind``) and whether it is a control (initialised toy / random weights)."""
+
+    label: str
+    value: float
+    ci: tuple[float, float]
+    holds: bool
+    kind: str
+    control: bool
+
+
+@dataclass(frozen=True)
+class ForestRow:
+    """One finding: its estimates, the null value (a line) and whether the statistic is a ratio (log scale)."""
+
+    title: str
+    points: Sequence[ForestPoint]
+    null: float
+    effect: str
+
+
+def _colour(point: ForestPoint) -> str:
+    if point.control:
+        return "#9a9a9a"
+    return "#1f5fbf" if point.kind == "toy" else "#c0392b"
+
+
+def forest_plot(rows: Sequence[ForestRow], path: Path) -> Path:
+    """One panel per finding (its own scale: log for ratios), one line per estimate with its 95% interval, the
+    null as a dashed line; filled markers hold, open ones do not."""
+    heights = [0.35 * len(row.points) + 0.55 for row in rows]
+    fig, axes = plt.subplots(len(rows), 1, figsize=(8.5, sum(heights) + 0.4), squeeze=False,
+                             gridspec_kw={"height_ratios": heights})
+    for ax, row in zip(axes[:, 0], rows):
+        ys = np.arange(len(row.points))[::-1]
+        for y, point in zip(ys, row.points):
+            colour = _colour(point)
+            low, high = point.ci
+            if np.isfinite(low) and np.isfinite(high):
+                ax.plot([low, high], [y, y], color=colour, lw=1.6)
+            if np.isfinite(point.value):
+                ax.plot([point.value], [y], marker="o", ms=7, color=colour,
+                        markerfacecolor=colour if point.holds else "white", markeredgewidth=1.6)
+        if np.isfinite(row.null):
+            ax.axvline(row.null, color="black", ls="--", lw=1)
+        values = [v for p in row.points for v in (p.value, *p.ci) if np.isfinite(v)]
+        if row.effect == "ratio" and values and min(values) > 0 and (row.null > 0 or not np.isfinite(row.null)):
+            ax.set_xscale("log")
+        ax.set_yticks(ys, [p.label for p in row.points], fontsize=8)
+        ax.set_ylim(-0.7, len(row.points) - 0.3)
+        ax.set_title(row.title + (" (ratio, log scale)" if ax.get_xscale() == "log" else ""), fontsize=9, loc="left")
+        ax.tick_params(axis="x", labelsize=8)
+        ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)

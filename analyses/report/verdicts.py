@@ -1,51 +1,135 @@
-"""The report's opening table: every finding x (toy, each pretrained model, its random-weight control)."""
+"""The report's opening: every finding x (the toy that carries it, its initialised control, each pretrained
+model, its random-weight control), as one typed comparison, a forest plot and the verdict table."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Union
 
 from analyses.pretrained.findings import PRETRAINED_FINDINGS, THRESHOLDS_TEXT
-from analyses.report.document import Section, Table
-from probes.stats.findings import ALPHA
+from analyses.report.document import Figure, Section, Table
+from analyses.report.figures import ForestPoint, ForestRow, forest_plot
+from analyses.toy_findings import TOY_OF_FINDING, TOY_ONLY_FINDINGS, ToyFinding
+from probes.stats.findings import ALPHA, Finding
 
 if TYPE_CHECKING:
     from analyses.pretrained.measure import PretrainedRun
 
-
-def _cell(finding: Mapping[str, Any] | None) -> str:
-    if not finding:
-        return "-"
-    value, (low, high) = finding["value"], finding["ci"]
-    numbers = "n/a" if value is None else f"{value:.3f}"
-    if low is not None and high is not None:
-        numbers += f" [{low:.3f}, {high:.3f}]"
-    p = finding["null"].get("p_adjusted", finding["null"]["p_value"])
-    if p is not None:
-        numbers += f", p={p:.3g}"
-    return f"{'**holds**' if finding['holds'] else 'no'}: {numbers}"
+AnyFinding = Union[Finding, ToyFinding]
+TOY = "toy"
+TOY_CONTROL = "toy (at initialisation)"
+CONTROL_SUFFIX = " (random weights)"
+VERDICT_FINDINGS = (*PRETRAINED_FINDINGS, *TOY_ONLY_FINDINGS)
 
 
-def verdict_section(toy_summaries: Mapping[str, Mapping[str, Any]], runs: Mapping[str, "PretrainedRun"]) -> Section:
-    """One row per finding; a column for the toy settings (the findings a toy run wrote into its summary, in the
-    pretrained schema), each pretrained model and its control."""
-    toy: dict[str, Any] = {}
-    for summary in toy_summaries.values():
-        toy.update(summary.get("findings") or {})
-    columns = ["finding", "toy"]
-    cells: list[dict[str, dict[str, Any]]] = []
-    for name, run in runs.items():
-        columns.append(name)
-        cells.append({k: f.to_dict() for k, f in run.findings.items()})
+@dataclass(frozen=True)
+class Comparison:
+    """``rows[finding][column]``: the finding measured on the toy (``"toy"``), the toy at initialisation
+    (``"toy (at initialisation)"``), each pretrained model and its control (``"MODEL (random weights)"``);
+    a column that did not measure a finding has no entry."""
+
+    columns: tuple[str, ...]
+    rows: Mapping[str, Mapping[str, AnyFinding]]
+
+    def summary(self) -> dict[str, dict[str, Any]]:
+        """summary.json's ``comparison``: ``{finding: {column: finding document}}``."""
+        return {name: {column: finding.to_dict() for column, finding in row.items()}
+                for name, row in self.rows.items()}
+
+
+def compare_findings(toy_findings: Mapping[str, Mapping[str, ToyFinding]],
+                     runs: Mapping[str, "PretrainedRun"]) -> Comparison:
+    """The :class:`Comparison` of the toys' findings (``toy_findings[toy][name]``) and the pretrained runs."""
+    columns: list[str] = []
+    if any(toy_findings.values()):
+        columns += [TOY, TOY_CONTROL]
+    for model, run in runs.items():
+        columns.append(model)
         if run.control is not None:
-            columns.append(f"{name} (random weights)")
-            cells.append({k: f.to_dict() for k, f in run.control_findings.items()})
-    rows = [[name, _cell(toy.get(name)), *(_cell(c.get(name)) for c in cells)] for name in PRETRAINED_FINDINGS]
-    return Section("Verdicts", [
+            columns.append(model + CONTROL_SUFFIX)
+    rows: dict[str, dict[str, AnyFinding]] = {}
+    for name in VERDICT_FINDINGS:
+        row: dict[str, AnyFinding] = {}
+        toy = toy_findings.get(TOY_OF_FINDING[name], {}).get(name)
+        if toy is not None:
+            row[TOY] = toy
+            row[TOY_CONTROL] = toy.control_finding()
+        for model, run in runs.items():
+            if name in run.findings:
+                row[model] = run.findings[name]
+            if run.control is not None and name in run.control_findings:
+                row[model + CONTROL_SUFFIX] = run.control_findings[name]
+        if row:
+            rows[name] = row
+    return Comparison(tuple(columns), rows)
+
+
+def _p(finding: AnyFinding) -> float:
+    if isinstance(finding, ToyFinding):
+        return finding.p_value
+    return finding.p_value if finding.p_adjusted is None else finding.p_adjusted
+
+
+def cell(finding: AnyFinding | None, *, toy_cell: bool = False) -> str:
+    """``**holds** 0.879 [0.850, 0.908], p=0.001`` (Markdown emphasis; the HTML renders it); toys add which toy
+    and how many seeds held on their own."""
+    if finding is None:
+        return "-"
+    value, (low, high) = finding.value, finding.ci
+    numbers = "n/a" if not math.isfinite(value) else f"{value:.3f}"
+    if math.isfinite(low) and math.isfinite(high):
+        numbers += f" [{low:.3f}, {high:.3f}]"
+    p = _p(finding)
+    if math.isfinite(p):
+        numbers += f", p={p:.3g}"
+    text = f"{'**holds**' if finding.holds else 'no'}: {numbers}"
+    if isinstance(finding, ToyFinding):
+        seeds = f"{finding.held}/{len(finding.seeds)} seeds held" if toy_cell else f"{len(finding.seeds)} seeds"
+        text += f" ({finding.toy} toy, {seeds})"
+    return text
+
+
+def _forest_rows(comparison: Comparison) -> list[ForestRow]:
+    rows = []
+    for name, row in comparison.rows.items():
+        first = next(iter(row.values()))
+        points = [ForestPoint(column, f.value, f.ci, f.holds,
+                              "toy" if column in (TOY, TOY_CONTROL) else "model",
+                              column == TOY_CONTROL or column.endswith(CONTROL_SUFFIX))
+                  for column, f in row.items()]
+        null = [f.null_value for f in row.values() if math.isfinite(f.null_value)]
+        rows.append(ForestRow(name.replace("_", " "), points, sum(null) / len(null) if null else float("nan"),
+                              first.effect))
+    return rows
+
+
+def verdict_section(comparison: Comparison, figures: Path | None = None) -> Section:
+    """One row per finding; the toy that carries it, the toy at initialisation, each pretrained model and its
+    control; the forest plot of the same numbers above the table (when ``figures`` is a folder)."""
+    columns = ["finding", *comparison.columns]
+    rows = [[name, *(cell(comparison.rows[name].get(c), toy_cell=c == TOY) for c in comparison.columns)]
+            for name in comparison.rows]
+    section = Section("Verdicts", [
         f"A finding holds when its p-value (Holm-adjusted over the findings of the model) is below {ALPHA}, its 95% "
         f"interval lies above its null and above the same architecture with random weights (the control, probed "
         f"on the same batches), and the effect clears a threshold: {THRESHOLDS_TEXT} Best heads are chosen on the "
         f"even batches and measured on the odd ones, so intervals and p-values do not reward the search over "
         f"heads. Cells: verdict, value [95% interval], adjusted p. A random-weight column should never hold; "
         f"if it does, the statistic is confounded.",
-    ], [Table(columns, rows)])
+        "Toys: each finding is measured with the same probes on the paper toy that carries the mechanism (the cell "
+        "names it), trained on several seeds, against the same toy at initialisation (same seed, same data) as "
+        "its control. The value is the mean over seeds with a 95% Student-t interval over seeds; it holds when "
+        "that interval's lower end clears the null, the control's upper end and the threshold; p is the largest "
+        "per-seed adjusted p; the cell counts the seeds that held on their own. The last three rows are the "
+        "papers' own claims, measured on their toys only.",
+    ], [Table(columns, rows)], figures_first=True)
+    if figures is not None and comparison.rows:
+        path = forest_plot(_forest_rows(comparison), figures / "verdicts_forest.png")
+        section.figures.append(Figure(str(path.relative_to(figures.parent)),
+                                      "Every finding: the toy (blue), the toy at initialisation, each model and "
+                                      "its random-weight control (grey), with 95% intervals; the dashed line is "
+                                      "the null; filled markers hold, open markers do not."))
+    return section
