@@ -70,6 +70,9 @@ def test_toy_unknown_preset_and_missing_out(tmp_path, capsys):
     fails_in_one_line(["toy", "induction", "--preset", "huge", "--out", str(tmp_path / "r")], capsys,
                       "Unknown preset 'huge'", "choose from", error=ConfigError)
     fails_in_one_line(["toy", "induction"], capsys, "needs --out DIR", error=ConfigError)
+    fails_in_one_line(["toy", "induction", "--seeds", "0", "--out", str(tmp_path / "r")], capsys,
+                      "--seeds must be >= 1; got 0", error=ConfigError)
+    assert not (tmp_path / "r").exists()
 
 
 def test_toy_unknown_experiment_and_flag(capsys):
@@ -230,6 +233,7 @@ def report_argv(tmp_path, *argv: str) -> list[str]:
     (["--batch-size", "-3"], ["--batch-size must be >= 1; got -3"], ConfigError),
     (["--max-batches", "3"], ["--max-batches must be >= 4"], ConfigError),
     (["--device", "gpu"], ["not a torch device"], ConfigError),
+    (["--toy-seeds", "0"], ["toy_seeds must be an integer >= 1; got 0"], ConfigError),
     (["--corpus", ""], ["corpus spec is empty"], InputError),
     (["--corpus", "/no/such/corpus.txt"], ["Unknown corpus"], InputError),
 ])

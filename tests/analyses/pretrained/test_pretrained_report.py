@@ -15,6 +15,8 @@ from analyses.report.compare import ToyRun, compare
 from analyses.topic.experiment import run as run_topic
 from analyses.pretrained.measure import PretrainedConfig, probe_pretrained
 from analyses.pretrained.findings import PRETRAINED_FINDINGS
+from analyses.report.verdicts import VERDICT_FINDINGS
+from analyses.toy_findings import TOY_OF_FINDING
 from analyses.report.render_check import colourful_fraction, find_chromium, screenshot
 from probes.text.corpora import iter_documents
 from probes.text.text_batches import text_token_batches
@@ -159,6 +161,15 @@ def test_main_job_on_the_offline_defaults(tmp_path, capsys):
     assert smol["induction_top_heads"][0][2] > 5 * smol["induction_chance"]
     markdown = (out / "report.md").read_text()
     assert markdown.index("## Verdicts") < markdown.index("## Setup")
+    # the toy column: every pretrained finding and the papers' own claims, each on its toy over 5 seeds
+    assert set(summary["comparison"]) == set(VERDICT_FINDINGS)
+    for name, row in summary["comparison"].items():
+        toy, init = row["toy"], row["toy (at initialisation)"]
+        assert toy["toy"] == TOY_OF_FINDING[name] and toy["seeds"]["of"] == 5, name
+        assert toy["seeds"]["held"] >= 4 and toy["holds"], (name, toy)
+        assert not init["holds"] and not any(f["holds"] for f in toy["control_per_seed"]), (name, init)
+        assert summary["toy"][toy["toy"]]["findings"][name] == toy
+    assert markdown.index("![") < markdown.index("| finding |")  # the forest plot is the first figure
     assert summary["corpus"]["name"] == "wikipedia-excerpt" and json.loads((out / "timings.json").read_text())["smollm2-135m_s"] > 0
     assert len(summary["corpus"]["sha256"]) == 64 and "Q4_1" in summary["settings"]["model_weights"]["smollm2-135m"]
     # the saved results rebuild the report without a model, byte for byte
@@ -186,6 +197,8 @@ def test_main_job_on_the_offline_defaults(tmp_path, capsys):
         from analyses.report.render_check import dump_dom
 
         dom = dump_dom(out / "report.html")
+        assert "**" not in dom and "<strong>holds</strong>" in dom
+        assert re.search(r"<img[^>]*>", dom).group(0).startswith("<img alt=\"Every finding:")  # forest plot first
         assert 'data-views-drawn="true"' in re.search(r"<body[^>]*>", dom).group(0)
         assert len(re.findall(r'mp-view mp-(?:heatmap|pattern)"[^>]*data-drawn="\d+"', dom)) == 32
 
