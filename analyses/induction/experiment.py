@@ -26,6 +26,9 @@ keys matching each parent subset. Losses are last-token NLLs in nats, next to th
 in-context estimator's. Generalisation: the trained model is evaluated at other L and alpha.
 The parent criterion is reported twice: the paper's population value (modified chi-square mutual
 information from the sampled kernels' stationary distributions) and the plug-in estimate from tokens.
+``result.findings``: the toy's findings in the pretrained schema (induction scores on X X and on
+chains, the previous-token score, the paper's generalized induction score), the trained model beside
+itself at initialisation (:mod:`analyses.induction.findings`; ``seed_findings`` measures more seeds).
 Settings: :mod:`analyses.induction.config`; the result: :class:`~analyses.induction.result.InductionResult`.
 """
 
@@ -43,10 +46,13 @@ import torch
 
 from analyses.induction.config import PRESETS, InductionExperimentConfig
 from analyses.induction.figures import write_figures
+from analyses.induction.findings import (FINDINGS, build_model, check_findings_data, held_out_chains, judge_trained,
+                                        one_thread, seed_findings)
 from analyses.induction.reference import PRESET_REFERENCES, induction_reference
 from analyses.induction.result import GeneralisationRow, InductionResult, Trajectory
 from analyses.induction.trajectory import TRAJECTORY_KEYS, log_growth_fit, trajectory_steps
 from analyses.timings import write_timings
+from analyses.toy_findings import aggregate_seeds
 from analyses.toy_model_store import save_toy_model
 from probes.attention.copier import CopierProbe, CopierProfile
 from probes.attention.generalized_induction import GeneralizedInductionProbe, GeneralizedInductionScores
@@ -54,15 +60,13 @@ from probes.attention.selector import ParentSubsetAttention, ParentSubsetAttenti
 from probes.core.runner import model_device, run_probes
 from probes.text.parent_criterion import chi_square_parent_criterion, population_parent_criterion
 from toymodels.induction.data import bayes_optimal_loss, sample_markov_icl
-from toymodels.induction.full import FullInductionModel
 from toymodels.induction.simplified import SUBSET_WEIGHTS_HOOK, SimplifiedInductionModel
 from toymodels.induction.training import (all_token_loss, last_token_loss, loss_from_probs, train_on_fresh_chains,
                                           train_simplified)
-from toymodels.standard import build_standard_model
 from toymodels.training import Checkpointer, History
 
-__all__ = ["PRESETS", "PRESET_REFERENCES", "InductionExperimentConfig", "InductionResult", "induction_reference",
-           "result_from_summary", "run"]
+__all__ = ["FINDINGS", "PRESETS", "PRESET_REFERENCES", "InductionExperimentConfig", "InductionResult",
+           "induction_reference", "result_from_summary", "run", "seed_findings"]
 
 log = logging.getLogger(__name__)
 
@@ -70,11 +74,6 @@ result_from_summary = InductionResult.from_summary  # the report's way back from
 
 
 # -- building and training ----------------------------------------------------------------------
-def _simplified(config: InductionExperimentConfig) -> SimplifiedInductionModel:
-    model_class = FullInductionModel if config.model == "full" else SimplifiedInductionModel
-    return model_class(config.model_config(), device=config.device)
-
-
 def _checkpointer(config: InductionExperimentConfig, out_dir: Path) -> Checkpointer | None:
     if not config.checkpoint_every:
         return None
@@ -88,10 +87,9 @@ def _checkpointer(config: InductionExperimentConfig, out_dir: Path) -> Checkpoin
 def train_model(config: InductionExperimentConfig, train_tokens: torch.Tensor, val_tokens: torch.Tensor,
                 out_dir: Path, *, progress: bool) -> tuple[torch.nn.Module, History]:
     """Build and train the configured model; per-step records go into the history."""
-    torch.manual_seed(config.seed)
     checkpointer = _checkpointer(config, out_dir)
-    if config.model in ("simplified", "full"):
-        model = _simplified(config)
+    model = build_model(config)
+    if isinstance(model, SimplifiedInductionModel):
         training = config.training()
         recorded = set(trajectory_steps(training.total_steps, dense_until=config.trajectory_dense_until,
                                         per_decade=config.trajectory_per_decade))
@@ -113,7 +111,6 @@ def train_model(config: InductionExperimentConfig, train_tokens: torch.Tensor, v
             for i, step in enumerate(source.steps):
                 merged.log(step, **{key: column[i] for key, column in columns.items() if not math.isnan(column[i])})
         return model, merged
-    model = build_standard_model(config.standard_model_config(), device=config.device)
     probe_tokens = val_tokens[: min(64, val_tokens.shape[0]), :-1]
 
     def evaluate(step: int, m: torch.nn.Module, history: History) -> None:
@@ -230,27 +227,25 @@ def run(config: InductionExperimentConfig, out_dir: str | Path, *, progress: boo
     threading, especially on a shared machine); the thread count is restored afterwards.
     Example: ``result = run(PRESETS["fast"], "runs/induction")``; ``result.true_parent_share``.
     """
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with one_thread():
         return _run(config, Path(out_dir), progress=progress)
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _run(config: InductionExperimentConfig, out_dir: Path, *, progress: bool) -> InductionResult:
     started = time.perf_counter()
+    check_findings_data(config)
     out_dir.mkdir(parents=True, exist_ok=True)
     data, n_states, order = config.data, config.data.n_states, config.data.order
     train_batch = sample_markov_icl(data, config.n_train, config.seed)
     train_tokens = train_batch.tokens
-    val_tokens = sample_markov_icl(data, config.n_val, config.seed + 10_000).tokens
+    val_tokens = held_out_chains(config)
     model, history = train_model(config, train_tokens, val_tokens, out_dir, progress=progress)
     trained = time.perf_counter()
     save_toy_model(model, out_dir, "induction")  # loadable again: mechprobe probe-linear --model OUT
     model.eval()
     probe_tokens = val_tokens[: config.probe_sequences, :-1]
     found = probe_model(model, config, probe_tokens)
+    findings = aggregate_seeds("induction", [judge_trained(model, build_model(config), config, probe_tokens)])
     criterion = chi_square_parent_criterion(train_tokens[: min(2000, config.n_train)], n_states,
                                             max_distance=max(3, order), max_subset=order - 1)
     population = population_parent_criterion(train_batch.kernels[: min(2000, config.n_train)], n_states, order - 1,
@@ -297,7 +292,7 @@ def _run(config: InductionExperimentConfig, out_dir: Path, *, progress: bool) ->
         final_train_loss=history.column("loss")[-1] if history.steps else None,
         steps=history.steps[-1] if history.steps else 0, config=config,
         trajectory=Trajectory(**{k: tuple(v) for k, v in trajectory.items()}) if trajectory else None,
-        reference=induction_reference(config), **extra)
+        reference=induction_reference(config), findings=findings, **extra)
     write_figures(model, history, trajectory or None, example=probe_tokens[:1], true_label=found["true_parent_subset"],
                   copier_mass=found["copier_mass"], best_head=found["best_head"], order=order,
                   objective=config.train.loss, optimal_train=optimal_train, optimal_val=optimal, out_dir=out_dir)

@@ -17,6 +17,7 @@ from analyses.induction.config import InductionExperimentConfig
 from analyses.induction.trajectory import TRAJECTORY_KEYS
 from analyses.paper_reference import PaperReference
 from analyses.paper_result import PaperResult, number, optional, record_from_dict
+from analyses.toy_findings import ToyFinding, toy_findings_from_dict, toy_findings_to_dict
 
 
 def _numbers(document: Mapping[str, Any]) -> dict[str, float]:
@@ -72,7 +73,8 @@ class InductionResult(PaperResult):
     parent subset (standard model). ``copier_distance`` / ``copier_mass``: each layer-1 head's most
     attended relative distance and its attention mass by distance. ``trajectory`` and the fields after it
     that need a selector are None for the standard model; the three all-position fields are None
-    except for the standard model.
+    except for the standard model. ``findings``: the toy's findings over its seeds, each judged against the
+    toy at initialisation (:mod:`analyses.induction.findings`).
     """
 
     experiment: ClassVar[str] = "induction"
@@ -107,6 +109,7 @@ class InductionResult(PaperResult):
     config: InductionExperimentConfig
     trajectory: Trajectory | None
     reference: PaperReference
+    findings: Mapping[str, ToyFinding]
     objective: str | None = None
     train_loss_objective: float | None = None
     val_loss_objective: float | None = None
@@ -149,6 +152,7 @@ class InductionResult(PaperResult):
             "settings": dataclasses.asdict(self.config),
             "trajectory": None if self.trajectory is None else self.trajectory.to_dict(),
             "reference": self.reference.to_dict(),
+            "findings": toy_findings_to_dict(self.findings),
         }
         if self.trajectory is not None:
             document.update(objective=self.objective, train_loss_objective=self.train_loss_objective,
@@ -191,7 +195,7 @@ class InductionResult(PaperResult):
             final_a=optional(d["final_a"]), final_train_loss=optional(d["final_train_loss"]), steps=int(d["steps"]),
             config=InductionExperimentConfig.from_settings(d["settings"]),
             trajectory=None if trajectory is None else Trajectory.from_dict(trajectory),
-            reference=PaperReference.from_dict(reference),
+            reference=PaperReference.from_dict(reference), findings=toy_findings_from_dict(d.get("findings")),
             objective=optional(d.get("objective"), str), train_loss_objective=optional(d.get("train_loss_objective")),
             val_loss_objective=optional(d.get("val_loss_objective")),
             a_log_growth=None if growth is None else {k: v if k == "from_step" else number(v) for k, v in growth.items()},
@@ -200,3 +204,6 @@ class InductionResult(PaperResult):
             val_loss_all_positions=optional(d.get("val_loss_all_positions")),
             optimal_loss_all_positions=optional(d.get("optimal_loss_all_positions")),
         )
+
+    def toy_findings(self) -> Mapping[str, ToyFinding]:
+        return self.findings

@@ -36,9 +36,15 @@ between per-occurrence attention and ``P(l | m, n)``), ``entropy`` (entropy in n
 composition restricted to the distinct tokens, renormalised; ``entropy_all``: over the whole
 support), each averaged over facts; ``standard``: the same probes on the standard model.
 
+Findings (:mod:`analyses.scansnap.findings`): ``cooccurrence_ordering`` (the pretrained models' distance-matched
+co-occurrence Spearman, on the evaluation sets) and ``scan_order`` (the paper's scan order as a finding) of the
+trained Y/Z model, judged against the same toy at initialisation; ``seed_findings(config, seed)`` measures them
+on more seeds (``mechprobe toy scansnap --seeds N``).
+
 Run time, one torch thread on a 2-core machine shared with other jobs (wall, whole command):
-``fast`` 7.5 s, ``paper`` 23 s, ``adam`` 53 s (under heavier load), ``sweep`` 2 min 10 s (its 640 runs
-train as four stacked batches: 100 s), ``wikitext`` 4 min 45 s (1038 steps on the test split).
+``fast`` 7.5 s (+ about 2 s for the findings), ``paper`` 23 s, ``adam`` 53 s (under heavier load), ``sweep``
+2 min 10 s (its 640 runs train as four stacked batches: 100 s), ``wikitext`` 4 min 45 s (1038 steps on the test
+split).
 """
 
 from __future__ import annotations
@@ -59,6 +65,7 @@ from torch import nn
 from analyses.paper_result import SUMMARY_FILE
 from analyses.scansnap.config import PRESETS, ScanSnapConfig
 from analyses.scansnap.figures import LOSS_TARGET, plot_heatmap, plot_loss
+from analyses.scansnap.findings import FINDINGS, main_run_findings, seed_findings
 from analyses.scansnap.result import (
     STATISTICS,
     Figure6Trends,
@@ -70,6 +77,7 @@ from analyses.scansnap.result import (
     result_class,
 )
 from analyses.timings import write_timings
+from analyses.toy_findings import aggregate_seeds
 from analyses.toy_model_store import save_toy_model
 from probes.attention.key_token_attention import KeyTokenAttention, KeyTokenAttentionProbe, entropy_nats
 from probes.core.runner import model_device, run_probes
@@ -83,8 +91,8 @@ from toymodels.scansnap.training import query_logits, train_on_cooccurrence
 from toymodels.standard import StandardModelConfig, build_standard_model
 from toymodels.training import History
 
-__all__ = ["PRESETS", "MainRun", "ScanSnapConfig", "ScanSnapResult", "WikitextResult", "load", "main_run",
-           "result_from_summary", "run", "standard_run"]
+__all__ = ["FINDINGS", "PRESETS", "MainRun", "ScanSnapConfig", "ScanSnapResult", "WikitextResult", "load",
+           "main_run", "result_from_summary", "run", "seed_findings", "standard_run"]
 
 log = logging.getLogger(__name__)
 
@@ -285,6 +293,9 @@ def _run(config: ScanSnapConfig, out_dir: Path, *, progress: bool) -> ScanSnapRe
         save_toy_model(main.model, out_dir, "scansnap")  # probe it again: mechprobe probe-linear --model OUT
         plot_heatmap(main, out_dir / "attention_heatmap.png")
         plot_loss(main.history, out_dir / "loss.png")
+        findings_start = time.perf_counter()
+        findings = aggregate_seeds("scansnap", [main_run_findings(config, main, eval_sets(config, main.data))])
+        timings["findings"] = time.perf_counter() - findings_start
         standard = standard_run(config) if config.standard.enabled else None
         sweep = figure6 = None
         if config.sweep.num_last:
@@ -299,7 +310,8 @@ def _run(config: ScanSnapConfig, out_dir: Path, *, progress: bool) -> ScanSnapRe
             plot_sweep(rows, out_dir / "entropy_sweep.png")
         result = ScanSnapResult(**main.numbers, snaps=main.snaps, scan_orders=main.scan_orders,
                                 loss_curve=LossCurve(tuple(main.history.steps), tuple(main.history.values["loss"])),
-                                reference=reference_for(config), config=config, standard=standard, sweep=sweep,
+                                reference=reference_for(config), config=config, findings=findings,
+                                standard=standard, sweep=sweep,
                                 figure6=figure6)
     timings["total"] = time.perf_counter() - start
     write_timings(out_dir, timings)

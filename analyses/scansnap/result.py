@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 from analyses.paper_reference import PaperReference
 from analyses.paper_result import PaperResult, number, optional, record_from_dict
 from analyses.scansnap.config import ScanSnapConfig
+from analyses.toy_findings import ToyFinding, toy_findings_from_dict, toy_findings_to_dict
 from probes.dynamics.scan_order import ScanOrder
 from probes.dynamics.snap import RateSnap
 
@@ -150,7 +151,9 @@ class ScanSnapResult(PaperResult):
     its snap and scan order per fact, its loss curve, and the optional standard model and Figure 6 sweep.
 
     ``first_step_below_loss_target`` is the summary's ``"first_step_below_0.05"`` (None: never below),
-    ``snaps`` its ``"snap"``, ``scan_orders`` its ``"scan_order"`` and ``config`` its ``"settings"``.
+    ``snaps`` its ``"snap"``, ``scan_orders`` its ``"scan_order"`` and ``config`` its ``"settings"``;
+    ``findings``: the toy's findings over seeds (:mod:`analyses.scansnap.findings`; a summary written before
+    they existed reads back without any).
     """
 
     experiment: ClassVar[str] = "scansnap"
@@ -180,6 +183,7 @@ class ScanSnapResult(PaperResult):
     loss_curve: LossCurve
     reference: PaperReference
     config: ScanSnapConfig
+    findings: Mapping[str, ToyFinding]
     standard: StandardModelResult | None = None
     sweep: tuple[SweepCell, ...] | None = None
     figure6: Figure6Trends | None = None
@@ -201,6 +205,7 @@ class ScanSnapResult(PaperResult):
             document["sweep"] = [cell.to_dict() for cell in self.sweep]
         if self.figure6 is not None:
             document["figure6"] = self.figure6.to_dict()
+        document["findings"] = toy_findings_to_dict(self.findings)
         document["reference"] = self.reference.to_dict()
         document["settings"] = dataclasses.asdict(self.config)
         return document
@@ -217,9 +222,13 @@ class ScanSnapResult(PaperResult):
                    loss_curve=LossCurve.from_dict(document["loss_curve"]),
                    reference=PaperReference.from_dict(document["reference"]),
                    config=ScanSnapConfig.from_settings(document["settings"]),
+                   findings=toy_findings_from_dict(document.get("findings")),
                    standard=StandardModelResult.from_dict(document["standard"]) if "standard" in document else None,
                    sweep=None if sweep is None else tuple(SweepCell.from_dict(cell) for cell in sweep),
                    figure6=Figure6Trends.from_dict(document["figure6"]) if "figure6" in document else None)
+
+    def toy_findings(self) -> Mapping[str, ToyFinding]:
+        return self.findings
 
 
 @dataclass(frozen=True)

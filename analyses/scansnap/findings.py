@@ -1,0 +1,219 @@
+"""The Scan and Snap toy's findings (Tian et al. 2023) in the schema of the pretrained ones, judged against the
+toy at initialisation.
+
+``cooccurrence_ordering`` (the pretrained finding of :mod:`analyses.pretrained.findings`, measured on the Y/Z
+toy): the probe of the pretrained models, ``KeyTokenAttentionProbe(query_tokens=the facts' last tokens,
+key_tokens=every fact's distinct tokens, query_position="last", distance_matched=True)``, reads the model's only
+head (L0H0, no search) on the held-out evaluation sequences of every fact (drawn apart from the training stream).
+The statistic is the Spearman, per query token, of distance-matched attention with co-occurrence over the keys
+the query saw (its fact's distinct tokens: the paper's claim is about them), averaged over the query tokens.
+
+- Co-occurrence is what the probe counts in the probed sequences, as for pretrained models: the null
+  (:func:`probes.text.cooccurrence.ordering_null`, counts shuffled among each query's keys) permutes exactly
+  these counts, and at the ``fast`` preset's 128 sequences per fact they rank the distinct tokens as
+  ``P(l | m, n)`` does.
+- Distance matching in a model without positions: every query row is the last of ``seq_len`` tokens, so every
+  row sees the same keys (the probe's scaling by the visible-key count is one constant: there is no
+  causal-prefix length to remove), and attention cannot depend on distance, so the matched value is a key's
+  per-occurrence attention divided by the mean per-occurrence attention of the query's tracked keys (its facts'
+  distinct tokens) at the same distances: the ranks of per-occurrence attention, up to the sampling noise of
+  those per-distance means (seed 0: 0.5405 matched vs 0.5387 per occurrence over the mean, rarest token).
+- Interval: 95% percentile bootstrap over ``N_UNITS`` batches of held-out sequences (each holds an equal share
+  of every fact's sequences), each resample's summed probe state computed by the probe itself: with two facts a
+  bootstrap over query tokens would be degenerate.
+
+``scan_order`` (the paper's own claim, toy only): attention on the distinct tokens is dropped "following the
+order of low to high co-occurrence". Per fact, the step at which each distinct token's attention peaks
+(:func:`probes.dynamics.scan_order.scan_order` on the composition recorded at every step of the main run),
+rank-correlated with ``P(l | m, n)``; the mean over facts. Null: the same statistic with ``P(l | m, n)`` permuted
+among each fact's distinct tokens (``N_PERMUTATIONS`` draws, one-sided p-value); interval: 95% percentile
+bootstrap over each fact's distinct tokens.
+
+Controls. The toy at initialisation (same seed, same evaluation sequences); its trajectory, a dynamics
+statistic's control, is that of the same training with attention frozen at initialisation (eta_Z = 0): ``Z``
+keeps its initial value, so the composition recorded at every step is the initial one (Y does not enter it).
+With the paper's ``Y = Z = 0`` both controls are ties: uniform attention (every distance-matched value 1) and
+every peak at step 0. A query or fact whose attention (peak steps) or co-occurrence is tied across its keys has
+no ordering: its Spearman, undefined, counts as 0, in the value, every bootstrap draw and every null draw, so
+the controls are 0 with a null of 0 and p = 1 rather than NaN.
+
+Example::
+
+    findings = seed_findings(PRESETS["fast"], 1)
+    findings.findings["scan_order"].holds, findings.control["scan_order"].value   # True, 0.0
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import torch
+from torch import Tensor
+
+from analyses.pretrained.findings import finding_from_spec
+from analyses.pretrained.held_out import MIN_RANKED_KEYS
+from analyses.toy_findings import SeedFindings, judge_against_init
+from probes import feed_probes
+from probes.attention.key_token_attention import KeyTokenAttention, KeyTokenAttentionProbe
+from probes.dynamics.scan_order import ScanOrder, scan_order
+from probes.stats.bootstrap import BatchStateRecorder, bootstrap_draws, percentile_interval
+from probes.stats.findings import Finding
+from probes.stats.nulls import permutation_p_value
+from probes.text.cooccurrence import cooccurrence_ordering, ordering_null, spearman
+from toymodels.errors import ToyConfigError
+from toymodels.scansnap.data import CooccurrenceData
+from toymodels.scansnap.model import YZTransformer
+
+if TYPE_CHECKING:  # the experiment imports this module
+    from analyses.scansnap.config import ScanSnapConfig
+    from analyses.scansnap.experiment import MainRun
+
+FINDINGS = ("cooccurrence_ordering", "scan_order")
+N_PERMUTATIONS = 1000
+N_BOOT = 1000
+N_UNITS = 16
+"""Bootstrap units of ``cooccurrence_ordering``: the held-out sequences cut into this many batches."""
+
+ORDERING_STATISTIC = ("Spearman of distance-matched attention with co-occurrence, mean over the facts' last tokens "
+                      "(Y/Z toy, held-out sequences; no positions: distance matching rescales per-occurrence "
+                      "attention by the same-distance mean, ranks unchanged up to noise; 95% CI: bootstrap over "
+                      f"{N_UNITS} batches of sequences)")
+ORDERING_SELECTION = "no search: the model's only head (L0H0)"
+SCAN_ORDER_SPEC = {
+    "statistic": ("Spearman of the step at which each distinct token's attention peaks with its co-occurrence "
+                  "P(l | m, n), mean over facts (Y/Z toy, over training; 95% CI: bootstrap over each fact's "
+                  "distinct tokens)"),
+    "null_kind": "co-occurrence permuted among each fact's distinct tokens",
+    "effect": "difference",
+    "min_effect": 0.1,
+    "selection": "no search: every distinct token of every fact",
+}
+
+
+def _no_order_is_zero(rho: Tensor) -> Tensor:
+    """Spearman values with the undefined ones (tied attention, peaks or co-occurrence) as 0: no ordering."""
+    return torch.nan_to_num(rho.double(), nan=0.0)
+
+
+def _ranked_spearman(attention: KeyTokenAttention) -> Tensor:
+    """Spearman of distance-matched attention with the counted co-occurrence [query] of the query tokens with
+    ``MIN_RANKED_KEYS`` or more keys (NaN where undefined)."""
+    ordering = cooccurrence_ordering(attention, measure="distance_matched")
+    return ordering.spearman[0, 0, ordering.n_keys >= MIN_RANKED_KEYS].double()
+
+
+def _ordering_value(attention: KeyTokenAttention) -> Tensor:
+    """The statistic: the mean of :func:`_ranked_spearman` with the undefined ones as 0."""
+    return _no_order_is_zero(_ranked_spearman(attention)).mean()
+
+
+def held_out_units(evaluation: Sequence[Tensor]) -> list[Tensor]:
+    """``N_UNITS`` batches of held-out sequences (fewer if the facts have fewer), each holding an equal share of
+    every fact's sequences (``evaluation[f]``: fact ``f``'s sequences)."""
+    n_units = min(N_UNITS, *(len(tokens) for tokens in evaluation))
+    return [torch.cat(parts) for parts in zip(*(tokens.tensor_split(n_units) for tokens in evaluation))]
+
+
+def ordering_finding(model: YZTransformer, data: CooccurrenceData, evaluation: Sequence[Tensor],
+                     seed: int) -> Finding:
+    """``cooccurrence_ordering`` of ``model`` on the held-out sequences (module docstring), unadjusted."""
+    if data.config.num_distinct < MIN_RANKED_KEYS:
+        raise ToyConfigError(f"The findings rank each fact's {data.config.num_distinct} distinct tokens by "
+                             f"co-occurrence, as for pretrained models, and need at least {MIN_RANKED_KEYS}; set "
+                             f"data.num_distinct={MIN_RANKED_KEYS} or more.")
+    probe = KeyTokenAttentionProbe(data.last_tokens.tolist(), data.distinct_tokens.flatten().tolist(),
+                                   query_position="last", distance_matched=True)
+    recorder = BatchStateRecorder()
+    feed_probes(model, [probe], held_out_units(evaluation), data="held-out co-occurrence sequences", seed=seed,
+                progress=False, on_batch=recorder)
+    attention = probe.compute()
+    value = _ordering_value(attention)
+
+    def resampled(state: dict[str, Tensor]) -> Tensor:  # the probe computes each resample's summed state
+        values = []
+        for draw in range(next(iter(state.values())).shape[0]):
+            probe.load_state_dict({key: entry[draw] for key, entry in state.items()})
+            values.append(_ordering_value(probe.compute()))
+        return torch.stack(values)
+
+    _, draws = bootstrap_draws(recorder.per_unit(0), resampled, n_boot=N_BOOT, seed=seed)
+    low, high = percentile_interval(draws)
+    # ordering_null averages over the queries with a defined Spearman; the statistic counts the others as 0
+    rho = _ranked_spearman(attention)
+    null = ordering_null(attention, min_keys=MIN_RANKED_KEYS, n_permutations=N_PERMUTATIONS, seed=seed)[:, 0, 0]
+    null = _no_order_is_zero(null * int(torch.isfinite(rho).sum()) / len(rho))
+    # ordering_null's normalised einsum lands ~1e-16 off the exact Spearman values (1.0 as 0.9999999999999998):
+    # compare at 12 decimals so that null draws tying the value count as reaching it
+    p_value = permutation_p_value(_decimals(value), _decimals(null))
+    return finding_from_spec("cooccurrence_ordering", float(value), (float(low), float(high)), float(null.mean()),
+                             float(p_value), statistic=ORDERING_STATISTIC, selection=ORDERING_SELECTION)
+
+
+def _decimals(values: Tensor) -> Tensor:
+    return torch.round(values * 1e12) / 1e12
+
+
+def _scan_order_statistic(peaks: Sequence[Tensor], cooccurrence: Sequence[Tensor]) -> Tensor:
+    """Mean over facts of Spearman(peak steps, co-occurrence) along the last axis (undefined: 0)."""
+    return torch.stack([_no_order_is_zero(spearman(p, c)) for p, c in zip(peaks, cooccurrence)]).mean(0)
+
+
+def scan_order_finding(orders: Sequence[ScanOrder], seed: int) -> Finding:
+    """``scan_order`` from each fact's :class:`ScanOrder` (module docstring), unadjusted."""
+    peaks = [torch.tensor(order.peak_steps, dtype=torch.float64) for order in orders]
+    cooccurrence = [torch.tensor(order.cooccurrence, dtype=torch.float64) for order in orders]
+    value = _scan_order_statistic(peaks, cooccurrence)
+    generator = torch.Generator().manual_seed(seed)
+    shuffled = [c[torch.rand(N_PERMUTATIONS, len(c), generator=generator).argsort(1)] for c in cooccurrence]
+    null = _scan_order_statistic([p.expand(N_PERMUTATIONS, -1) for p in peaks], shuffled)
+    tokens = [torch.randint(len(p), (N_BOOT, len(p)), generator=generator) for p in peaks]
+    draws = _scan_order_statistic([p[i] for p, i in zip(peaks, tokens)], [c[i] for c, i in zip(cooccurrence, tokens)])
+    low, high = percentile_interval(draws)
+    spec = SCAN_ORDER_SPEC
+    return Finding(spec["statistic"], float(value), (float(low), float(high)), spec["null_kind"], float(null.mean()),
+                   float(permutation_p_value(value, null)), spec["min_effect"], spec["effect"],
+                   selection=spec["selection"])
+
+
+def frozen_attention_orders(model: YZTransformer, data: CooccurrenceData, steps: Sequence[int],
+                            tolerance: float) -> tuple[ScanOrder, ...]:
+    """The scan order of every fact in the same training with attention frozen at ``model``'s (eta_Z = 0):
+    ``Z`` never moves, so the composition recorded at each of ``steps`` is the current one."""
+    composition = model.expected_attention(data.fact_last, data.context_probs).cpu().float()
+    return tuple(scan_order(composition[f, data.distinct_tokens[f]].expand(len(steps), -1),
+                            data.context_probs[f, data.distinct_tokens[f]], steps, tolerance=tolerance)
+                 for f in range(data.n_facts))
+
+
+def measure(model: YZTransformer, orders: Sequence[ScanOrder], data: CooccurrenceData,
+            evaluation: Sequence[Tensor], seed: int) -> dict[str, Finding]:
+    """Both findings of one toy (unadjusted): ``model`` probed on ``evaluation``, ``orders`` its training's."""
+    return {"cooccurrence_ordering": ordering_finding(model, data, evaluation, seed),
+            "scan_order": scan_order_finding(orders, seed)}
+
+
+def main_run_findings(config: ScanSnapConfig, main: MainRun, evaluation: Sequence[Tensor]) -> SeedFindings:
+    """The findings of ``config.seed``'s main run (its trained model and scan orders) against the same toy at
+    initialisation, both probed on ``evaluation`` (the run's held-out sequences per fact)."""
+    initial = YZTransformer(config.model_config(), device=config.device)
+    trained = measure(main.model, main.scan_orders, main.data, evaluation, config.seed)
+    init = measure(initial, frozen_attention_orders(initial, main.data, main.steps, config.scan_tolerance),
+                   main.data, evaluation, config.seed)
+    return judge_against_init(trained, init, config.seed)
+
+
+def seed_findings(config: ScanSnapConfig, seed: int) -> SeedFindings:
+    """Train the Y/Z model of ``config`` at ``seed`` (no figures, no files, no progress, ``config.threads``
+    torch threads) and return its findings against itself at initialisation (:func:`main_run_findings`)."""
+    from analyses.scansnap.experiment import eval_sets, main_run
+
+    config = dataclasses.replace(config, seed=seed)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(config.threads)
+    try:
+        main = main_run(config, progress=False)
+        return main_run_findings(config, main, eval_sets(config, main.data))
+    finally:
+        torch.set_num_threads(threads)

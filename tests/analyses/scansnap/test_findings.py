@@ -1,0 +1,104 @@
+"""The Scan and Snap toy's findings: the trained Y/Z model holds both on every seed, the toy at initialisation and
+a toy trained with its attention frozen (eta_Z = 0) hold neither, and ``run`` stores them in summary.json."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+import torch
+
+from analyses.scansnap.config import PRESETS, StandardComparison
+from analyses.scansnap.experiment import FINDINGS, eval_sets, run, seed_findings
+from analyses.scansnap.findings import frozen_attention_orders, measure
+from analyses.scansnap.result import ScanSnapResult
+from analyses.toy_findings import aggregate_seeds, judge_against_init
+from probes.dynamics.scan_order import scan_order
+from toymodels.errors import ToyConfigError
+from toymodels.scansnap.data import CooccurrenceData
+from toymodels.scansnap.model import YZTransformer
+from toymodels.scansnap.training import train_on_cooccurrence
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
+
+FAST = PRESETS["fast"]
+
+
+@pytest.fixture(scope="module")
+def two_seeds():
+    return [seed_findings(FAST, seed) for seed in (0, 1)]
+
+
+def test_the_trained_toy_holds_both_findings_and_its_initialisation_none(two_seeds):
+    for one in two_seeds:
+        assert tuple(one.findings) == tuple(one.control) == FINDINGS
+        assert all(finding.holds for finding in one.findings.values()), one.seed
+        # Scan and Snap: among a fact's distinct tokens attention ends ordered by co-occurrence (measured 1.0 on
+        # seeds 0-4), and the rarest peak first (measured 0.989-0.995)
+        assert one.findings["cooccurrence_ordering"].value == 1.0
+        assert one.findings["scan_order"].value > 0.9 and one.findings["scan_order"].ci[0] > 0.9
+        for finding in one.findings.values():
+            assert finding.null_value == pytest.approx(0.0, abs=0.05) and finding.p_adjusted < 0.01
+        # Y = Z = 0: uniform attention and a composition that never moves have no ordering (0, not NaN)
+        for control in one.control.values():
+            assert (control.value, control.ci, control.null_value, control.p_value) == (0.0, (0.0, 0.0), 0.0, 1.0)
+            assert not control.holds
+    findings = aggregate_seeds("scansnap", two_seeds)
+    for finding in findings.values():
+        assert finding.holds and finding.held == 2 and not finding.control_finding().holds
+
+
+def _frozen_attention_toy(config):
+    """The main run with eta_Z = 0: Z is put back to its initial value after every step (Y trains as usual)."""
+    data = CooccurrenceData(config.data)
+    model = YZTransformer(config.model_config())
+    start = model.Z.detach().clone()
+    trajectory = []
+
+    def freeze_and_record(step, trained, history) -> None:
+        with torch.no_grad():
+            trained.Z.copy_(start)
+        trajectory.append(trained.expected_attention(data.fact_last, data.context_probs).float())
+
+    freeze_and_record(0, model, None)
+    history = train_on_cooccurrence(model, data, config.training(), callbacks=[freeze_and_record])
+    recorded = torch.stack(trajectory)  # step fact d_vocab
+    orders = tuple(scan_order(recorded[:, f, data.distinct_tokens[f]], data.context_probs[f, data.distinct_tokens[f]],
+                              [0, *history.steps], tolerance=config.scan_tolerance) for f in range(data.n_facts))
+    return model, data, history, orders
+
+
+def test_a_toy_trained_with_frozen_attention_holds_neither_finding():
+    model, data, history, orders = _frozen_attention_toy(FAST)
+    losses = history.values["loss"]
+    assert losses[0] == pytest.approx(math.log(34), abs=1e-4) and losses[-1] < 0.01  # the decoder still learns (0.001)
+    initial = YZTransformer(FAST.model_config())
+    steps = [0, *history.steps]
+    control = frozen_attention_orders(initial, data, steps, FAST.scan_tolerance)  # the init control's orders
+    assert [(o.peak_steps, o.cooccurrence) for o in orders] == [(o.peak_steps, o.cooccurrence) for o in control]
+    assert all(o.peak_steps == (0,) * 10 and math.isnan(o.spearman) for o in orders)  # ScanOrder's own is NaN
+    evaluation = eval_sets(FAST, data)
+    frozen = measure(model, orders, data, evaluation, FAST.seed)
+    init = measure(initial, orders, data, evaluation, FAST.seed)
+    judged = judge_against_init(frozen, init, FAST.seed)
+    assert not any(finding.holds for finding in judged.findings.values())
+    assert all(finding.value == 0.0 for finding in judged.findings.values())
+
+
+def test_run_stores_the_findings_of_its_seed_and_they_round_trip(tmp_path, two_seeds):
+    config = dataclasses.replace(FAST, standard=StandardComparison(enabled=False))
+    result = run(config, tmp_path, progress=False)
+    assert result.toy_findings() == result.findings == aggregate_seeds("scansnap", two_seeds[:1])  # seed 0's
+    assert set(result.summary()["findings"]) == set(FINDINGS)
+    loaded = ScanSnapResult.load(tmp_path)
+    assert loaded.findings == result.findings and loaded.to_json() == result.to_json()
+
+
+def test_three_distinct_tokens_per_fact_are_too_few_to_hold_and_two_are_refused():
+    few = dataclasses.replace(FAST, data=dataclasses.replace(FAST.data, num_distinct=3), eval_sequences=16)
+    ordering = seed_findings(few, 0).findings["cooccurrence_ordering"]
+    # a perfect ordering of 3 keys in both facts: 1 permutation in 6 per fact reaches it, p = 1/36 (+ sampling)
+    assert ordering.value == 1.0 and ordering.p_value == pytest.approx(1 / 36, abs=0.015) and not ordering.holds
+    with pytest.raises(ToyConfigError, match="data.num_distinct=3 or more"):
+        seed_findings(dataclasses.replace(few, data=dataclasses.replace(few.data, num_distinct=2)), 0)
