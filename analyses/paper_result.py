@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
+from analyses.toy_findings import ToyFinding
 from probes.core.atomic import atomic_write_text
 from probes.core.errors import InputError
 
@@ -134,9 +135,9 @@ class PaperResult:
     def from_summary(cls: type[R], document: Mapping[str, Any]) -> R:
         raise NotImplementedError
 
-    def toy_findings(self) -> Mapping[str, Mapping[str, Any]]:
-        """The findings this toy reports in the pretrained models' schema (the report's verdict table); none
-        unless the paper's experiment measures them."""
+    def toy_findings(self) -> Mapping[str, ToyFinding]:
+        """The findings this toy reports in the pretrained models' schema over its seeds (the report's verdict
+        table; :mod:`analyses.toy_findings`); none unless the paper's experiment measures them."""
         return {}
 
     def to_json(self) -> str:

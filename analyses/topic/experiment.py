@@ -20,7 +20,9 @@ that loss). ``model.qkv_bias`` / ``model.scale_scores`` add the reference code's
 1/sqrt(d) score scaling to every model (off: the paper's formula). ``summary.json["reference"]``
 names the paper, the experiment and the deviations that remain (:mod:`analyses.topic.reference`).
 Settings and presets: :mod:`analyses.topic.config`; the result: :mod:`analyses.topic.result`; figures:
-:mod:`analyses.topic.figures`.
+:mod:`analyses.topic.figures`. The toy findings (``result.findings``) of ``config.seed`` are measured on the
+joint and uniform models trained here, beside themselves at initialisation (:mod:`analyses.topic.findings`);
+``seed_findings(config, seed)`` trains only those two models for a further seed.
 
 Topic attention is measured on *unmasked* held-out documents (as the reference code does);
 ``same_token_attention`` counts a position's attention to itself, as the reference code does.
@@ -42,9 +44,18 @@ from analyses.paper_result import Claim
 from analyses.timings import write_timings
 from analyses.topic.config import PRESET_REFERENCES, PRESETS, STAGES, TopicExperimentConfig, TopicModelSettings
 from analyses.topic.figures import TopicFigureData, plot_topic_figures
-from analyses.topic.findings import topic_toy_findings
+from analyses.topic.findings import (
+    FINDINGS,  # re-exported: the report's extra seeds call seed_findings
+    JOINT_VARIANT,
+    UNIFORM_VARIANT,
+    held_out_documents,
+    judge_trained,
+    seed_findings,
+    topic_model,
+)
 from analyses.topic.reference import topic_reference
 from analyses.topic.result import AttentionNumbers, TopicResult, TwoStageNumbers
+from analyses.toy_findings import aggregate_seeds
 from analyses.toy_model_store import save_toy_model
 from probes.attention.same_token_attention import SameTokenAttention, SameTokenAttentionProbe
 from probes.attention.topic_attention import TopicAttention, TopicAttentionProbe
@@ -54,8 +65,6 @@ from probes.dynamics.block_structure import block_structure, centre_columns, cen
 from probes.dynamics.embedding_topics import embedding_topic_similarity
 from probes.dynamics.two_stage import detect_two_stage
 from toymodels.standard import StandardModelConfig, build_standard_model
-from toymodels.topic.data import mask_documents, sample_documents
-from toymodels.topic.model import TopicModel
 from toymodels.topic.training import (
     MaskedLMData,
     record_attention_norms,
@@ -65,8 +74,8 @@ from toymodels.topic.training import (
 )
 from toymodels.training import Checkpointer, History
 
-__all__ = ["PRESETS", "PRESET_REFERENCES", "STAGES", "TopicExperimentConfig", "TopicModelSettings", "TopicResult",
-           "measure_topic_attention", "result_from_summary", "run"]
+__all__ = ["FINDINGS", "PRESETS", "PRESET_REFERENCES", "STAGES", "TopicExperimentConfig", "TopicModelSettings",
+           "TopicResult", "measure_topic_attention", "result_from_summary", "run", "seed_findings"]
 
 log = logging.getLogger(__name__)
 
@@ -75,18 +84,9 @@ result_from_summary = TopicResult.from_summary  # the report's way back from sum
 CHECKPOINT_EVERY = 500
 
 
-def _topic_model(config: TopicExperimentConfig, **variant: Any) -> TopicModel:
-    """A fresh :class:`TopicModel` of ``variant`` (:meth:`TopicExperimentConfig.model_config`) on ``config.device``."""
-    return TopicModel(config.model_config(**variant), device=config.device)
-
-
 def _eval_batches(config: TopicExperimentConfig, *, masked: bool) -> list[torch.Tensor]:
-    """Held-out documents of length ``lda.max_len`` (no padding), unmasked or masked, in batches of 32."""
-    lda = config.lda
-    generator = torch.Generator().manual_seed(config.seed + 10_000)
-    documents = sample_documents(lda, config.eval_documents, generator, length=lda.max_len)
-    tokens = mask_documents(documents, config.masking, generator, lda=lda).inputs if masked else documents.tokens
-    return list(tokens.split(32))
+    """The held-out documents (:func:`~analyses.topic.findings.held_out_documents`) in batches of 32."""
+    return list(held_out_documents(config, masked=masked).split(32))
 
 
 def measure_topic_attention(model: Any, config: TopicExperimentConfig, *,
@@ -166,7 +166,7 @@ def _run(config: TopicExperimentConfig, out_dir: Path, progress: bool) -> TopicR
         return history
 
     # 1. joint training, trained embeddings: claims 1 and 3
-    joint = _topic_model(config, embedding="trained")
+    joint = topic_model(config, **JOINT_VARIANT)
     train(joint, "joint")
     save_toy_model(joint, out_dir, "topic")  # the jointly trained model: mechprobe probe-linear --model OUT
     attention, joint_same_token = measure_topic_attention(joint, config)
@@ -175,8 +175,6 @@ def _run(config: TopicExperimentConfig, out_dir: Path, progress: bool) -> TopicR
     embedding = joint.W_E.detach()[: lda.n_words].cpu()
     similarity = embedding_topic_similarity(embedding, word_labels)
     gram_blocks = block_structure(embedding @ embedding.T, word_labels)
-    findings = topic_toy_findings(joint, _topic_model(config, embedding="trained"),
-                                  torch.cat(_eval_batches(config, masked=False)), labels, lda.n_words, config.seed)
     joint_setting = {"variant": "joint", "embedding": "trained", "attention": "trained", "value": "trained",
                      "loss": config.joint.loss, "optimizer": config.joint.optimizer, "lr": config.joint.lr,
                      "steps": config.joint.n_steps, "d_model": config.model.d_model}
@@ -190,13 +188,14 @@ def _run(config: TopicExperimentConfig, out_dir: Path, progress: bool) -> TopicR
     ]
 
     # 2. uniform attention, W_V trained: claim 2
-    uniform = _topic_model(config, embedding="one_hot_frozen", attention="uniform_frozen", decoder="identity_frozen")
+    uniform = topic_model(config, **UNIFORM_VARIANT)
     train(uniform, "uniform")
     value = uniform.W_V.detach()[: lda.n_words, : lda.n_words].cpu()
     # cross-entropy ignores a constant added to a column of W_V (softmax over logits W_V Z a, sum(a) = 1)
     centre = config.uniform.loss == "cross_entropy"
     value_blocks = block_structure(value, word_labels, centre_columns=centre)
-    uniform_decoder = _topic_model(config, embedding="one_hot_frozen", attention="uniform_frozen")
+    findings = aggregate_seeds("topic", [judge_trained(joint, uniform, config)])  # the toy findings of config.seed
+    uniform_decoder = topic_model(config, embedding="one_hot_frozen", attention="uniform_frozen")
     train(uniform_decoder, "uniform", name="uniform_trained_decoder")
     value_alone = uniform_decoder.W_V.detach()[: lda.n_words, : lda.n_words].cpu()
     product = (uniform_decoder.W_dec.detach() @ uniform_decoder.W_V.detach())[:, : lda.n_words].cpu()
@@ -213,7 +212,7 @@ def _run(config: TopicExperimentConfig, out_dir: Path, progress: bool) -> TopicR
     ))
 
     # 3. W_V frozen, attention trained: claim 3 with fixed W_V
-    fixed = _topic_model(config, embedding="one_hot_frozen", value=config.frozen_value)
+    fixed = topic_model(config, embedding="one_hot_frozen", value=config.frozen_value)
     train(fixed, "fixed_value")
     fixed_attention, fixed_same_token = measure_topic_attention(fixed, config)
     fixed_numbers = _attention_numbers((fixed_attention, fixed_same_token))
@@ -226,7 +225,7 @@ def _run(config: TopicExperimentConfig, out_dir: Path, progress: bool) -> TopicR
     ))
 
     # 4. two-stage dynamics
-    staged = _topic_model(config, embedding="one_hot_frozen")
+    staged = topic_model(config, embedding="one_hot_frozen")
     ratio_probe_every = max(config.record_every, config.two_stage.n_steps // 20)
     probe_batch = _eval_batches(config, masked=False)[0][:8]
 

@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 from analyses.paper_reference import PaperReference
 from analyses.topic.config import TopicExperimentConfig
 from analyses.paper_result import Claim, PaperResult, claims_from_dict, claims_to_dict, number, record_from_dict
+from analyses.toy_findings import ToyFinding, toy_findings_from_dict, toy_findings_to_dict
 from probes.dynamics.block_structure import BlockStructure
 from probes.dynamics.two_stage import NormEvents
 from toymodels.training import History
@@ -98,9 +99,10 @@ class TopicResult(PaperResult):
     """Everything ``mechprobe toy topic`` measured. The first nine fields are the jointly trained model's
     :class:`AttentionNumbers` (``result.attention_ratio``, ``result.chance_ratio``, ...; :meth:`joint_attention`).
 
-    ``findings``: the summary documents of the trained model's findings in the pretrained schema
-    (:mod:`analyses.topic.findings`); ``config``: the run's settings (``summary.json["settings"]`` is its
-    ``dataclasses.asdict``); ``figures``: the file names of the figures.
+    ``findings``: the toy findings in the pretrained schema, judged over the seeds measured (``config.seed``
+    after ``run``; :mod:`analyses.topic.findings`, :mod:`analyses.toy_findings`); ``config``: the run's
+    settings (``summary.json["settings"]`` is its ``dataclasses.asdict``); ``figures``: the file names of the
+    figures.
     """
 
     experiment: ClassVar[str] = "topic"
@@ -120,7 +122,7 @@ class TopicResult(PaperResult):
     embedding_same_topic_dot: float
     embedding_different_topic_dot: float
     embedding_gram_block_score: float
-    findings: Mapping[str, Mapping[str, Any]]
+    findings: Mapping[str, ToyFinding]
     wv_block_score: float
     wv_block: BlockStructure
     wv_block_score_uncentred: float
@@ -151,7 +153,7 @@ class TopicResult(PaperResult):
         document: dict[str, Any] = self.joint_attention().to_dict()
         document["masked_documents_attention_ratio"] = self.masked_documents_attention_ratio
         document.update({name: getattr(self, name) for name in _EMBEDDING})
-        document["findings"] = {name: dict(finding) for name, finding in self.findings.items()}
+        document["findings"] = toy_findings_to_dict(self.findings)
         document["wv_block_score"] = self.wv_block_score
         document["wv_block"] = self.wv_block.to_dict()
         document.update({name: getattr(self, name) for name in _VALUE_SCORES})
@@ -174,7 +176,7 @@ class TopicResult(PaperResult):
             **dataclasses.asdict(attention),
             masked_documents_attention_ratio=number(document["masked_documents_attention_ratio"]),
             **{name: number(document[name]) for name in (*_EMBEDDING, "wv_block_score", *_VALUE_SCORES)},
-            findings={name: dict(finding) for name, finding in document["findings"].items()},
+            findings=toy_findings_from_dict(document["findings"]),
             wv_block=_block_from_dict(document["wv_block"]),
             fixed_value_attention=AttentionNumbers.from_dict(document["fixed_value_attention"]),
             two_stage=TwoStageNumbers.from_dict(document["two_stage"]),
@@ -185,7 +187,7 @@ class TopicResult(PaperResult):
             figures=tuple(document["figures"]),
         )
 
-    def toy_findings(self) -> Mapping[str, Mapping[str, Any]]:
+    def toy_findings(self) -> Mapping[str, ToyFinding]:
         return self.findings
 
     def save(self, folder: str | Path) -> Path:

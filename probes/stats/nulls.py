@@ -40,11 +40,16 @@ def label_permutations(labels: Int[Tensor, " d_vocab"], n_permutations: int, *, 
     return permuted
 
 
+TIE_TOLERANCE = 1e-9
+
+
 def permutation_p_value(observed: Float[Tensor, "..."], null: Float[Tensor, "draw ..."], *,
                         alternative: str = "greater") -> Float[Tensor, "..."]:
     """``(1 + #{null >= observed}) / (1 + n)`` per entry (``"less"``: ``<=``); NaN draws are ignored.
 
-    ``null`` holds ``n`` draws of the statistic under the null along its first axis.
+    ``null`` holds ``n`` draws of the statistic under the null along its first axis. A draw within
+    ``TIE_TOLERANCE`` (relative) of ``observed`` counts as reaching it: the same value computed along two
+    paths (a rank correlation of 1 as 0.9999999999999998) is a tie, and dropping ties makes p too small.
     """
     if alternative not in ("greater", "less"):
         raise ConfigError(f"alternative must be 'greater' or 'less'; got {alternative!r}.")
@@ -53,7 +58,8 @@ def permutation_p_value(observed: Float[Tensor, "..."], null: Float[Tensor, "dra
     if null.ndim < 1 or null.shape[0] < 1:
         raise InputError("The null needs at least one draw along its first axis.")
     finite = torch.isfinite(null)
-    beyond = (null >= observed) if alternative == "greater" else (null <= observed)
+    slack = TIE_TOLERANCE * observed.abs().clamp_min(1.0)
+    beyond = (null >= observed - slack) if alternative == "greater" else (null <= observed + slack)
     hits = (beyond & finite).sum(0).double()
     p = (1.0 + hits) / (1.0 + finite.sum(0).double())
     return torch.where(torch.isfinite(observed), p, torch.full_like(p, float("nan")))

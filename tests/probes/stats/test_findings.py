@@ -67,3 +67,13 @@ def test_family_adjustment_can_take_a_finding_below_the_line():
     assert entry["null"]["p_adjusted"] == pytest.approx(0.012) and entry["control"] is None and entry["holds"] is False
     with pytest.raises(ConfigError, match="effect"):
         _finding(effect="percent")
+
+
+def test_a_null_draw_equal_to_the_observed_value_up_to_rounding_is_a_tie():
+    """A rank correlation of 1 computed two ways (1.0 and 0.9999999999999998) must count as reaching it."""
+    from probes.stats.nulls import permutation_p_value
+
+    null = torch.tensor([0.9999999999999998, 0.5, -0.5, 1.0])
+    assert float(permutation_p_value(torch.tensor(1.0), null)) == pytest.approx(3 / 5)
+    assert float(permutation_p_value(torch.tensor(-1.0), -null, alternative="less")) == pytest.approx(3 / 5)
+    assert float(permutation_p_value(torch.tensor(1.0), torch.tensor([0.999]))) == pytest.approx(1 / 2)
