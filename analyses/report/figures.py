@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
+import matplotlib.ticker
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -68,12 +69,14 @@ def paired_bars(groups: Mapping[str, Mapping[str, float]], path: Path, *, title:
 
 @dataclass(frozen=True)
 class ForestPoint:
-    """One estimate in a forest plot: who (``label``), the value with its 95% interval, its verdict, whether it is
-    a toy or a pretrained model (``kind``) and whether it is a control (initialised toy / random weights)."""
+    """One estimate in a forest plot: who (``label``), the value with its 95% interval, its own null value, its
+    verdict, whether it is a toy or a pretrained model (``kind``) and whether it is a control (initialised toy /
+    random weights)."""
 
     label: str
     value: float
     ci: tuple[float, float]
+    null: float
     holds: bool
     kind: str
     control: bool
@@ -81,11 +84,10 @@ class ForestPoint:
 
 @dataclass(frozen=True)
 class ForestRow:
-    """One finding: its estimates, the null value (a line) and whether the statistic is a ratio (log scale)."""
+    """One finding: its estimates and whether the statistic is a ratio (log scale)."""
 
     title: str
     points: Sequence[ForestPoint]
-    null: float
     effect: str
 
 
@@ -96,8 +98,9 @@ def _colour(point: ForestPoint) -> str:
 
 
 def forest_plot(rows: Sequence[ForestRow], path: Path) -> Path:
-    """One panel per finding (its own scale: log for ratios), one line per estimate with its 95% interval, the
-    null as a dashed line; filled markers hold, open ones do not."""
+    """One panel per finding (its own scale: log for ratios), one line per estimate with its 95% interval and its
+    own null as a black bar (a toy's chance differs from a pretrained model's); filled markers hold, open ones
+    do not."""
     heights = [0.35 * len(row.points) + 0.55 for row in rows]
     fig, axes = plt.subplots(len(rows), 1, figsize=(8.5, sum(heights) + 0.4), squeeze=False,
                              gridspec_kw={"height_ratios": heights})
@@ -108,14 +111,16 @@ def forest_plot(rows: Sequence[ForestRow], path: Path) -> Path:
             low, high = point.ci
             if np.isfinite(low) and np.isfinite(high):
                 ax.plot([low, high], [y, y], color=colour, lw=1.6)
+            if np.isfinite(point.null):
+                ax.plot([point.null, point.null], [y - 0.38, y + 0.38], color="black", lw=1.4)
             if np.isfinite(point.value):
                 ax.plot([point.value], [y], marker="o", ms=7, color=colour,
                         markerfacecolor=colour if point.holds else "white", markeredgewidth=1.6)
-        if np.isfinite(row.null):
-            ax.axvline(row.null, color="black", ls="--", lw=1)
-        values = [v for p in row.points for v in (p.value, *p.ci) if np.isfinite(v)]
-        if row.effect == "ratio" and values and min(values) > 0 and (row.null > 0 or not np.isfinite(row.null)):
+        values = [v for p in row.points for v in (p.value, *p.ci, p.null) if np.isfinite(v)]
+        if row.effect == "ratio" and values and min(values) > 0:
             ax.set_xscale("log")
+            ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+            ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.set_yticks(ys, [p.label for p in row.points], fontsize=8)
         ax.set_ylim(-0.7, len(row.points) - 0.3)
         ax.set_title(row.title + (" (ratio, log scale)" if ax.get_xscale() == "log" else ""), fontsize=9, loc="left")

@@ -96,13 +96,11 @@ def _forest_rows(comparison: Comparison) -> list[ForestRow]:
     rows = []
     for name, row in comparison.rows.items():
         first = next(iter(row.values()))
-        points = [ForestPoint(column, f.value, f.ci, f.holds,
+        points = [ForestPoint(column, f.value, f.ci, f.null_value, f.holds,
                               "toy" if column in (TOY, TOY_CONTROL) else "model",
                               column == TOY_CONTROL or column.endswith(CONTROL_SUFFIX))
                   for column, f in row.items()]
-        null = [f.null_value for f in row.values() if math.isfinite(f.null_value)]
-        rows.append(ForestRow(name.replace("_", " "), points, sum(null) / len(null) if null else float("nan"),
-                              first.effect))
+        rows.append(ForestRow(name.replace("_", " "), points, first.effect))
     return rows
 
 
@@ -129,7 +127,8 @@ def verdict_section(comparison: Comparison, figures: Path | None = None) -> Sect
     if figures is not None and comparison.rows:
         path = forest_plot(_forest_rows(comparison), figures / "verdicts_forest.png")
         section.figures.append(Figure(str(path.relative_to(figures.parent)),
-                                      "Every finding: the toy (blue), the toy at initialisation, each model and "
-                                      "its random-weight control (grey), with 95% intervals; the dashed line is "
-                                      "the null; filled markers hold, open markers do not."))
+                                      "Every finding: the toy (blue), each pretrained model (red), the toy at "
+                                      "initialisation and each random-weight control (grey), with 95% intervals; "
+                                      "the black bar on each line is that estimate's own null; filled markers "
+                                      "hold, open markers do not."))
     return section
