@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
+
 from analyses.report.document import Report, inline_html
+from analyses.report.render_check import dump_dom, find_chromium
 from analyses.report.verdicts import TOY, TOY_CONTROL, cell, compare_findings, verdict_section
 from analyses.toy_findings import aggregate_seeds, judge_against_init
 from probes.stats.findings import Finding
@@ -60,3 +63,16 @@ def test_inline_markdown_to_html():
     assert inline_html("**holds**: 0.9") == "<strong>holds</strong>: 0.9"
     assert inline_html("*a caption* and `--set x=1`") == "<em>a caption</em> and <code>--set x=1</code>"
     assert inline_html("2*3*4, a * b, ||W_V||^2 <x>") == "2*3*4, a * b, ||W_V||^2 &lt;x&gt;"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(find_chromium() is None, reason="needs Chromium (apt-get install chromium)")
+def test_in_headless_chromium_the_forest_plot_comes_first_and_no_markdown_shows(tmp_path):
+    figures = tmp_path / "figures"
+    figures.mkdir()
+    section = verdict_section(compare_findings(_toy(), {"smollm2": _run(0.88, 0.02)}), figures)
+    page = Report("r", [section], {}).write(tmp_path)
+    dom = dump_dom(page)
+    body = dom[dom.index("<body"):]
+    assert "**" not in body and body.count("<strong>holds</strong>") >= 3
+    assert body.index("<img") < body.index("<table") and 'alt="Every finding:' in body
