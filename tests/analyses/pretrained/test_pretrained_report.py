@@ -193,7 +193,8 @@ def test_main_job_on_the_offline_defaults(tmp_path, capsys):
     assert page.count("mp-view mp-heatmap") == 24 and page.count("mp-view mp-pattern") == 8
     assert "<script src" not in page and "<link" not in page
     if find_chromium() is not None:
-        assert colourful_fraction(screenshot(out / "report.html", tmp_path / "shot.png")) > 0.01
+        # tall enough to reach the heatmaps below the forest plot (mostly white: dots and thin lines)
+        assert colourful_fraction(screenshot(out / "report.html", tmp_path / "shot.png", height=9000)) > 0.01
         import re
 
         from analyses.report.render_check import dump_dom
