@@ -132,6 +132,35 @@ def build_parser() -> argparse.ArgumentParser:
     _add_device_flags(linear)
     linear.add_argument("--no-progress", action="store_true", help="hide the progress bars")
 
+    ablate = sub.add_parser(
+        "ablate", help="knock out heads and measure the loss change against random heads of the same layers",
+        description="Ablate heads at blocks.{l}.attn.hook_z (zero, mean or resample) and measure the per-token loss "
+        "change on the repeated half of [BOS] X X, with a bootstrap interval over batches, beside random head sets "
+        "with as many heads in each layer (the null), for the model and its random-weight control. --top heads are "
+        "chosen on the even batches and ablated on the odd ones. Prints a table and writes OUT/ablation.json.",
+    )
+    ablate.add_argument("--model", required=True, metavar="SPEC",
+                        help="packaged name (smollm2-135m), local checkpoint folder or hub name")
+    chosen = ablate.add_mutually_exclusive_group(required=True)
+    chosen.add_argument("--heads", metavar="L.H,...", help="heads to ablate, e.g. 17.3,18.6")
+    chosen.add_argument("--top", metavar="KIND:K", help="the K best heads by a head score, e.g. induction:5")
+    ablate.add_argument("--method", default="mean", choices=list(probes.ABLATION_METHODS),
+                        help="replace each head's output by 0, its mean over the batches, or its output on another "
+                        "sequence (default mean)")
+    ablate.add_argument("--out", required=True, metavar="DIR", help="output folder (created)")
+    ablate.add_argument("--seq-len", type=int, default=50, metavar="N", help="length of the repeated block (default 50)")
+    ablate.add_argument("--batches", type=int, default=4, metavar="B",
+                        help="batches ablated (as many more choose --top heads; default 4)")
+    ablate.add_argument("--batch-size", type=int, default=8, metavar="R", help="sequences per batch (default 8)")
+    ablate.add_argument("--draws", type=int, default=200, metavar="N", help="random head sets of the null (default 200)")
+    ablate.add_argument("--max-rows", type=int, default=256, metavar="R",
+                        help="rows per forward pass: batch rows x head sets ablated together (default 256)")
+    ablate.add_argument("--seed", type=int, default=0, metavar="S", help="tokens, null draws, derangement (default 0)")
+    ablate.add_argument("--control", action=argparse.BooleanOptionalAction, default=True,
+                        help="also measure the random-weight control (same architecture; default: on)")
+    _add_device_flags(ablate)
+    ablate.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+
     toy = sub.add_parser("toy", help="train a paper's toy model and probe it",
                          description="Train the toy model of one paper and write summary.json and figures.")
     toy.add_argument("experiment", choices=sorted(TOY_EXPERIMENTS),
@@ -147,7 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     toy.add_argument("--device", metavar="DEV",
                      help="where the toy models train: cpu (default), cuda, cuda:1, mps ... (same as --set device=DEV)")
     toy.add_argument("--dtype", help=argparse.SUPPRESS)  # accepted only to say why it does not apply
-    for command in (heads, report, linear, toy):  # --debug also after the command name
+    for command in (heads, report, linear, ablate, toy):  # --debug also after the command name
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show the full traceback")
     return parser
 
@@ -224,6 +253,18 @@ def _run_linear(args: argparse.Namespace) -> int:
         cells = " ".join(f"{a:.2f}/{s:+.2f}" for a, s in zip(entry["accuracy"], entry["selectivity"]))
         print(f"{args.target} {key} (accuracy/selectivity per layer, majority {entry['majority_baseline']:.2f}): {cells}")
     print(f"wrote {out / 'summary.json'}")
+    return 0
+
+
+def _run_ablate(args: argparse.Namespace) -> int:
+    from analyses.ablate import AblateSettings, parse_heads, parse_top, run_ablate
+
+    settings = AblateSettings(
+        method=args.method, heads=None if args.heads is None else tuple(parse_heads(args.heads)),
+        top=None if args.top is None else parse_top(args.top), seq_len=args.seq_len, batches=args.batches,
+        batch_size=args.batch_size, n_draws=args.draws, seed=args.seed, max_rows=args.max_rows)
+    check_device(args.device)
+    run_ablate(args.model, settings, out=args.out, control=args.control, device=args.device, dtype=args.dtype)
     return 0
 
 
@@ -318,7 +359,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(error, file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
-    if getattr(args, "no_progress", False) and args.command in ("heads", "report", "probe-linear"):
+    if getattr(args, "no_progress", False) and args.command in ("heads", "report", "probe-linear", "ablate"):
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()  # the "Loading weights" bars too
@@ -336,6 +377,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _run_report(args)
         if args.command == "probe-linear":
             return _run_linear(args)
+        if args.command == "ablate":
+            return _run_ablate(args)
         if args.command == "render":
             from analyses.report.build import render_report
 

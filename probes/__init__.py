@@ -9,7 +9,8 @@ Public API::
 Subpackages, each with a public ``__init__``: ``core`` (the probe contract, the runner, batches, results,
 loading, sharding, query-block attention), ``attention`` (probes of attention patterns), ``dynamics``
 (measures on weights and training histories), ``text`` (corpora, LDA topics, token statistics), ``stats``
-(bootstrap, nulls, findings, random-weight controls) and ``linear`` (linear probes). Every module is also
+(bootstrap, nulls, findings, random-weight controls), ``linear`` (linear probes) and ``causal`` (head ablation
+against random head sets). Every module is also
 importable under its name before the subpackages existed (``probes.runner``, ``probes.head_scores``,
 ``probes.linear_probe``, ...), so older scripts keep working.
 """
@@ -24,7 +25,8 @@ from probes.dynamics import *  # noqa: F401,F403
 from probes.text import *  # noqa: F401,F403
 from probes.stats import *  # noqa: F401,F403
 from probes.linear import *  # noqa: F401,F403
-from probes import attention, core, dynamics, linear, stats, text  # noqa: E402
+from probes.causal import *  # noqa: F401,F403
+from probes import attention, causal, core, dynamics, linear, stats, text  # noqa: E402
 
 # The flat module names of mechprobe <= 0.1 (probes.runner, probes.linear_probe, ...) -> where each module lives now.
 _MOVED_MODULES = {
@@ -102,4 +104,7 @@ __all__ = [
     "topic_attention",
     "CombinedLabels", "LabelMaker", "LinearProbe", "LinearProbeScores", "PreviousTokenLabels", "RowLabels",
     "TokenClassLabels", "most_frequent_tokens", "residual_hooks",
+    "ABLATION_METHODS", "AblationPlan", "AblationSums", "HeadAblation", "HeadMeans", "ablation_sums",
+    "batch_ablation_sums", "check_heads", "derangement", "earlier_occurrence_mask", "first_occurrence_mask",
+    "head_ablation", "head_output_means", "layer_matched_head_sets", "predicted_positions", "repeated_half", "z_hook",
 ]

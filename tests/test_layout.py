@@ -69,6 +69,6 @@ def test_each_probes_subpackage_exports_what_probes_exports():
     """``probes.__all__`` is exactly the union of its subpackages' public names (plus the version)."""
     import probes
 
-    union = {name for sub in ("core", "attention", "dynamics", "text", "stats", "linear")
+    union = {name for sub in ("core", "attention", "dynamics", "text", "stats", "linear", "causal")
              for name in importlib.import_module(f"probes.{sub}").__all__}
     assert set(probes.__all__) - {"__version__"} == union

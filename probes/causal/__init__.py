@@ -1,0 +1,24 @@
+"""Causal checks: knock heads out at ``blocks.{l}.attn.hook_z`` and measure the loss the model loses on a slice of
+positions, beside random head sets matched layer by layer (the null "any k heads?").
+
+Modules: slices (which positions count), head_sets (validated heads, random matched sets, derangements), means
+(the first pass of mean ablation), ablation (the streaming measurement and its additive sums), result
+(:class:`HeadAblation` and :func:`head_ablation`).
+
+Example::
+
+    result = probes.head_ablation(model, [(1, 0)], batches, slices={"repeated_half": probes.repeated_half(50)},
+                                  method="mean", n_draws=200)
+"""
+
+from probes.causal.ablation import ABLATION_METHODS, AblationPlan, AblationSums, ablation_sums, batch_ablation_sums
+from probes.causal.head_sets import check_heads, derangement, layer_matched_head_sets
+from probes.causal.means import HeadMeans, head_output_means, z_hook
+from probes.causal.result import HeadAblation, head_ablation
+from probes.causal.slices import earlier_occurrence_mask, first_occurrence_mask, predicted_positions, repeated_half
+
+__all__ = [
+    "ABLATION_METHODS", "AblationPlan", "AblationSums", "HeadAblation", "HeadMeans", "ablation_sums",
+    "batch_ablation_sums", "check_heads", "derangement", "earlier_occurrence_mask", "first_occurrence_mask",
+    "head_ablation", "head_output_means", "layer_matched_head_sets", "predicted_positions", "repeated_half", "z_hook",
+]

@@ -1,0 +1,79 @@
+"""The first pass of mean ablation: each head's mean output per position over the probed batches."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from probes.core.batch import TokenBatch, as_token_batch
+from probes.core.errors import InputError
+from probes.core.model_info import ModelInfo
+from probes.core.runner import capture, model_device
+
+
+def z_hook(layer: int) -> str:
+    """TransformerLens's name of layer ``layer``'s per-head attention output before ``W_O`` [batch pos head d_head]."""
+    return f"blocks.{layer}.attn.hook_z"
+
+
+@dataclass(frozen=True)
+class HeadMeans:
+    """Running sums of every head's output in ``layers``, per position: ``sums[i]`` is ``[pos head d_head]`` for
+    layer ``layers[i]`` (float64), summed over the rows where that position is attended (not padding); ``counts``
+    ``[pos]`` the number of rows. Additive: ``a.merge(b)`` is what one pass over both batch streams gives."""
+
+    layers: tuple[int, ...]
+    sums: tuple[Tensor, ...]
+    counts: Tensor
+
+    def merge(self, other: "HeadMeans") -> "HeadMeans":
+        if other.layers != self.layers:
+            raise InputError(f"Cannot merge head means of layers {self.layers} and {other.layers}; use the same layers.")
+        n = max(self.counts.shape[0], other.counts.shape[0])
+        return HeadMeans(self.layers, tuple(_pad(a, n) + _pad(b, n) for a, b in zip(self.sums, other.sums)),
+                         _pad(self.counts, n) + _pad(other.counts, n))
+
+    def mean(self, layer: int, n_pos: int) -> Float[Tensor, "pos head d_head"]:
+        """Layer ``layer``'s per-position mean output over the first ``n_pos`` positions."""
+        if layer not in self.layers:
+            raise InputError(f"These head means cover layers {self.layers}, not {layer}. Compute them for the layers "
+                             f"you ablate (head_output_means(model, layers, batches)).")
+        if n_pos > self.counts.shape[0] or bool((self.counts[:n_pos] == 0).any()):
+            raise InputError(f"The head means cover {int((self.counts > 0).sum())} positions; this batch has {n_pos}. "
+                             f"Compute the means on batches at least as long as the ones ablated.")
+        return self.sums[self.layers.index(layer)][:n_pos] / self.counts[:n_pos, None, None]
+
+
+def _pad(tensor: Tensor, n: int) -> Tensor:
+    return torch.cat([tensor, tensor.new_zeros((n - tensor.shape[0], *tensor.shape[1:]))]) if tensor.shape[0] < n else tensor
+
+
+def batch_head_sums(model: Any, batch: TokenBatch, layers: tuple[int, ...]) -> HeadMeans:
+    """The :class:`HeadMeans` of one batch (the forward pass stops after the last layer read)."""
+    z = capture(model, batch, [z_hook(layer) for layer in layers])
+    rows = (torch.ones(batch.shape, dtype=torch.float64, device=batch.tokens.device) if batch.attention_mask is None
+            else batch.attention_mask.double())
+    sums = tuple(torch.einsum("bp,bphd->phd", rows, z[z_hook(layer)].double()) for layer in layers)
+    return HeadMeans(layers, sums, rows.sum(0))
+
+
+def head_output_means(model: Any, layers: tuple[int, ...], batches: Iterable[Any]) -> HeadMeans:
+    """Every head's mean output per position in ``layers`` over ``batches`` (the first pass of ``method="mean"``).
+
+    Example: ``means = head_output_means(model, (1,), batches); means.mean(1, n_pos)`` is ``[pos head d_head]``.
+    """
+    info = ModelInfo.of(model)
+    device = model_device(model)
+    total: HeadMeans | None = None
+    with torch.inference_mode():
+        for raw in batches:
+            part = batch_head_sums(model, as_token_batch(raw, info).to(device), layers)
+            total = part if total is None else total.merge(part)
+    if total is None:
+        raise InputError("No batches were given: the batch iterable was empty.")
+    return total

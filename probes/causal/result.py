@@ -1,0 +1,126 @@
+"""The typed result of a head ablation: the loss change per slice, its bootstrap interval over batches, and the
+random-head null ("any k heads in the same layers?") with its 99th percentile and p-value."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from probes.causal.ablation import AblationPlan, AblationSums, ablation_sums, reusable_batches
+from probes.causal.head_sets import mask_heads
+from probes.causal.means import HeadMeans, head_output_means
+from probes.causal.slices import SliceFn
+from probes.core.errors import ConfigError
+from probes.core.model_info import ModelInfo
+from probes.core.result import ProbeResult, Provenance
+from probes.core.runner import model_device
+from probes.stats.bootstrap import bootstrap_interval
+from probes.stats.nulls import permutation_p_value
+
+NULL_QUANTILE = 0.99
+
+
+@dataclass(frozen=True)
+class HeadAblation(ProbeResult):
+    """Loss change (nats per token, ablated minus clean) on each slice when ``heads`` are ablated by ``method``.
+
+    ``change[s]`` is averaged over the tokens of slice ``slices[s]`` in every batch; ``low``/``high`` its
+    percentile bootstrap interval over batches (NaN with one batch); ``clean_loss[s]`` the unablated mean loss;
+    ``null[d, s]`` the same change for random head set ``d`` (``null_heads[d]``, as many heads per layer as
+    ``heads``), ``null_q99`` its 99th percentile and ``p_value`` the share of draws reaching ``change``
+    (``(1 + hits) / (1 + draws)``; NaN without draws). ``n_tokens[s]``: tokens counted on slice ``s``.
+    """
+
+    heads: list
+    method: str
+    slices: list
+    change: Tensor
+    low: Tensor
+    high: Tensor
+    clean_loss: Tensor
+    n_tokens: Tensor
+    null: Tensor
+    null_q99: Tensor
+    p_value: Tensor
+    null_heads: Tensor
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "heads", [tuple(int(v) for v in pair) for pair in self.heads])
+        object.__setattr__(self, "slices", list(self.slices))
+
+    def beats_null(self, slice_name: str, alpha: float = 0.01) -> bool:
+        """Whether the change on ``slice_name`` exceeds the null's 99th percentile and its p-value is below ``alpha``."""
+        if slice_name not in self.slices:
+            raise ConfigError(f"No slice {slice_name!r}; this result has {self.slices}.")
+        s = self.slices.index(slice_name)
+        return bool(self.change[s] > self.null_q99[s]) and bool(self.p_value[s] < alpha)
+
+    def to_dataframe(self):
+        """One row per slice: change, interval, clean loss, tokens, null 99th percentile, p-value."""
+        import pandas as pd
+
+        return pd.DataFrame([{"slice": name, "method": self.method, "heads": " ".join(f"{l}.{h}" for l, h in self.heads),
+                              "change": float(self.change[s]), "low": float(self.low[s]), "high": float(self.high[s]),
+                              "clean_loss": float(self.clean_loss[s]), "n_tokens": int(self.n_tokens[s]),
+                              "null_q99": float(self.null_q99[s]), "p_value": float(self.p_value[s]),
+                              "n_draws": int(self.null.shape[0])} for s, name in enumerate(self.slices)])
+
+    @classmethod
+    def from_sums(cls, sums: AblationSums, plan: AblationPlan, provenance: Provenance, *, n_boot: int = 1000,
+                  level: float = 0.95, seed: int = 0) -> "HeadAblation":
+        """The result of merged :class:`AblationSums` (bootstrap over their rows, the batches)."""
+        changes = sums.loss_change()
+        n_units = sums.count.shape[0]
+        if n_units >= 2:
+            _, low, high = bootstrap_interval(
+                {"a": sums.ablated[:, 0], "c": sums.clean, "n": sums.count},
+                lambda st: (st["a"] - st["c"]) / st["n"], n_boot=n_boot, level=level, seed=seed)
+        else:
+            low = high = torch.full_like(changes[0], float("nan"))
+        null = changes[1:]
+        has_null = null.shape[0] > 0
+        nan = torch.full_like(changes[0], float("nan"))
+        return cls(
+            provenance=provenance, heads=list(plan.heads), method=plan.method, slices=list(sums.slices),
+            change=changes[0], low=low, high=high, clean_loss=sums.clean.sum(0) / sums.count.sum(0),
+            n_tokens=sums.count.sum(0), null=null,
+            null_q99=torch.nanquantile(null, NULL_QUANTILE, dim=0) if has_null else nan,
+            p_value=permutation_p_value(changes[0], null) if has_null else nan,
+            null_heads=torch.stack([mask_heads(m, plan.layers) for m in plan.sets[1:]]) if has_null
+            else torch.zeros(0, len(plan.heads), 2, dtype=torch.long),
+        )
+
+
+def head_ablation(model: Any, heads: Iterable[tuple[int, int]], batches: Iterable[Any], *,
+                  slices: Mapping[str, SliceFn], method: str = "mean", n_draws: int = 0, seed: int = 0,
+                  means: HeadMeans | None = None, n_boot: int = 1000, level: float = 0.95, max_rows: int = 256,
+                  data: str = "unspecified") -> HeadAblation:
+    """Ablate ``heads`` of ``model`` on ``batches`` and measure the per-token loss change on each slice, beside
+    ``n_draws`` random head sets with the same number of heads in each layer (the null; ``seed`` draws them,
+    fixes the resample derangement and the bootstrap). ``method="mean"`` computes the heads' means on ``batches``
+    in a first pass unless ``means`` is given. ``max_rows`` bounds the rows of one forward pass (batch rows x
+    head sets ablated together).
+
+    Example::
+
+        batches = [probes.repeated_random_tokens(info, seq_len=50, n_sequences=8, generator=g) for _ in range(4)]
+        result = head_ablation(model, [(1, 0)], batches, slices={"repeated_half": repeated_half(50)}, n_draws=200)
+        result.change, result.null_q99, result.p_value
+    """
+    info = ModelInfo.of(model)
+    plan = AblationPlan.build(info, heads, method=method, n_draws=n_draws, seed=seed)
+    batches = reusable_batches(batches, method)
+    if method == "mean" and means is None:
+        means = head_output_means(model, plan.layers, batches)
+    sums = ablation_sums(model, plan, batches, slices, means=means, max_rows=max_rows)
+    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
+    provenance = Provenance(
+        model=info.name, data=data, probe="HeadAblation",
+        settings={"method": method, "n_draws": n_draws, "n_boot": n_boot, "level": level, "slices": list(slices),
+                  "hook": "blocks.{layer}.attn.hook_z", "null": "random head sets, same count per layer"},
+        seed=seed, n_sequences=int(sums.rows.sum()), n_tokens=int(sums.count.sum()), device=str(model_device(model)), dtype=str(dtype))
+    return HeadAblation.from_sums(sums, plan, provenance, n_boot=n_boot, level=level, seed=seed)
