@@ -4,7 +4,8 @@
   can replace it; each fit uses a fresh ``sklearn.base.clone``).
 - :func:`out_of_fold_correct`: every example is predicted once, by a classifier fitted on the other
   folds; folds are ``GroupKFold`` over documents, so no document is in a fold's train and test part
-  (optionally no word type either: ``unseen``).
+  (optionally no word type either: ``unseen``). Fits run with one BLAS/OpenMP thread
+  (:func:`fitting_threads`).
 - :func:`control_task_labels`: Hewitt & Liang (2019)'s control task: each word type (the token at the
   probed position) gets a random class. Unlike their independent draws, the types are shuffled and
   cut at the real labels' cumulative class frequencies, so the control's class frequencies match the
@@ -17,6 +18,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -24,6 +26,13 @@ from typing import Any
 import numpy as np
 
 from probes.core.errors import ConfigError, InputError
+
+FIT_THREADS = 1
+"""BLAS and OpenMP threads while a probe is fitted. A fit of a few hundred examples x ``d_model`` features is
+thousands of small BLAS calls (each L-BFGS step), and a second thread adds a synchronisation to each one; when
+the machine is busy every synchronisation waits for the other thread's time slice. The report's linear
+section spent 164 s fitting with two threads and 14 s with one on the shared 2-core machine (1,300 s and 15 s
+when it was busier; ``benchmarks/linear_section_speed.py``)."""
 
 
 def default_classifier() -> Any:
@@ -69,6 +78,22 @@ def group_folds(groups: np.ndarray, n_folds: int) -> Any:
     return GroupKFold(n_splits=min(n_folds, n_groups))
 
 
+@functools.cache
+def _thread_pools() -> Any:
+    import sklearn.linear_model  # noqa: F401  (loads scipy's BLAS and scikit-learn's OpenMP before the scan)
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()  # scanning the loaded libraries takes ~10 ms, so once per process
+
+
+def fitting_threads() -> Any:
+    """A context in which BLAS and OpenMP run on ``FIT_THREADS`` thread(s), restored on exit (threadpoolctl).
+
+    Example: ``with fitting_threads(): LogisticRegression().fit(features, labels)``.
+    """
+    return _thread_pools().limit(limits=FIT_THREADS)
+
+
 def out_of_fold_correct(classifier: Any, features: np.ndarray, labels: np.ndarray, groups: np.ndarray,
                         n_folds: int, unseen: np.ndarray | None = None) -> np.ndarray:
     """1 where the out-of-fold prediction of example ``i`` equals ``labels[i]`` (uint8 [n_examples]).
@@ -76,18 +101,19 @@ def out_of_fold_correct(classifier: Any, features: np.ndarray, labels: np.ndarra
     With ``unseen`` (e.g. the word type of each example), each fold's training part also drops every
     example whose ``unseen`` value occurs in its test part, so test values are never seen in training."""
     predicted = np.empty_like(labels)
-    for train, test in group_folds(groups, n_folds).split(features, labels, groups):
-        if unseen is not None:
-            train = train[~np.isin(unseen[train], unseen[test])]
-        if len(train) == 0:  # nothing left to learn from: count the fold as wrong
-            predicted[test] = -1
-            continue
-        if len(np.unique(labels[train])) < 2:  # a classifier cannot be fitted on one class: predict it
-            predicted[test] = labels[train][0]
-            continue
-        model = make_classifier(classifier)
-        model.fit(features[train], labels[train])
-        predicted[test] = model.predict(features[test])
+    with fitting_threads():
+        for train, test in group_folds(groups, n_folds).split(features, labels, groups):
+            if unseen is not None:
+                train = train[~np.isin(unseen[train], unseen[test])]
+            if len(train) == 0:  # nothing left to learn from: count the fold as wrong
+                predicted[test] = -1
+                continue
+            if len(np.unique(labels[train])) < 2:  # a classifier cannot be fitted on one class: predict it
+                predicted[test] = labels[train][0]
+                continue
+            model = make_classifier(classifier)
+            model.fit(features[train], labels[train])
+            predicted[test] = model.predict(features[test])
     return (predicted == labels).astype(np.uint8)
 
 

@@ -25,7 +25,7 @@ row's global index) so row-indexed labels and document ids stay global.
 document by default) and reports, over the out-of-fold predictions: accuracy with a 95% document-
 bootstrap interval, the majority-class baseline, the control task's accuracy (Hewitt & Liang 2019,
 :func:`probes.linear.fit.control_task_labels`) and selectivity = accuracy - control accuracy with its
-paired interval.
+paired interval. Every fit runs on one BLAS/OpenMP thread (:data:`probes.linear.fit.FIT_THREADS`).
 """
 
 from __future__ import annotations

@@ -190,6 +190,28 @@ def test_grouped_folds_never_share_a_document_so_memorising_documents_does_not_p
     assert grouped < 0.45  # four classes: chance is about 0.25
 
 
+def test_every_fit_runs_on_one_blas_thread_and_the_callers_threads_come_back():
+    from sklearn.dummy import DummyClassifier
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    threads_during_fit = []
+
+    class Recording(DummyClassifier):
+        def fit(self, X, y, sample_weight=None):
+            threads_during_fit.append(max(pool["num_threads"] for pool in threadpool_info()))
+            return super().fit(X, y, sample_weight)
+
+    labels = np.arange(40) % 2
+    with threadpool_limits(limits=2):  # what a caller had: two threads everywhere
+        before = [pool["num_threads"] for pool in threadpool_info()]
+        correct = out_of_fold_correct(Recording(strategy="most_frequent"), np.zeros((40, 1)), labels,
+                                      np.arange(40) // 4, 5)
+        after = [pool["num_threads"] for pool in threadpool_info()]
+    assert threads_during_fit == [1] * 5  # one fit per fold, each on one thread
+    assert after == before
+    assert correct.mean() == 0.5  # balanced classes in every fold: the majority guess is right half the time
+
+
 def test_document_bootstrap_matches_a_loop_reference():
     rng = np.random.default_rng(1)
     values = rng.integers(0, 2, size=(2, 30)).astype(np.float64)
