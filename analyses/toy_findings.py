@@ -141,7 +141,7 @@ class ToyFinding:
     @property
     def p_value(self) -> float:
         """The largest per-seed (Holm-adjusted) p-value: every seed beat its null at least this well."""
-        return _finite_max([f.p_value if f.p_adjusted is None else f.p_adjusted for f in self.per_seed])
+        return _finite_max([f.reported_p for f in self.per_seed])
 
     @property
     def control_value(self) -> float | None:
@@ -161,6 +161,10 @@ class ToyFinding:
         if len(values) == 1:
             return one, one_ci if one_ci is not None else (one, one)
         return _mean_interval(values)
+
+    @property
+    def reported_p(self) -> float:
+        return self.p_value
 
     @property
     def held(self) -> int:

@@ -3,8 +3,7 @@
 ``mechprobe toy NAME --seeds N`` and ``mechprobe report --toy-seeds N`` both come here. The experiment's
 ``run(config, out)`` trains, probes and plots everything on ``config.seed`` (its result holds that seed's
 findings); each further seed ``config.seed + k`` (k = 1 .. N-1) trains only what the findings need
-(``seed_findings`` of the paper's findings module, or its stacked ``seeds_findings`` where the trainer can
-train several seeds in one batch). The findings over all seeds (:func:`analyses.toy_findings.aggregate_seeds`)
+(``seed_findings`` of the paper's findings module). The findings over all seeds (:func:`analyses.toy_findings.aggregate_seeds`)
 replace the result's, and summary.json is written again.
 """
 
@@ -27,12 +26,9 @@ log = logging.getLogger(__name__)
 
 
 def extra_seed_findings(name: str, config: Any, seeds: list[int], *, progress: bool) -> list[SeedFindings]:
-    """The findings of toy ``name`` on each of ``seeds`` (stacked in one batch where the paper offers it)."""
+    """The findings of toy ``name`` on each of ``seeds``, one after another (training a toy seed is a small part
+    of measuring it: stacking seeds in one batch would save little)."""
     module = toy_experiment(name)
-    if not seeds:
-        return []
-    if hasattr(module, "seeds_findings"):
-        return list(module.seeds_findings(config, seeds))
     return [module.seed_findings(config, seed)
             for seed in tqdm(seeds, desc=f"{name} toy: more seeds", disable=not progress, leave=False)]
 

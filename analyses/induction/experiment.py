@@ -44,10 +44,11 @@ from typing import Any
 
 import torch
 
+from analyses.torch_threads import torch_threads
 from analyses.induction.config import PRESETS, InductionExperimentConfig
 from analyses.induction.figures import write_figures
 from analyses.induction.findings import (FINDINGS, build_model, check_findings_data, held_out_chains, judge_trained,
-                                        one_thread, seed_findings)
+                                        seed_findings)
 from analyses.induction.reference import PRESET_REFERENCES, induction_reference
 from analyses.induction.result import GeneralisationRow, InductionResult, Trajectory
 from analyses.induction.trajectory import TRAJECTORY_KEYS, log_growth_fit, trajectory_steps
@@ -227,7 +228,7 @@ def run(config: InductionExperimentConfig, out_dir: str | Path, *, progress: boo
     threading, especially on a shared machine); the thread count is restored afterwards.
     Example: ``result = run(PRESETS["fast"], "runs/induction")``; ``result.true_parent_share``.
     """
-    with one_thread():
+    with torch_threads(1):
         return _run(config, Path(out_dir), progress=progress)
 
 

@@ -36,14 +36,14 @@ Example: ``seed_findings(PRESETS["fast"], 1).findings["generalized_induction"].h
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 
+from analyses.torch_threads import torch_threads
 from analyses.induction.config import InductionExperimentConfig
 from analyses.pretrained.findings import HEAD_SPLIT, finding_from_spec
 from analyses.pretrained.held_out import HeldOut, halves, held_out_head_score
@@ -76,17 +76,6 @@ GENERALIZED_MIN_EFFECT = 0.1  # attention mass above the larger of the null and 
 _MODELS = {"simplified": "Chen et al.'s simplified two-layer model",
            "full": "Chen et al.'s full two-layer model (appendix B)",
            "standard": "a 2-layer TransformerLens model"}
-
-
-@contextlib.contextmanager
-def one_thread() -> Iterator[None]:
-    """Torch on one intra-op thread inside the block (these tensors are small; more threads only contend)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 # -- the toy and its data ---------------------------------------------------------------------------
@@ -234,7 +223,7 @@ def seed_findings(config: InductionExperimentConfig, seed: int) -> SeedFindings:
     """
     config = dataclasses.replace(config, seed=seed)
     check_findings_data(config)
-    with one_thread():
+    with torch_threads(1):
         init, model = build_model(config), build_model(config)
         if isinstance(model, SimplifiedInductionModel):
             train_tokens = sample_markov_icl(config.data, config.n_train, config.seed).tokens

@@ -67,12 +67,6 @@ def compare_findings(toy_findings: Mapping[str, Mapping[str, ToyFinding]],
     return Comparison(tuple(columns), rows)
 
 
-def _p(finding: AnyFinding) -> float:
-    if isinstance(finding, ToyFinding):
-        return finding.p_value
-    return finding.p_value if finding.p_adjusted is None else finding.p_adjusted
-
-
 def cell(finding: AnyFinding | None, *, toy_cell: bool = False) -> str:
     """``**holds** 0.879 [0.850, 0.908], p=0.001`` (Markdown emphasis; the HTML renders it); toys add which toy
     and how many seeds held on their own."""
@@ -82,7 +76,7 @@ def cell(finding: AnyFinding | None, *, toy_cell: bool = False) -> str:
     numbers = "n/a" if not math.isfinite(value) else f"{value:.3f}"
     if math.isfinite(low) and math.isfinite(high):
         numbers += f" [{low:.3f}, {high:.3f}]"
-    p = _p(finding)
+    p = finding.reported_p
     if math.isfinite(p):
         numbers += f", p={p:.3g}"
     text = f"{'**holds**' if finding.holds else 'no'}: {numbers}"

@@ -62,6 +62,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from analyses.torch_threads import torch_threads
 from analyses.paper_result import SUMMARY_FILE
 from analyses.scansnap.config import PRESETS, ScanSnapConfig
 from analyses.scansnap.figures import LOSS_TARGET, plot_heatmap, plot_loss
@@ -252,12 +253,8 @@ def run(config: ScanSnapConfig, out_dir: str | Path, *, progress: bool = True) -
     """
     if not isinstance(config, ScanSnapConfig):
         raise ToyConfigError(f"run() needs a ScanSnapConfig; got {type(config).__name__}.")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(config.threads)  # these models are tiny: extra threads mostly contend
-    try:
+    with torch_threads(config.threads):  # these models are tiny: extra threads mostly contend
         return _run(config, Path(out_dir), progress=progress)
-    finally:
-        torch.set_num_threads(threads)
 
 
 def result_from_summary(document: Mapping[str, Any]) -> ScanSnapResult | WikitextResult:

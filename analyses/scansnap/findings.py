@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
+from analyses.torch_threads import torch_threads
 from analyses.pretrained.findings import finding_from_spec
 from analyses.pretrained.held_out import MIN_RANKED_KEYS
 from analyses.toy_findings import SeedFindings, judge_against_init
@@ -204,10 +205,6 @@ def seed_findings(config: ScanSnapConfig, seed: int) -> SeedFindings:
     from analyses.scansnap.experiment import eval_sets, main_run
 
     config = dataclasses.replace(config, seed=seed)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(config.threads)
-    try:
+    with torch_threads(config.threads):
         main = main_run(config, progress=False)
         return main_run_findings(config, main, eval_sets(config, main.data))
-    finally:
-        torch.set_num_threads(threads)

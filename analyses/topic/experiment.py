@@ -40,6 +40,7 @@ from typing import Any
 
 import torch
 
+from analyses.torch_threads import torch_threads
 from analyses.paper_result import Claim
 from analyses.timings import write_timings
 from analyses.topic.config import PRESET_REFERENCES, PRESETS, STAGES, TopicExperimentConfig, TopicModelSettings
@@ -141,12 +142,8 @@ def run(config: TopicExperimentConfig, out_dir: str | Path, *, progress: bool = 
     The models are tiny, so torch runs on one thread meanwhile (several threads only add overhead).
     Example: ``run(PRESETS["fast"], "runs/topic").attention_ratio``.
     """
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with torch_threads(1):
         return _run(config, Path(out_dir), progress)
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _run(config: TopicExperimentConfig, out_dir: Path, progress: bool) -> TopicResult:

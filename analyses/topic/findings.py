@@ -42,6 +42,7 @@ from types import MappingProxyType
 import torch
 from torch import Tensor
 
+from analyses.torch_threads import torch_threads
 from analyses.pretrained.findings import EMBEDDING_MEASURE, finding_from_spec
 from analyses.pretrained.held_out import TOPIC_UNIT_KEYS, topic_mean_over_heads
 from analyses.topic.config import TopicExperimentConfig
@@ -183,13 +184,9 @@ def seed_findings(config: TopicExperimentConfig, seed: int, *, joint_variant: Ma
     if not isinstance(config, TopicExperimentConfig):
         raise ConfigError(f"seed_findings() expects a TopicExperimentConfig; got {type(config).__name__}.")
     config = dataclasses.replace(config, seed=seed)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with torch_threads(1):
         data = MaskedLMData(config.lda, config.masking, config.data, seed=config.seed)
         joint, uniform = topic_model(config, **joint_variant), topic_model(config, **uniform_variant)
         train_topic_model(joint, data, config.training("joint"))
         train_topic_model(uniform, data, config.training("uniform"))
         return judge_trained(joint, uniform, config)
-    finally:
-        torch.set_num_threads(threads)

@@ -70,10 +70,15 @@ class Finding:
         return self.value - self.reference
 
     @property
+    def reported_p(self) -> float:
+        """The Holm-adjusted p-value once the family is adjusted (:func:`adjust_family`), the raw one before."""
+        return self.p_value if self.p_adjusted is None else self.p_adjusted
+
+    @property
     def holds(self) -> bool:
         """Beats the null (adjusted p < ALPHA, interval above the null value), the control, and the effect
         threshold. Any missing number (NaN) means it does not hold."""
-        p = self.p_value if self.p_adjusted is None else self.p_adjusted
+        p = self.reported_p
         beats_control = self.control_value is None or self.ci[0] > self.control_value
         return bool(p < ALPHA and self.ci[0] > self.null_value and beats_control and self.effect_size >= self.min_effect)
 
@@ -84,7 +89,7 @@ class Finding:
             "value": _number(self.value),
             "ci": [_number(self.ci[0]), _number(self.ci[1])],
             "null": {"kind": self.null_kind, "value": _number(self.null_value), "p_value": _number(self.p_value),
-                     "p_adjusted": _number(self.p_value if self.p_adjusted is None else self.p_adjusted)},
+                     "p_adjusted": _number(self.reported_p)},
             "control": None if self.control_value is None else {
                 "value": _number(self.control_value),
                 "ci": [_number(c) for c in (self.control_ci or (float("nan"), float("nan")))]},
