@@ -10,7 +10,12 @@ both its null and the control model, see :mod:`probes.stats.findings`):
 - embedding topic similarity (mean-centred cosine, same minus different topic): at least 0.02 above
   the larger of the permutation null and the control;
 - co-occurrence ordering (distance-matched Spearman of the held-out best head): at least 0.1 above
-  the larger of the null and the control.
+  the larger of the null and the control;
+- head ablations (:mod:`analyses.pretrained.causal`; their own family, fixed-sequence adjusted): the loss
+  change of the ablated top heads at least 0.1 nats per token above the larger of the 99th percentile of
+  random head sets (same count per layer) and the control; 0.02 nats for the topic contrast (change on
+  tokens whose topic already appeared minus on tokens whose topic did not). Fixed before any SmolLM2
+  ablation was measured against them.
 """
 
 from __future__ import annotations
@@ -27,10 +32,16 @@ PRETRAINED_FINDINGS = ("induction_protocol", "induction_text", "previous_token_t
                        "topic_attention_best_head", "embedding_topic_similarity", "cooccurrence_ordering")
 EMBEDDING_MEASURE = "centred_cosine"
 HEAD_SPLIT = "best head chosen on the even batches, measured on the odd batches"
+CAUSAL_FINDINGS = ("induction_heads_causal", "previous_token_causal", "topic_heads_causal")
+"""Head ablations, one family per model tested in this fixed order (see :func:`causal_family`)."""
+CAUSAL_NULL = "99th percentile of random head sets of the same size, matched layer by layer"
+CAUSAL_SPLIT = "top heads chosen on the even batches, ablated on the odd batches"
 THRESHOLDS_TEXT = ("head scores at least 0.1 attention mass above the larger of chance and the control; topic "
                    "attention ratios at least 1.1 times the larger of the permutation null and the control; the "
                    "mean-centred embedding cosine gap at least 0.02 above them; the distance-matched co-occurrence "
-                   "Spearman at least 0.1 above them.")
+                   "Spearman at least 0.1 above them; a head ablation's loss change at least 0.1 nats per token "
+                   "(0.02 for the topic contrast) above the larger of the 99th percentile of random head sets and "
+                   "the control.")
 
 _SPECS = {
     # name: (statistic, null kind, effect, min_effect, selection)
@@ -49,6 +60,13 @@ _SPECS = {
                                    "no search: the input embeddings"),
     "cooccurrence_ordering": ("Spearman of distance-matched attention with co-occurrence, best head",
                               "co-occurrence shuffled among each query's keys", "difference", 0.1, HEAD_SPLIT),
+    "induction_heads_causal": ("loss change (nats/token) on the repeated half of [BOS] X X, top induction heads "
+                               "mean-ablated", CAUSAL_NULL, "difference", 0.1, CAUSAL_SPLIT),
+    "previous_token_causal": ("loss change (nats/token) on the repeated half of [BOS] X X, top previous-token heads "
+                              "mean-ablated", CAUSAL_NULL, "difference", 0.1, CAUSAL_SPLIT),
+    "topic_heads_causal": ("loss change (nats/token) on tokens whose LDA topic already appeared in the document "
+                           "minus on tokens whose topic did not, top same-topic heads mean-ablated", CAUSAL_NULL,
+                           "difference", 0.02, CAUSAL_SPLIT),
 }
 
 

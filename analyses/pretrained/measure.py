@@ -22,6 +22,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from analyses.pretrained.causal import (CausalConfig, CausalMeasurement, causal_family, causal_unavailable,
+                                       measure_causal, topic_gap_top_heads)
 from analyses.report.interactive import passage_patterns
 from analyses.pretrained.findings import PRETRAINED_FINDINGS, pretrained_findings
 from analyses.pretrained.held_out import (TOPIC_UNIT_KEYS, HeldOut, cooccurrence_summary, halves, held_out_head_score,
@@ -65,6 +67,7 @@ class PretrainedConfig:
     generalized_n: int = 3
     control: bool = True
     seed: int = 0
+    causal: CausalConfig = field(default_factory=CausalConfig)
 
     def __post_init__(self) -> None:
         for name in ("seq_len", "batch_size", "max_batches", "n_pair_tokens", "n_boot", "n_permutations",
@@ -96,6 +99,8 @@ class ModelMeasurements:
     embedding: EmbeddingTopicTest
     held_out: dict[str, HeldOut]
     cooccurrence: dict[str, Any]
+    causal: dict[str, CausalMeasurement] = field(default_factory=dict)
+    causal_note: str = ""
 
     def summary(self) -> dict[str, Any]:
         """The numbers behind the findings, JSON-ready."""
@@ -133,6 +138,8 @@ class ModelMeasurements:
                                 "ci": list(h.ci), "null_value": h.null_value, "p_value": h.p_value,
                                 "selection_value": h.selection_value}
                          for name, h in self.held_out.items()},
+            "ablations": {name: m.to_dict() for name, m in self.causal.items()},
+            "ablation_note": self.causal_note,
         }
 
 
@@ -239,9 +246,18 @@ def measure_model(model: Any, name: str, batches: Sequence[TokenBatch], labels: 
         "cooccurrence_ordering": ordering_best,
     }
     embedding = embedding_topic_test(model.W_E, labels, n_permutations=config.n_permutations, n_boot=n_boot, seed=seed)
+    causal = {}
+    causal_note = causal_unavailable(model, info, config.causal)
+    if not causal_note:
+        k = config.causal.k
+        causal = measure_causal(model, induction=protocol_selection.top_heads("induction", k),
+                                previous_token=results_a[0].top_heads("previous_token", k),
+                                topic=topic_gap_top_heads(results_a[2], k), text_batches=second, labels=labels,
+                                config=config.causal, n_boot=n_boot, seed=seed)
     return ModelMeasurements(name=name, info=info, protocol=protocol, text_heads=text_heads, generalized=generalized,
                              topic=topic, ordering=ordering, embedding=embedding, held_out=held_out,
-                             cooccurrence=cooccurrence_summary(ordering, ordering_best))
+                             cooccurrence=cooccurrence_summary(ordering, ordering_best), causal=causal,
+                             causal_note=causal_note)
 
 
 def probe_pretrained(model_spec: Any, documents: Sequence[Any], word_topics: Mapping[str, int],
@@ -279,6 +295,9 @@ def probe_pretrained(model_spec: Any, documents: Sequence[Any], word_topics: Map
                                 config, data=data, progress=progress)
         del control_model
     findings, control_findings = pretrained_findings(measured, control)
+    causal, control_causal = causal_family(measured.causal, None if control is None else control.causal)
+    findings.update(causal)
+    control_findings.update(control_causal)
     passages = {
         "text": passage_patterns(model, batches[0], {
             "induction": measured.text_heads.top_heads("induction", 1)[0][:2],

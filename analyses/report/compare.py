@@ -18,6 +18,7 @@ from analyses.linear.section import linear_section
 from analyses.pretrained.held_out import HeldOut
 from analyses.pretrained.measure import ModelMeasurements, PretrainedRun
 from analyses.report.document import Figure, Report, Section, Table, View
+from analyses.report.causal_section import causal_section
 from analyses.report.verdicts import compare_findings, verdict_section
 from probes.dynamics.embedding_topics import EMBEDDING_MEASURES
 from analyses.scansnap.result import ScanSnapResult
@@ -261,6 +262,8 @@ def compare(toy_runs: Mapping[str, ToyRun], pretrained_runs: Mapping[str, Pretra
         _cooccurrence_section(toy_runs, pretrained_runs),
         _toy_dynamics_section(toy_runs, figures),
     ]
+    if (causal := causal_section(pretrained_runs, figures)) is not None:
+        sections.insert(sections.index(overview) + 1, causal)
     linear_entry = None
     if linear:
         linear_settings = dict(settings or {}).get("linear") or {}

@@ -130,3 +130,49 @@ def forest_plot(rows: Sequence[ForestRow], path: Path) -> Path:
     fig.savefig(path, dpi=90)
     plt.close(fig)
     return path
+
+
+@dataclass(frozen=True)
+class NullStripRow:
+    """One ablation of one model: the null's draws (random head sets), the observed value with its 95% interval,
+    the null's 99th percentile, the verdict and whether the model is a control."""
+
+    label: str
+    null: Sequence[float]
+    value: float
+    ci: tuple[float, float]
+    q99: float
+    holds: bool
+    control: bool
+
+
+def null_strips(panels: Mapping[str, Sequence[NullStripRow]], path: Path, *, xlabel: str) -> Path:
+    """One panel per finding, one line per model: the null's draws as jittered grey dots, its 99th percentile as
+    a black bar, the observed value (red; grey for a control) with its interval; filled markers hold."""
+    heights = [0.5 * len(rows) + 0.6 for rows in panels.values()]
+    fig, axes = plt.subplots(len(panels), 1, figsize=(8.5, sum(heights) + 0.5), squeeze=False,
+                             gridspec_kw={"height_ratios": heights})
+    jitter = np.random.default_rng(0)
+    for ax, (title, rows) in zip(axes[:, 0], panels.items()):
+        ys = np.arange(len(rows))[::-1]
+        for y, row in zip(ys, rows):
+            null = np.asarray([v for v in row.null if np.isfinite(v)], dtype=float)
+            ax.scatter(null, y + jitter.uniform(-0.22, 0.22, null.size), s=6, color="#b0b0b0", alpha=0.7, lw=0)
+            if np.isfinite(row.q99):
+                ax.plot([row.q99, row.q99], [y - 0.38, y + 0.38], color="black", lw=1.4)
+            colour = "#9a9a9a" if row.control else "#c0392b"
+            if all(np.isfinite(row.ci)):
+                ax.plot(list(row.ci), [y, y], color=colour, lw=1.8)
+            if np.isfinite(row.value):
+                ax.plot([row.value], [y], marker="D", ms=7, color=colour,
+                        markerfacecolor=colour if row.holds else "white", markeredgewidth=1.6)
+        ax.set_yticks(ys, [row.label for row in rows], fontsize=8)
+        ax.set_ylim(-0.7, len(rows) - 0.3)
+        ax.set_title(title, fontsize=9, loc="left")
+        ax.tick_params(axis="x", labelsize=8)
+        ax.grid(axis="x", alpha=0.3)
+    axes[-1, 0].set_xlabel(xlabel, fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path

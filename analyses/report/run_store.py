@@ -29,6 +29,7 @@ from safetensors.torch import load_file, save_file
 from analyses.experiments import toy_result
 from analyses.paper_result import json_ready
 from analyses.report.compare import ToyRun
+from analyses.pretrained.causal import CausalMeasurement
 from analyses.pretrained.held_out import HeldOut
 from analyses.pretrained.measure import ModelMeasurements, PretrainedRun
 from probes.core.atomic import atomic_write_text
@@ -89,6 +90,8 @@ def save_measurements(measured: ModelMeasurements, folder: Path) -> None:
         "info": dataclasses.asdict(measured.info),
         "held_out": {name: dataclasses.asdict(h) for name, h in measured.held_out.items()},
         "cooccurrence": measured.cooccurrence,
+        "causal": {name: m.to_dict() for name, m in measured.causal.items()},
+        "causal_note": measured.causal_note,
         "embedding": fields,
         "null_gap_measures": list(embedding.null_gaps),
     })
@@ -107,7 +110,9 @@ def load_measurements(folder: Path) -> ModelMeasurements:
     return ModelMeasurements(
         name=document["name"], info=_model_info(document["info"]), embedding=embedding,
         held_out={name: _held_out(h) for name, h in document["held_out"].items()},
-        cooccurrence=document["cooccurrence"], **results,
+        cooccurrence=document["cooccurrence"],
+        causal={name: CausalMeasurement.from_dict(m) for name, m in document.get("causal", {}).items()},
+        causal_note=document.get("causal_note", ""), **results,
     )
 
 

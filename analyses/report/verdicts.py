@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
 
-from analyses.pretrained.findings import PRETRAINED_FINDINGS, THRESHOLDS_TEXT
+from analyses.pretrained.findings import CAUSAL_FINDINGS, PRETRAINED_FINDINGS, THRESHOLDS_TEXT
 from analyses.report.document import Figure, Section, Table
 from analyses.report.figures import ForestPoint, ForestRow, forest_plot
 from analyses.toy_findings import TOY_OF_FINDING, TOY_ONLY_FINDINGS, ToyFinding
@@ -22,7 +22,7 @@ AnyFinding = Union[Finding, ToyFinding]
 TOY = "toy"
 TOY_CONTROL = "toy (at initialisation)"
 CONTROL_SUFFIX = " (random weights)"
-VERDICT_FINDINGS = (*PRETRAINED_FINDINGS, *TOY_ONLY_FINDINGS)
+VERDICT_FINDINGS = (*PRETRAINED_FINDINGS, *CAUSAL_FINDINGS, *TOY_ONLY_FINDINGS)
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ def compare_findings(toy_findings: Mapping[str, Mapping[str, ToyFinding]],
     rows: dict[str, dict[str, AnyFinding]] = {}
     for name in VERDICT_FINDINGS:
         row: dict[str, AnyFinding] = {}
-        toy = toy_findings.get(TOY_OF_FINDING[name], {}).get(name)
+        toy = toy_findings.get(TOY_OF_FINDING.get(name, ""), {}).get(name)
         if toy is not None:
             row[TOY] = toy
             row[TOY_CONTROL] = toy.control_finding()
@@ -105,7 +105,8 @@ def verdict_section(comparison: Comparison, figures: Path | None = None) -> Sect
     rows = [[name, *(cell(comparison.rows[name].get(c), toy_cell=c == TOY) for c in comparison.columns)]
             for name in comparison.rows]
     section = Section("Verdicts", [
-        f"A finding holds when its p-value (Holm-adjusted over the findings of the model) is below {ALPHA}, its 95% "
+        f"A finding holds when its p-value (Holm-adjusted over the attention findings of the model; the head "
+        f"ablations are a second family, tested in the fixed order induction, previous token, topic) is below {ALPHA}, its 95% "
         f"interval lies above its null and above the same architecture with random weights (the control, probed "
         f"on the same batches), and the effect clears a threshold: {THRESHOLDS_TEXT} Best heads are chosen on the "
         f"even batches and measured on the odd ones, so intervals and p-values do not reward the search over "

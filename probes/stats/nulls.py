@@ -79,3 +79,18 @@ def holm_adjust(p_values: Sequence[float]) -> list[float]:
         running = max(running, min(1.0, (m - rank) * p))
         adjusted[i] = running
     return adjusted
+
+
+def fixed_sequence_adjust(p_values: Sequence[float]) -> list[float]:
+    """Fixed-sequence adjusted p-values for hypotheses tested in a pre-registered order: each is tested at the
+    full level while every earlier one rejected, which controls the family-wise error without a Bonferroni
+    factor. The adjusted p of hypothesis ``i`` is the largest raw p among the first ``i + 1``; a NaN (not
+    tested) makes every later one NaN.
+
+    Example: ``fixed_sequence_adjust([0.005, 0.02, 0.001])`` is ``[0.005, 0.02, 0.02]``.
+    """
+    adjusted, running = [], 0.0
+    for p in (float(v) for v in p_values):
+        running = max(running, p) if p == p and running == running else float("nan")
+        adjusted.append(running)
+    return adjusted

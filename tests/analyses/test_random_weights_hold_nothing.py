@@ -1,5 +1,6 @@
 """Random weights: on random-weight checkpoints of three architectures (two causal, one encoder, made here
-from configs) the whole report finds nothing: no finding holds, co-occurrence ordering included."""
+from configs) the whole report finds nothing: no finding holds, co-occurrence ordering and the head ablations
+(measured on the two causal ones) included."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import json
 import pytest
 
 from analyses.cli import main
-from analyses.pretrained.findings import PRETRAINED_FINDINGS
+from analyses.pretrained.findings import CAUSAL_FINDINGS, PRETRAINED_FINDINGS
 from tests.random_checkpoints import RANDOM_CHECKPOINT_KINDS, make_random_checkpoint
 
 
@@ -23,7 +24,9 @@ def test_no_finding_holds_on_random_weight_checkpoints(tmp_path, capsys):
     summary = json.loads((out / "summary.json").read_text())
     assert len(summary["pretrained"]) == 3
     for name, entry in summary["pretrained"].items():
-        assert set(entry["findings"]) == set(PRETRAINED_FINDINGS)
+        ablated = set(CAUSAL_FINDINGS) if entry["causal"] else set()  # the decoders
+        assert set(entry["findings"]) == set(PRETRAINED_FINDINGS) | ablated
+        assert set(entry["ablations"]) == ablated and bool(entry["ablation_note"]) != bool(ablated)
         held = [f for f, finding in entry["findings"].items() if finding["holds"]]
         held += [f"control {f}" for f, finding in entry["control"]["findings"].items() if finding["holds"]]
         assert not held, (name, {f: entry["findings"][f] for f in entry["findings"]})

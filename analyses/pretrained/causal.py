@@ -1,0 +1,252 @@
+"""The causal findings of a pretrained model: knock out the heads a probe names and measure what the model loses,
+beside random head sets of the same size matched layer by layer (:mod:`probes.causal`).
+
+Three ablations, each choosing its heads on data it does not measure on:
+
+- ``induction_heads_causal``: the ``k`` best induction heads on the even protocol batches ([BOS] X X), mean-ablated
+  on fresh repeated random sequences; statistic: the loss change on the repeated half.
+- ``previous_token_causal``: the ``k`` best previous-token heads on the even text batches, mean-ablated on the same
+  fresh repeated sequences (an induction circuit needs its previous-token heads); the same statistic.
+- ``topic_heads_causal``: the ``k`` heads with the largest same- minus different-topic attention on the even text
+  batches, mean-ablated on rows of the odd text batches; statistic: the loss change on tokens whose LDA topic
+  already appeared in the row minus the change on tokens whose topic did not.
+
+Each unit of the bootstrap is one sequence (one row per batch). The null is the same statistic for ``draws``
+random head sets (:class:`probes.causal.AblationPlan`); the finding's null value is its 99th percentile and its
+p-value the share of draws reaching the observed value. The three findings of a model are one family tested in
+the fixed order above (:func:`probes.stats.nulls.fixed_sequence_adjust`): each at the full level while every
+earlier one rejected, so 200 draws (p >= 1/201) can pass 0.01 without a Bonferroni factor. Thresholds
+(:data:`analyses.pretrained.findings.THRESHOLDS_TEXT`): 0.1 nats per token above the larger of the null's 99th
+percentile and the control for the two copying ablations, 0.02 nats for the topic contrast.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from analyses.pretrained.findings import CAUSAL_FINDINGS, finding_from_spec
+from mechprobe.validation import integer
+from probes.attention.repeated_tokens import repeated_random_tokens
+from probes.attention.topic_attention import TopicAttention
+from probes.causal import AblationPlan, ablation_sums, head_output_means, repeated_half
+from probes.causal.ablation import ABLATION_METHODS, AblationSums
+from probes.causal.means import z_hook
+from probes.causal.slices import SliceFn
+from probes.causal.topic_slices import topic_seen_slice, topic_unseen_slice
+from probes.core.batch import TokenBatch
+from probes.core.errors import ConfigError, InputError
+from probes.core.model_info import ModelInfo
+from probes.stats.bootstrap import bootstrap_interval
+from probes.stats.findings import Finding
+from probes.stats.nulls import fixed_sequence_adjust, permutation_p_value
+
+NULL_QUANTILE = 0.99
+
+
+@dataclass(frozen=True)
+class CausalConfig:
+    """How the causal findings are measured: the ``k`` top heads per finding, ablated by ``method`` beside
+    ``draws`` random head sets; ``sequences`` repeated random sequences of ``seq_len`` tokens per copy and
+    ``text_rows`` rows of the odd text batches (cut to ``text_len`` tokens); ``max_rows`` rows per forward pass."""
+
+    enabled: bool = True
+    k: int = 5
+    draws: int = 200
+    method: str = "mean"
+    seq_len: int = 20
+    sequences: int = 8
+    text_rows: int = 8
+    text_len: int = 64
+    max_rows: int = 256
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.enabled, bool):
+            raise ConfigError(f"causal.enabled must be true or false; got {self.enabled!r}.")
+        if self.method not in ABLATION_METHODS:
+            raise ConfigError(f"causal.method must be one of {', '.join(ABLATION_METHODS)}; got {self.method!r}.")
+        for name, low in (("k", 1), ("draws", 100), ("seq_len", 4), ("sequences", 2), ("text_rows", 2),
+                          ("text_len", 8), ("max_rows", 1)):
+            integer(f"causal.{name}", getattr(self, name), low)
+
+
+@dataclass(frozen=True)
+class CausalMeasurement:
+    """One ablation: ``heads`` (chosen by ``chosen_by`` with ``selection_scores``), the statistic
+    ``sum_s signs[s] * change[s]`` over ``slices`` with its 95% bootstrap interval over sequences, the same
+    statistic for each of the null's random head sets (``null``), its 99th percentile and the p-value;
+    ``clean_loss``/``n_tokens`` per slice."""
+
+    name: str
+    heads: tuple[tuple[int, int], ...]
+    chosen_by: str
+    selection_scores: tuple[float, ...]
+    slices: tuple[str, ...]
+    signs: tuple[float, ...]
+    value: float
+    ci: tuple[float, float]
+    null: tuple[float, ...]
+    null_q99: float
+    p_value: float
+    clean_loss: tuple[float, ...]
+    n_tokens: tuple[int, ...]
+    units: int
+    method: str
+    data: str
+
+    def finding(self) -> Finding:
+        heads = ", ".join(f"L{layer}H{head}" for layer, head in self.heads)
+        spec = finding_from_spec(self.name, self.value, self.ci, self.null_q99, self.p_value)
+        return replace(spec, statistic=f"{spec.statistic.replace('mean-ablated', f'{self.method}-ablated')} "
+                                       f"({heads})")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "heads": [list(h) for h in self.heads], "chosen_by": self.chosen_by,
+                "selection_scores": list(self.selection_scores), "slices": list(self.slices),
+                "signs": list(self.signs), "value": self.value, "ci": list(self.ci), "null": list(self.null),
+                "null_q99": self.null_q99, "p_value": self.p_value, "clean_loss": list(self.clean_loss),
+                "n_tokens": list(self.n_tokens), "units": self.units, "method": self.method, "data": self.data}
+
+    @classmethod
+    def from_dict(cls, document: Mapping[str, Any]) -> "CausalMeasurement":
+        nan = float("nan")
+        number = (lambda v: nan if v is None else float(v))
+        return cls(str(document["name"]), tuple((int(l), int(h)) for l, h in document["heads"]),
+                   str(document["chosen_by"]), tuple(number(v) for v in document["selection_scores"]),
+                   tuple(document["slices"]), tuple(float(s) for s in document["signs"]), number(document["value"]),
+                   (number(document["ci"][0]), number(document["ci"][1])), tuple(number(v) for v in document["null"]),
+                   number(document["null_q99"]), number(document["p_value"]),
+                   tuple(number(v) for v in document["clean_loss"]), tuple(int(n) for n in document["n_tokens"]),
+                   int(document["units"]), str(document["method"]), str(document["data"]))
+
+
+def _changes(ablated: Tensor, clean: Tensor, count: Tensor) -> Tensor:
+    """Loss change per head set and slice from summed states (``ablated`` [.. set slice], ``clean``/``count``
+    [.. slice])."""
+    return (ablated - clean[..., None, :]) / count[..., None, :]
+
+
+def contrast(sums: AblationSums, signs: Sequence[float], *, n_boot: int, seed: int
+             ) -> tuple[float, tuple[float, float], Tensor]:
+    """``(value, (low, high), null)``: the signed sum of slice changes for the measured set, its percentile
+    bootstrap over the sums' rows (the sequences), and the same statistic for each null draw."""
+    if len(signs) != len(sums.slices):
+        raise InputError(f"Give one sign per slice ({len(sums.slices)}: {', '.join(sums.slices)}); got {len(signs)}.")
+    weights = torch.tensor(list(signs), dtype=torch.float64)
+    per_set = _changes(sums.ablated.sum(0), sums.clean.sum(0), sums.count.sum(0)) @ weights  # [set]
+    _, low, high = bootstrap_interval(
+        {"a": sums.ablated[:, 0], "c": sums.clean, "n": sums.count},
+        lambda st: ((st["a"] - st["c"]) / st["n"]) @ weights, n_boot=n_boot, seed=seed)
+    return float(per_set[0]), (float(low), float(high)), per_set[1:]
+
+
+def measure_ablation(model: Any, name: str, heads: Sequence[tuple[int, int]], batches: Sequence[TokenBatch],
+                     slices: Mapping[str, SliceFn], signs: Sequence[float], config: CausalConfig, *, chosen_by: str,
+                     selection_scores: Sequence[float], n_boot: int, seed: int, data: str) -> CausalMeasurement:
+    """Ablate ``heads`` and ``config.draws`` layer-matched random sets on ``batches`` (one sequence each) and
+    summarise the signed slice contrast (see :class:`CausalMeasurement`)."""
+    info = ModelInfo.of(model)
+    plan = AblationPlan.build(info, heads, method=config.method, n_draws=config.draws, seed=seed)
+    means = head_output_means(model, plan.layers, batches) if config.method == "mean" else None
+    sums = ablation_sums(model, plan, batches, slices, means=means, max_rows=config.max_rows)
+    value, ci, null = contrast(sums, signs, n_boot=n_boot, seed=seed)
+    return CausalMeasurement(
+        name=name, heads=tuple(plan.heads), chosen_by=chosen_by,
+        selection_scores=tuple(float(s) for s in selection_scores), slices=tuple(slices),
+        signs=tuple(float(s) for s in signs), value=value, ci=ci, null=tuple(float(v) for v in null),
+        null_q99=float(torch.nanquantile(null, NULL_QUANTILE)),
+        p_value=float(permutation_p_value(torch.tensor(value), null)),
+        clean_loss=tuple(float(v) for v in sums.clean.sum(0) / sums.count.sum(0)),
+        n_tokens=tuple(int(n) for n in sums.count.sum(0)), units=int(sums.count.shape[0]), method=config.method,
+        data=data)
+
+
+def single_rows(batches: Sequence[TokenBatch], n_rows: int, max_len: int) -> list[TokenBatch]:
+    """The first ``n_rows`` rows of ``batches``, each its own batch, cut to ``max_len`` positions."""
+    rows = []
+    for batch in batches:
+        for i in range(batch.shape[0]):
+            if len(rows) == n_rows:
+                return rows
+            mask = None if batch.attention_mask is None else batch.attention_mask[i : i + 1, :max_len]
+            rows.append(TokenBatch(batch.tokens[i : i + 1, :max_len], batch.valid[i : i + 1, :max_len], mask))
+    return rows
+
+
+def causal_unavailable(model: Any, info: ModelInfo, config: CausalConfig) -> str:
+    """Why the causal findings are not measured on ``model`` (``""`` when they are)."""
+    if not config.enabled:
+        return "not measured: causal.enabled is false"
+    if not info.causal:
+        return "not measured: the report's ablations read next-token loss, and this model is an encoder"
+    missing = [z_hook(layer) for layer in range(info.n_layers) if z_hook(layer) not in model.hook_dict]
+    if missing:
+        return f"not measured: the model has no per-head output hook ({missing[0]})"
+    return ""
+
+
+def topic_gap_top_heads(topic: TopicAttention, k: int) -> list[tuple[int, int, float]]:
+    """The ``k`` heads with the largest same- minus different-topic mean attention as ``(layer, head, gap)``
+    (the gap, not the ratio, as :func:`~analyses.pretrained.held_out.held_out_topic` chooses its head)."""
+    gap = torch.nan_to_num(topic.mean["same_topic"] - topic.mean["different_topic"], nan=float("-inf"))
+    values, flat = gap.flatten().topk(min(k, gap.numel()))
+    n_heads = gap.shape[1]
+    return [(int(i) // n_heads, int(i) % n_heads, float(v)) for v, i in zip(values, flat)]
+
+
+def causal_protocol(info: ModelInfo, config: CausalConfig, seed: int) -> list[TokenBatch]:
+    """``config.sequences`` rows of [BOS] X X (|X| = ``config.seq_len``), one per batch, drawn from ``seed`` + 1
+    (apart from the protocol batches the heads are chosen on)."""
+    generator = torch.Generator().manual_seed(seed + 1)
+    return [repeated_random_tokens(info, seq_len=config.seq_len, n_sequences=1, generator=generator)
+            for _ in range(config.sequences)]
+
+
+def measure_causal(model: Any, *, induction: Sequence[tuple[int, int, float]],
+                   previous_token: Sequence[tuple[int, int, float]], topic: Sequence[tuple[int, int, float]],
+                   text_batches: Sequence[TokenBatch], labels: Tensor, config: CausalConfig, n_boot: int, seed: int
+                   ) -> dict[str, CausalMeasurement]:
+    """The three ablations of the module docstring; ``induction``/``previous_token``/``topic`` are the chosen
+    ``(layer, head, score)`` top heads (chosen on other batches), ``text_batches`` the odd text batches."""
+    info = ModelInfo.of(model)
+    protocol = causal_protocol(info, config, seed)
+    rows = single_rows(text_batches, config.text_rows, config.text_len)
+    copy_slices = {"repeated_half": repeated_half(config.seq_len)}
+    protocol_data = f"{config.sequences} repeated random sequences (seq_len={config.seq_len}, seed={seed + 1})"
+    chosen = {"induction_heads_causal": (induction, "induction score on the even protocol batches"),
+              "previous_token_causal": (previous_token, "previous-token score on the even text batches"),
+              "topic_heads_causal": (topic, "same- minus different-topic attention on the even text batches")}
+    out = {}
+    for name in CAUSAL_FINDINGS:
+        top, chosen_by = chosen[name]
+        heads, scores = [(l, h) for l, h, _ in top], [s for _, _, s in top]
+        if name == "topic_heads_causal":
+            slices = {"topic_seen": topic_seen_slice(labels), "topic_unseen": topic_unseen_slice(labels)}
+            batches, signs = rows, (1.0, -1.0)
+            data = f"{len(rows)} rows of the odd text batches (first {config.text_len} tokens)"
+        else:
+            slices, batches, signs, data = copy_slices, protocol, (1.0,), protocol_data
+        out[name] = measure_ablation(model, name, heads, batches, slices, signs, config, chosen_by=chosen_by,
+                                     selection_scores=scores, n_boot=n_boot, seed=seed, data=data)
+    return out
+
+
+def causal_family(measured: Mapping[str, CausalMeasurement], control: Mapping[str, CausalMeasurement] | None
+                  ) -> tuple[dict[str, Finding], dict[str, Finding]]:
+    """``(findings, control_findings)`` of the causal family: each finding beside the control's value, p-values
+    adjusted by the fixed-sequence procedure in :data:`CAUSAL_FINDINGS` order."""
+    def family(findings: dict[str, Finding]) -> dict[str, Finding]:
+        names = [n for n in CAUSAL_FINDINGS if n in findings]
+        adjusted = fixed_sequence_adjust([findings[n].p_value for n in names])
+        return {n: replace(findings[n], p_adjusted=p) for n, p in zip(names, adjusted)}
+
+    control_findings = family({n: m.finding() for n, m in control.items()}) if control else {}
+    own = {n: m.finding() for n, m in measured.items()}
+    if control_findings:
+        own = {n: f.with_control(control_findings[n].value, control_findings[n].ci) if n in control_findings else f
+               for n, f in own.items()}
+    return family(own), control_findings

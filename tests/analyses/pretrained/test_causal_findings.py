@@ -1,0 +1,108 @@
+"""The causal findings of pretrained models: the slice contrast and its null from hand-made sums, the topic slices
+on a hand-made row, the fixed-sequence family, the stored record, and when a model is not ablated."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from analyses.pretrained.causal import (CausalConfig, CausalMeasurement, causal_family, causal_unavailable,
+                                        contrast, single_rows)
+from analyses.pretrained.findings import CAUSAL_FINDINGS
+from probes.causal.ablation import AblationSums
+from probes.causal.topic_slices import topic_seen_slice, topic_unseen_slice
+from probes.core.batch import TokenBatch
+from probes.core.errors import ConfigError, InputError
+from probes.core.model_info import ModelInfo
+from probes.stats.nulls import fixed_sequence_adjust
+from tests.probes.causal.planted_models import PlantedInductionModel
+
+
+def _sums() -> AblationSums:
+    # 4 sequences x 3 head sets (measured + 2 draws) x 2 slices; clean loss 1 nat on every token
+    count = torch.tensor([[10.0, 5.0]] * 4, dtype=torch.float64)
+    clean = count.clone()
+    ablated = torch.stack([torch.stack([count * 3, count * 1.5, count * 1.0], 1)[i] for i in range(4)])
+    return AblationSums(("seen", "unseen"), torch.ones(4, dtype=torch.float64), count, clean, ablated)
+
+
+def test_contrast_of_hand_made_sums():
+    sums = _sums()  # measured: +2 nats on both slices; draw 1: +0.5 on both; draw 2: 0
+    value, (low, high), null = contrast(sums, (1.0, 0.0), n_boot=50, seed=0)
+    assert value == pytest.approx(2.0) and low == pytest.approx(2.0) and high == pytest.approx(2.0)
+    assert null.tolist() == pytest.approx([0.5, 0.0])
+    difference, _, null_difference = contrast(sums, (1.0, -1.0), n_boot=50, seed=0)
+    assert difference == pytest.approx(0.0) and null_difference.tolist() == pytest.approx([0.0, 0.0])
+    with pytest.raises(InputError, match="one sign per slice"):
+        contrast(sums, (1.0,), n_boot=50, seed=0)
+
+
+def test_topic_slices_on_a_hand_made_row():
+    labels = torch.tensor([-1, 0, 1, 0, -1])  # token 1 and 3: topic 0; token 2: topic 1; 0 and 4 unlabelled
+    tokens = torch.tensor([[0, 1, 2, 3, 4, 2]])
+    valid = torch.tensor([[False, True, True, True, True, True]])
+    batch = TokenBatch(tokens, valid)
+    seen = topic_seen_slice(labels)(batch)
+    unseen = topic_unseen_slice(labels)(batch)
+    # query 1 predicts 2 (topic 1, not yet shown): unseen; query 2 predicts 3 (topic 0, shown by 1): seen;
+    # query 3 predicts 4 (no topic): neither; query 4 predicts 2 (topic 1, shown by 2): seen; the BOS query and
+    # the last position count for nothing
+    assert seen.tolist() == [[False, False, True, False, True, False]]
+    assert unseen.tolist() == [[False, True, False, False, False, False]]
+
+
+def test_fixed_sequence_adjustment():
+    assert fixed_sequence_adjust([0.005, 0.02, 0.001]) == [0.005, 0.02, 0.02]
+    assert fixed_sequence_adjust([0.001, 0.002]) == [0.001, 0.002]
+    adjusted = fixed_sequence_adjust([0.001, float("nan"), 0.001])
+    assert adjusted[0] == 0.001 and math.isnan(adjusted[1]) and math.isnan(adjusted[2])
+
+
+def _measurement(name: str, value: float, p: float) -> CausalMeasurement:
+    return CausalMeasurement(name, ((1, 0),), "test", (0.9,), ("repeated_half",), (1.0,), value,
+                             (value - 0.2, value + 0.2), (0.0, 0.1, float("nan")), 0.1, p, (1.5,), (40,), 8, "mean",
+                             "hand-made")
+
+
+def test_the_family_is_tested_in_order_and_beside_the_control():
+    measured = {"induction_heads_causal": _measurement("induction_heads_causal", 0.5, 0.3),
+                "previous_token_causal": _measurement("previous_token_causal", 2.0, 0.005)}
+    control = {name: _measurement(name, 0.0, 0.5) for name in measured}
+    findings, control_findings = causal_family(measured, control)
+    # the first hypothesis fails, so the second cannot pass however small its own p
+    assert not findings["induction_heads_causal"].holds and not findings["previous_token_causal"].holds
+    assert findings["previous_token_causal"].reported_p == 0.3
+    assert findings["previous_token_causal"].control_value == 0.0
+    assert not any(f.holds for f in control_findings.values())
+    ordered = {"induction_heads_causal": _measurement("induction_heads_causal", 2.0, 0.005), **{
+        "previous_token_causal": measured["previous_token_causal"]}}
+    assert all(f.holds for f in causal_family(ordered, control)[0].values())
+
+
+def test_a_measurement_survives_its_document():
+    m = _measurement("topic_heads_causal", 0.3, 0.01)
+    back = CausalMeasurement.from_dict(m.to_dict())
+    assert back.heads == m.heads and back.value == m.value and back.ci == m.ci
+    assert back.null[:2] == m.null[:2] and math.isnan(back.null[2])
+
+
+def test_why_a_model_is_not_ablated():
+    planted = PlantedInductionModel()
+    info = ModelInfo.of(planted)
+    assert causal_unavailable(planted, info, CausalConfig()) == ""
+    assert "enabled" in causal_unavailable(planted, info, CausalConfig(enabled=False))
+    no_z = PlantedInductionModel(with_z=False)
+    assert "hook_z" in causal_unavailable(no_z, ModelInfo.of(no_z), CausalConfig())
+
+
+def test_single_rows_and_bad_settings():
+    batch = TokenBatch(torch.arange(12).reshape(3, 4), torch.ones(3, 4, dtype=torch.bool))
+    rows = single_rows([batch, batch], 4, 3)
+    assert len(rows) == 4 and rows[3].tokens.tolist() == [[0, 1, 2]]
+    with pytest.raises(ConfigError, match="draws"):
+        CausalConfig(draws=20)
+    with pytest.raises(ConfigError, match="method"):
+        CausalConfig(method="noise")
+    assert set(CAUSAL_FINDINGS) == {"induction_heads_causal", "previous_token_causal", "topic_heads_causal"}
