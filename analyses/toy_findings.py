@@ -46,11 +46,17 @@ TOY_OF_FINDING = {
     "scan_order": "scansnap",
     "generalized_induction": "induction",
     "value_block_structure": "topic",
+    "previous_token_causal": "induction",
+    "topic_heads_causal": "topic",
+    "scansnap_attention_causal": "scansnap",
 }
-"""Which toy carries each finding: the seven pretrained findings and the papers' own headline claims."""
+"""Which toy carries each finding: the seven pretrained findings, two of the pretrained head ablations (the
+induction toy's parent copiers, the topic toy's attention made uniform), the papers' own headline claims and
+the Scan and Snap toy's attention made uniform."""
 
-TOY_ONLY_FINDINGS = ("scan_order", "generalized_induction", "value_block_structure")
-"""The papers' own claims, measured on their toys only (Tian et al., Chen et al., Li et al.)."""
+TOY_ONLY_FINDINGS = ("scan_order", "generalized_induction", "value_block_structure", "scansnap_attention_causal")
+"""The papers' own claims, measured on their toys only (Tian et al., Chen et al., Li et al.), and the loss the
+Scan and Snap toy loses with uniform attention (no pretrained counterpart)."""
 
 
 @dataclass(frozen=True)

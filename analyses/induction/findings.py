@@ -1,6 +1,6 @@
 """The induction toy's findings (Chen et al. 2024) in the pretrained schema, judged against the toy at initialisation.
 
-Four findings, measured with the pretrained suite's probe classes on the trained toy and on the same
+Five findings, measured with the pretrained suite's probe classes on the trained toy and on the same
 toy at initialisation (same seed, same chains, same batches; :func:`analyses.toy_findings.judge_against_init`):
 
 - ``induction_protocol``: ``HeadScoreProbe`` induction score of the best head on ``X X`` (a block of
@@ -15,6 +15,11 @@ toy at initialisation (same seed, same chains, same batches; :func:`analyses.toy
   attention of a layer-2 head on keys whose ``order - 1`` preceding states equal the query's parents
   (the ``order - 1`` states ending at the query), on the chains. At least 0.1 attention mass above the
   larger of its uniform-attention chance and the control (:func:`generalized_induction_finding`).
+- ``previous_token_causal`` (:mod:`analyses.induction.causal`): the loss change (nats/token) on held-out
+  chains when the layer-1 copiers of the parent distances are zero-ablated, against the change when as many
+  non-parent layer-1 heads are (the presets have one left over); sign-flip p over batches, at least 0.1
+  nats/token above the larger of that null and the toy at initialisation. On the fast preset the ablated toy
+  predicts the running state frequencies (0.74-0.86 nats, seeds 0-4), not the no-context ``log 3 = 1.099``.
 
 Head scores pick the best head on the even batches and measure it on the odd ones
 (:func:`~analyses.pretrained.held_out.held_out_head_score`: a bootstrap interval over batches, null =
@@ -44,6 +49,7 @@ import torch
 from torch import Tensor, nn
 
 from analyses.torch_threads import torch_threads
+from analyses.induction.causal import check_copiers, previous_token_causal
 from analyses.induction.config import InductionExperimentConfig
 from analyses.pretrained.findings import HEAD_SPLIT, finding_from_spec
 from analyses.pretrained.held_out import HeldOut, halves, held_out_head_score
@@ -61,7 +67,8 @@ from toymodels.induction.simplified import SimplifiedInductionModel
 from toymodels.induction.training import train_on_fresh_chains, train_simplified
 from toymodels.standard import build_standard_model
 
-FINDINGS = ("induction_protocol", "induction_text", "previous_token_text", "generalized_induction")
+FINDINGS = ("induction_protocol", "induction_text", "previous_token_text", "generalized_induction",
+            "previous_token_causal")
 N_BOOT = 1000
 PROTOCOL_BATCHES = 16  # of PROTOCOL_ROWS rows of X X: 8 pick the best head, 8 measure it
 PROTOCOL_ROWS = 4
@@ -100,6 +107,7 @@ def check_findings_data(config: InductionExperimentConfig) -> None:
         raise ConfigError(f"The induction findings need at least {MIN_UNITS} held-out chains to probe (two halves of "
                           f"two batches each); got min(n_val, probe_sequences) = {probed}. Raise both, e.g. "
                           f"--set probe_sequences=16 --set n_val=16.")
+    check_copiers(config)
 
 
 def _text_batches(chains: Tensor) -> list[Tensor]:
@@ -180,8 +188,8 @@ def generalized_induction_finding(held: HeldOut, *, statistic: str, selection: s
 
 
 def measure_findings(model: nn.Module, config: InductionExperimentConfig, chains: Tensor) -> dict[str, Finding]:
-    """The four findings of ``model`` (unadjusted, no control): head scores on ``X X`` and on ``chains``
-    [n, L] (held-out chains), the generalized induction score on ``chains``."""
+    """The five findings of ``model`` (unadjusted, no control): head scores on ``X X`` and on ``chains``
+    [n, L] (held-out chains), the generalized induction score and the copier ablation on ``chains``."""
     seed, order, on = config.seed, config.data.order, _MODELS[config.model]
     protocol, length = _protocol_batches(model, config)
     text = _text_batches(chains)
@@ -204,6 +212,7 @@ def measure_findings(model: nn.Module, config: InductionExperimentConfig, chains
         generalized, selection=selection,
         statistic=f"{GENERALIZED_STATISTIC} (n = {order}: keys whose {order - 1} preceding states equal the "
                   f"query's parents), {on}")
+    out["previous_token_causal"] = previous_token_causal(model, chains, config, on=on)
     return out
 
 

@@ -72,10 +72,12 @@ _SPECS = {
 
 def finding_from_spec(name: str, value: float, ci: tuple[float, float], null_value: float, p_value: float, *,
                       head: tuple[int, int] | None = None, selection: str | None = None,
-                      statistic: str | None = None) -> Finding:
+                      statistic: str | None = None, null_kind: str | None = None) -> Finding:
     """A :class:`Finding` named ``name`` with that finding's statistic, null kind and effect threshold
-    (``statistic`` replaces the statistic's description, e.g. to say which toy model it was measured on)."""
-    default_statistic, null_kind, effect, min_effect, default_selection = _SPECS[name]
+    (``statistic`` / ``null_kind`` replace the descriptions, e.g. to say which toy model it was measured on and
+    what its null is there)."""
+    default_statistic, default_null, effect, min_effect, default_selection = _SPECS[name]
+    null_kind = default_null if null_kind is None else null_kind
     statistic = default_statistic if statistic is None else statistic
     if head is not None:
         statistic = f"{statistic} (L{head[0]}H{head[1]})"
