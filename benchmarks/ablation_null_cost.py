@@ -1,23 +1,118 @@
-"""Cost of the random-head null of head ablation beside one bare forward pass over the same batches.
+"""Cost of the random-head null of head ablation beside one bare forward pass and the probe suite, on the same batches.
 
-Times (1) one bare forward per batch, (2) :func:`probes.causal.ablation_sums` with the measured heads and
-``--draws`` random head sets (the clean pass, the measured set and the draws, ``--max-rows`` rows per forward),
-and prints the ratio (2)/(1) and the peak memory of each. The issue's target: the 200-draw null at most 20x one
-forward. Run::
+Two fresh processes, so each peak memory is its own (``ru_maxrss`` of the process on CPU, model weights included;
+``torch.cuda.max_memory_allocated`` on CUDA):
 
-    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/ablation_null_cost.py --model smollm2-135m --draws 200
+1. the probe suite: :func:`probes.head_scores` (every head-score kind) over the batches; it also picks the top
+   ``--k`` induction heads unless ``--heads`` names them;
+2. the ablation: one bare forward per batch (timed after a warm-up), then the heads' means (``--method mean``) and
+   :func:`probes.causal.ablation_sums` with the measured heads and ``--draws`` random head sets matched by layer.
+
+Printed: both times, the ratio of (2) to one bare forward over the batches (and per head set), both peaks and their
+ratio, and the route the ablation took. The issue's targets: the 200-draw null at most 20x one forward, peak memory
+within 1.5x of the probe suite's. Run::
+
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/ablation_null_cost.py --draws 200 --batches 2 --batch-size 4 --seq-len 20
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import resource
+import subprocess
+import sys
 import time
 
 import torch
 
 import probes
 from probes.causal import AblationPlan, ablation_sums, head_output_means, repeated_half
+
+
+def _batches(model, args):
+    info = probes.ModelInfo.of(model)
+    g = torch.Generator().manual_seed(0)
+    return [probes.repeated_random_tokens(info, seq_len=args.seq_len, n_sequences=args.batch_size, generator=g)
+            .to(args.device) for _ in range(args.batches)]
+
+
+def _peak_mib(device: str) -> float:
+    if device.startswith("cuda"):
+        return torch.cuda.max_memory_allocated() / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+ROUTES: list[str] = []
+
+
+def logging_setup() -> None:
+    """Keep the route :func:`probes.causal.routes.choose_route` logs (and its warnings)."""
+    import logging
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            ROUTES.append(record.getMessage())
+
+    logger = logging.getLogger("probes.causal.routes")
+    logger.setLevel(logging.INFO)
+    logger.addHandler(Keep())
+
+
+def probe_suite(args) -> dict:
+    """Child 1: head_scores over the batches; its time, peak and the top induction heads."""
+    model = probes.load_model(args.model, device=args.device)
+    batches = _batches(model, args)
+    start = time.perf_counter()
+    scores = probes.head_scores(model, batches)
+    _sync(args.device)
+    seconds = time.perf_counter() - start
+    top = [[layer, head] for layer, head, _ in scores.top_heads("induction", args.k)]
+    return {"seconds": seconds, "peak_mib": _peak_mib(args.device), "top_induction": top}
+
+
+def ablation(args) -> dict:
+    """Child 2: bare forwards, then means + ablation_sums with the null."""
+    logging_setup()
+    model = probes.load_model(args.model, device=args.device)
+    info = probes.ModelInfo.of(model)
+    batches = _batches(model, args)
+    heads = [tuple(pair) for pair in json.loads(args.heads_json)]
+    plan = AblationPlan.build(info, heads, method=args.method, n_draws=args.draws, seed=0)
+    with torch.inference_mode():
+        model(batches[0].tokens)  # warm-up
+        _sync(args.device)
+        start = time.perf_counter()
+        for batch in batches:
+            model(batch.tokens)
+        _sync(args.device)
+        bare = time.perf_counter() - start
+    bare_peak = _peak_mib(args.device)
+    if args.device.startswith("cuda"):
+        torch.cuda.reset_peak_memory_stats()
+    start = time.perf_counter()
+    means = head_output_means(model, plan.layers, batches) if args.method == "mean" else None
+    sums = ablation_sums(model, plan, batches, {"repeated_half": repeated_half(args.seq_len)}, means=means,
+                         max_rows=args.max_rows, shortcuts=not args.no_shortcuts)
+    _sync(args.device)
+    null = time.perf_counter() - start
+    change = sums.loss_change()[:, 0]
+    return {"bare": bare, "null": null, "bare_peak_mib": bare_peak, "peak_mib": _peak_mib(args.device),
+            "change": float(change[0]), "null_q99": float(torch.quantile(change[1:], 0.99)) if args.draws else None,
+            "tokens": batches[0].shape[1], "route": ROUTES[-1] if ROUTES else "plain"}
+
+
+def _child(args, role: str, extra: list[str]) -> dict:
+    command = [sys.executable, __file__, "--role", role, *sys.argv[1:], *extra]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        sys.exit(f"the {role} process failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
@@ -31,48 +126,35 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--seq-len", type=int, default=50)
     parser.add_argument("--max-rows", type=int, default=256)
+    parser.add_argument("--no-shortcuts", action="store_true", help="every pass through the whole model, full logits")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--role", choices=("suite", "ablation"), help=argparse.SUPPRESS)
+    parser.add_argument("--heads-json", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    model = probes.load_model(args.model, device=args.device)
-    info = probes.ModelInfo.of(model)
-    g = torch.Generator().manual_seed(0)
-    batches = [probes.repeated_random_tokens(info, seq_len=args.seq_len, n_sequences=args.batch_size, generator=g)
-               .to(args.device) for _ in range(args.batches)]
-    if args.heads:
-        heads = [tuple(int(v) for v in pair.split(".")) for pair in args.heads.split(",")]
-    else:
-        heads = [(l, h) for l, h, _ in probes.head_scores(model, batches, kinds=("induction",)).top_heads("induction", args.k)]
-    plan = AblationPlan.build(info, heads, method=args.method, n_draws=args.draws, seed=0)
-    sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
-
-    with torch.inference_mode():
-        model(batches[0].tokens)  # warm-up
-        sync()
-        start = time.perf_counter()
-        for batch in batches:
-            model(batch.tokens)
-        sync()
-        bare = time.perf_counter() - start
-        if args.device.startswith("cuda"):
-            torch.cuda.reset_peak_memory_stats()
-        start = time.perf_counter()
-        means = head_output_means(model, plan.layers, batches) if args.method == "mean" else None
-        sums = ablation_sums(model, plan, batches, {"repeated_half": repeated_half(args.seq_len)}, means=means,
-                             max_rows=args.max_rows)
-        sync()
-        null = time.perf_counter() - start
-    peak = (torch.cuda.max_memory_allocated() / 2**20 if args.device.startswith("cuda")
-            else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10)
-    change = sums.loss_change()[:, 0]
-    print(f"{info.name} on {args.device} ({args.threads} threads), {args.batches} batches x {args.batch_size} rows x "
-          f"{batches[0].shape[1]} tokens, heads {heads}, method {args.method}, {args.draws} draws, "
+    if args.role == "suite":
+        print(json.dumps(probe_suite(args)))
+        return
+    if args.role == "ablation":
+        print(json.dumps(ablation(args)))
+        return
+    suite = _child(args, "suite", [])
+    heads = ([[int(v) for v in pair.split(".")] for pair in args.heads.split(",")] if args.heads
+             else suite["top_induction"])
+    run = _child(args, "ablation", ["--heads-json", json.dumps(heads)])
+    ratio = run["null"] / run["bare"]
+    print(f"{args.model} on {args.device} ({args.threads} threads), {args.batches} batches x {args.batch_size} rows x "
+          f"{run['tokens']} tokens, heads {[tuple(h) for h in heads]}, method {args.method}, {args.draws} draws, "
           f"max_rows {args.max_rows}")
-    print(f"bare forward: {bare:.2f} s; ablation + null: {null:.2f} s; ratio {null / bare:.1f}x "
-          f"({null / bare / max(1, args.draws + 1):.2f}x per head set); peak memory {peak:.0f} MiB")
-    print(f"loss change of the heads {float(change[0]):+.3f}; null q99 "
-          f"{float(torch.quantile(change[1:], 0.99)) if args.draws else float('nan'):+.3f}")
+    print(f"route: {run['route']}")
+    print(f"bare forward: {run['bare']:.2f} s; ablation + null: {run['null']:.2f} s; ratio {ratio:.1f}x "
+          f"({ratio / (args.draws + 1):.3f}x per head set)")
+    print(f"peak memory (fresh processes): ablation {run['peak_mib']:.0f} MiB (after the bare forwards "
+          f"{run['bare_peak_mib']:.0f} MiB); probe suite (head_scores, {suite['seconds']:.1f} s) "
+          f"{suite['peak_mib']:.0f} MiB; ratio {run['peak_mib'] / suite['peak_mib']:.2f}x")
+    q99 = run["null_q99"]
+    print(f"loss change of the heads {run['change']:+.3f}; null q99 {q99 if q99 is None else f'{q99:+.3f}'}")
 
 
 if __name__ == "__main__":

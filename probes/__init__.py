@@ -106,5 +106,6 @@ __all__ = [
     "TokenClassLabels", "most_frequent_tokens", "residual_hooks",
     "ABLATION_METHODS", "AblationPlan", "AblationSums", "HeadAblation", "HeadMeans", "ablation_sums",
     "batch_ablation_sums", "check_heads", "derangement", "earlier_occurrence_mask", "first_occurrence_mask",
-    "head_ablation", "head_output_means", "layer_matched_head_sets", "predicted_positions", "repeated_half", "z_hook",
+    "head_ablation", "head_output_means", "layer_matched_head_sets", "maskable_positions", "masked_positions",
+    "predicted_positions", "repeated_half", "topic_seen_slice", "topic_unseen_slice", "z_hook",
 ]

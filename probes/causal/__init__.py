@@ -2,7 +2,9 @@
 positions, beside random head sets matched layer by layer (the null "any k heads?").
 
 Modules: slices (which positions count), head_sets (validated heads, random matched sets, derangements), means
-(the first pass of mean ablation), ablation (the streaming measurement and its additive sums), result
+(the first pass of mean ablation), token_loss (next-token or masked-token loss, summed at the slice positions only),
+routes (the forward passes: blocks below the ablated layers shared with the clean pass, unembedding at the slice
+positions, each checked on the model), ablation (the streaming measurement and its additive sums), result
 (:class:`HeadAblation` and :func:`head_ablation`).
 
 Example::
@@ -15,10 +17,13 @@ from probes.causal.ablation import ABLATION_METHODS, AblationPlan, AblationSums,
 from probes.causal.head_sets import check_heads, derangement, layer_matched_head_sets
 from probes.causal.means import HeadMeans, head_output_means, z_hook
 from probes.causal.result import HeadAblation, head_ablation
-from probes.causal.slices import earlier_occurrence_mask, first_occurrence_mask, predicted_positions, repeated_half
+from probes.causal.slices import (earlier_occurrence_mask, first_occurrence_mask, maskable_positions, masked_positions,
+                                  predicted_positions, repeated_half)
+from probes.causal.topic_slices import topic_seen_slice, topic_unseen_slice
 
 __all__ = [
     "ABLATION_METHODS", "AblationPlan", "AblationSums", "HeadAblation", "HeadMeans", "ablation_sums",
     "batch_ablation_sums", "check_heads", "derangement", "earlier_occurrence_mask", "first_occurrence_mask",
-    "head_ablation", "head_output_means", "layer_matched_head_sets", "predicted_positions", "repeated_half", "z_hook",
+    "head_ablation", "head_output_means", "layer_matched_head_sets", "maskable_positions", "masked_positions",
+    "predicted_positions", "repeated_half", "topic_seen_slice", "topic_unseen_slice", "z_hook",
 ]

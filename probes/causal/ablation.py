@@ -6,6 +6,12 @@ head sets are ablated in groups, each group one forward pass over the batch repe
 ``g`` ablating set ``g`` through one hook per layer that indexes per row. Everything a batch leaves behind is a
 row of sums (:class:`AblationSums`), so halves merge into the whole and the bootstrap resamples batches.
 
+The loss is next-token for causal models and masked-token for encoders (:mod:`probes.causal.token_loss`; the plan's
+``loss``). The grouped passes skip the blocks below the lowest ablated layer and apply the unembedding at the slice
+positions only, where :func:`probes.causal.routes.choose_route` finds that this reproduces the whole forward on the
+model at hand (checked once per :func:`ablation_sums`); otherwise full logits are computed, a few copies of the batch
+per pass (at most :data:`PLAIN_LOGIT_BYTES` of them).
+
 Methods (on the head's output ``z`` [batch pos head d_head], before ``W_O``):
 ``zero``: set to 0; ``mean``: the head's mean output at that position over the probed batches
 (:func:`probes.causal.means.head_output_means`, a first pass); ``resample``: the head's clean output on another
@@ -30,13 +36,25 @@ from torch import Tensor
 
 from probes.causal.head_sets import Heads, check_heads, derangement, head_layers, head_mask, layer_matched_head_sets
 from probes.causal.means import HeadMeans, head_output_means, z_hook
-from probes.causal.slices import SliceFn, predicted_positions
+from probes.causal.routes import PLAIN, ForwardRoute, choose_route, resid_hook, token_losses
+from probes.causal.slices import SliceFn
+from probes.causal.token_loss import LossInputs, check_loss, counted_positions, default_loss, slice_sums
 from probes.core.batch import TokenBatch, as_token_batch
 from probes.core.errors import ConfigError, InputError, ModelError
 from probes.core.model_info import ModelInfo
 from probes.core.runner import _forward_kwargs, model_device
 
 ABLATION_METHODS = ("zero", "mean", "resample")
+
+PLAIN_LOGIT_BYTES = 128 * 2**20
+"""On the plain route (full logits), copies of the batch per forward pass are limited to this many bytes of float32
+logits (at least one copy)."""
+
+CPU_PASS_TOKENS = 2048
+"""On CPU, copies of the batch per forward pass are limited to this many tokens (at least one copy): there the cost
+of a pass grows with its rows, so bigger groups only add memory (SmolLM2, 64 sets of 4 x 41 tokens: passes of 48,
+64, 96 or 256 rows take the same time; the peak RSS grows from +220 to +550 MiB over a bare forward, mostly freed
+activations the allocator keeps)."""
 
 
 def check_method(method: str) -> str:
@@ -60,24 +78,31 @@ def check_z_hooks(model: Any, layers: Iterable[int]) -> None:
 @dataclass(frozen=True)
 class AblationPlan:
     """What one measurement ablates: ``sets[0]`` is ``heads``, ``sets[1:]`` the null's random sets matched layer by
-    layer; ``sets[s, i, h]`` is True when set ``s`` ablates head ``h`` of layer ``layers[i]``."""
+    layer; ``sets[s, i, h]`` is True when set ``s`` ablates head ``h`` of layer ``layers[i]``. ``loss``: ``"next"``
+    (next-token) or ``"masked"`` (masked-token, encoders)."""
 
     heads: Heads
     method: str
     layers: tuple[int, ...]
     sets: Bool[Tensor, "set layer head"]
     seed: int
+    loss: str = "next"
+
+    def __post_init__(self) -> None:
+        check_loss(self.loss)
 
     @classmethod
     def build(cls, info: ModelInfo, heads: Iterable[tuple[int, int]], *, method: str, n_draws: int = 0,
-              seed: int = 0) -> "AblationPlan":
-        """Validate ``heads`` and ``method`` and draw the null's ``n_draws`` sets from ``seed``."""
+              seed: int = 0, loss: str | None = None) -> "AblationPlan":
+        """Validate ``heads`` and ``method`` and draw the null's ``n_draws`` sets from ``seed``; ``loss`` defaults
+        to the model's direction (:func:`probes.causal.token_loss.default_loss`)."""
         checked = check_heads(heads, info)
         check_method(method)
         layers = head_layers(checked)
         real = head_mask(checked, layers, info.n_heads)
         draws = layer_matched_head_sets(checked, info.n_heads, n_draws, seed=seed)
-        return cls(checked, method, layers, torch.cat([real[None], draws]), seed)
+        return cls(checked, method, layers, torch.cat([real[None], draws]), seed,
+                   default_loss(info) if loss is None else check_loss(loss))
 
     @property
     def n_draws(self) -> int:
@@ -111,8 +136,8 @@ class AblationSums:
         return (self.ablated.sum(0) - self.clean.sum(0)) / self.count.sum(0)
 
 
-def _slice_masks(batch: TokenBatch, slices: Mapping[str, SliceFn]) -> Bool[Tensor, "slice batch pos"]:
-    counted = predicted_positions(batch)
+def _slice_masks(batch: TokenBatch, slices: Mapping[str, SliceFn], loss: str) -> Bool[Tensor, "slice batch pos"]:
+    counted = counted_positions(batch, loss)
     masks = []
     for name, fn in slices.items():
         mask = fn(batch)
@@ -121,20 +146,14 @@ def _slice_masks(batch: TokenBatch, slices: Mapping[str, SliceFn]) -> Bool[Tenso
             raise InputError(f"The slice {name!r} must return a bool tensor of the batch's shape {batch.shape}; "
                              f"got {got}.")
         if bool((mask & ~counted).any()):
-            raise InputError(f"The slice {name!r} marks positions with no valid next token (the last position, "
-                             f"padding or special tokens); intersect it with probes.causal.predicted_positions(batch).")
+            if loss == "next":
+                raise InputError(f"The slice {name!r} marks positions with no valid next token (the last position, "
+                                 f"padding or special tokens); intersect it with "
+                                 f"probes.causal.predicted_positions(batch).")
+            raise InputError(f"The slice {name!r} marks positions that cannot be masked (padding or special tokens); "
+                             f"intersect it with probes.causal.maskable_positions(batch).")
         masks.append(mask)
     return torch.stack(masks)
-
-
-def _slice_loss_sums(logits: Tensor, batch: TokenBatch, masks: Tensor, copies: int) -> Float[Tensor, "copy slice"]:
-    """Summed next-token loss on each slice for each of the ``copies`` repeats of the batch in ``logits``."""
-    union = masks.any(0)
-    n_rows, n_pos = batch.shape
-    picked = logits.view(copies, n_rows, n_pos, -1)[:, union].float().log_softmax(-1)  # [copy, token, vocab]
-    targets = batch.tokens.roll(-1, 1)[union]
-    loss = -picked.gather(-1, targets.expand(copies, -1)[..., None])[..., 0]  # [copy, token]
-    return torch.einsum("ct,st->cs", loss.double(), masks[:, union].double())
 
 
 def _replacement(plan: AblationPlan, layer: int, batch: TokenBatch, means: HeadMeans | None,
@@ -159,50 +178,61 @@ def _ablating_hook(set_mask: Bool[Tensor, "copy head"], replacement: Tensor | fl
     return hook
 
 
-def _forward(model: Any, batch: TokenBatch, copies: int, hooks: list) -> Tensor:
-    tokens = batch.tokens.repeat(copies, 1)
-    kwargs = _forward_kwargs(model, batch)
-    if "attention_mask" in kwargs:
-        kwargs["attention_mask"] = kwargs["attention_mask"].repeat(copies, 1)
-    logits = model.run_with_hooks(tokens, fwd_hooks=hooks, **kwargs)
-    if not isinstance(logits, Tensor) or logits.ndim != 3 or logits.shape[:2] != tokens.shape:
-        raise ModelError(f"Head ablation reads next-token logits [batch pos d_vocab] from the model's output; got "
-                         f"{tuple(logits.shape) if isinstance(logits, Tensor) else type(logits).__name__}.")
-    return logits
+def _copies_per_pass(route: ForwardRoute, batch: TokenBatch, d_vocab: int, max_rows: int) -> int:
+    n_rows, n_pos = batch.shape
+    copies = max(1, max_rows // n_rows)
+    if not route.unembed:
+        copies = min(copies, max(1, PLAIN_LOGIT_BYTES // (4 * n_rows * n_pos * d_vocab)))
+    if batch.tokens.device.type == "cpu":
+        copies = min(copies, max(1, CPU_PASS_TOKENS // (n_rows * n_pos)))
+    return copies
 
 
 def batch_ablation_sums(model: Any, batch: TokenBatch, plan: AblationPlan, slices: Mapping[str, SliceFn], *,
-                        means: HeadMeans | None = None, max_rows: int = 256) -> AblationSums:
+                        means: HeadMeans | None = None, max_rows: int = 256,
+                        route: ForwardRoute = PLAIN) -> AblationSums:
     """The :class:`AblationSums` of one batch: one clean forward pass, then the plan's head sets
-    ``max(1, max_rows // batch_rows)`` at a time, each group one forward pass over the repeated batch."""
-    masks = _slice_masks(batch, slices)
+    ``max(1, max_rows // batch_rows)`` at a time (fewer on CPU and on the full-logits route: :data:`CPU_PASS_TOKENS`,
+    :data:`PLAIN_LOGIT_BYTES`), each group one forward pass over the repeated batch along ``route``
+    (:func:`probes.causal.routes.choose_route`; the default computes full logits)."""
+    masks = _slice_masks(batch, slices, plan.loss)
+    inputs = LossInputs.of(model, batch, masks, plan.loss)
+    kwargs = _forward_kwargs(model, batch)
     n_rows = batch.shape[0]
     clean_z: dict[int, Tensor] = {}
+    kept: dict[str, Tensor] = {}
 
-    def keep(layer: int):
-        def hook(z: Tensor, hook: Any) -> None:
-            clean_z[layer] = z.clone()
+    def keep(store: dict, key: Any):
+        def hook(x: Tensor, hook: Any) -> None:
+            store[key] = x.clone()
         return hook
 
-    keepers = [(z_hook(layer), keep(layer)) for layer in plan.layers] if plan.method == "resample" else []
-    clean = _slice_loss_sums(_forward(model, batch, 1, keepers), batch, masks, 1)[0]
+    keepers = [(z_hook(layer), keep(clean_z, layer)) for layer in plan.layers] if plan.method == "resample" else []
+    if route.start_layer:
+        keepers.append((resid_hook(route.start_layer), keep(kept, "resid")))
+    clean_route = ForwardRoute(unembed=route.unembed)
+    clean = slice_sums(token_losses(model, clean_route, inputs, kwargs, keepers, 1), inputs)[0]
     replacements = {layer: _replacement(plan, layer, batch, means, clean_z) for layer in plan.layers}
     sets = plan.sets.to(batch.tokens.device)
-    group = max(1, max_rows // n_rows)
+    group = _copies_per_pass(route, batch, int(model.cfg.d_vocab), max_rows)
     ablated = []
     for start in range(0, sets.shape[0], group):
         chunk = sets[start : start + group]
         hooks = [(z_hook(layer), _ablating_hook(chunk[:, i], replacements[layer], n_rows))
                  for i, layer in enumerate(plan.layers)]
-        ablated.append(_slice_loss_sums(_forward(model, batch, chunk.shape[0], hooks), batch, masks, chunk.shape[0]))
-    return AblationSums(tuple(slices), torch.tensor([float(n_rows)], dtype=torch.float64), masks.sum((1, 2)).double()[None].cpu(), clean[None].cpu(),
-                        torch.cat(ablated)[None].cpu())
+        losses = token_losses(model, route, inputs, kwargs, hooks, chunk.shape[0], kept.get("resid"))
+        ablated.append(slice_sums(losses, inputs))
+    return AblationSums(tuple(slices), torch.tensor([float(n_rows)], dtype=torch.float64),
+                        masks.sum((1, 2)).double()[None].cpu(), clean[None].cpu(), torch.cat(ablated)[None].cpu())
 
 
 def ablation_sums(model: Any, plan: AblationPlan, batches: Iterable[Any], slices: Mapping[str, SliceFn], *,
-                  means: HeadMeans | None = None, max_rows: int = 256) -> AblationSums:
+                  means: HeadMeans | None = None, max_rows: int = 256, shortcuts: bool = True) -> AblationSums:
     """:func:`batch_ablation_sums` over ``batches``, merged (one row per batch). ``method="mean"`` needs ``means``
-    (:func:`probes.causal.means.head_output_means` on the same batches, or others of at least the same length)."""
+    (:func:`probes.causal.means.head_output_means` on the same batches, or others of at least the same length).
+    ``shortcuts``: skip the blocks below the ablated layers and unembed at the slice positions only where the first
+    batch shows this reproduces the whole forward (:func:`probes.causal.routes.choose_route`); ``False`` runs every
+    pass through the whole model with full logits (the reference, slower)."""
     if not slices:
         raise InputError("Name at least one slice of positions to measure, e.g. {'repeated_half': repeated_half(50)}.")
     if plan.method == "mean" and means is None:
@@ -212,13 +242,17 @@ def ablation_sums(model: Any, plan: AblationPlan, batches: Iterable[Any], slices
     check_z_hooks(model, plan.layers)
     device = model_device(model)
     total: AblationSums | None = None
+    route: ForwardRoute | None = None if shortcuts else PLAIN
     was_training = getattr(model, "training", False)
     model.eval()
     try:
         with torch.inference_mode():
             for raw in batches:
-                part = batch_ablation_sums(model, as_token_batch(raw, info).to(device), plan, slices, means=means,
-                                           max_rows=max_rows)
+                batch = as_token_batch(raw, info).to(device)
+                if route is None:
+                    inputs = LossInputs.of(model, batch, _slice_masks(batch, slices, plan.loss), plan.loss)
+                    route = choose_route(model, batch, inputs, _forward_kwargs(model, batch), min(plan.layers))
+                part = batch_ablation_sums(model, batch, plan, slices, means=means, max_rows=max_rows, route=route)
                 total = part if total is None else total.merge(part)
     finally:
         if was_training:
@@ -226,6 +260,20 @@ def ablation_sums(model: Any, plan: AblationPlan, batches: Iterable[Any], slices
     if total is None:
         raise InputError("No batches were given: the batch iterable was empty.")
     return total
+
+
+def batches_as_read(model: Any, batches: Iterable[Any], slices: Mapping[str, SliceFn], loss: str) -> list[TokenBatch]:
+    """``batches`` as the model reads them under ``loss``: unchanged for ``next``; for ``masked`` every position of
+    the slices replaced by the mask token (what the mean-ablation means are read on)."""
+    info = ModelInfo.of(model)
+    read = []
+    for raw in batches:
+        batch = as_token_batch(raw, info)
+        if loss == "masked":
+            tokens = LossInputs.of(model, batch, _slice_masks(batch, slices, loss), loss).tokens
+            batch = TokenBatch(tokens, batch.valid, batch.attention_mask)
+        read.append(batch)
+    return read
 
 
 def reusable_batches(batches: Iterable[Any], method: str) -> Iterable[Any]:

@@ -3,6 +3,8 @@ random-head null ("any k heads in the same layers?") with its 99th percentile an
 
 from __future__ import annotations
 
+import logging
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -10,7 +12,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from probes.causal.ablation import AblationPlan, AblationSums, ablation_sums, reusable_batches
+from probes.causal.ablation import AblationPlan, AblationSums, ablation_sums, batches_as_read, reusable_batches
 from probes.causal.head_sets import mask_heads
 from probes.causal.means import HeadMeans, head_output_means
 from probes.causal.slices import SliceFn
@@ -20,6 +22,8 @@ from probes.core.result import ProbeResult, Provenance
 from probes.core.runner import model_device
 from probes.stats.bootstrap import bootstrap_interval
 from probes.stats.nulls import permutation_p_value
+
+log = logging.getLogger(__name__)
 
 NULL_QUANTILE = 0.99
 
@@ -98,12 +102,15 @@ class HeadAblation(ProbeResult):
 def head_ablation(model: Any, heads: Iterable[tuple[int, int]], batches: Iterable[Any], *,
                   slices: Mapping[str, SliceFn], method: str = "mean", n_draws: int = 0, seed: int = 0,
                   means: HeadMeans | None = None, n_boot: int = 1000, level: float = 0.95, max_rows: int = 256,
-                  data: str = "unspecified") -> HeadAblation:
+                  data: str = "unspecified", loss: str | None = None, shortcuts: bool = True) -> HeadAblation:
     """Ablate ``heads`` of ``model`` on ``batches`` and measure the per-token loss change on each slice, beside
     ``n_draws`` random head sets with the same number of heads in each layer (the null; ``seed`` draws them,
     fixes the resample derangement and the bootstrap). ``method="mean"`` computes the heads' means on ``batches``
-    in a first pass unless ``means`` is given. ``max_rows`` bounds the rows of one forward pass (batch rows x
-    head sets ablated together).
+    (as the model reads them: masked, for the masked loss) in a first pass unless ``means`` is given. ``max_rows``
+    bounds the rows of one forward pass (batch rows x head sets ablated together). ``loss``: ``"next"``
+    (next-token) or ``"masked"`` (the slice positions replaced by the mask token and predicted in place); by default
+    the model's direction decides (encoders: masked; a warning names an encoder no better than uniform on them).
+    ``shortcuts``: see :func:`probes.causal.ablation.ablation_sums`.
 
     Example::
 
@@ -112,15 +119,22 @@ def head_ablation(model: Any, heads: Iterable[tuple[int, int]], batches: Iterabl
         result.change, result.null_q99, result.p_value
     """
     info = ModelInfo.of(model)
-    plan = AblationPlan.build(info, heads, method=method, n_draws=n_draws, seed=seed)
+    plan = AblationPlan.build(info, heads, method=method, n_draws=n_draws, seed=seed, loss=loss)
     batches = reusable_batches(batches, method)
     if method == "mean" and means is None:
-        means = head_output_means(model, plan.layers, batches)
-    sums = ablation_sums(model, plan, batches, slices, means=means, max_rows=max_rows)
+        means = head_output_means(model, plan.layers, batches_as_read(model, batches, slices, plan.loss))
+    sums = ablation_sums(model, plan, batches, slices, means=means, max_rows=max_rows, shortcuts=shortcuts)
+    clean = float(sums.clean.sum() / sums.count.sum())
+    if plan.loss == "masked" and clean >= math.log(info.d_vocab):
+        log.warning("%s predicts masked tokens no better than uniform (clean loss %.2f nats >= log d_vocab = %.2f): "
+                    "its masked-LM head may be untrained (sentence-transformers checkpoints such as all-MiniLM-L6-v2 "
+                    "ship none), so the loss changes say little about its heads.", info.name, clean,
+                    math.log(info.d_vocab))
     dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
     provenance = Provenance(
         model=info.name, data=data, probe="HeadAblation",
         settings={"method": method, "n_draws": n_draws, "n_boot": n_boot, "level": level, "slices": list(slices),
-                  "hook": "blocks.{layer}.attn.hook_z", "null": "random head sets, same count per layer"},
+                  "loss": plan.loss, "hook": "blocks.{layer}.attn.hook_z",
+                  "null": "random head sets, same count per layer"},
         seed=seed, n_sequences=int(sums.rows.sum()), n_tokens=int(sums.count.sum()), device=str(model_device(model)), dtype=str(dtype))
     return HeadAblation.from_sums(sums, plan, provenance, n_boot=n_boot, level=level, seed=seed)

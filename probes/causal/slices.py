@@ -1,8 +1,12 @@
 """Slices of positions an ablation is measured on: boolean masks over *query* positions.
 
-A slice mask ``[batch pos]`` marks the positions ``q`` whose next-token loss is counted: the loss of
-predicting ``tokens[:, q + 1]`` from the logits at ``q``. So the last position is never in a slice, and neither
-is a position whose own token or next token is invalid (BOS/CLS/SEP, padding: ``TokenBatch.valid``).
+Causal models (loss ``"next"``): a slice mask ``[batch pos]`` marks the positions ``q`` whose next-token loss is
+counted: the loss of predicting ``tokens[:, q + 1]`` from the logits at ``q``. So the last position is never in a
+slice, and neither is a position whose own token or next token is invalid (BOS/CLS/SEP, padding:
+``TokenBatch.valid``).
+
+Encoders (loss ``"masked"``): a slice marks positions whose own token is replaced by the mask token and predicted
+at that position (:func:`masked_positions`); only valid, attended positions (:func:`maskable_positions`).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from probes.core.batch import TokenBatch
 from probes.core.errors import InputError
 
 SliceFn = Callable[[TokenBatch], Bool[Tensor, "batch pos"]]
-"""Maps a batch to the query positions whose next-token loss is counted."""
+"""Maps a batch to the query positions whose loss (next-token or masked-token) is counted."""
 
 
 def predicted_positions(batch: TokenBatch) -> Bool[Tensor, "batch pos"]:
@@ -28,6 +32,39 @@ def predicted_positions(batch: TokenBatch) -> Bool[Tensor, "batch pos"]:
     out = torch.zeros_like(valid)
     out[:, :-1] = valid[:, :-1] & valid[:, 1:]
     return out
+
+
+def maskable_positions(batch: TokenBatch) -> Bool[Tensor, "batch pos"]:
+    """Positions whose own token is valid and attended: every position a masked-token slice may count."""
+    valid = batch.valid.bool()
+    return valid if batch.attention_mask is None else valid & batch.attention_mask.bool()
+
+
+def masked_positions(fraction: float = 0.15, *, seed: int = 0) -> SliceFn:
+    """The slice of a fixed random ``fraction`` of each row's maskable positions (at least one per row that has
+    any): ``round(fraction * n)`` of the row's ``n`` valid positions, uniformly without replacement. The draw is
+    fixed by ``seed`` and the batch's shape and valid positions, so the clean pass and every ablated copy (and a
+    rerun) mask the same positions. Every position of every slice is replaced by the mask token in the input
+    (all of them, not BERT's 80/10/10) and its original token is the target.
+
+    Example: ``slices={"masked": masked_positions(0.15, seed=0)}`` for an encoder.
+    """
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction <= 1:
+        raise InputError(f"fraction must be a number in (0, 1] (the share of valid positions masked); got "
+                         f"{fraction!r}.")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise InputError(f"seed must be an integer; got {seed!r}.")
+
+    def mask(batch: TokenBatch) -> Tensor:
+        maskable = maskable_positions(batch)
+        generator = torch.Generator().manual_seed(seed)
+        scores = torch.rand(batch.shape, generator=generator).to(maskable.device).masked_fill(~maskable, 2.0)
+        ranks = scores.argsort(-1).argsort(-1)
+        n_valid = maskable.sum(-1, keepdim=True)
+        n_masked = torch.where(n_valid > 0, (n_valid * fraction).round().clamp(min=1), 0)
+        return (ranks < n_masked) & maskable
+
+    return mask
 
 
 def earlier_occurrence_mask(batch: TokenBatch) -> Bool[Tensor, "batch pos"]:

@@ -17,6 +17,8 @@ from tests.probes.causal.planted_models import INDUCTION_HEAD, PlantedInductionM
 SEQ_LEN = 8
 SLICES = {"repeated_half": repeated_half(SEQ_LEN), "first": probes.first_occurrence_mask}
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 
 @pytest.fixture(scope="module")
 def model():

@@ -1,0 +1,243 @@
+"""How the forward passes of a head ablation run: through the whole model, or with two shortcuts that are checked
+on the model at hand before they are used.
+
+``unembed``: the loss is read from the unembedding's input (the argument of ``model.unembed``, caught by a forward
+pre-hook that ends the pass there) and ``model.unembed`` is applied at the slice positions only, in chunks, instead
+of the model computing ``[rows pos d_vocab]`` logits everywhere.
+
+``start_layer`` L > 0 (prefix sharing): every head set ablates layers >= L only, so the residual entering block L
+(``blocks.{L}.hook_resid_pre``) is the clean pass's in every ablated copy. The grouped passes put the clean residual
+there (repeated per copy), and the blocks below L return their input without computing: for the pass, their
+module's ``forward`` is swapped for a pass-through (on a TransformerBridge the Hugging Face layer inside
+``blocks.{l}``, so the embedding, position ids and attention masks are still made from the real tokens; on a
+HookedRootModule ``blocks.{l}`` itself). TransformerBridge's ``start_at_layer`` is not used: it still runs blocks
+0..L-1 and feeds the residual as ``inputs_embeds``, which loses padding-derived position ids.
+
+:func:`choose_route` checks each shortcut once per measurement on the first rows of the first batch: the clean
+per-token loss through the shortcut must equal the whole forward's (relative and absolute tolerance 1e-4, or the
+parameters' dtype resolution if coarser); else, or when a hook or module is missing, a warning is logged and the
+plain path is used. Logit soft-capping after the unembedding (Gemma 2) or an unembedding the model does not call
+as ``model.unembed`` fail that check.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from jaxtyping import Float
+from torch import Tensor, nn
+
+from probes.causal.token_loss import (LossInputs, counted_positions, token_losses_from_logits,
+                                      token_losses_from_unembed_input)
+from probes.core.batch import TokenBatch
+from probes.core.errors import ModelError
+from probes.core.runner import _is_bridge
+
+log = logging.getLogger(__name__)
+
+CHECK_LOGIT_BYTES = 64 * 2**20
+"""Full logits of the whole forward that :func:`choose_route` compares against: the first batch's first
+``CHECK_LOGIT_BYTES / (4 pos d_vocab)`` rows (at least one)."""
+
+CHECK_TOLERANCE = 1e-4
+
+
+@dataclass(frozen=True)
+class ForwardRoute:
+    """``unembed``: loss from the unembedding's input at the slice positions; ``start_layer``: blocks below it
+    skipped and the clean residual put in at ``blocks.{start_layer}.hook_resid_pre`` (0: nothing skipped)."""
+
+    unembed: bool = False
+    start_layer: int = 0
+
+    def describe(self) -> str:
+        parts = ["unembedding at the slice positions" if self.unembed else "full logits"]
+        if self.start_layer:
+            parts.append(f"blocks 0..{self.start_layer - 1} shared with the clean pass")
+        return ", ".join(parts)
+
+
+PLAIN = ForwardRoute()
+
+
+def resid_hook(layer: int) -> str:
+    """The residual stream entering block ``layer`` [batch pos d_model]."""
+    return f"blocks.{layer}.hook_resid_pre"
+
+
+class _UnembedReached(Exception):
+    """Raised from the unembedding's pre-hook: carries its input and ends the forward pass."""
+
+    def __init__(self, hidden: Any) -> None:
+        super().__init__()
+        self.hidden = hidden
+
+
+def _hidden_states(args: tuple, kwargs: dict) -> Any:
+    return args[0] if args else kwargs.get("hidden_states")
+
+
+def _pass_through(*args: Any, **kwargs: Any) -> Any:
+    return _hidden_states(args, kwargs)
+
+
+def block_compute(model: Any, layer: int) -> nn.Module | None:
+    """The module whose call computes block ``layer`` (the HF layer on a bridge), or None."""
+    blocks = getattr(model, "blocks", None)
+    if not isinstance(blocks, nn.ModuleList) or not 0 <= layer < len(blocks):
+        return None
+    module = getattr(blocks[layer], "original_component", None) if _is_bridge(model) else blocks[layer]
+    return module if isinstance(module, nn.Module) else None
+
+
+@contextlib.contextmanager
+def _blocks_skipped(model: Any, stop: int) -> Iterator[None]:
+    """Blocks ``0..stop-1`` return their input unchanged inside the block (an instance ``forward`` of a module,
+    e.g. accelerate's, is put back afterwards)."""
+    modules = [block_compute(model, layer) for layer in range(stop)]
+    saved = [module.__dict__.get("forward") for module in modules]
+    for module in modules:
+        module.forward = _pass_through
+    try:
+        yield
+    finally:
+        for module, forward in zip(modules, saved):
+            if forward is None:
+                del module.forward
+            else:
+                module.forward = forward
+
+
+def _injector(resid: Tensor, copies: int):
+    def inject(x: Tensor, hook: Any) -> Tensor:
+        if tuple(x.shape) != (copies * resid.shape[0], *resid.shape[1:]):
+            raise ModelError(f"{hook.name} fired with shape {tuple(x.shape)}; the clean residual put in there is "
+                             f"{tuple(resid.shape)} per copy.")
+        return resid.repeat(copies, *[1] * (resid.ndim - 1))
+
+    return inject
+
+
+def _run_to_unembed(model: Any, tokens: Tensor, kwargs: dict, hooks: list) -> Any:
+    def stop(module: nn.Module, args: tuple, kw: dict) -> None:
+        raise _UnembedReached(_hidden_states(args, kw))
+
+    handle = model.unembed.register_forward_pre_hook(stop, with_kwargs=True)
+    try:
+        model.run_with_hooks(tokens, fwd_hooks=hooks, **kwargs)
+    except _UnembedReached as reached:
+        return reached.hidden
+    finally:
+        handle.remove()
+    raise ModelError("The forward pass never called model.unembed, so the loss cannot be read from its input.")
+
+
+def token_losses(model: Any, route: ForwardRoute, inputs: LossInputs, kwargs: dict, hooks: Sequence, copies: int,
+                 resid: Tensor | None = None) -> Float[Tensor, "copy token"]:
+    """One forward pass over ``copies`` repeats of the batch with ``hooks``: the loss at each position of the union
+    of the slices per copy. A route with ``start_layer`` needs ``resid``, the clean pass's residual there."""
+    tokens = inputs.tokens.repeat(copies, 1)
+    kwargs = {key: value.repeat(copies, 1) if key == "attention_mask" else value for key, value in kwargs.items()}
+    hooks = list(hooks)
+    with contextlib.ExitStack() as stack:
+        if route.start_layer:
+            if resid is None:
+                raise ModelError(f"Skipping blocks below {route.start_layer} needs the clean residual there.")
+            hooks.append((resid_hook(route.start_layer), _injector(resid, copies)))
+            stack.enter_context(_blocks_skipped(model, route.start_layer))
+        if route.unembed:
+            hidden = _run_to_unembed(model, tokens, kwargs, hooks)
+        else:
+            logits = model.run_with_hooks(tokens, fwd_hooks=hooks, **kwargs)
+    if route.unembed:
+        return token_losses_from_unembed_input(model.unembed, hidden, inputs, copies, int(model.cfg.d_vocab))
+    return token_losses_from_logits(logits, inputs, copies)
+
+
+def _tolerance(model: Any) -> float:
+    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
+    return max(CHECK_TOLERANCE, float(torch.finfo(dtype).resolution))
+
+
+def _matches(model: Any, name: str, instead: str, route: ForwardRoute, inputs: LossInputs, kwargs: dict,
+             reference: Tensor, resid: Tensor | None) -> bool:
+    """Whether ``route`` gives the clean per-token ``reference`` loss; logs a warning saying ``instead`` if not."""
+    tolerance = _tolerance(model)
+    try:
+        losses = token_losses(model, route, inputs, kwargs, [], 1, resid)[0]
+    except (ModelError, RuntimeError, TypeError, ValueError, AttributeError) as error:
+        log.warning("%s: %s fails on this model (%s: %s); %s.", _name(model), name, type(error).__name__, error,
+                    instead)
+        return False
+    if not torch.allclose(losses, reference, rtol=tolerance, atol=tolerance):
+        worst = float((losses - reference).abs().max())
+        log.warning("%s: %s changes the clean per-token loss by up to %.3g nats (tolerance %.0e); %s.",
+                    _name(model), name, worst, tolerance, instead)
+        return False
+    return True
+
+
+def _name(model: Any) -> str:
+    return str(getattr(getattr(model, "cfg", None), "model_name", None) or type(model).__name__)
+
+
+@torch.inference_mode()
+def choose_route(model: Any, batch: TokenBatch, inputs: LossInputs, kwargs: dict, start_layer: int) -> ForwardRoute:
+    """The shortcuts that reproduce the whole forward's clean per-token loss on the first rows of ``batch``
+    (``inputs`` and ``kwargs`` its loss inputs and forward arguments) when the ablated layers start at
+    ``start_layer``; a warning names each one that cannot be used."""
+    n_rows, n_pos = batch.shape
+    rows = max(1, min(n_rows, CHECK_LOGIT_BYTES // (4 * n_pos * int(model.cfg.d_vocab))))
+    counted = counted_positions(batch, inputs.loss)[:rows]
+    if not bool(counted.any()):
+        log.warning("%s: the first batch has no position to check the shortcuts on; head ablation uses the whole "
+                    "forward pass.", _name(model))
+        return PLAIN
+    check = LossInputs(inputs.loss, inputs.tokens[:rows], inputs.targets[:rows], counted[None])
+    kwargs = {key: value[:rows] for key, value in kwargs.items()}
+    kept: dict[str, Any] = {}
+    hooks = []
+    skippable = start_layer > 0 and resid_hook(start_layer) in model.hook_dict and all(
+        block_compute(model, layer) is not None for layer in range(start_layer))
+    handle = None
+    if skippable:
+        hooks.append((resid_hook(start_layer), lambda x, hook: kept.__setitem__("resid", x.clone())))
+
+        def shapes(module: nn.Module, args: tuple, kw: dict, output: Any) -> None:
+            hidden = _hidden_states(args, kw)
+            kept["passes"] = (isinstance(output, Tensor) and isinstance(hidden, Tensor)
+                              and output.shape == hidden.shape)
+
+        handle = block_compute(model, start_layer - 1).register_forward_hook(shapes, with_kwargs=True)
+    try:
+        reference = token_losses(model, PLAIN, check, kwargs, hooks, 1)[0]
+    finally:
+        if handle is not None:
+            handle.remove()
+    full_logits = "head ablation computes full logits, a few copies of the batch per forward pass"
+    unembed = isinstance(getattr(model, "unembed", None), nn.Module)
+    if not unembed:
+        log.warning("%s has no model.unembed module; %s.", _name(model), full_logits)
+    unembed = unembed and _matches(model, "reading the loss from model.unembed's input", full_logits,
+                                   ForwardRoute(unembed=True), check, kwargs, reference, None)
+    start = 0
+    unshared = f"blocks 0..{start_layer - 1}, below the ablated layers, run in every ablated copy"
+    if start_layer > 0:
+        if not skippable:
+            log.warning("%s: no %s hook or no blocks.{layer} modules to skip; %s.", _name(model),
+                        resid_hook(start_layer), unshared)
+        elif not kept.get("passes", False) or "resid" not in kept:
+            log.warning("%s: block %d does not return a tensor of its input's shape; %s.", _name(model),
+                        start_layer - 1, unshared)
+        elif _matches(model, f"sharing blocks 0..{start_layer - 1} with the clean pass", unshared,
+                      ForwardRoute(unembed=unembed, start_layer=start_layer), check, kwargs, reference,
+                      kept["resid"]):
+            start = start_layer
+    route = ForwardRoute(unembed=unembed, start_layer=start)
+    log.info("%s: head ablation route: %s", _name(model), route.describe())
+    return route

@@ -1,0 +1,130 @@
+"""The shortcuts of the ablation's forward passes: the blocks below the ablated layers shared with the clean pass and
+the unembedding applied at the slice positions only give the whole forward's numbers, the skipped blocks do not run,
+the logits come in bounded chunks, and a model where a shortcut does not reproduce the forward falls back with a
+warning."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+
+import probes
+from probes.causal import AblationPlan, ablation_sums, head_output_means, repeated_half
+from probes.causal import token_loss
+from probes.causal.routes import PLAIN, ForwardRoute, choose_route
+from probes.causal.token_loss import LossInputs
+from probes.core.batch import TokenBatch
+from probes.core.model_info import ModelInfo
+from tests.probes.causal.planted_models import PlantedInductionModel, repeated_batches
+from tests.random_checkpoints import make_random_checkpoint
+
+SEQ_LEN = 8
+SLICES = {"repeated_half": repeated_half(SEQ_LEN), "first": probes.first_occurrence_mask}
+HEADS = [(1, 0), (1, 2)]
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture(scope="module")
+def batches():
+    return repeated_batches(seq_len=SEQ_LEN)
+
+
+def _route(model, batch, heads=HEADS):
+    plan = AblationPlan.build(ModelInfo.of(model), heads, method="zero")
+    masks = torch.stack([fn(batch) for fn in SLICES.values()])
+    return choose_route(model, batch, LossInputs.of(model, batch, masks, plan.loss), {}, min(plan.layers))
+
+
+def _both_ways(model, batches, method, heads=HEADS, slices=SLICES, **kwargs):
+    plan = AblationPlan.build(ModelInfo.of(model), heads, method=method, n_draws=5, seed=2)
+    means = head_output_means(model, plan.layers, batches) if method == "mean" else None
+    fast = ablation_sums(model, plan, batches, slices, means=means, **kwargs)
+    whole = ablation_sums(model, plan, batches, slices, means=means, shortcuts=False, **kwargs)
+    return fast, whole
+
+
+@pytest.mark.parametrize("method", ["zero", "mean", "resample"])
+def test_shortcuts_give_the_whole_forwards_sums_and_skip_the_lower_block(batches, method):
+    model = PlantedInductionModel()
+    assert _route(model, batches[0]) == ForwardRoute(unembed=True, start_layer=1)
+    plan = AblationPlan.build(ModelInfo.of(model), HEADS, method=method, n_draws=5, seed=2)
+    means = head_output_means(model, plan.layers, batches) if method == "mean" else None
+    model.calls[:] = [0, 0]
+    fast = ablation_sums(model, plan, batches, SLICES, means=means, max_rows=8)
+    # the check runs block 0 twice (the whole forward, the unembedding shortcut) and block 1 three times; then per
+    # batch the clean pass runs both, and each of the 3 grouped passes (6 sets, 2 per pass) block 1 only
+    assert model.calls == [2 + 4, 3 + 4 * (1 + 3)]
+    whole = ablation_sums(model, plan, batches, SLICES, means=means, max_rows=8, shortcuts=False)
+    torch.testing.assert_close(fast.clean, whole.clean, rtol=1e-6, atol=1e-9)
+    torch.testing.assert_close(fast.ablated, whole.ablated, rtol=1e-6, atol=1e-9)
+
+
+def test_the_unembedding_sees_bounded_chunks_of_slice_positions(batches, monkeypatch):
+    model = PlantedInductionModel()
+    sizes = []
+    model.unembed.register_forward_hook(lambda module, args, out: sizes.append(args[0].shape[:-1].numel()))
+    monkeypatch.setattr(token_loss, "LOGIT_CHUNK_BYTES", 4 * model.cfg.d_vocab * 5)  # 5 positions per chunk
+    fast, whole = _both_ways(model, batches, "zero", max_rows=4)
+    torch.testing.assert_close(fast.ablated, whole.ablated, rtol=1e-6, atol=1e-9)
+    # completed calls of the unembedding: the whole forward's 4 rows x 17 positions in the check's reference and on the
+    # whole route (per batch: clean + 6 sets, one per pass), else chunks of at most 5 positions
+    whole_calls = [n for n in sizes if n > 5]
+    assert set(whole_calls) == {4 * (2 * SEQ_LEN + 1)} and len(whole_calls) == 1 + 4 * (1 + 6)
+    assert len(sizes) > len(whole_calls)
+
+
+@pytest.mark.parametrize("model, warning, route", [
+    (PlantedInductionModel(head="softcap"), "changes the clean per-token loss", ForwardRoute(start_layer=1)),
+    (PlantedInductionModel(head="inline"), "no model.unembed", ForwardRoute(start_layer=1)),
+    (PlantedInductionModel(resid_hook=False), "no blocks.1.hook_resid_pre", ForwardRoute(unembed=True)),
+])
+def test_a_shortcut_that_does_not_reproduce_the_forward_falls_back_with_a_warning(batches, caplog, model, warning,
+                                                                                  route):
+    with caplog.at_level(logging.WARNING, logger="probes.causal.routes"):
+        assert _route(model, batches[0]) == route
+    assert warning in caplog.text
+    fast, whole = _both_ways(model, batches, "mean")
+    torch.testing.assert_close(fast.ablated, whole.ablated, rtol=1e-6, atol=1e-9)
+
+
+def test_heads_in_layer_0_share_nothing_and_need_no_warning(batches, caplog):
+    with caplog.at_level(logging.WARNING, logger="probes.causal.routes"):
+        assert _route(PlantedInductionModel(), batches[0], heads=[(0, 1), (1, 0)]) == ForwardRoute(unembed=True)
+    assert caplog.text == ""
+
+
+def test_a_position_free_check_is_the_plain_route(caplog):
+    model = PlantedInductionModel()
+    batch = TokenBatch(torch.tensor([[0, 3]]), torch.tensor([[False, True]]))
+    with caplog.at_level(logging.WARNING, logger="probes.causal.routes"):
+        assert choose_route(model, batch, LossInputs.of(model, batch, torch.zeros(1, 1, 2, dtype=torch.bool), "next"),
+                            {}, 1) == PLAIN
+    assert "no position to check" in caplog.text
+
+
+@pytest.fixture(scope="module", params=["gpt_neox", "gemma2"])
+def bridge(request, tmp_path_factory):
+    folder = tmp_path_factory.mktemp(request.param) / request.param
+    return probes.load_model(make_random_checkpoint(request.param, folder, seed=0))
+
+
+def test_a_bridge_with_left_and_right_padding_gives_the_whole_forwards_sums(bridge, caplog):
+    """Random GPT-NeoX and Gemma 2 bridges (Gemma 2 soft-caps its logits after the unembedding: with random weights
+    the cap changes them by far less than the tolerance), rows padded on the right and on the left."""
+    g = torch.Generator().manual_seed(0)
+    tokens = torch.randint(100, 1000, (4, 12), generator=g)
+    mask = torch.ones(4, 12, dtype=torch.long)
+    mask[1, 9:] = 0  # right padding
+    mask[2, :4] = 0  # left padding: positions come from the attention mask
+    tokens[mask == 0] = bridge.tokenizer.pad_token_id
+    batches = [TokenBatch(tokens, mask.bool(), mask), TokenBatch(tokens.flip(0), mask.flip(0).bool(), mask.flip(0))]
+    with caplog.at_level(logging.INFO, logger="probes.causal.routes"):
+        fast, whole = _both_ways(bridge, batches, "resample", heads=[(1, 0), (1, 3)],
+                                 slices={"all": probes.predicted_positions}, max_rows=8)
+    assert "unembedding at the slice positions, blocks 0..0 shared with the clean pass" in caplog.text
+    torch.testing.assert_close(fast.clean, whole.clean, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(fast.ablated, whole.ablated, rtol=1e-5, atol=1e-6)
+    assert fast.count.tolist() == [[4 * 11 - 3 - 4]] * 2  # 4 rows of 11 queries, less 3 right- and 4 left-padded
