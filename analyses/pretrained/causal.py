@@ -8,8 +8,10 @@ Three ablations, each choosing its heads on data it does not measure on:
 - ``previous_token_causal``: the ``k`` best previous-token heads on the even text batches, mean-ablated on the same
   fresh repeated sequences (an induction circuit needs its previous-token heads); the same statistic.
 - ``topic_heads_causal``: the ``k`` heads with the largest same- minus different-topic attention on the even text
-  batches, mean-ablated on rows of the odd text batches; statistic: the loss change on tokens whose LDA topic
-  already appeared in the row minus the change on tokens whose topic did not.
+  batches, mean-ablated on rows of the odd text batches (the rows with the most tokens whose topic already
+  appeared: few tokens carry a topic, and those rows are chosen from the labels alone, before any model runs);
+  statistic: the loss change on tokens whose LDA topic already appeared in the row minus the change on tokens
+  whose topic did not.
 
 Each unit of the bootstrap is one sequence (one row per batch). The null is the same statistic for ``draws``
 random head sets (:class:`probes.causal.AblationPlan`); the finding's null value is its 99th percentile and its
@@ -67,7 +69,7 @@ class CausalConfig:
     seq_len: int = 16
     sequences: int = 6
     text_rows: int = 6
-    text_len: int = 48
+    text_len: int = 64
     max_rows: int = 256
 
     def __post_init__(self) -> None:
@@ -171,16 +173,21 @@ def measure_ablation(model: Any, name: str, heads: Sequence[tuple[int, int]], ba
         data=data)
 
 
-def single_rows(batches: Sequence[TokenBatch], n_rows: int, max_len: int) -> list[TokenBatch]:
-    """The first ``n_rows`` rows of ``batches``, each its own batch, cut to ``max_len`` positions."""
+def single_rows(batches: Sequence[TokenBatch], n_rows: int, max_len: int,
+                richest: SliceFn | None = None) -> list[TokenBatch]:
+    """``n_rows`` rows of ``batches``, each its own batch, cut to ``max_len`` positions: the first ones, or with
+    ``richest`` the rows where that slice marks the most positions (ties: the earlier row), in their order.
+    Choosing rows by a slice of the data (which tokens carry a topic) does not look at any model."""
     rows = []
     for batch in batches:
         for i in range(batch.shape[0]):
-            if len(rows) == n_rows:
-                return rows
             mask = None if batch.attention_mask is None else batch.attention_mask[i : i + 1, :max_len]
             rows.append(TokenBatch(batch.tokens[i : i + 1, :max_len], batch.valid[i : i + 1, :max_len], mask))
-    return rows
+    if richest is None:
+        return rows[:n_rows]
+    counts = [int(richest(row).sum()) for row in rows]
+    keep = sorted(sorted(range(len(rows)), key=lambda i: (-counts[i], i))[:n_rows])
+    return [rows[i] for i in keep]
 
 
 def causal_unavailable(model: Any, info: ModelInfo, config: CausalConfig) -> str:
@@ -220,7 +227,7 @@ def measure_causal(model: Any, *, induction: Sequence[tuple[int, int, float]],
     ``(layer, head, score)`` top heads (chosen on other batches), ``text_batches`` the odd text batches."""
     info = ModelInfo.of(model)
     protocol = causal_protocol(info, config, seed)
-    rows = single_rows(text_batches, config.text_rows, config.text_len)
+    rows = single_rows(text_batches, config.text_rows, config.text_len, richest=topic_seen_slice(labels))
     copy_slices = {"repeated_half": repeated_half(config.seq_len)}
     protocol_data = f"{config.sequences} repeated random sequences (seq_len={config.seq_len}, seed={seed + 1})"
     chosen = {"induction_heads_causal": (induction, "induction score on the even protocol batches"),
@@ -233,7 +240,8 @@ def measure_causal(model: Any, *, induction: Sequence[tuple[int, int, float]],
         if name == "topic_heads_causal":
             slices = {"topic_seen": topic_seen_slice(labels), "topic_unseen": topic_unseen_slice(labels)}
             batches, signs = rows, (1.0, -1.0)
-            data = f"{len(rows)} rows of the odd text batches (first {config.text_len} tokens)"
+            data = (f"the {len(rows)} rows of the odd text batches with the most tokens whose topic already appeared "
+                    f"(first {config.text_len} tokens of each)")
         else:
             slices, batches, signs, data = copy_slices, protocol, (1.0,), protocol_data
         out[name] = measure_ablation(model, name, heads, batches, slices, signs, config, chosen_by=chosen_by,

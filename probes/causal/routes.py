@@ -222,17 +222,17 @@ def choose_route(model: Any, batch: TokenBatch, inputs: LossInputs, kwargs: dict
     full_logits = "head ablation computes full logits, a few copies of the batch per forward pass"
     unembed = isinstance(getattr(model, "unembed", None), nn.Module)
     if not unembed:
-        log.warning("%s has no model.unembed module; %s.", _name(model), full_logits)
+        log.info("%s has no model.unembed module; %s.", _name(model), full_logits)
     unembed = unembed and _matches(model, "reading the loss from model.unembed's input", full_logits,
                                    ForwardRoute(unembed=True), check, kwargs, reference, None)
     start = 0
     unshared = f"blocks 0..{start_layer - 1}, below the ablated layers, run in every ablated copy"
     if start_layer > 0:
         if not skippable:
-            log.warning("%s: no %s hook or no blocks.{layer} modules to skip; %s.", _name(model),
+            log.info("%s: no %s hook or no blocks.{layer} modules to skip; %s.", _name(model),
                         resid_hook(start_layer), unshared)
         elif not kept.get("passes", False) or "resid" not in kept:
-            log.warning("%s: block %d does not return a tensor of its input's shape; %s.", _name(model),
+            log.info("%s: block %d does not return a tensor of its input's shape; %s.", _name(model),
                         start_layer - 1, unshared)
         elif _matches(model, f"sharing blocks 0..{start_layer - 1} with the clean pass", unshared,
                       ForwardRoute(unembed=unembed, start_layer=start_layer), check, kwargs, reference,

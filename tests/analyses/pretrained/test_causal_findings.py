@@ -53,6 +53,14 @@ def test_topic_slices_on_a_hand_made_row():
     assert unseen.tolist() == [[False, True, False, False, False, False]]
 
 
+def test_topic_slices_refuse_bad_labels():
+    batch = TokenBatch(torch.tensor([[0, 1, 7]]), torch.ones(1, 3, dtype=torch.bool))
+    with pytest.raises(InputError, match="integer vector"):
+        topic_seen_slice(torch.zeros(5, 2, dtype=torch.long))(batch)
+    with pytest.raises(InputError, match="no topic label"):
+        topic_unseen_slice(torch.zeros(5, dtype=torch.long))(batch)
+
+
 def test_fixed_sequence_adjustment():
     assert fixed_sequence_adjust([0.005, 0.02, 0.001]) == [0.005, 0.02, 0.02]
     assert fixed_sequence_adjust([0.001, 0.002]) == [0.001, 0.002]
@@ -101,6 +109,9 @@ def test_single_rows_and_bad_settings():
     batch = TokenBatch(torch.arange(12).reshape(3, 4), torch.ones(3, 4, dtype=torch.bool))
     rows = single_rows([batch, batch], 4, 3)
     assert len(rows) == 4 and rows[3].tokens.tolist() == [[0, 1, 2]]
+    # the richest rows by a slice, in their order: row 1 (tokens 4..6) and the repeat of row 1 mark 2 positions
+    fours = lambda b: (b.tokens >= 4) & (b.tokens <= 5)  # noqa: E731
+    assert [r.tokens[0, 0].item() for r in single_rows([batch, batch], 2, 3, richest=fours)] == [4, 4]
     with pytest.raises(ConfigError, match="draws"):
         CausalConfig(draws=20)
     with pytest.raises(ConfigError, match="method"):

@@ -83,9 +83,12 @@ def test_the_unembedding_sees_bounded_chunks_of_slice_positions(batches, monkeyp
 ])
 def test_a_shortcut_that_does_not_reproduce_the_forward_falls_back_with_a_warning(batches, caplog, model, warning,
                                                                                   route):
-    with caplog.at_level(logging.WARNING, logger="probes.causal.routes"):
+    # a shortcut that runs and differs is a warning; a model without the module or hook is told at INFO (it is
+    # only slower, and a toy without an unembed module would repeat it on every ablation of a report)
+    level = logging.WARNING if "changes" in warning else logging.INFO
+    with caplog.at_level(logging.INFO, logger="probes.causal.routes"):
         assert _route(model, batches[0]) == route
-    assert warning in caplog.text
+    assert [r for r in caplog.records if warning in r.getMessage() and r.levelno == level]
     fast, whole = _both_ways(model, batches, "mean")
     torch.testing.assert_close(fast.ablated, whole.ablated, rtol=1e-6, atol=1e-9)
 
