@@ -20,13 +20,23 @@ both its null and the control model, see :mod:`probes.stats.findings`):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import Protocol
 
+from analyses.pretrained.held_out import HeldOut
+from probes.dynamics.embedding_topics import EmbeddingTopicTest
 from probes.stats.findings import Finding, adjust_family
 
-if TYPE_CHECKING:  # the measurements module imports this one
-    from analyses.pretrained.held_out import HeldOut
-    from analyses.pretrained.measure import ModelMeasurements
+
+class Measured(Protocol):
+    """What the findings read from one model's measurements
+    (:class:`analyses.pretrained.measure.ModelMeasurements`, which imports this module)."""
+
+    @property
+    def held_out(self) -> Mapping[str, HeldOut]: ...
+
+    @property
+    def embedding(self) -> EmbeddingTopicTest: ...
 
 PRETRAINED_FINDINGS = ("induction_protocol", "induction_text", "previous_token_text", "topic_attention_mean",
                        "topic_attention_best_head", "embedding_topic_similarity", "cooccurrence_ordering")
@@ -85,11 +95,11 @@ def finding_from_spec(name: str, value: float, ci: tuple[float, float], null_val
                    selection=default_selection if selection is None else selection)
 
 
-def _finding(name: str, held: "HeldOut") -> Finding:
+def _finding(name: str, held: HeldOut) -> Finding:
     return finding_from_spec(name, held.value, held.ci, held.null_value, held.p_value, head=held.head)
 
 
-def model_findings(measured: "ModelMeasurements") -> dict[str, Finding]:
+def model_findings(measured: Measured) -> dict[str, Finding]:
     """The seven findings of one model without a control, Holm-adjusted as one family."""
     findings = {name: _finding(name, measured.held_out[name]) for name in PRETRAINED_FINDINGS
                 if name in measured.held_out}
@@ -100,7 +110,7 @@ def model_findings(measured: "ModelMeasurements") -> dict[str, Finding]:
     return {name: findings[name] for name in PRETRAINED_FINDINGS}
 
 
-def pretrained_findings(measured: "ModelMeasurements", control: "ModelMeasurements | None"
+def pretrained_findings(measured: Measured, control: Measured | None
                         ) -> tuple[dict[str, Finding], dict[str, Finding]]:
     """``(findings, control_findings)``: each finding of the model beside the control's value; the control's
     own findings are judged against their nulls only (they should not hold)."""

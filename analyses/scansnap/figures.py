@@ -10,17 +10,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
-if TYPE_CHECKING:
-    from analyses.scansnap.experiment import MainRun
-    from analyses.scansnap.result import WikitextTrace
-    from toymodels.training import History
-
-LOSS_TARGET = 0.05
-"""The loss line of the loss figure; the summary's ``first_step_below_0.05`` is the first step under it."""
+from analyses.scansnap.main_run import LOSS_TARGET, MainRun
+from analyses.scansnap.result import WikitextTrace
+from toymodels.training import History
 
 
 def _pyplot() -> Any:

@@ -62,7 +62,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -72,6 +72,8 @@ from analyses.toy_causal import paired_loss_change
 from analyses.torch_threads import torch_threads
 from analyses.pretrained.findings import finding_from_spec
 from analyses.pretrained.held_out import MIN_RANKED_KEYS
+from analyses.scansnap.config import ScanSnapConfig
+from analyses.scansnap.main_run import MainRun, eval_sets, main_run
 from analyses.toy_findings import SeedFindings, judge_against_init
 from probes import feed_probes
 from probes.attention.key_token_attention import KeyTokenAttention, KeyTokenAttentionProbe
@@ -85,9 +87,6 @@ from toymodels.errors import ToyConfigError
 from toymodels.scansnap.data import CooccurrenceData
 from toymodels.scansnap.model import YZTransformer
 
-if TYPE_CHECKING:  # the experiment imports this module
-    from analyses.scansnap.config import ScanSnapConfig
-    from analyses.scansnap.experiment import MainRun
 
 FINDINGS = ("cooccurrence_ordering", "scan_order", "scansnap_attention_causal")
 N_PERMUTATIONS = 1000
@@ -269,8 +268,6 @@ def main_run_findings(config: ScanSnapConfig, main: MainRun, evaluation: Sequenc
 def seed_findings(config: ScanSnapConfig, seed: int) -> SeedFindings:
     """Train the Y/Z model of ``config`` at ``seed`` (no figures, no files, no progress, ``config.threads``
     torch threads) and return its findings against itself at initialisation (:func:`main_run_findings`)."""
-    from analyses.scansnap.experiment import eval_sets, main_run
-
     config = dataclasses.replace(config, seed=seed)
     with torch_threads(config.threads):
         main = main_run(config, progress=False)

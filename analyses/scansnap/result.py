@@ -22,7 +22,7 @@ from probes.dynamics.snap import RateSnap
 
 STATISTICS = ("distinct_mass", "common_mass", "entropy", "entropy_all", "cooccurrence_spearman", "cooccurrence_kendall",
               "cooccurrence_spearman_corpus", "cooccurrence_spearman_mass")
-"""The key-token attention statistics averaged over facts (:func:`analyses.scansnap.experiment.fact_statistics`)."""
+"""The key-token attention statistics averaged over facts (:func:`analyses.scansnap.main_run.fact_statistics`)."""
 
 
 def _numbers(values: Any) -> tuple[float, ...]:
