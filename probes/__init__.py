@@ -10,12 +10,15 @@ Subpackages, each with a public ``__init__``: ``core`` (the probe contract, the 
 loading, sharding, query-block attention), ``attention`` (probes of attention patterns), ``dynamics``
 (measures on weights and training histories), ``text`` (corpora, LDA topics, token statistics), ``stats``
 (bootstrap, nulls, findings, random-weight controls), ``linear`` (linear probes) and ``causal`` (head ablation
-against random head sets). Every module is also
-importable under its name before the subpackages existed (``probes.runner``, ``probes.head_scores``,
-``probes.linear_probe``, ...), so older scripts keep working.
+against random head sets). The flat module paths of mechprobe 0.1 (``probes.runner``, ``probes.linear_probe``, ...)
+still import, with a ``DeprecationWarning`` naming the new path, until mechprobe 0.3.0; the six whose names are
+now functions (``probes.head_scores``, ...) no longer import as modules (an ``import probes.head_scores as m``
+bound the function) and say where the module went.
 """
 
 import sys as _sys
+import types as _types
+import warnings as _warnings
 from importlib import import_module as _import_module
 from importlib import metadata as _metadata
 
@@ -69,12 +72,48 @@ _MOVED_MODULES = {
     "topics": "probes.text.topics",
     "two_stage": "probes.dynamics.two_stage",
 }
+FLAT_PATHS_REMOVED_IN = "0.3.0"
+
+
+class _MovedModule(_types.ModuleType):
+    """``probes.<old>``: forwards every attribute to the module's new home, with a DeprecationWarning."""
+
+    def __init__(self, old: str, new: str) -> None:
+        super().__init__(f"probes.{old}", f"Moved to {new}; this path is removed in mechprobe {FLAT_PATHS_REMOVED_IN}.")
+        self.__dict__["_new"] = new
+
+    def __getattr__(self, name: str):
+        new = self.__dict__["_new"]
+        if name.startswith("__"):  # the import system's own questions (__path__, __spec__ ...), not a user's
+            raise AttributeError(name)
+        _warnings.warn(f"{self.__name__} is deprecated and is removed in mechprobe {FLAT_PATHS_REMOVED_IN}; "
+                       f"import {new} instead.", DeprecationWarning, stacklevel=2)
+        return getattr(_import_module(new), name)
+
+    def __dir__(self) -> list[str]:
+        return dir(_import_module(self.__dict__["_new"]))
+
+
+class _ShadowedModuleFinder:
+    """Refuses ``import probes.<name>`` where ``probes.<name>`` is now a function, naming the module's new path."""
+
+    @staticmethod
+    def find_spec(fullname: str, path=None, target=None):
+        package, _, old = fullname.partition(".")
+        if package == "probes" and old in _SHADOWED:
+            raise ModuleNotFoundError(
+                f"{fullname} is not a module any more: probes.{old} is the function of that name. The module moved "
+                f"to {_MOVED_MODULES[old]}; import that.", name=fullname)
+        return None
+
+
+_SHADOWED = frozenset(old for old in _MOVED_MODULES if old in globals())
 for _old, _new in _MOVED_MODULES.items():
-    _module = _import_module(_new)
-    _sys.modules[f"probes.{_old}"] = _module
-    if _old not in globals():  # head_scores, scan_order, ... stay the functions of the same names
-        globals()[_old] = _module
-del _old, _new, _module
+    if _old not in _SHADOWED:
+        _sys.modules[f"probes.{_old}"] = globals()[_old] = _MovedModule(_old, _new)
+del _old, _new
+if not any(isinstance(f, _ShadowedModuleFinder) for f in _sys.meta_path):
+    _sys.meta_path.insert(0, _ShadowedModuleFinder())
 
 try:
     __version__ = _metadata.version("mechprobe")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import re
 from pathlib import Path
 
 import pytest
@@ -55,14 +56,28 @@ def test_every_module_opens_by_saying_what_it_holds(package):
     assert silent == []
 
 
-def test_the_flat_probe_module_names_still_import():
-    """Scripts written before the subpackages (``from probes.runner import run_probes``) keep working."""
+def test_the_flat_probe_module_names_still_import_with_a_deprecation_warning():
+    """Scripts written before the subpackages (``from probes.runner import run_probes``) keep working until 0.3.0,
+    warned once per use with the new path; the six flat names that are now functions refuse to import as modules
+    and name where the module went."""
     import probes
 
     for old, new in probes._MOVED_MODULES.items():
-        assert importlib.import_module(f"probes.{old}") is importlib.import_module(new)
-    from probes.runner import run_probes  # noqa: F401  (the form users wrote)
-    assert callable(probes.head_scores) and probes.runner is importlib.import_module("probes.core.runner")
+        if old in probes._SHADOWED:
+            with pytest.raises(ModuleNotFoundError, match=rf"{new}; import that"):
+                importlib.import_module(f"probes.{old}")
+            assert callable(getattr(probes, old)), old
+            continue
+        module = importlib.import_module(f"probes.{old}")
+        public = importlib.import_module(new)
+        name = next(n for n in dir(public) if not n.startswith("_"))
+        with pytest.warns(DeprecationWarning, match=rf"removed in mechprobe 0\.3\.0; import {re.escape(new)} instead"):
+            assert getattr(module, name) is getattr(public, name)
+    with pytest.warns(DeprecationWarning, match="probes.core.runner"):
+        from probes.runner import run_probes  # (the form users wrote)
+    assert run_probes is importlib.import_module("probes.core.runner").run_probes
+    assert probes._SHADOWED == {"block_structure", "head_scores", "residual_hooks", "same_token_attention",
+                                "scan_order", "topic_attention"}
 
 
 def test_each_probes_subpackage_exports_what_probes_exports():
