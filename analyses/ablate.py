@@ -49,9 +49,9 @@ class AblateSettings:
     method: str = "mean"
     heads: tuple[tuple[int, int], ...] | None = None
     top: tuple[str, int] | None = None
-    seq_len: int = 50
+    seq_len: int = 20
     batches: int = 4
-    batch_size: int = 8
+    batch_size: int = 4
     n_draws: int = 200
     seed: int = 0
     n_boot: int = 1000

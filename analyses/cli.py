@@ -148,10 +148,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="replace each head's output by 0, its mean over the batches, or its output on another "
                         "sequence (default mean)")
     ablate.add_argument("--out", required=True, metavar="DIR", help="output folder (created)")
-    ablate.add_argument("--seq-len", type=int, default=50, metavar="N", help="length of the repeated block (default 50)")
+    ablate.add_argument("--seq-len", type=int, default=20, metavar="N", help="length of the repeated block (default 20)")
     ablate.add_argument("--batches", type=int, default=4, metavar="B",
                         help="batches ablated (as many more choose --top heads; default 4)")
-    ablate.add_argument("--batch-size", type=int, default=8, metavar="R", help="sequences per batch (default 8)")
+    ablate.add_argument("--batch-size", type=int, default=4, metavar="R", help="sequences per batch (default 4)")
     ablate.add_argument("--draws", type=int, default=200, metavar="N", help="random head sets of the null (default 200)")
     ablate.add_argument("--max-rows", type=int, default=256, metavar="R",
                         help="rows per forward pass: batch rows x head sets ablated together (default 256)")
