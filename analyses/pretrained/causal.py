@@ -32,16 +32,16 @@ import torch
 from torch import Tensor
 
 from analyses.pretrained.findings import CAUSAL_FINDINGS, finding_from_spec
+from analyses.paper_result import number
 from mechprobe.validation import integer
 from probes.attention.repeated_tokens import repeated_random_tokens
 from probes.attention.topic_attention import TopicAttention
 from probes.causal import AblationPlan, ablation_sums, head_output_means, repeated_half
-from probes.causal.ablation import ABLATION_METHODS, AblationSums
-from probes.causal.means import z_hook
+from probes.causal.ablation import ABLATION_METHODS, AblationSums, check_z_hooks
 from probes.causal.slices import SliceFn
 from probes.causal.topic_slices import topic_seen_slice, topic_unseen_slice
 from probes.core.batch import TokenBatch
-from probes.core.errors import ConfigError, InputError
+from probes.core.errors import ConfigError, InputError, ModelError
 from probes.core.model_info import ModelInfo
 from probes.stats.bootstrap import bootstrap_interval
 from probes.stats.findings import Finding
@@ -121,8 +121,6 @@ class CausalMeasurement:
 
     @classmethod
     def from_dict(cls, document: Mapping[str, Any]) -> "CausalMeasurement":
-        nan = float("nan")
-        number = (lambda v: nan if v is None else float(v))
         return cls(str(document["name"]), tuple((int(l), int(h)) for l, h in document["heads"]),
                    str(document["chosen_by"]), tuple(number(v) for v in document["selection_scores"]),
                    tuple(document["slices"]), tuple(float(s) for s in document["signs"]), number(document["value"]),
@@ -196,9 +194,10 @@ def causal_unavailable(model: Any, info: ModelInfo, config: CausalConfig) -> str
         return "not measured: causal.enabled is false"
     if not info.causal:
         return "not measured: the report's ablations read next-token loss, and this model is an encoder"
-    missing = [z_hook(layer) for layer in range(info.n_layers) if z_hook(layer) not in model.hook_dict]
-    if missing:
-        return f"not measured: the model has no per-head output hook ({missing[0]})"
+    try:
+        check_z_hooks(model, range(info.n_layers))
+    except ModelError as error:
+        return f"not measured: {error}"
     return ""
 
 
