@@ -114,10 +114,11 @@ def build_parser() -> argparse.ArgumentParser:
     render.add_argument("folder", metavar="OUT", help="a folder written by mechprobe report")
 
     linear = sub.add_parser(
-        "probe-linear", help="linear probes (scikit-learn) on each layer's residual stream, beside a control task",
+        "probe-linear", help="linear probes (scikit-learn) on each layer's residual stream, beside a baseline",
         description="Decode previous tokens (parent), LDA topics (topic) or Scan and Snap's next-token class (next) "
-        "from every layer with grouped cross-validation; accuracy, the majority baseline, a control task "
-        "(random labels per word type) and selectivity, for the model and its random-weight control. "
+        "from every layer with grouped cross-validation; accuracy, the majority baseline, and the gain over the "
+        "label's baseline (the word's topic: a control task with random labels per word type; everything else: "
+        "what the current token alone predicts), for the model and its random-weight control. "
         "Writes OUT/summary.json, OUT/result/ and OUT/control/.",
     )
     linear.add_argument("--model", required=True, metavar="SPEC",
@@ -250,8 +251,9 @@ def _run_linear(args: argparse.Namespace) -> int:
     summary = run_linear_probe(args.model, args.target, out, config, device=args.device, dtype=torch_dtype(args.dtype),
                                progress=not args.no_progress)
     for key, entry in summary["results"].items():
-        cells = " ".join(f"{a:.2f}/{s:+.2f}" for a, s in zip(entry["accuracy"], entry["selectivity"]))
-        print(f"{args.target} {key} (accuracy/selectivity per layer, majority {entry['majority_baseline']:.2f}): {cells}")
+        cells = " ".join(f"{a:.2f}/{g:+.2f}" for a, g in zip(entry["accuracy"], entry["gain"]))
+        print(f"{args.target} {key} (accuracy/{entry['statistic']} per layer, majority "
+              f"{entry['majority_baseline']:.2f}): {cells}")
     print(f"wrote {out / 'summary.json'}")
     return 0
 

@@ -9,6 +9,8 @@ Targets (keys of ``summary.json["results"]``):
   (``"document"``). Pretrained models: gensim LDA fitted on the corpus; the topic toy: the generator's topics.
 - ``next``: Scan and Snap's next-token class, read at the query (last) position (a ``toy scansnap`` folder).
 
+Each key is scored as a gain over its baseline (``statistic`` and ``baseline_kind`` in the summary): the
+word's topic against the control task (selectivity), the other keys against the current token alone.
 Every run probes the same batches through the model's random-weight control too
 (:func:`probes.stats.control_model.random_weight_control`), written to ``OUT/control/``.
 """
@@ -262,10 +264,12 @@ def probe_setup(model: Any, setup: ProbeSetup, config: LinearProbeConfig, *, pro
 def linear_summary(model: str, target: str, result: LinearProbeScores) -> dict[str, Any]:
     """The ``summary.json`` document of one model (see the module docstring and the issue's schema)."""
     return {"model": model, "target": target, "layers": list(result.hooks), "results": {
-        key: {"accuracy": result.accuracy[key].tolist(), "ci": result.accuracy_ci[key].tolist(),
-              "control_accuracy": result.control_accuracy[key].tolist(),
-              "selectivity": result.selectivity[key].tolist(),
-              "majority_baseline": result.majority_baseline[key]} for key in result.keys}}
+        key: {"statistic": result.statistic[key], "baseline_kind": result.baseline[key],
+              "baseline_source": result.baseline_source[key],
+              "accuracy": result.accuracy[key].tolist(), "ci": result.accuracy_ci[key].tolist(),
+              "baseline_accuracy": result.baseline_accuracy[key].tolist(), "gain": result.gain[key].tolist(),
+              "gain_ci": result.gain_ci[key].tolist(), "majority_baseline": result.majority_baseline[key]}
+        for key in result.keys}}
 
 
 def run_linear_probe(spec: str, target: str, out: str | Path, config: LinearProbeConfig = LinearProbeConfig(), *,

@@ -1,4 +1,4 @@
-"""The linear-probe figure: selectivity per layer, one panel per model, its random-weight control dashed."""
+"""The linear-probe figure: the gain over each label's baseline per layer, one panel per model, its random-weight control dashed."""
 
 from __future__ import annotations
 
@@ -22,9 +22,9 @@ def layer_number(hook: str) -> int:
     return int(match.group(1)) + 1 if match else 0
 
 
-def selectivity_curves(runs: Mapping[str, LinearProbeScores], path: Path, *, control_suffix: str,
+def gain_curves(runs: Mapping[str, LinearProbeScores], path: Path, *, control_suffix: str,
                        key_label: Callable[[str], str]) -> Path:
-    """One panel per model (toys first, then pretrained): selectivity [layer] of each label key with its 95%
+    """One panel per model (toys first, then pretrained): the gain [layer] of each label key with its 95%
     band, the model solid and its control (``label + control_suffix``) dashed in the same colour."""
     models = [label for label in runs if not label.endswith(control_suffix)]
     fig, axes = plt.subplots(1, len(models), figsize=(3.8 * len(models), 3.4), squeeze=False, sharey=True)
@@ -36,12 +36,12 @@ def selectivity_curves(runs: Mapping[str, LinearProbeScores], path: Path, *, con
                 continue
             for i, key in enumerate(scores.keys):
                 x = np.array([layer_number(hook) for hook in scores.hooks])
-                y = scores.selectivity[key].numpy()
+                y = scores.gain[key].numpy()
                 colour = colours[i % len(colours)]
                 ax.plot(x, y, style, color=colour, marker="o", markersize=3,
                         label=key_label(key) if style == "-" else None)
                 if style == "-":
-                    band = scores.selectivity_ci[key].numpy()
+                    band = scores.gain_ci[key].numpy()
                     ax.fill_between(x, band[:, 0], band[:, 1], color=colour, alpha=0.15)
         if label + control_suffix in runs:
             ax.plot([], [], "--", color="grey", label="random weights")
@@ -50,7 +50,7 @@ def selectivity_curves(runs: Mapping[str, LinearProbeScores], path: Path, *, con
         ax.set_title(label, fontsize=10)
         ax.set_xlabel("after layer (0 = embeddings)")
         ax.legend(fontsize=7)
-    axes[0][0].set_ylabel("selectivity (accuracy - control task)")
+    axes[0][0].set_ylabel("gain (accuracy - baseline)")
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)

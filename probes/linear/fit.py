@@ -6,14 +6,19 @@
   folds; folds are ``GroupKFold`` over documents, so no document is in a fold's train and test part
   (optionally no word type either: ``unseen``). Fits run with one BLAS/OpenMP thread
   (:func:`fitting_threads`).
-- :func:`control_task_labels`: Hewitt & Liang (2019)'s control task: each word type (the token at the
-  probed position) gets a random class. Unlike their independent draws, the types are shuffled and
+- :func:`token_identity_correct`: the baseline for labels that are not a property of the current word
+  (``tok[t-k]``, the document's topic, the next token): what the current token alone predicts, a
+  ``CategoricalNB`` on the token id fitted on the same folds (the training folds' most frequent class of
+  that token, smoothed; the prior's class for a token unseen there).
+- :func:`control_task_labels`: Hewitt & Liang (2019)'s control task, the baseline for labels that are a
+  property of the current word (its topic): each word type (the token at the probed position) gets a random class. Unlike their independent draws, the types are shuffled and
   cut at the real labels' cumulative class frequencies, so the control's class frequencies match the
   real task's (up to one type's mass) and a vocabulary of a few types cannot collapse onto one class.
 - :func:`document_bootstrap`: percentile intervals that resample documents (examples of one document
   are not independent).
-- :func:`held_out_best_layer`: the layer of highest selectivity chosen on the even-ranked documents,
-  measured on the odd-ranked ones (out-of-fold predictions, so no extra fit).
+- :func:`held_out_best_layer`: the layer where the gain over the baseline (and over a random-weight
+  model's gain, paired example by example) is highest on the even-ranked documents, measured on the
+  odd-ranked ones (out-of-fold predictions, so no extra fit).
 """
 
 from __future__ import annotations
@@ -126,6 +131,22 @@ def majority_correct(labels: np.ndarray, groups: np.ndarray, n_folds: int, unsee
     return out_of_fold_correct(DummyClassifier(strategy="most_frequent"), zeros, labels, groups, n_folds, unseen)
 
 
+def token_identity_correct(types: np.ndarray, labels: np.ndarray, groups: np.ndarray, n_folds: int,
+                           unseen: np.ndarray | None = None, *, smoothing: float = 0.1) -> np.ndarray:
+    """Out-of-fold correctness of predicting each label from the current token alone (uint8 [n_examples]).
+
+    ``CategoricalNB`` on one feature, the token id: for a token seen in the training folds, the class it most
+    often had there (Laplace ``smoothing`` toward the class prior); for a token unseen there, the prior's most
+    frequent class. Same folds as the probes (:func:`out_of_fold_correct`). Example: tokens that always carry
+    the same label are predicted perfectly once seen, and a label independent of the token gives the majority rate.
+    """
+    from sklearn.naive_bayes import CategoricalNB
+
+    _, codes = np.unique(types, return_inverse=True)
+    estimator = CategoricalNB(alpha=smoothing, min_categories=int(codes.max()) + 1)
+    return out_of_fold_correct(estimator, codes.reshape(-1, 1), labels, groups, n_folds, unseen)
+
+
 def control_task_labels(word_types: np.ndarray, labels: np.ndarray, n_classes: int, seed: int) -> np.ndarray:
     """A random class per word type, with the real labels' class frequencies (see the module docstring).
 
@@ -166,22 +187,42 @@ def percentile_ci(draws: np.ndarray, level: float = 0.95) -> np.ndarray:
     return np.stack([np.percentile(draws, tail, axis=0), np.percentile(draws, 100 - tail, axis=0)], axis=-1)
 
 
-def held_out_best_layer(correct: np.ndarray, control_correct: np.ndarray, groups: np.ndarray, *, n_boot: int,
+def held_out_best_layer(gain: np.ndarray, groups: np.ndarray, *, control: np.ndarray | None = None, n_boot: int,
                         seed: int) -> dict[str, Any]:
-    """The layer of highest selectivity on the even-ranked documents, measured on the odd-ranked ones.
+    """The best layer chosen on the even-ranked documents, measured on the odd-ranked ones.
 
-    Returns ``layer``, ``selection_value``, ``value`` (selectivity on the odd documents), ``ci`` (document
-    bootstrap), ``p_value`` (share of draws <= 0, at least ``1 / (n_boot + 1)``).
+    ``gain`` [layer, example]: each example's correctness minus its baseline's (the control task's or the
+    token-identity prediction's). ``control``: the same for a random-weight model on the *same* examples, so the
+    two are paired. The layer maximises ``gain - max(0, control)`` (means over the even documents); on the odd
+    documents it returns ``layer``, ``selection_value``, ``value`` (mean gain) and its ``ci`` (document
+    bootstrap), ``control_value`` / ``control_ci`` (None without a control), ``difference`` / ``difference_ci``
+    (gain minus control, paired) and ``p_value``: the share of bootstrap draws in which the model does not beat
+    both the baseline and the control (gain <= 0 or gain - control <= 0), at least ``1 / (n_boot + 1)``.
     """
     _, rank = np.unique(groups, return_inverse=True)
     if rank.max() < 3:
         raise InputError(f"Choosing a layer on half of the documents needs at least 4 documents; got {rank.max() + 1}.")
-    difference = correct.astype(np.float64) - control_correct
+    if control is not None and control.shape != gain.shape:
+        raise InputError(f"The control's gains have shape {control.shape}, the model's {gain.shape}; a paired "
+                         f"comparison needs the same layers and examples (probe both on the same batches and seed).")
+    gain = gain.astype(np.float64)
     even, odd = rank % 2 == 0, rank % 2 == 1
-    selection = difference[:, even].mean(axis=1)
+    selection = gain[:, even].mean(axis=1)
+    if control is not None:
+        selection = selection - np.maximum(0.0, control[:, even].mean(axis=1))
     layer = int(np.argmax(selection))
-    value, draws = document_bootstrap(difference[layer:layer + 1, odd], groups[odd], n_boot=n_boot, seed=seed)
-    low, high = percentile_ci(draws)[0]
-    p_value = max(float((draws[:, 0] <= 0).mean()), 1 / (n_boot + 1))
-    return {"layer": layer, "selection_value": float(selection[layer]), "value": float(value[0]),
-            "ci": (float(low), float(high)), "p_value": p_value if math.isfinite(p_value) else 1.0}
+    rows = [gain[layer]] if control is None else [gain[layer], control[layer], gain[layer] - control[layer]]
+    means, draws = document_bootstrap(np.stack(rows)[:, odd], groups[odd], n_boot=n_boot, seed=seed)
+    intervals = percentile_ci(draws)
+    beaten = draws[:, 0] <= 0 if control is None else (draws[:, 0] <= 0) | (draws[:, 2] <= 0)
+    p_value = max(float(beaten.mean()), 1 / (n_boot + 1))
+
+    def pair(i: int) -> tuple[float, float]:
+        return float(intervals[i, 0]), float(intervals[i, 1])
+
+    return {"layer": layer, "selection_value": float(selection[layer]), "value": float(means[0]), "ci": pair(0),
+            "control_value": None if control is None else float(means[1]),
+            "control_ci": None if control is None else pair(1),
+            "difference": None if control is None else float(means[2]),
+            "difference_ci": None if control is None else pair(2),
+            "p_value": p_value if math.isfinite(p_value) else 1.0}

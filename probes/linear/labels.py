@@ -15,6 +15,11 @@ A label maker is called once per batch with the batch and the global index of ea
 - :class:`CombinedLabels`: several makers as one (their keys must differ).
 
 Only valid positions (``batch.valid``: not padding, not special tokens) are ever labelled.
+
+Each maker also names the baseline its labels are measured against (``baseline(key)``, see
+:class:`probes.LinearProbe`): ``"control_task"`` for a property of the current word (Hewitt & Liang's
+control task: :class:`TokenClassLabels`), ``"token_identity"`` for a label that is not a function of the
+current word (:class:`PreviousTokenLabels`, :class:`RowLabels`): what the current token alone predicts.
 """
 
 from __future__ import annotations
@@ -30,6 +35,11 @@ from probes.core.batch import TokenBatch
 from probes.core.errors import ConfigError, InputError
 
 
+Baseline = Literal["control_task", "token_identity"]
+STATISTICS: dict[str, str] = {"control_task": "selectivity", "token_identity": "gain over token identity"}
+"""The name of the statistic (accuracy minus the baseline's) for each baseline."""
+
+
 class LabelMaker(Protocol):
     """What :class:`probes.LinearProbe` needs from its labels (see the module docstring)."""
 
@@ -40,6 +50,9 @@ class LabelMaker(Protocol):
 
     def settings(self) -> dict[str, Any]:
         """JSON-serialisable description (it goes into the probe's provenance)."""
+
+    def baseline(self, key: str) -> Baseline:
+        """What the probe of ``key`` must beat (see the module docstring)."""
 
     def __call__(self, batch: TokenBatch, rows: Int[Tensor, " batch"]) -> dict[str, Int[Tensor, "batch pos"]]:
         """``{key: labels [batch pos]}`` (class index, -1 = unlabelled)."""
@@ -98,6 +111,9 @@ class PreviousTokenLabels:
     def n_classes(self, key: str) -> int:
         return len(self.classes)
 
+    def baseline(self, key: str) -> Baseline:
+        return "token_identity"
+
     def settings(self) -> dict[str, Any]:
         return {"kind": "previous_token", "distances": list(self.distances), "classes": list(self.classes)}
 
@@ -139,6 +155,9 @@ class TokenClassLabels:
     def n_classes(self, key: str) -> int:
         return self._n_classes
 
+    def baseline(self, key: str) -> Baseline:
+        return "control_task"
+
     def settings(self) -> dict[str, Any]:
         return {"kind": "token_class", "key": self.key, "n_classes": self._n_classes,
                 "labelled_tokens": int((self.token_classes >= 0).sum())}
@@ -176,6 +195,9 @@ class RowLabels:
     def n_classes(self, key: str) -> int:
         return self._n_classes
 
+    def baseline(self, key: str) -> Baseline:
+        return "token_identity"
+
     def settings(self) -> dict[str, Any]:
         return {"kind": "row", "key": self.key, "positions": self.positions, "n_classes": self._n_classes,
                 "n_rows": int(self.row_classes.shape[0])}
@@ -207,6 +229,9 @@ class CombinedLabels:
 
     def n_classes(self, key: str) -> int:
         return self._owner[key].n_classes(key)
+
+    def baseline(self, key: str) -> Baseline:
+        return self._owner[key].baseline(key)
 
     def settings(self) -> dict[str, Any]:
         return {"kind": "combined", "makers": [maker.settings() for maker in self.makers]}

@@ -23,9 +23,15 @@ row's global index) so row-indexed labels and document ids stay global.
 :meth:`compute` fits, for each label key and each hook, the classifier (default ``StandardScaler`` +
 ``LogisticRegression``) with ``GroupKFold`` over documents (``documents[row]``; each row its own
 document by default) and reports, over the out-of-fold predictions: accuracy with a 95% document-
-bootstrap interval, the majority-class baseline, the control task's accuracy (Hewitt & Liang 2019,
-:func:`probes.linear.fit.control_task_labels`) and selectivity = accuracy - control accuracy with its
-paired interval. Every fit runs on one BLAS/OpenMP thread (:data:`probes.linear.fit.FIT_THREADS`).
+bootstrap interval, the majority-class baseline, and the key's **baseline** with **gain** = accuracy -
+baseline accuracy (paired interval). The baseline fits the label: for a property of the current word (its
+topic) Hewitt & Liang (2019)'s control task, the same probe on random labels per word type
+(:func:`probes.linear.fit.control_task_labels`; the gain is their *selectivity*); for a label that is not
+a function of the current word (``tok[t-k]``, the document's topic, the next token) the current token
+alone: the better (higher out-of-fold accuracy) of a count table on the token id
+(:func:`probes.linear.fit.token_identity_correct`) and the same probe on the token embeddings
+(``hook_embed``, when the probe reads it), so the gain is what the layers add to the token; a count table
+is the better estimate for a vocabulary seen often, trained embeddings for words that share a direction. Every fit runs on one BLAS/OpenMP thread (:data:`probes.linear.fit.FIT_THREADS`).
 """
 
 from __future__ import annotations
@@ -44,47 +50,73 @@ from mechprobe.validation import integer
 from probes.core.batch import TokenBatch
 from probes.core.errors import ConfigError, InputError, ProbeStateError
 from probes.linear.fit import (control_task_labels, document_bootstrap, held_out_best_layer, majority_correct,
-                               make_classifier, out_of_fold_correct, percentile_ci)
-from probes.linear.labels import LabelMaker
+                               make_classifier, out_of_fold_correct, percentile_ci, token_identity_correct)
+from probes.linear.labels import STATISTICS, Baseline, LabelMaker
 from probes.core.model_info import ModelInfo
 from probes.core.probe import Probe
 from probes.linear.residual_hooks import default_residual_hooks
 from probes.core.result import ProbeResult, Provenance
 
 log = logging.getLogger(__name__)
+EMBEDDING_HOOK = "hook_embed"
 
 
 @dataclass(frozen=True)
 class LinearProbeScores(ProbeResult):
     """Per label key (``"1"``, ``"word"``, ...), tensors over ``hooks`` (embeddings first):
-    ``accuracy`` [layer], ``accuracy_ci`` [layer, 2], ``control_accuracy`` [layer], ``selectivity`` [layer],
-    ``selectivity_ci`` [layer, 2]; ``correct`` / ``control_correct`` [layer, example] (out-of-fold, 0/1) and
-    ``documents`` [example] keep what the numbers were computed from."""
+    ``accuracy`` [layer], ``accuracy_ci`` [layer, 2], ``baseline_accuracy`` [layer], ``gain`` [layer] (accuracy -
+    baseline accuracy) and ``gain_ci`` [layer, 2]; ``baseline[key]`` names the baseline (``"control_task"`` or
+    ``"token_identity"``), ``baseline_source[key]`` which predictor gave it (``"control task"``, ``"token id"``
+    or ``"hook_embed"``) and ``statistic[key]`` the gain (``"selectivity"``, ``"gain over token identity"``).
+    ``correct`` / ``baseline_correct`` [layer, example] (out-of-fold, 0/1), ``documents``, ``labels`` and
+    ``types`` (the token at the position) [example] keep what the numbers were computed from, so two models
+    probed on the same batches with the same seed can be compared example by example."""
 
     hooks: list[str]
     keys: list[str]
+    baseline: dict[str, str]
+    baseline_source: dict[str, str]
+    statistic: dict[str, str]
     accuracy: dict[str, Tensor]
     accuracy_ci: dict[str, Tensor]
-    control_accuracy: dict[str, Tensor]
-    selectivity: dict[str, Tensor]
-    selectivity_ci: dict[str, Tensor]
+    baseline_accuracy: dict[str, Tensor]
+    gain: dict[str, Tensor]
+    gain_ci: dict[str, Tensor]
     correct: dict[str, Tensor]
-    control_correct: dict[str, Tensor]
+    baseline_correct: dict[str, Tensor]
     documents: dict[str, Tensor]
+    labels: dict[str, Tensor]
+    types: dict[str, Tensor]
     majority_baseline: dict[str, float]
     n_classes: dict[str, int]
     n_examples: dict[str, int]
     n_documents: dict[str, int]
     fit_seconds: float
 
-    def held_out_best_layer(self, key: str, *, n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
-        """The most selective layer chosen on half of the documents, measured on the other half
-        (:func:`probes.linear.fit.held_out_best_layer`)."""
-        return held_out_best_layer(self.correct[key].numpy(), self.control_correct[key].numpy(),
-                                   self.documents[key].numpy(), n_boot=n_boot, seed=seed)
+    def example_gain(self, key: str) -> np.ndarray:
+        """[layer, example]: each example's correctness minus its baseline's (float64)."""
+        return self.correct[key].numpy().astype(np.float64) - self.baseline_correct[key].numpy()
+
+    def same_examples(self, other: "LinearProbeScores", key: str) -> bool:
+        """Whether ``other`` scored the same examples of ``key`` (documents, labels, tokens) at the same hooks."""
+        return (self.hooks == other.hooks and key in other.keys
+                and all(torch.equal(getattr(self, name)[key], getattr(other, name)[key])
+                        for name in ("documents", "labels", "types")))
+
+    def held_out_best_layer(self, key: str, *, control: "LinearProbeScores | None" = None, n_boot: int = 1000,
+                            seed: int = 0) -> dict[str, Any]:
+        """The layer of highest gain chosen on half of the documents, measured on the other half
+        (:func:`probes.linear.fit.held_out_best_layer`); with ``control`` (e.g. the random-weight model probed on
+        the same batches and seed) the gain must also beat the control's, example by example."""
+        if control is not None and not self.same_examples(control, key):
+            raise InputError(f"The control scored other examples of {key!r} than the model (documents, labels or "
+                             f"tokens differ); probe both on the same batches with the same seed and max_examples.")
+        return held_out_best_layer(self.example_gain(key), self.documents[key].numpy(),
+                                   control=None if control is None else control.example_gain(key),
+                                   n_boot=n_boot, seed=seed)
 
     def to_dataframe(self):
-        """One row per (key, layer): accuracy and its interval, control accuracy, selectivity, baseline."""
+        """One row per (key, layer): accuracy and its interval, the baseline, the gain and its interval."""
         import pandas as pd
 
         rows = []
@@ -93,10 +125,9 @@ class LinearProbeScores(ProbeResult):
                 rows.append({
                     "key": key, "layer": i, "hook": hook, "accuracy": float(self.accuracy[key][i]),
                     "ci_low": float(self.accuracy_ci[key][i, 0]), "ci_high": float(self.accuracy_ci[key][i, 1]),
-                    "control_accuracy": float(self.control_accuracy[key][i]),
-                    "selectivity": float(self.selectivity[key][i]),
-                    "selectivity_ci_low": float(self.selectivity_ci[key][i, 0]),
-                    "selectivity_ci_high": float(self.selectivity_ci[key][i, 1]),
+                    "baseline": self.baseline[key], "baseline_accuracy": float(self.baseline_accuracy[key][i]),
+                    "statistic": self.statistic[key], "gain": float(self.gain[key][i]),
+                    "gain_ci_low": float(self.gain_ci[key][i, 0]), "gain_ci_high": float(self.gain_ci[key][i, 1]),
                     "majority_baseline": self.majority_baseline[key], "n_examples": self.n_examples[key],
                 })
         return pd.DataFrame(rows)
@@ -123,19 +154,20 @@ class LinearProbe(Probe):
     every example whose word type (the token at the position) occurs in its test part, so test words are
     unseen as well as test documents: decoding then needs a direction shared by the words of a class, not a
     memorised lookup of each word. ``classifier``: a scikit-learn classifier or a factory (default
-    :func:`probes.linear.fit.default_classifier`).
+    :func:`probes.linear.fit.default_classifier`). ``baselines``: ``{key: "control_task" | "token_identity"}``
+    (default: the label maker's ``baseline(key)``; a maker without one gets the control task for every key).
 
     Example::
 
         labels = PreviousTokenLabels((1, 2), most_frequent_tokens(batches, 20))
         (scores,) = probes.run_probes(model, [LinearProbe(labels, max_examples=2000)], batches)
-        scores.selectivity["1"]            # per layer, embeddings first
+        scores.gain["1"]                   # accuracy - the token-identity baseline, per layer, embeddings first
     """
 
     def __init__(self, labels: LabelMaker, *, hooks: Sequence[str] | None = None, documents: Tensor | None = None,
                  max_examples: int = 2000, classifier: Any | Callable[[], Any] | None = None, n_folds: int = 5,
                  n_boot: int = 1000, seed: int = 0, control_seed: int = 0, first_row: int = 0,
-                 unseen_words: bool = False) -> None:
+                 unseen_words: bool = False, baselines: Mapping[str, Baseline] | None = None) -> None:
         super().__init__()
         if not callable(labels) or not getattr(labels, "keys", None):
             raise ConfigError(f"labels must be a label maker from probes.linear.labels; got {type(labels).__name__}.")
@@ -148,6 +180,7 @@ class LinearProbe(Probe):
             raise ConfigError(f"unseen_words must be True or False; got {unseen_words!r}.")
         # a wrong classifier fails here, not after the whole corpus; each fit clones this unfitted template
         self.labels, self.classifier = labels, make_classifier(classifier)
+        self.baselines = self._baselines(labels, baselines)
         self.hooks = None if hooks is None else tuple(hooks)
         self.documents = None if documents is None else documents.long().cpu()
         self.max_examples = integer("max_examples", max_examples, 10)
@@ -165,6 +198,21 @@ class LinearProbe(Probe):
         self._groups = torch.empty(0, dtype=torch.long)
         self._snapshot: tuple[Any, ...] | None = None
         self._batch: dict[str, Any] = {}
+
+    @staticmethod
+    def _baselines(labels: LabelMaker, given: Mapping[str, Baseline] | None) -> dict[str, Baseline]:
+        own = getattr(labels, "baseline", None)
+        chosen: dict[str, Baseline] = {key: own(key) if callable(own) else "control_task" for key in labels.keys}
+        if given is not None:
+            if not isinstance(given, Mapping) or not set(given) <= set(labels.keys):
+                raise ConfigError(f"baselines must map some of the label keys {list(labels.keys)} to "
+                                  f"'control_task' or 'token_identity'; got {given!r}.")
+            chosen.update(given)
+        wrong = {key: value for key, value in chosen.items() if value not in STATISTICS}
+        if wrong:
+            raise ConfigError(f"A baseline is 'control_task' (a property of the current word) or 'token_identity' "
+                              f"(anything else); got {wrong}.")
+        return chosen
 
     def hook_names(self, info: ModelInfo) -> tuple[str, ...]:
         return self.hooks if self.hooks is not None else default_residual_hooks(info)
@@ -307,8 +355,9 @@ class LinearProbe(Probe):
         started = time.perf_counter()
         hooks = list(self.hook_names(info))
         fields: dict[str, dict[str, Any]] = {name: {} for name in (
-            "accuracy", "accuracy_ci", "control_accuracy", "selectivity", "selectivity_ci", "correct",
-            "control_correct", "documents", "majority_baseline", "n_classes", "n_examples", "n_documents")}
+            "baseline", "baseline_source", "statistic", "accuracy", "accuracy_ci", "baseline_accuracy", "gain", "gain_ci", "correct",
+            "baseline_correct", "documents", "labels", "types", "majority_baseline", "n_classes", "n_examples",
+            "n_documents")}
         errors = {}
         for column, key in enumerate(self.labels.keys):
             try:
@@ -317,6 +366,7 @@ class LinearProbe(Probe):
                 log.warning("LinearProbe: no scores for %r: %s", key, error)
                 errors[key] = error
                 values = self._empty_key(column, key, len(hooks))
+            values.update(baseline=self.baselines[key], statistic=STATISTICS[self.baselines[key]])
             for name, value in values.items():
                 fields[name][key] = value
         if len(errors) == len(self.labels.keys):
@@ -338,20 +388,32 @@ class LinearProbe(Probe):
                 f"Feed more text or choose more classes."
             )
         n_classes = self.labels.n_classes(key)
-        control = control_task_labels(types, labels, n_classes, self.control_seed)
         correct = np.stack([out_of_fold_correct(self.classifier, self._features[h].numpy()[rows], labels, groups,
                                                 self.n_folds, unseen) for h in hooks])
-        control_correct = np.stack([out_of_fold_correct(self.classifier, self._features[h].numpy()[rows], control,
-                                                        groups, self.n_folds, unseen) for h in hooks])
+        if self.baselines[key] == "control_task":
+            control = control_task_labels(types, labels, n_classes, self.control_seed)
+            baseline_correct = np.stack([out_of_fold_correct(self.classifier, self._features[h].numpy()[rows], control,
+                                                             groups, self.n_folds, unseen) for h in hooks])
+        else:  # the better of two token-only predictors, the same for every layer
+            baseline_correct, source = token_identity_correct(types, labels, groups, self.n_folds, unseen), "token id"
+            if EMBEDDING_HOOK in hooks:
+                embedded = correct[hooks.index(EMBEDDING_HOOK)]
+                if embedded.mean() > baseline_correct.mean():
+                    baseline_correct, source = embedded, EMBEDDING_HOOK
+            baseline_correct = np.repeat(baseline_correct[None], len(hooks), axis=0)
         accuracy, draws = document_bootstrap(correct, groups, n_boot=self.n_boot, seed=self.seed)
-        selectivity, selectivity_draws = document_bootstrap(correct.astype(np.float64) - control_correct, groups,
-                                                            n_boot=self.n_boot, seed=self.seed)
+        gain, gain_draws = document_bootstrap(correct.astype(np.float64) - baseline_correct, groups,
+                                              n_boot=self.n_boot, seed=self.seed)
         curves = {"accuracy": accuracy, "accuracy_ci": percentile_ci(draws),
-                  "control_accuracy": control_correct.mean(axis=1), "selectivity": selectivity,
-                  "selectivity_ci": percentile_ci(selectivity_draws)}
+                  "baseline_accuracy": baseline_correct.mean(axis=1), "gain": gain,
+                  "gain_ci": percentile_ci(gain_draws)}
         values: dict[str, Any] = {name: torch.from_numpy(np.asarray(v, dtype=np.float64)) for name, v in curves.items()}
-        values.update(correct=torch.from_numpy(correct), control_correct=torch.from_numpy(control_correct),
+        if self.baselines[key] == "control_task":
+            source = "control task"
+        values.update(correct=torch.from_numpy(correct), baseline_correct=torch.from_numpy(baseline_correct),
+                      baseline_source=source,
                       documents=torch.from_numpy(groups.astype(np.int64)),
+                      labels=torch.from_numpy(labels.astype(np.int64)), types=torch.from_numpy(types.astype(np.int64)),
                       majority_baseline=float(majority_correct(labels, groups, self.n_folds, unseen).mean()),
                       n_classes=n_classes, n_examples=int(rows.sum()), n_documents=int(len(np.unique(groups))))
         return values
@@ -359,10 +421,12 @@ class LinearProbe(Probe):
     def _empty_key(self, column: int, key: str, n_hooks: int) -> dict[str, Any]:
         rows = self._kept(column)
         nan = torch.full((n_hooks,), float("nan"), dtype=torch.float64)
-        return {"accuracy": nan, "accuracy_ci": nan[:, None].expand(n_hooks, 2).clone(), "control_accuracy": nan.clone(),
-                "selectivity": nan.clone(), "selectivity_ci": nan[:, None].expand(n_hooks, 2).clone(),
+        none = torch.zeros(0, dtype=torch.int64)
+        return {"baseline_source": "", "accuracy": nan, "accuracy_ci": nan[:, None].expand(n_hooks, 2).clone(),
+                "baseline_accuracy": nan.clone(), "gain": nan.clone(),
+                "gain_ci": nan[:, None].expand(n_hooks, 2).clone(),
                 "correct": torch.zeros(n_hooks, 0, dtype=torch.uint8),
-                "control_correct": torch.zeros(n_hooks, 0, dtype=torch.uint8),
-                "documents": torch.zeros(0, dtype=torch.int64), "majority_baseline": float("nan"),
+                "baseline_correct": torch.zeros(n_hooks, 0, dtype=torch.uint8),
+                "documents": none, "labels": none.clone(), "types": none.clone(), "majority_baseline": float("nan"),
                 "n_classes": self.labels.n_classes(key), "n_examples": int(rows.sum()),
                 "n_documents": int(len(np.unique(self._groups.numpy()[rows])))}

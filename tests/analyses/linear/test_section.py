@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 import torch
 
-from analyses.linear.section import (LinearReportConfig, evenly_spaced, linear_findings, linear_section,
+from analyses.linear.section import (LinearReportConfig, best_of_draws, evenly_spaced, linear_findings, linear_section,
                                     load_linear_runs, save_linear_runs)
 from probes import LinearProbe, PreviousTokenLabels, run_probes
-from probes.core.errors import ConfigError
+from probes.core.errors import ConfigError, InputError
 from tests.hooked_models import PreviousTokenWriter
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -27,21 +28,41 @@ def runs():
     return out
 
 
-def test_a_planted_copier_holds_and_its_control_does_not(runs):
+def test_a_planted_copier_holds_against_its_control_and_a_control_against_itself_does_not(runs):
     findings = linear_findings(runs, n_boot=300, seed=0)
-    planted, control = findings["planted"], findings["planted (random weights)"]
-    assert planted["1"].holds and planted["1"].control_value == pytest.approx(control["1"].value)
-    assert "blocks.0.hook_resid_post" in planted["1"].statistic
+    assert list(findings) == ["planted"]  # a random-weight row is the reference, not a finding
+    planted = findings["planted"]
+    assert planted["1"].holds and "blocks.0.hook_resid_post" in planted["1"].statistic
+    assert planted["1"].null_kind.startswith("token identity")
+    assert planted["1"].control_value < 0.1 < planted["1"].value  # the control copies nothing
     assert not planted["2"].holds  # tok[t-2] was never written
-    assert not any(f.holds for f in control.values())
+    # A/A: the copier judged against itself gains nothing over its control, so nothing holds
+    same = linear_findings({"copier": runs["planted"], "copier (random weights)": runs["planted"]}, n_boot=300, seed=0)
+    assert not any(f.holds for f in same["copier"].values())
+    assert all(f.control_value == f.value for f in same["copier"].values())
+
+
+def test_best_of_draws_takes_each_layers_best_draw_example_by_example(runs):
+    planted, control = runs["planted"], runs["planted (random weights)"]
+    best = best_of_draws([control, planted], n_boot=300, seed=0)
+    for key in ("1", "2"):
+        for layer in range(2):
+            winner = planted if planted.gain[key][layer] > control.gain[key][layer] else control
+            assert torch.equal(best.correct[key][layer], winner.correct[key][layer])
+            assert float(best.gain[key][layer]) == pytest.approx(float(winner.gain[key][layer]))
+    assert best_of_draws([control], n_boot=300, seed=0) is control
+    assert float(best.gain["1"][1]) > 0.5  # the copier's layer wins
 
 
 def test_section_figure_and_store_round_trip(runs, tmp_path):
     figures = tmp_path / "figures"
     figures.mkdir()
     section, entry = linear_section(runs, figures, n_boot=300, seed=0)
-    assert (figures / "linear_selectivity.png").stat().st_size > 1000
-    assert [row[-1] for row in section.tables[0].rows] == ["holds", "no", "no", "no"]
+    assert (figures / "linear_gain.png").stat().st_size > 1000
+    assert [row[-1] for row in section.tables[0].rows] == ["holds", "no"]
+    assert entry["planted"]["results"]["1"]["statistic"] == "gain over token identity"
+    assert entry["planted"]["results"]["1"]["baseline_kind"] == "token_identity"
+    assert entry["planted (random weights)"]["findings"] == {}
     assert entry["planted"]["findings"]["1"]["holds"] is True
     assert entry["planted"]["layers"] == ["hook_embed", "blocks.0.hook_resid_post"]
     save_linear_runs(tmp_path / "linear", runs)
@@ -50,6 +71,13 @@ def test_section_figure_and_store_round_trip(runs, tmp_path):
     _, entry_again = linear_section(again, figures, n_boot=300, seed=0)
     assert json.dumps(entry_again) == json.dumps(entry)
     assert load_linear_runs(tmp_path / "nothing") == {}
+    # a result saved before the baselines (its field was "selectivity") fails with what to do
+    folder = next(p for p in (tmp_path / "linear").iterdir() if p.is_dir())
+    document = json.loads((folder / "result.json").read_text())
+    document["fields"]["selectivity"] = document["fields"].pop("gain")
+    (folder / "result.json").write_text(json.dumps(document))
+    with pytest.raises(InputError, match="re-run mechprobe report"):
+        load_linear_runs(tmp_path / "linear")
 
 
 def test_settings_are_checked():
@@ -61,9 +89,35 @@ def test_settings_are_checked():
         LinearReportConfig(max_examples=3)
 
 
+def random_toy_folders(root) -> dict:
+    """Random-weight induction and topic toys (the fast presets' models with every parameter redrawn, seed 11,
+    apart from the control's draws 0-7), saved as toy run folders. Not the toys at initialisation: Chen et al.'s
+    initialisation peaks head h at distance h + 1, so the induction toy copies its parents before any training."""
+    from analyses.induction.config import PRESETS as INDUCTION
+    from analyses.induction.findings import build_model
+    from analyses.toy_model_store import save_toy_model
+    from analyses.topic.config import PRESETS as TOPIC
+    from analyses.topic.findings import JOINT_VARIANT, topic_model
+    from probes.core.atomic import atomic_write_text
+    from probes.stats.control_model import random_weight_control
+
+    folders = {}
+    for name, config, build in (("induction", INDUCTION["fast"], build_model),
+                                ("topic", TOPIC["fast"], lambda c: topic_model(c, **JOINT_VARIANT))):
+        config = dataclasses.replace(config, seed=11)
+        folder = root / name
+        folder.mkdir(parents=True)
+        save_toy_model(random_weight_control(build(config), seed=11, redraw_unresettable=True), folder, name)
+        atomic_write_text(folder / "summary.json", json.dumps({"settings": dataclasses.asdict(config)}))
+        folders[f"{name} (random draw)"] = folder
+    return folders
+
+
 @pytest.mark.slow
-def test_no_linear_finding_holds_on_random_weight_checkpoints(tmp_path):
-    """The "can be false" half: tiny random-weight checkpoints of three architectures hold nothing."""
+def test_no_linear_finding_holds_with_random_weight_models_in_the_trained_models_place(tmp_path):
+    """The "can be false" half, an A/A comparison: random-weight toys and tiny random-weight checkpoints of
+    three architectures (GPT-NeoX, Gemma2, RoBERTa), each judged against its own random-weight control, hold
+    nothing."""
     import random
 
     from analyses.linear.section import run_linear_section
@@ -76,9 +130,11 @@ def test_no_linear_finding_holds_on_random_weight_checkpoints(tmp_path):
     topic_model = fit_lda_topics(documents, LdaTopicConfig(passes=2))
     random.Random(0).shuffle(documents)
     models = {kind: load_model(make_random_checkpoint(kind, tmp_path / kind, seed=3)) for kind in RANDOM_CHECKPOINT_KINDS}
-    runs = run_linear_section(models, documents, topic_model, assign_word_topics(topic_model), {},
-                              LinearReportConfig(), seed=0, progress=False)
+    runs = run_linear_section(models, documents, topic_model, assign_word_topics(topic_model),
+                              random_toy_folders(tmp_path / "toys"), LinearReportConfig(), seed=0, progress=False)
     findings = linear_findings(runs, n_boot=1000, seed=0)
-    assert len(findings) == 6 and all(len(per_key) == 4 for per_key in findings.values())
-    held = [(label, key) for label, per_key in findings.items() for key, f in per_key.items() if f.holds]
+    assert len(findings) == 5 and all(len(per_key) == (4 if "induction" in label else 2 if "topic" in label else 4)
+                                      for label, per_key in findings.items())
+    held = [(label, key, round(f.value, 3), round(f.control_value, 3)) for label, per_key in findings.items()
+            for key, f in per_key.items() if f.holds]
     assert held == []

@@ -2,7 +2,9 @@
 
 Every vectorised part is checked against a plain-Python reference (bottom-k reservoir, control labels,
 document bootstrap, previous-token labels); planted signals are decodable, noise is at chance and
-has selectivity ~0, and a memorising classifier shows grouped folds never share a document.
+has selectivity ~0, and a memorising classifier shows grouped folds never share a document. The
+token-identity baseline equals a per-fold count table, and the paired comparison with a control model
+matches a loop over bootstrap draws.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from torch import nn
 from probes import (CombinedLabels, LinearProbe, LinearProbeScores, ModelInfo, PreviousTokenLabels, ProbeResult,
                     RowLabels, TokenBatch, TokenClassLabels, most_frequent_tokens, residual_hooks, run_probes)
 from probes.core.errors import ConfigError, InputError, ProbeStateError
-from probes.linear.fit import control_task_labels, document_bootstrap, group_folds, out_of_fold_correct
+from probes.linear.fit import (control_task_labels, document_bootstrap, group_folds, held_out_best_layer,
+                               out_of_fold_correct, token_identity_correct)
 from probes.core.result import results_close
 from tests.hooked_models import PreviousTokenWriter
 
@@ -131,11 +134,12 @@ def test_planted_signal_is_decodable_noise_is_at_chance_and_its_selectivity_is_z
     signal, noise = 0, 1
     assert result.accuracy["word"][signal] > 0.97
     assert result.accuracy_ci["word"][signal, 0] > 0.9
-    assert result.selectivity["word"][signal] > 0.3  # the 3 classes, not the 12 types, are linear in the signal
+    assert result.baseline["word"] == "control_task" and result.statistic["word"] == "selectivity"
+    assert result.gain["word"][signal] > 0.3  # the 3 classes, not the 12 types, are linear in the signal
     assert abs(result.accuracy["word"][noise] - 1 / 3) < 0.08
     assert result.accuracy["word"][noise] <= result.majority_baseline["word"] + 0.03
-    low, high = result.selectivity_ci["word"][noise].tolist()
-    assert low < 0 < high and abs(float(result.selectivity["word"][noise])) < 0.06
+    low, high = result.gain_ci["word"][noise].tolist()
+    assert low < 0 < high and abs(float(result.gain["word"][noise])) < 0.06
     assert result.n_examples["word"] == 600 and result.n_documents["word"] == 48
 
 
@@ -173,6 +177,51 @@ def test_control_labels_match_a_loop_reference_and_the_real_class_shares():
     assert np.abs(share - np.bincount(labels, minlength=5) / 3000).max() < 0.01
     three = control_task_labels(np.repeat([7, 8, 9], 100), np.tile([0, 1, 2], 100), 3, seed=1)
     assert sorted(np.unique(three).tolist()) == [0, 1, 2]  # 3 equal types, 3 equal classes: a bijection
+
+
+def reference_token_identity(types: np.ndarray, labels: np.ndarray, groups: np.ndarray, n_folds: int) -> np.ndarray:
+    """Per fold: each token's most frequent training label (ties: smaller class), the training majority for a token
+    unseen in training; 1 where that equals the label."""
+    correct = np.zeros(len(labels), dtype=np.uint8)
+    for train, test in group_folds(groups, n_folds).split(types, labels, groups):
+        prior = np.bincount(labels[train]).argmax()
+        for i in test:
+            seen = labels[train][types[train] == types[i]]
+            guess = np.bincount(seen).argmax() if len(seen) else prior
+            correct[i] = guess == labels[i]
+    return correct
+
+
+def test_token_identity_baseline_is_a_count_table_per_fold():
+    rng = np.random.default_rng(3)
+    types = rng.integers(0, 30, 600)
+    labels = np.where(rng.random(600) < 0.7, types % 4, rng.integers(0, 4, 600))  # mostly a function of the token
+    groups = rng.integers(0, 40, 600)
+    got = token_identity_correct(types, labels, groups, 3, smoothing=1e-9)
+    want = reference_token_identity(types, labels, groups, 3)
+    assert (got != want).sum() <= 3  # ties between equally frequent labels may break either way
+    assert abs(got.mean() - 0.7 - 0.3 / 4) < 0.05
+    independent = rng.integers(0, 2, 600)  # a label the token says nothing about: the majority rate
+    assert abs(token_identity_correct(types, independent, groups, 3).mean() - 0.5) < 0.08
+
+
+def test_best_layer_against_a_control_is_paired_and_its_p_counts_draws_that_beat_neither():
+    rng = np.random.default_rng(0)
+    groups = np.repeat(np.arange(40), 10)
+    control = (rng.random((3, 400)) < 0.3).astype(np.float64) - 0.2  # gains of a random model
+    model = control.copy()
+    model[2] += (rng.random(400) < 0.5)  # layer 2 adds correct answers on half the examples
+    held = held_out_best_layer(model, groups, control=control, n_boot=400, seed=1)
+    assert held["layer"] == 2 and held["p_value"] == 1 / 401
+    odd = (groups % 2) == 1
+    assert held["value"] == pytest.approx(model[2, odd].mean())
+    assert held["difference"] == pytest.approx((model[2] - control[2])[odd].mean())
+    same = held_out_best_layer(control, groups, control=control, n_boot=400, seed=1)
+    assert same["difference"] == 0 and same["p_value"] == 1.0  # a model never beats itself
+    alone = held_out_best_layer(model, groups, n_boot=400, seed=1)
+    assert alone["control_value"] is None and alone["layer"] == 2
+    with pytest.raises(InputError, match="same layers and examples"):
+        held_out_best_layer(model, groups, control=control[:2], n_boot=10, seed=1)
 
 
 def test_grouped_folds_never_share_a_document_so_memorising_documents_does_not_pay():
@@ -268,7 +317,9 @@ def shift_scores() -> LinearProbeScores:
 
 def test_previous_token_is_read_where_the_model_wrote_it(shift_scores):
     assert shift_scores.hooks == ["hook_embed", "blocks.0.hook_resid_post"]
-    assert shift_scores.accuracy["1"][1] > 0.97 and shift_scores.selectivity["1"][1] > 0.5
+    assert shift_scores.baseline["1"] == "token_identity"
+    assert shift_scores.statistic["1"] == "gain over token identity"
+    assert shift_scores.accuracy["1"][1] > 0.97 and shift_scores.gain["1"][1] > 0.5
     assert shift_scores.accuracy["1"][0] < shift_scores.majority_baseline["1"] + 0.1  # i.i.d. tokens
     assert shift_scores.accuracy["2"].max() < shift_scores.majority_baseline["2"] + 0.1
     held = shift_scores.held_out_best_layer("1", n_boot=200)
