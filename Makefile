@@ -13,7 +13,7 @@ TORCH ?= torch==2.13.0
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: install demo test test-fast clean
+.PHONY: install demo lint test test-fast clean
 
 install: $(VENV)/.installed
 
@@ -30,6 +30,11 @@ demo: install
 	mkdir -p runs
 	$(BIN)/mechprobe report --out runs/report
 
+# ruff over everything (packages, tests, benchmarks, examples); mypy over the packages (pyproject.toml: [tool.mypy]).
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/mypy mechprobe probes toymodels analyses
+
 test: install
 	$(BIN)/python -m pytest -m "slow or not slow"
 
@@ -37,4 +42,4 @@ test-fast: install
 	$(BIN)/python -m pytest
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) runs .pytest_cache .ruff_cache .mypy_cache

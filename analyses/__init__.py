@@ -1,1 +1,2 @@
-"""The experiments, reports and command line on top of ``probes`` and ``toymodels`` (``mechprobe`` is ``analyses.cli``)."""
+"""The experiments, reports and command line on top of ``probes`` and ``toymodels`` (``mechprobe`` is
+``analyses.cli``)."""

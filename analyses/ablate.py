@@ -12,8 +12,7 @@ from typing import Any
 import torch
 
 from analyses.paper_result import write_json
-from probes import (ModelInfo, head_pattern, head_scores, load_model, random_weight_control,
-                    repeated_random_tokens)
+from probes import ModelInfo, head_pattern, head_scores, load_model, random_weight_control, repeated_random_tokens
 from probes.causal import HeadAblation, check_heads, head_ablation, repeated_half
 from probes.causal.ablation import check_method
 from probes.core.errors import ConfigError, InputError
@@ -60,7 +59,8 @@ class AblateSettings:
     def __post_init__(self) -> None:
         check_method(self.method)
         if (self.heads is None) == (self.top is None):
-            raise ConfigError("Name the heads to ablate with exactly one of --heads (17.3,18.6) or --top (induction:5).")
+            raise ConfigError("Name the heads to ablate with exactly one of --heads (17.3,18.6) or --top "
+                              "(induction:5).")
         for name, low in (("seq_len", 2), ("batches", 2), ("batch_size", 2 if self.method == "resample" else 1),
                           ("n_draws", 0), ("n_boot", 1), ("max_rows", 1)):
             value = getattr(self, name)
@@ -84,8 +84,10 @@ def ablate_model(model: Any, settings: AblateSettings, *, data_label: str = "") 
         top = scores.top_heads(kind, k)
         heads = [(layer, head) for layer, head, _ in top]
         chosen = {"by": kind, "k": k, "chosen_on": "even batches", "scores": [score for _, _, score in top]}
-    else:
+    elif named is not None:
         heads = named
+    else:  # AblateSettings holds exactly one of heads and top
+        raise ConfigError("Name the heads to ablate with --heads or --top.")
     chosen["heads"] = heads
     result = head_ablation(model, heads, made[1::2], slices={SLICE: repeated_half(settings.seq_len)},
                            method=settings.method, n_draws=settings.n_draws, seed=settings.seed,
@@ -101,7 +103,7 @@ def format_table(rows: list[tuple[str, HeadAblation]]) -> str:
     lines = [f"{'model':<40} {'heads':<22} {'method':<8} {'loss change [95% CI]':<26} {'null q99':>9} {'p':>7}"]
     for name, result in rows:
         s = result.slices.index(SLICE)
-        heads = ",".join(f"{l}.{h}" for l, h in result.heads)
+        heads = ",".join(f"{layer}.{h}" for layer, h in result.heads)
         interval = f"{result.change[s]:+.3f} [{result.low[s]:+.3f}, {result.high[s]:+.3f}]"
         lines.append(f"{name[:40]:<40} {heads[:22]:<22} {result.method:<8} {interval:<26} "
                      f"{float(result.null_q99[s]):>9.3f} {float(result.p_value[s]):>7.4f}")

@@ -15,7 +15,7 @@ import types
 import typing
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from probes.core.errors import ConfigError
 
@@ -24,7 +24,10 @@ if sys.version_info >= (3, 11):
 else:  # Python 3.10
     import tomli as tomllib
 
-C = TypeVar("C")
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+C = TypeVar("C", bound="DataclassInstance")
 
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
@@ -130,11 +133,13 @@ def _apply(config: C, assignments: Sequence[str], flag: str, prefix: str) -> C:
             close = difflib.get_close_matches(head, names, n=1)
             guess = f" Did you mean {close[0]}?" if close else ""
             raise ConfigError(
-                f"{flag} {prefix}{key}: unknown setting for {type(config).__name__}.{guess} Known settings: {', '.join(names)}."
+                f"{flag} {prefix}{key}: unknown setting for {type(config).__name__}.{guess} Known settings: "
+                f"{', '.join(names)}."
             )
         if dot:
             if not dataclasses.is_dataclass(getattr(config, head)):
-                raise ConfigError(f"{flag} {prefix}{key}: {head} is a single value, not a section with settings of its own.")
+                raise ConfigError(f"{flag} {prefix}{key}: {head} is a single value, not a section with settings of "
+                                  f"its own.")
             nested.setdefault(head, []).append(f"{rest}={value}")
             continue
         if key in changes or key in nested:
@@ -144,12 +149,14 @@ def _apply(config: C, assignments: Sequence[str], flag: str, prefix: str) -> C:
             changes[key] = _parse(value.strip(), annotation)
         except TypeError:
             if dataclasses.is_dataclass(getattr(config, key)):
-                raise ConfigError(f"{flag} {prefix}{key}: a section; set its fields as {prefix}{key}.NAME=VALUE.") from None
+                raise ConfigError(f"{flag} {prefix}{key}: a section; set its fields as "
+                                  f"{prefix}{key}.NAME=VALUE.") from None
             raise ConfigError(f"{flag} {prefix}{key}: this setting cannot be set from the command line.") from None
         except ValueError:
             example = _example(getattr(config, key))
             hint = f", e.g. {flag} {prefix}{key}={example} (the current value)" if example else ""
-            raise ConfigError(f"{flag} {prefix}{key}={value.strip()}: expected {_describe(annotation)}{hint}.") from None
+            raise ConfigError(
+                f"{flag} {prefix}{key}={value.strip()}: expected {_describe(annotation)}{hint}.") from None
     for head, inner in nested.items():
         if head in changes:
             raise ConfigError(f"{flag} {prefix}{head} is given twice; give each setting once.")

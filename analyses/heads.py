@@ -7,9 +7,18 @@ from typing import Any
 
 import torch
 
-from analyses.report.interactive import heatmap_view, page, passage_patterns, pattern_view
 from analyses.paper_result import write_json
-from probes import HEAD_SCORE_KINDS, HeadScores, ModelInfo, head_pattern, head_scores, load_model, repeated_random_tokens
+from analyses.report.interactive import heatmap_view, page, passage_patterns, pattern_view
+from probes import (
+    HEAD_SCORE_KINDS,
+    HeadScores,
+    ModelInfo,
+    TokenBatch,
+    head_pattern,
+    head_scores,
+    load_model,
+    repeated_random_tokens,
+)
 from probes.core.atomic import atomic_write_text
 from probes.core.errors import ConfigError, InputError
 from probes.core.loading import check_device, torch_dtype
@@ -36,7 +45,7 @@ def _check_output(flag: str, path: str, example: str) -> None:
         )
 
 
-def heads_page(model: Any, result: HeadScores, tokens: torch.Tensor, model_name: str, top: int = 2) -> str:
+def heads_page(model: Any, result: HeadScores, tokens: TokenBatch, model_name: str, top: int = 2) -> str:
     """A standalone page: a hover-able layer x head map per kind, and the ``top`` heads of each kind
     attending on the first scored sequence (hover a token to see where it attends)."""
     views = [heatmap_view(f"{model_name}: {kind}", table.tolist(), chance=result.chance[kind])

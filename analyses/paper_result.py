@@ -21,14 +21,17 @@ import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from analyses.toy_findings import ToyFinding
 from probes.core.atomic import atomic_write_text
 from probes.core.errors import InputError
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
 R = TypeVar("R", bound="PaperResult")
-T = TypeVar("T")
+T = TypeVar("T", bound="DataclassInstance")
 
 SUMMARY_FILE = "summary.json"
 

@@ -212,7 +212,7 @@ class ToyFinding:
         return document
 
     @classmethod
-    def from_dict(cls, name: str, document: Mapping[str, Any]) -> "ToyFinding":
+    def from_dict(cls, name: str, document: Mapping[str, Any]) -> ToyFinding:
         try:
             return cls(str(document["toy"]), name, tuple(int(s) for s in document["seeds"]["seeds"]),
                        tuple(Finding.from_dict(f) for f in document["per_seed"]),
@@ -221,7 +221,7 @@ class ToyFinding:
             raise InputError(f"The toy finding {name!r} is not in the format this mechprobe writes ({error!r}); "
                              f"run the toy again.") from None
 
-    def control_finding(self) -> "ToyFinding":
+    def control_finding(self) -> ToyFinding:
         """The initialised toy's own finding over the same seeds (its control slot empty): it should not hold."""
         return ToyFinding(self.toy, self.name, self.seeds, self.control_per_seed, ())
 

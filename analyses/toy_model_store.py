@@ -56,10 +56,10 @@ def save_toy_model(model: torch.nn.Module, folder: str | Path, experiment: str) 
     """Write ``model`` into ``folder`` (see the module docstring); None (nothing written) for a model class
     the loader cannot rebuild, such as a TransformerBridge (its run is reproduced from summary.json)."""
     name = type(model).__name__
-    if name not in MODEL_CLASSES:
+    config = getattr(model, "cfg", None)
+    if name not in MODEL_CLASSES or not dataclasses.is_dataclass(config) or isinstance(config, type):
         return None
     folder = Path(folder)
-    config = model.cfg
     fields = {f.name: getattr(config, f.name) for f in dataclasses.fields(config) if f.init}
     save_weights(model, str(folder / MODEL_WEIGHTS))
     atomic_write_text(folder / MODEL_JSON, json.dumps({"format": FORMAT, "experiment": experiment, "class": name,
@@ -86,7 +86,7 @@ def load_toy_model(folder: str | Path, *, device: str | torch.device = "cpu") ->
         raise ModelError(f"{folder / MODEL_WEIGHTS} does not hold this {document['class']}'s weights "
                          f"({type(error).__name__}); re-run the toy experiment.") from None
     model.eval()
-    settings = {}
+    settings: dict[str, Any] = {}
     if (folder / "summary.json").is_file():
         settings = json.loads((folder / "summary.json").read_text(encoding="utf-8")).get("settings") or {}
     return ToyModel(model, document["experiment"], settings, folder)

@@ -3,8 +3,8 @@
 ``mechprobe toy NAME --seeds N`` and ``mechprobe report --toy-seeds N`` both come here. The experiment's
 ``run(config, out)`` trains, probes and plots everything on ``config.seed`` (its result holds that seed's
 findings); each further seed ``config.seed + k`` (k = 1 .. N-1) trains only what the findings need
-(``seed_findings`` of the paper's findings module). The findings over all seeds (:func:`analyses.toy_findings.aggregate_seeds`)
-replace the result's, and summary.json is written again.
+(``seed_findings`` of the paper's findings module). The findings over all seeds
+(:func:`analyses.toy_findings.aggregate_seeds`) replace the result's, and summary.json is written again.
 """
 
 from __future__ import annotations

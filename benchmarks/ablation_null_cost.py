@@ -12,7 +12,8 @@ Printed: both times, the ratio of (2) to one bare forward over the batches (and 
 ratio, and the route the ablation took. The issue's targets: the 200-draw null at most 20x one forward, peak memory
 within 1.5x of the probe suite's. Run::
 
-    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/ablation_null_cost.py --draws 200 --batches 2 --batch-size 4 --seq-len 20
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/ablation_null_cost.py --draws 200 --batches 2 --batch-size 4 \
+        --seq-len 20
 """
 
 from __future__ import annotations

@@ -19,11 +19,11 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import torch  # noqa: E402
+import torch
 
-import probes  # noqa: E402
-from probes.text.cooccurrence import count_cooccurrence  # noqa: E402
-from probes.text.corpora import iter_documents  # noqa: E402
+import probes
+from probes.text.cooccurrence import count_cooccurrence
+from probes.text.corpora import iter_documents
 
 WIKITEXT = Path(__file__).resolve().parents[2] / "shared" / "data" / "wikitext-2-raw" / "wiki.test.raw"
 
@@ -76,7 +76,8 @@ def main() -> None:
     same = torch.equal(dense, ours)
     n_tokens = tokens.numel()
     print(f"corpus {corpus if isinstance(corpus, str) else corpus.name}: {n_tokens} tokens in {args.windows} windows "
-          f"of {args.seq_len}; {args.top_k} tracked tokens; {int(ours.sum())} pairs; torch threads {torch.get_num_threads()}")
+          f"of {args.seq_len}; {args.top_k} tracked tokens; {int(ours.sum())} pairs; torch threads "
+          f"{torch.get_num_threads()}")
     print(f"load average {Path('/proc/loadavg').read_text().split()[:3]}; median of {args.repeats} repeats")
     print(f"{'route':<28} {'seconds':>8} {'tokens/s':>12}")
     print(f"{'count_cooccurrence':<28} {ours_s:>8.3f} {n_tokens / ours_s:>12.0f}")

@@ -20,8 +20,9 @@ SmolLM2-135M shape (30 layers, 9 heads, 3 KV heads, d_model 576) and a Llama-3.2
 
 Time is the median of ``--repeats`` runs after one warm-up. Peak memory is what the route adds on
 top of the loaded model: ``torch.cuda.max_memory_allocated`` on a GPU, on the CPU the process's peak
-RSS (``VmHWM``, reset through ``/proc/self/clear_refs`` after ``malloc_trim``) above its RSS before. ``--layers`` re-runs the SmolLM2 shape with fewer layers at
-one length: the suite's peak must stay flat as layers are added (one layer's patterns at a time).
+RSS (``VmHWM``, reset through ``/proc/self/clear_refs`` after ``malloc_trim``) above its RSS before.
+``--layers`` re-runs the SmolLM2 shape with fewer layers at one length: the suite's peak must stay flat as layers
+are added (one layer's patterns at a time).
 
     .venv/bin/python benchmarks/gpu_long_context.py                       # CPU: SmolLM2 shape, 512/2048 tokens
     python benchmarks/gpu_long_context.py --device cuda --dtype bfloat16 \\

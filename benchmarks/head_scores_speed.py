@@ -19,10 +19,10 @@ import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import torch  # noqa: E402
-from transformer_lens.head_detector import detect_head  # noqa: E402
+import torch
+from transformer_lens.head_detector import detect_head
 
-import probes  # noqa: E402
+import probes
 
 
 def timed(fn) -> float:

@@ -1,4 +1,5 @@
-"""Wall time of gensim LDA (probes.text.topics.fit_lda_topics, default LdaTopicConfig) on the embedded corpus and WikiText-2.
+"""Wall time of gensim LDA (probes.text.topics.fit_lda_topics, default LdaTopicConfig) on the embedded corpus and
+WikiText-2.
 
 Corpora: the embedded Wikipedia excerpt (``iter_documents("wikipedia-excerpt", min_chars=200,
 max_documents=4000)`` paragraphs) and the WikiText-2 test split

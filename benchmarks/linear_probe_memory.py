@@ -73,8 +73,8 @@ def main() -> None:
     if args.child is not None:
         child(args.model, args.child, args.max_examples)
         return
-    print(f"| corpus | batches | labelled seen | kept | reservoir MiB | keep-all MiB | peak RSS loaded / streamed / "
-          f"fitted MiB | stream s | fit s |")
+    print("| corpus | batches | labelled seen | kept | reservoir MiB | keep-all MiB | peak RSS loaded / streamed / "
+          "fitted MiB | stream s | fit s |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |")
     for scale in (int(s) for s in args.scales.split(",")):
         n = scale * args.base_batches

@@ -35,8 +35,8 @@ def child(n_batches: int, seq_len: int, batch_size: int) -> None:
 
     import probes
     from probes.text.corpora import iter_documents
-    from probes.text.topics import LdaTopicConfig, assign_word_topics, fit_lda_topics
     from probes.text.token_topics import token_topic_labels
+    from probes.text.topics import LdaTopicConfig, assign_word_topics, fit_lda_topics
 
     logging.getLogger("gensim").setLevel(logging.WARNING)
     model = probes.load_model("minilm-l6")

@@ -27,13 +27,13 @@ import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import torch  # noqa: E402
-from transformer_lens.head_detector import detect_head  # noqa: E402
+import torch
+from transformer_lens.head_detector import detect_head
 
-import probes  # noqa: E402
-from probes.text.corpora import iter_documents  # noqa: E402
-from probes.text.token_topics import token_topic_labels  # noqa: E402
-from probes.text.topics import LdaTopicConfig, assign_word_topics, fit_lda_topics  # noqa: E402
+import probes
+from probes.text.corpora import iter_documents
+from probes.text.token_topics import token_topic_labels
+from probes.text.topics import LdaTopicConfig, assign_word_topics, fit_lda_topics
 
 DETECT_KINDS = ("induction_head", "previous_token_head", "duplicate_token_head")
 

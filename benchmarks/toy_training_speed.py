@@ -39,10 +39,10 @@ import torch
 from analyses.induction.experiment import PRESETS as INDUCTION_PRESETS
 from analyses.scansnap.config import PRESETS as SCANSNAP_PRESETS
 from analyses.topic.experiment import PRESETS as TOPIC_PRESETS
-from toymodels.scansnap.data import CooccurrenceData
 from toymodels.induction import FullInductionModel, SimplifiedInductionModel
-from toymodels.induction.training import train_simplified
 from toymodels.induction.data import sample_markov_icl
+from toymodels.induction.training import train_simplified
+from toymodels.scansnap.data import CooccurrenceData
 from toymodels.scansnap.model import YZTransformer
 from toymodels.scansnap.training import train_on_cooccurrence
 from toymodels.topic.model import TopicModel
@@ -98,8 +98,9 @@ def scansnap(steps: int, repeats: int) -> dict[str, float]:
         walls["floor s"].append(_wall([sys.executable, "-c", "import torch, transformer_lens"]))
         walls["imports s"].append(_wall([sys.executable, "-c", "import analyses.cli, analyses.scansnap.experiment"]))
         with tempfile.TemporaryDirectory() as out:
-            walls["whole process s"].append(_wall([str(Path(sys.executable).parent / "mechprobe"), "toy", "scansnap",
-                                                   "--preset", "paper", "--set", "standard.enabled=false", "--out", out]))
+            command = [str(Path(sys.executable).parent / "mechprobe"), "toy", "scansnap", "--preset", "paper",
+                       "--set", "standard.enabled=false", "--out", out]
+            walls["whole process s"].append(_wall(command))
     return {"steps/s": clock.rate(1), **{k: statistics.median(v) for k, v in walls.items()}}
 
 

@@ -1,1 +1,2 @@
-"""The base every mechprobe package shares: its errors and its setting checks (``probes``, ``toymodels`` and ``analyses`` import it; it imports none of them)."""
+"""The base every mechprobe package shares: its errors and its setting checks (``probes``, ``toymodels`` and
+``analyses`` import it; it imports none of them)."""

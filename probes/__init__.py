@@ -22,14 +22,21 @@ import warnings as _warnings
 from importlib import import_module as _import_module
 from importlib import metadata as _metadata
 
-from probes.core import *  # noqa: F401,F403
-from probes.attention import *  # noqa: F401,F403
-from probes.dynamics import *  # noqa: F401,F403
-from probes.text import *  # noqa: F401,F403
-from probes.stats import *  # noqa: F401,F403
-from probes.linear import *  # noqa: F401,F403
-from probes.causal import *  # noqa: F401,F403
-from probes import attention, causal, core, dynamics, linear, stats, text  # noqa: E402
+# the subpackages, re-exported as attributes (`probes.stats.holm_adjust`)
+from probes import attention as attention
+from probes import causal as causal
+from probes import core as core
+from probes import dynamics as dynamics
+from probes import linear as linear
+from probes import stats as stats
+from probes import text as text
+from probes.attention import *
+from probes.causal import *
+from probes.core import *
+from probes.dynamics import *
+from probes.linear import *
+from probes.stats import *
+from probes.text import *
 
 # The flat module names of mechprobe <= 0.1 (probes.runner, probes.linear_probe, ...) -> where each module lives now.
 _MOVED_MODULES = {
@@ -121,30 +128,28 @@ except _metadata.PackageNotFoundError:  # imported from a source tree that was n
     __version__ = "0+unknown"
 
 __all__ = [
-    "__version__",
-    "EMBEDDING_MEASURES", "EmbeddingTopicTest", "Finding", "adjust_family", "embedding_topic_test", "holm_adjust",
-    "label_permutations", "ordering_null", "permutation_p_value",
-    "RateSnap", "SameTokenAttention", "SameTokenAttentionProbe", "ScanOrder", "centre_columns", "centred_block_ceiling",
-    "PopulationParentCriterion", "modified_chi_square_mi", "population_parent_criterion", "stationary_distribution",
-    "detect_snap_by_rate", "peak_steps", "same_token_attention", "scan_order",
-    "HEAD_PATTERNS", "HEAD_SCORE_KINDS", "PACKAGED_MODELS", "TOPIC_PAIR_KINDS", "HeadPattern", "head_pattern",
-    "BlockStructure", "ConfigError", "CooccurrenceOrdering", "CopierProbe", "CopierProfile", "Document",
-    "EmbeddingTopicSimilarity", "GeneralizedInductionProbe", "GeneralizedInductionScores", "HeadScoreProbe",
-    "HeadScores", "InputError", "KeyTokenAttention", "KeyTokenAttentionProbe", "LdaTopicConfig", "LdaTopics",
-    "MechprobeError", "ModelError", "ModelInfo", "NormEvents", "ParentCriterion", "ParentCriterionProbe",
-    "LayerwiseProbe", "ParentSubsetAttention", "ParentSubsetAttentionProbe", "Probe", "ProbeResult", "ProbeStateError", "Provenance",
-    "SelectorShares", "SelectorWeightProbe", "SnapPoint", "TokenBatch", "TokenTopicMap", "TopicAttention",
-    "TopicAttentionProbe", "TwoStage",
-    "as_token_batch", "assign_word_topics", "block_structure", "capture", "chi_square_parent_criterion",
-    "cooccurrence_ordering", "cooccurrence_probability", "corpus_digest", "count_cooccurrence", "detect_snap",
-    "detect_two_stage", "embedding_topic_similarity", "entropy_nats", "feed_probes", "fit_lda_topics", "head_scores", "iter_documents",
-    "kendall_tau_b", "load_model", "norm_events", "parent_match_mask", "pattern_hook", "random_weight_control",
-    "repeated_random_tokens", "run_probes", "spearman", "target_mask", "text_token_batches", "token_topic_labels",
-    "topic_attention",
-    "CombinedLabels", "LabelMaker", "LinearProbe", "LinearProbeScores", "PreviousTokenLabels", "RowLabels",
-    "TokenClassLabels", "most_frequent_tokens", "residual_hooks",
-    "ABLATION_METHODS", "AblationPlan", "AblationSums", "HeadAblation", "HeadMeans", "ablation_sums",
-    "batch_ablation_sums", "check_heads", "derangement", "earlier_occurrence_mask", "first_occurrence_mask",
-    "head_ablation", "head_output_means", "layer_matched_head_sets", "maskable_positions", "masked_positions",
-    "predicted_positions", "repeated_half", "topic_seen_slice", "topic_unseen_slice", "z_hook",
+    "ABLATION_METHODS", "EMBEDDING_MEASURES", "HEAD_PATTERNS", "HEAD_SCORE_KINDS", "PACKAGED_MODELS",
+    "TOPIC_PAIR_KINDS", "AblationPlan", "AblationSums", "BlockStructure", "CombinedLabels", "ConfigError",
+    "CooccurrenceOrdering", "CopierProbe", "CopierProfile", "Document", "EmbeddingTopicSimilarity",
+    "EmbeddingTopicTest", "Finding", "GeneralizedInductionProbe", "GeneralizedInductionScores", "HeadAblation",
+    "HeadMeans", "HeadPattern", "HeadScoreProbe", "HeadScores", "InputError", "KeyTokenAttention",
+    "KeyTokenAttentionProbe", "LabelMaker", "LayerwiseProbe", "LdaTopicConfig", "LdaTopics", "LinearProbe",
+    "LinearProbeScores", "MechprobeError", "ModelError", "ModelInfo", "NormEvents", "ParentCriterion",
+    "ParentCriterionProbe", "ParentSubsetAttention", "ParentSubsetAttentionProbe", "PopulationParentCriterion",
+    "PreviousTokenLabels", "Probe", "ProbeResult", "ProbeStateError", "Provenance", "RateSnap", "RowLabels",
+    "SameTokenAttention", "SameTokenAttentionProbe", "ScanOrder", "SelectorShares", "SelectorWeightProbe", "SnapPoint",
+    "TokenBatch", "TokenClassLabels", "TokenTopicMap", "TopicAttention", "TopicAttentionProbe", "TwoStage",
+    "__version__", "ablation_sums", "adjust_family", "as_token_batch", "assign_word_topics", "batch_ablation_sums",
+    "block_structure", "capture", "centre_columns", "centred_block_ceiling", "check_heads",
+    "chi_square_parent_criterion", "cooccurrence_ordering", "cooccurrence_probability", "corpus_digest",
+    "count_cooccurrence", "derangement", "detect_snap", "detect_snap_by_rate", "detect_two_stage",
+    "earlier_occurrence_mask", "embedding_topic_similarity", "embedding_topic_test", "entropy_nats", "feed_probes",
+    "first_occurrence_mask", "fit_lda_topics", "head_ablation", "head_output_means", "head_pattern", "head_scores",
+    "holm_adjust", "iter_documents", "kendall_tau_b", "label_permutations", "layer_matched_head_sets", "load_model",
+    "maskable_positions", "masked_positions", "modified_chi_square_mi", "most_frequent_tokens", "norm_events",
+    "ordering_null", "parent_match_mask", "pattern_hook", "peak_steps", "permutation_p_value",
+    "population_parent_criterion", "predicted_positions", "random_weight_control", "repeated_half",
+    "repeated_random_tokens", "residual_hooks", "run_probes", "same_token_attention", "scan_order", "spearman",
+    "stationary_distribution", "target_mask", "text_token_batches", "token_topic_labels", "topic_attention",
+    "topic_seen_slice", "topic_unseen_slice", "z_hook",
 ]

@@ -76,8 +76,8 @@ def test_the_flat_probe_module_names_still_import_with_a_deprecation_warning():
     with pytest.warns(DeprecationWarning, match="probes.core.runner"):
         from probes.runner import run_probes  # (the form users wrote)
     assert run_probes is importlib.import_module("probes.core.runner").run_probes
-    assert probes._SHADOWED == {"block_structure", "head_scores", "residual_hooks", "same_token_attention",
-                                "scan_order", "topic_attention"}
+    assert {"block_structure", "head_scores", "residual_hooks", "same_token_attention",
+                                "scan_order", "topic_attention"} == probes._SHADOWED
 
 
 def test_each_probes_subpackage_exports_what_probes_exports():

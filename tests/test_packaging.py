@@ -13,8 +13,8 @@ import torch
 
 import probes
 from analyses.config_overrides import tomllib  # tomllib, or tomli on Python 3.10
-from probes.text.corpora import Document, corpus_digest
 from probes.core.loading import weights_source
+from probes.text.corpora import Document, corpus_digest
 from tests.hooked_models import OracleModel
 
 ROOT = Path(__file__).resolve().parents[1]

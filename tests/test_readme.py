@@ -17,6 +17,6 @@ def test_readme_python_example_runs(tmp_path, monkeypatch):
     (tmp_path / "runs").mkdir()
     monkeypatch.chdir(tmp_path)
     namespace: dict = {}
-    exec(compile(blocks[0], "README.md", "exec"), namespace)  # noqa: S102 - our own documentation
+    exec(compile(blocks[0], "README.md", "exec"), namespace)  # our own documentation
     assert namespace["scores"].top_heads("induction", 1)[0][2] > 0.5
     assert (tmp_path / "runs" / "smollm2-heads" / "result.json").is_file()

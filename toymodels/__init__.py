@@ -8,11 +8,11 @@ batch) and ``induction`` (Chen et al. 2024). Shared: ``training`` (the training 
 
 from toymodels import induction, scansnap, topic
 from toymodels.errors import CheckpointError, ToyConfigError, TrainingDiverged, TrainingInterrupted
+from toymodels.induction import *  # noqa: F403
+from toymodels.scansnap import *  # noqa: F403
 from toymodels.standard import StandardModelConfig, build_standard_model
+from toymodels.topic import *  # noqa: F403
 from toymodels.training import Checkpointer, History, make_optimizer, train
-from toymodels.topic import *  # noqa: F401,F403
-from toymodels.scansnap import *  # noqa: F401,F403
-from toymodels.induction import *  # noqa: F401,F403
 
 __all__ = [
     "CheckpointError", "Checkpointer", "History", "StandardModelConfig", "ToyConfigError", "TrainingDiverged",

@@ -28,7 +28,7 @@ import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from safetensors.torch import load_file
@@ -45,6 +45,19 @@ LossFn = Callable[[int, torch.Generator], Tensor]
 
 Callback = Callable[[int, nn.Module, "History"], None]
 """``callback(step, model, history)`` runs after every optimiser step (``step`` counts from 1)."""
+
+
+class OptimizerLike(Protocol):
+    """What :func:`train` and :class:`Checkpointer` use of an optimiser: a ``torch.optim.Optimizer``, or an
+    object with the same methods (e.g. :class:`toymodels.scansnap.word_lm.TutorialSGD`)."""
+
+    def zero_grad(self, set_to_none: bool = True) -> None: ...
+
+    def step(self) -> object: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None: ...
 
 
 def model_device(model: nn.Module) -> torch.device:
@@ -82,14 +95,15 @@ class History:
         return {"steps": list(self.steps), "values": {k: self.column(k) for k in self.values}}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "History":
-        return cls(steps=[int(s) for s in data["steps"]], values={k: [float(x) for x in v] for k, v in data["values"].items()})
+    def from_dict(cls, data: dict[str, Any]) -> History:
+        return cls(steps=[int(s) for s in data["steps"]],
+                   values={k: [float(x) for x in v] for k, v in data["values"].items()})
 
     def save(self, path: str | os.PathLike) -> None:
         _atomic_write_bytes(Path(path), json.dumps(self.to_dict()).encode())
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "History":
+    def load(cls, path: str | os.PathLike) -> History:
         return cls.from_dict(json.loads(Path(path).read_text()))
 
 
@@ -172,7 +186,7 @@ class Checkpointer:
     def meta_path(self) -> Path:
         return self.folder / _META
 
-    def save(self, step: int, model: nn.Module, optimizers: Sequence[torch.optim.Optimizer],
+    def save(self, step: int, model: nn.Module, optimizers: Sequence[OptimizerLike],
              generator: torch.Generator, history: History) -> None:
         """Write a checkpoint of ``step``; it replaces the previous one only once complete."""
         tag = f"{step}-{secrets.token_hex(4)}"
@@ -253,7 +267,7 @@ class Checkpointer:
             raise self._bad(path, f"does not hold {n_optimizers} optimiser state(s) and a data-generator state")
         return state
 
-    def restore(self, model: nn.Module, optimizers: Sequence[torch.optim.Optimizer],
+    def restore(self, model: nn.Module, optimizers: Sequence[OptimizerLike],
                 generator: torch.Generator) -> tuple[int, History] | None:
         """Load the latest checkpoint into the objects; return ``(step, history)``, or None if there is none.
 
@@ -284,7 +298,8 @@ class Checkpointer:
         try:
             generator.set_state(state["generator"])
         except (RuntimeError, TypeError) as error:
-            raise self._bad(self.folder / meta["state"], f"holds a bad data-generator state ({_one_line(error)})") from error
+            raise self._bad(self.folder / meta["state"],
+                            f"holds a bad data-generator state ({_one_line(error)})") from error
         model.load_state_dict(tensors)
         return meta["step"], history
 
@@ -312,7 +327,7 @@ class _SigtermStop:
     def _handle(self, signum: int, frame: Any) -> None:
         self.requested = True
 
-    def __enter__(self) -> "_SigtermStop":
+    def __enter__(self) -> _SigtermStop:
         if (self.enabled and threading.current_thread() is threading.main_thread()
                 and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL):
             self._previous = signal.signal(signal.SIGTERM, self._handle)
@@ -344,7 +359,7 @@ def _diverged(what: str, step: int, checkpointer: Checkpointer | None, saved_ste
 def train(
     model: nn.Module,
     loss_fn: LossFn,
-    optimizers: Sequence[torch.optim.Optimizer],
+    optimizers: Sequence[OptimizerLike],
     *,
     n_steps: int,
     generator: torch.Generator,
@@ -396,10 +411,10 @@ def train(
             if checkpointer is not None and (step % checkpointer.every == 0 or step == n_steps or stop.requested):
                 checkpointer.save(step, model, optimizers, generator, history)
                 saved_step = step
-            if stop.requested:
-                raise TrainingInterrupted(
-                    f"Training stopped by SIGTERM after step {step} of {n_steps}; the checkpoint in "
-                    f"{checkpointer.folder} holds it. Run the same command again to resume."
-                )
+                if stop.requested:  # only ever set with a checkpointer
+                    raise TrainingInterrupted(
+                        f"Training stopped by SIGTERM after step {step} of {n_steps}; the checkpoint in "
+                        f"{checkpointer.folder} holds it. Run the same command again to resume."
+                    )
     model.eval()
     return history

@@ -12,9 +12,10 @@ next-token loss is summed over every position that has a next token:
 - value: the mean loss change (nats/token, ablated - clean) with the parent copiers ablated; interval: a 95%
   percentile bootstrap over the batches;
 - null: the same change with the non-parent heads ablated; p-value: one-sided, from 10,000 random
-  sign flips of the per-batch differences (parents ablated - non-parents ablated) (:func:`probes.stats.nulls.sign_flip_p_value`),
-  so the finding holds when the parents matter more than other heads, by at least the pretrained threshold
-  (0.1 nats/token above the larger of the null and the toy at initialisation).
+  sign flips of the per-batch differences (parents ablated - non-parents ablated)
+  (:func:`probes.stats.nulls.sign_flip_p_value`), so the finding holds when the parents matter more than other
+  heads, by at least the pretrained threshold (0.1 nats/token above the larger of the null and the toy at
+  initialisation).
 
 Chen et al.'s models (simplified, full) are zero-ablated, not mean-ablated as the pretrained suite does: their
 layer 2 reads the copiers through inner products of L2-normalised key and query features, so a zero key
@@ -41,8 +42,8 @@ On the standard preset (4 heads, seed 0) the finding does not hold: L0H0 and L0H
 the null (the least copier-like remaining heads, L0H3 and L0H0) holds a copier too, and ablating it costs more
 (0.71 nats) than ablating the chosen copiers L0H2, L0H1 (0.27).
 
-The paired loss change and its sign-flip test (:func:`analyses.toy_causal.paired_loss_change`) are shared with the topic and Scan
-and Snap toys' causal findings.
+The paired loss change and its sign-flip test (:func:`analyses.toy_causal.paired_loss_change`) are shared with the
+topic and Scan and Snap toys' causal findings.
 
 Example::
 

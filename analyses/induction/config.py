@@ -102,7 +102,7 @@ class InductionExperimentConfig:
     @property
     def n_ctx(self) -> int:
         """The longest input the model sees (training or evaluation) plus one."""
-        return max((self.data.seq_len,) + tuple(self.eval_seq_lens)) + 1
+        return max(self.data.seq_len, *self.eval_seq_lens) + 1
 
     @property
     def true_parents(self) -> list[int]:
@@ -144,7 +144,7 @@ class InductionExperimentConfig:
 # the staged c -> w -> a schedule on the paper's data: large per-part rates from c = a = 1
 _STAGED_MODEL = SimplifiedInductionConfig(n_heads=3, max_subset=2, window=8, head_windows="shared", w_plus=3.0,
                                           w_minus=0.1, c_init=1.0, a_init=1.0)
-_STAGED_TRAIN = dict(schedule="staged", lr_c=100.0, lr_w=10.0, lr_a=10.0, loss="nll", batch_size=0)
+_STAGED_TRAIN = SimplifiedTraining(schedule="staged", lr_c=100.0, lr_w=10.0, lr_a=10.0, loss="nll", batch_size=0)
 # the reference code's main-text run (see analyses.induction.reference.PAPER_RUN)
 _PAPER_MODEL = SimplifiedInductionConfig(n_heads=3, max_subset=2, window=3, head_windows="shifted", empty_subset=True,
                                          token_subsets=True, w_plus=3.0, w_minus=0.1, c_init=0.01, a_init=0.01)
@@ -159,7 +159,7 @@ PRESETS: dict[str, InductionExperimentConfig] = {
     # the staged c -> w -> a schedule (formerly `paper`)
     "staged": InductionExperimentConfig(model="simplified", data=_PAPER_DATA, n_train=9000, n_val=1000,
                                         simplified=_STAGED_MODEL,
-                                        train=SimplifiedTraining(**_STAGED_TRAIN, stage_steps=(50, 50, 200))),
+                                        train=dataclasses.replace(_STAGED_TRAIN, stage_steps=(50, 50, 200))),
     # appendix B: the full model, joint SGD at the reference's lr 0.01 for 10,000 steps
     "full": InductionExperimentConfig(
         model="full", data=_PAPER_DATA, n_train=9000, n_val=1000,
@@ -168,7 +168,7 @@ PRESETS: dict[str, InductionExperimentConfig] = {
     # small and quick (the report trains it): staged, 500 chains, a sparser trajectory
     "fast": InductionExperimentConfig(model="simplified", data=_PAPER_DATA, n_train=500, n_val=500,
                                       simplified=_STAGED_MODEL,
-                                      train=SimplifiedTraining(**_STAGED_TRAIN, stage_steps=(20, 20, 60)),
+                                      train=dataclasses.replace(_STAGED_TRAIN, stage_steps=(20, 20, 60)),
                                       probe_sequences=64, eval_seq_lens=(50, 200), eval_alphas=(0.05, 1.0),
                                       trajectory_dense_until=20, trajectory_per_decade=10),
     # a TransformerLens 2-layer model on the same data: Adam on 32 fresh chains per step

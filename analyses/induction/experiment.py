@@ -44,26 +44,38 @@ from typing import Any
 
 import torch
 
-from analyses.torch_threads import torch_threads
 from analyses.induction.config import PRESETS, InductionExperimentConfig
 from analyses.induction.figures import write_figures
-from analyses.induction.findings import (FINDINGS, build_model, check_findings_data, held_out_chains, judge_trained,
-                                        seed_findings)
+from analyses.induction.findings import (
+    FINDINGS,
+    build_model,
+    check_findings_data,
+    held_out_chains,
+    judge_trained,
+    seed_findings,
+)
 from analyses.induction.reference import PRESET_REFERENCES, induction_reference
 from analyses.induction.result import GeneralisationRow, InductionResult, Trajectory
 from analyses.induction.trajectory import TRAJECTORY_KEYS, log_growth_fit, trajectory_steps
 from analyses.timings import write_timings
+from analyses.torch_threads import torch_threads
 from analyses.toy_findings import aggregate_seeds
 from analyses.toy_model_store import save_toy_model
 from probes.attention.copier import CopierProbe, CopierProfile
-from probes.attention.generalized_induction import GeneralizedInductionProbe, GeneralizedInductionScores
-from probes.attention.selector import ParentSubsetAttention, ParentSubsetAttentionProbe, SelectorWeightProbe
-from probes.core.runner import model_device, run_probes
+from probes.attention.generalized_induction import GeneralizedInductionProbe
+from probes.attention.selector import ParentSubsetAttentionProbe, SelectorWeightProbe
+from probes.core.probe import Probe
+from probes.core.runner import feed_probes, model_device, run_probes
 from probes.text.parent_criterion import chi_square_parent_criterion, population_parent_criterion
 from toymodels.induction.data import bayes_optimal_loss, sample_markov_icl
 from toymodels.induction.simplified import SUBSET_WEIGHTS_HOOK, SimplifiedInductionModel
-from toymodels.induction.training import (all_token_loss, last_token_loss, loss_from_probs, train_on_fresh_chains,
-                                          train_simplified)
+from toymodels.induction.training import (
+    all_token_loss,
+    last_token_loss,
+    loss_from_probs,
+    train_on_fresh_chains,
+    train_simplified,
+)
 from toymodels.training import Checkpointer, History
 
 __all__ = ["FINDINGS", "PRESETS", "PRESET_REFERENCES", "InductionExperimentConfig", "InductionResult",
@@ -173,15 +185,17 @@ def probe_model(model: torch.nn.Module, config: InductionExperimentConfig, token
     batches = list(tokens.split(32))
     order = config.data.order
     max_distance = max(8 if config.model == "standard" else config.model_config().max_distance, order)
-    probes_ = [CopierProbe(max_distance), GeneralizedInductionProbe(order),
-               ParentSubsetAttentionProbe(1, max_distance=order, max_subset=min(config.simplified.max_subset, order))]
-    if isinstance(model, SimplifiedInductionModel):
-        probes_.append(SelectorWeightProbe(SUBSET_WEIGHTS_HOOK, labels=model.subset_labels))
-    results = run_probes(model, probes_, batches, data=f"{tokens.shape[0]} held-out chains", seed=config.seed,
-                         progress=False)
-    copier, induction, subsets = results[0], results[1], results[2]
-    assert isinstance(copier, CopierProfile) and isinstance(induction, GeneralizedInductionScores)
-    assert isinstance(subsets, ParentSubsetAttention)
+    copier_probe, induction_probe = CopierProbe(max_distance), GeneralizedInductionProbe(order)
+    subsets_probe = ParentSubsetAttentionProbe(1, max_distance=order,
+                                               max_subset=min(config.simplified.max_subset, order))
+    selector_probe = (SelectorWeightProbe(SUBSET_WEIGHTS_HOOK, labels=model.subset_labels)
+                      if isinstance(model, SimplifiedInductionModel) else None)
+    probes_: list[Probe[Any]] = [copier_probe, induction_probe, subsets_probe]
+    if selector_probe is not None:
+        probes_.append(selector_probe)
+    feed_probes(model, probes_, batches, data=f"{tokens.shape[0]} held-out chains", seed=config.seed,
+                progress=False)
+    copier, induction, subsets = copier_probe.compute(), induction_probe.compute(), subsets_probe.compute()
     layer2 = induction.scores[-1]
     best = int(layer2.argmax())
     out: dict[str, Any] = {
@@ -195,8 +209,8 @@ def probe_model(model: torch.nn.Module, config: InductionExperimentConfig, token
         "parent_subset_attention": {label: float(v) for label, v in zip(subsets.labels, subsets.scores[:, best])},
         "parent_subset_chance": {label: float(v) for label, v in zip(subsets.labels, subsets.chance[:, best])},
     }
-    if isinstance(model, SimplifiedInductionModel):
-        shares = results[3].as_dict()
+    if selector_probe is not None:  # the simplified model's selector
+        shares = selector_probe.compute().as_dict()
         heads = true_head_subset(copier, config.true_parents)
         label = "{" + ",".join(map(str, heads)) + "}"
         out.update(parent_share=shares, true_parent_subset=label, true_parent_share=shares.get(label, 0.0))

@@ -48,11 +48,11 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from analyses.torch_threads import torch_threads
 from analyses.induction.causal import check_copiers, previous_token_causal
 from analyses.induction.config import InductionExperimentConfig
 from analyses.pretrained.findings import HEAD_SPLIT, finding_from_spec
 from analyses.pretrained.held_out import HeldOut, halves, held_out_head_score
+from analyses.torch_threads import torch_threads
 from analyses.toy_findings import SeedFindings, judge_against_init
 from probes import HeadScoreProbe, ModelInfo, feed_probes
 from probes.attention.generalized_induction import GeneralizedInductionProbe
@@ -182,7 +182,7 @@ def generalized_induction(model: nn.Module, batches: Sequence[Tensor], order: in
 def generalized_induction_finding(held: HeldOut, *, statistic: str, selection: str) -> Finding:
     """The paper's claim as a finding: the score of ``held`` (its head appended to ``statistic``) against its
     uniform-attention chance, at least :data:`GENERALIZED_MIN_EFFECT` above the larger of it and the control."""
-    layer, head = held.head  # held_out_head_score always names its head
+    layer, head = held.chosen_head()
     return Finding(f"{statistic} (L{layer}H{head})", held.value, held.ci, GENERALIZED_NULL, held.null_value,
                    held.p_value, GENERALIZED_MIN_EFFECT, "difference", selection=selection)
 

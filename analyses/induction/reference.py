@@ -98,7 +98,7 @@ def induction_reference(config: Any) -> PaperReference:
                        "c_S^2 / sum c^2, the layer-2 scale a and the loss over training (S=3, L=100, H=3, n=3, "
                        "D=2, 50,000 full-batch SGD steps); figure number not checked against the paper's PDF.",
             deviations=tuple(deviations) or ("None known beyond the followed notes.",),
-            followed=COMMON_FOLLOWED + (
+            followed=(*COMMON_FOLLOWED,
                 "Candidate subsets as in the reference: all subsets of the H heads with |S| <= D including the "
                 "empty one, plus the subsets holding the token's own component (zero for the query, so their "
                 "kernel terms vanish but their c^2 enter the normaliser); shares are reported over the head "

@@ -47,7 +47,8 @@ class Trajectory:
 
 @dataclass(frozen=True)
 class GeneralisationRow:
-    """Last-token loss of the trained model and of the optimal estimator on chains of another ``seq_len`` / ``alpha``."""
+    """Last-token loss of the trained model and of the optimal estimator on chains of another ``seq_len`` /
+    ``alpha``."""
 
     seq_len: int
     alpha: float
@@ -198,7 +199,8 @@ class InductionResult(PaperResult):
             reference=PaperReference.from_dict(reference), findings=toy_findings_from_dict(d.get("findings")),
             objective=optional(d.get("objective"), str), train_loss_objective=optional(d.get("train_loss_objective")),
             val_loss_objective=optional(d.get("val_loss_objective")),
-            a_log_growth=None if growth is None else {k: v if k == "from_step" else number(v) for k, v in growth.items()},
+            a_log_growth=(None if growth is None
+                          else {k: v if k == "from_step" else number(v) for k, v in growth.items()}),
             first_step_share_above_half=optional(d.get("first_step_share_above_half"), int),
             induction_onset_step=optional(d.get("induction_onset_step"), int),
             val_loss_all_positions=optional(d.get("val_loss_all_positions")),

@@ -31,8 +31,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from analyses.pretrained.findings import CAUSAL_FINDINGS, finding_from_spec
 from analyses.paper_result import number
+from analyses.pretrained.findings import CAUSAL_FINDINGS, finding_from_spec
 from mechprobe.validation import integer
 from probes.attention.repeated_tokens import repeated_random_tokens
 from probes.attention.topic_attention import TopicAttention
@@ -120,8 +120,8 @@ class CausalMeasurement:
                 "n_tokens": list(self.n_tokens), "units": self.units, "method": self.method, "data": self.data}
 
     @classmethod
-    def from_dict(cls, document: Mapping[str, Any]) -> "CausalMeasurement":
-        return cls(str(document["name"]), tuple((int(l), int(h)) for l, h in document["heads"]),
+    def from_dict(cls, document: Mapping[str, Any]) -> CausalMeasurement:
+        return cls(str(document["name"]), tuple((int(layer), int(h)) for layer, h in document["heads"]),
                    str(document["chosen_by"]), tuple(number(v) for v in document["selection_scores"]),
                    tuple(document["slices"]), tuple(float(s) for s in document["signs"]), number(document["value"]),
                    (number(document["ci"][0]), number(document["ci"][1])), tuple(number(v) for v in document["null"]),
@@ -235,7 +235,8 @@ def measure_causal(model: Any, *, induction: Sequence[tuple[int, int, float]],
     out = {}
     for name in CAUSAL_FINDINGS:
         top, chosen_by = chosen[name]
-        heads, scores = [(l, h) for l, h, _ in top], [s for _, _, s in top]
+        heads, scores = [(layer, h) for layer, h, _ in top], [s for _, _, s in top]
+        signs: tuple[float, ...]
         if name == "topic_heads_causal":
             slices = {"topic_seen": topic_seen_slice(labels), "topic_unseen": topic_unseen_slice(labels)}
             batches, signs = rows, (1.0, -1.0)

@@ -21,7 +21,7 @@ both its null and the control model, see :mod:`probes.stats.findings`):
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Protocol
+from typing import Literal, Protocol
 
 from analyses.pretrained.held_out import HeldOut
 from probes.dynamics.embedding_topics import EmbeddingTopicTest
@@ -53,7 +53,7 @@ THRESHOLDS_TEXT = ("head scores at least 0.1 attention mass above the larger of 
                    "(0.02 for the topic contrast) above the larger of the 99th percentile of random head sets and "
                    "the control.")
 
-_SPECS = {
+_SPECS: dict[str, tuple[str, str, Literal["difference", "ratio"], float, str]] = {
     # name: (statistic, null kind, effect, min_effect, selection)
     "induction_protocol": ("induction score of the best head on [BOS] X X (repeated random tokens)",
                            "uniform attention (bootstrap over batches)", "difference", 0.1, HEAD_SPLIT),

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor
 
-from probes import HeadScores
 from probes.attention.key_token_attention import KeyTokenAttention
 from probes.attention.topic_attention import TopicAttention
 from probes.core.errors import InputError
@@ -40,6 +39,12 @@ class HeldOut:
     head: tuple[int, int] | None = None
     selection_value: float = float("nan")
 
+    def chosen_head(self) -> tuple[int, int]:
+        """``(layer, head)`` of a statistic of one chosen head (an error for a statistic over all heads)."""
+        if self.head is None:
+            raise InputError("This held-out statistic is over all heads; it has no chosen head.")
+        return self.head
+
 
 def halves(batches: Sequence[Any]) -> tuple[list[Any], list[Any]]:
     """(selection half, estimation half): the even and the odd batches."""
@@ -51,7 +56,15 @@ def _flat_argmax(table: Tensor) -> tuple[int, int]:
     return flat // table.shape[1], flat % table.shape[1]
 
 
-def held_out_head_score(kind: str, selection: HeadScores, per_batch: Mapping[str, Tensor], *, n_boot: int,
+class ScoreTables(Protocol):
+    """What :func:`held_out_head_score` reads of its selection: a [layer head] table per kind (a
+    :class:`~probes.HeadScores`, or any record with such ``scores``)."""
+
+    @property
+    def scores(self) -> Mapping[str, Tensor]: ...
+
+
+def held_out_head_score(kind: str, selection: ScoreTables, per_batch: Mapping[str, Tensor], *, n_boot: int,
                         seed: int) -> HeldOut:
     """Best head of ``kind`` on the selection half; its score on the estimation half's batches, a bootstrap CI
     over those batches, and a bootstrap p-value of (score - uniform-attention chance) > 0."""
@@ -142,7 +155,7 @@ def cooccurrence_summary(whole: KeyTokenAttention, best: HeldOut) -> dict[str, A
     return {
         "spearman_distance_matched_mean": float(matched[:, :, ranked].nanmean()),
         "spearman_per_occurrence_mean": float(raw[:, :, ranked].nanmean()),
-        "best_head": list(best.head),
+        "best_head": list(best.chosen_head()),
         "best_head_spearman": best.value,
         "best_head_ci": list(best.ci),
         "null_value": best.null_value,

@@ -22,24 +22,38 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from analyses.pretrained.causal import (CausalConfig, CausalMeasurement, causal_family, causal_unavailable,
-                                       measure_causal, topic_gap_top_heads)
-from analyses.report.interactive import passage_patterns
+from analyses.pretrained.causal import (
+    CausalConfig,
+    CausalMeasurement,
+    causal_family,
+    causal_unavailable,
+    measure_causal,
+    topic_gap_top_heads,
+)
 from analyses.pretrained.findings import PRETRAINED_FINDINGS, pretrained_findings
-from analyses.pretrained.held_out import (TOPIC_UNIT_KEYS, HeldOut, cooccurrence_summary, halves, held_out_head_score,
-                                        held_out_ordering, held_out_topic, topic_mean_over_heads)
+from analyses.pretrained.held_out import (
+    TOPIC_UNIT_KEYS,
+    HeldOut,
+    cooccurrence_summary,
+    halves,
+    held_out_head_score,
+    held_out_ordering,
+    held_out_topic,
+    topic_mean_over_heads,
+)
+from analyses.report.interactive import passage_patterns
+from mechprobe.validation import integer
 from probes import HeadScoreProbe, HeadScores, ModelInfo, TokenBatch, feed_probes, load_model
-from probes.stats.bootstrap import BatchStateRecorder
-from probes.stats.control_model import random_weight_control
-from probes.dynamics.embedding_topics import EmbeddingTopicTest, embedding_topic_test
-from probes.core.errors import ConfigError, InputError
-from probes.stats.findings import Finding
 from probes.attention.generalized_induction import GeneralizedInductionProbe, GeneralizedInductionScores
 from probes.attention.key_token_attention import KeyTokenAttention, KeyTokenAttentionProbe
-from mechprobe.validation import integer
 from probes.attention.repeated_tokens import repeated_random_tokens
-from probes.text.text_batches import text_token_batches
 from probes.attention.topic_attention import TopicAttention, TopicAttentionProbe
+from probes.core.errors import ConfigError, InputError
+from probes.dynamics.embedding_topics import EmbeddingTopicTest, embedding_topic_test
+from probes.stats.bootstrap import BatchStateRecorder
+from probes.stats.control_model import random_weight_control
+from probes.stats.findings import Finding
+from probes.text.text_batches import text_token_batches
 from probes.text.token_topics import TokenTopicMap, token_topic_labels
 
 log = logging.getLogger(__name__)
@@ -77,7 +91,8 @@ class PretrainedConfig:
         if self.max_batches < 4 or self.protocol_batches < 4:
             raise ConfigError(
                 f"max_batches and protocol_batches must be >= 4 (two halves of >= 2 batches each: one picks the "
-                f"best head, the other measures it with a bootstrap); got {self.max_batches} and {self.protocol_batches}."
+                f"best head, the other measures it with a bootstrap); got {self.max_batches} and "
+                f"{self.protocol_batches}."
             )
         if self.generalized_n < 2:
             raise ConfigError(f"generalized_n must be >= 2; got {self.generalized_n}.")
@@ -105,7 +120,7 @@ class ModelMeasurements:
     def summary(self) -> dict[str, Any]:
         """The numbers behind the findings, JSON-ready."""
         topic = self.held_out["topic_attention_best_head"]
-        layer, head = topic.head
+        layer, head = topic.chosen_head()
         return {
             "same_topic_attention_ratio": {
                 "best_head": [layer, head],
@@ -123,11 +138,12 @@ class ModelMeasurements:
             },
             "embedding": self.embedding.to_dict(),
             "cooccurrence": self.cooccurrence,
-            "induction_top_heads": [[l, h, s] for l, h, s in self.text_heads.top_heads("induction", 5)],
+            "induction_top_heads": [[layer, h, s] for layer, h, s in self.text_heads.top_heads("induction", 5)],
             "induction_chance": self.text_heads.chance["induction"],
-            "induction_protocol_top_heads": [[l, h, s] for l, h, s in self.protocol.top_heads("induction", 5)],
+            "induction_protocol_top_heads": [[layer, h, s] for layer, h, s in self.protocol.top_heads("induction", 5)],
             "induction_protocol_chance": self.protocol.chance["induction"],
-            "previous_token_top_heads": [[l, h, s] for l, h, s in self.text_heads.top_heads("previous_token", 3)],
+            "previous_token_top_heads": [[layer, h, s]
+                                         for layer, h, s in self.text_heads.top_heads("previous_token", 3)],
             "generalized_induction": {
                 "n": len(self.generalized.provenance.settings["distances"]) + 1,
                 "best_head": list(self.generalized.best_head()[:2]),
@@ -302,9 +318,10 @@ def probe_pretrained(model_spec: Any, documents: Sequence[Any], word_topics: Map
         "text": passage_patterns(model, batches[0], {
             "induction": measured.text_heads.top_heads("induction", 1)[0][:2],
             "previous_token": measured.text_heads.top_heads("previous_token", 1)[0][:2],
-            "same-topic attention": measured.held_out["topic_attention_best_head"].head}),
+            "same-topic attention": measured.held_out["topic_attention_best_head"].chosen_head()}),
         "repeated random tokens": passage_patterns(model, protocol_batches(info, config)[0], {
-            "induction": measured.protocol.top_heads("induction", 1)[0][:2]}, max_tokens=2 * config.protocol_seq_len + 1),
+            "induction": measured.protocol.top_heads("induction", 1)[0][:2]},
+            max_tokens=2 * config.protocol_seq_len + 1),
     }
     return PretrainedRun(
         model=name, info=info, token_map=token_map, measured=measured, control=control, findings=findings,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from analyses.pretrained.findings import CAUSAL_FINDINGS
 from analyses.report.document import Figure, Section, Table
@@ -18,9 +18,11 @@ COLUMNS = ["model", "finding", "heads (chosen on other batches)", "loss change",
            "clean loss", "tokens", "holds"]
 
 
-def causal_section(runs: Mapping[str, "PretrainedRun"], figures: Path) -> Section | None:
+def causal_section(runs: Mapping[str, PretrainedRun], figures: Path) -> Section | None:
     """The section, or None when no model was ablated."""
-    rows, panels, notes = [], {name: [] for name in CAUSAL_FINDINGS}, []
+    rows: list[list[Any]] = []
+    panels: dict[str, list[NullStripRow]] = {name: [] for name in CAUSAL_FINDINGS}
+    notes: list[str] = []
     for model, run in runs.items():
         for label, measured, findings in ((model, run.measured, run.findings),
                                           (f"{model} (random weights)", run.control, run.control_findings)):
@@ -32,7 +34,8 @@ def causal_section(runs: Mapping[str, "PretrainedRun"], figures: Path) -> Sectio
                 finding = findings.get(name)
                 holds = finding is not None and finding.holds
                 p = finding.reported_p if finding is not None else m.p_value
-                rows.append([label, name, " ".join(f"L{l}H{h}" for l, h in m.heads), m.value, m.ci, m.null_q99, p,
+                heads = " ".join(f"L{layer}H{h}" for layer, h in m.heads)
+                rows.append([label, name, heads, m.value, m.ci, m.null_q99, p,
                              ", ".join(f"{s} {c:.3f}" for s, c in zip(m.slices, m.clean_loss)),
                              ", ".join(f"{s} {n}" for s, n in zip(m.slices, m.n_tokens)),
                              "**holds**" if holds else "no"])

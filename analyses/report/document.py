@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from analyses.report import interactive
 from analyses.paper_result import write_json
+from analyses.report import interactive
 from probes.core.atomic import atomic_write_text
 
 
@@ -106,7 +106,8 @@ class Report:
             "<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto;line-height:1.45}"
             "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #bbb;padding:4px 8px;"
             "text-align:right}th{background:#eee}td:first-child,th:first-child{text-align:left}"
-            "figure{margin:1em 0}img{max-width:100%}figcaption{color:#444;font-size:90%}" + interactive.CSS + "</style>",
+            "figure{margin:1em 0}img{max-width:100%}figcaption{color:#444;font-size:90%}"
+            + interactive.CSS + "</style>",
             "</head><body>",
             f"<h1>{html.escape(self.title)}</h1>",
         ]

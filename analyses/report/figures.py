@@ -10,9 +10,9 @@ import matplotlib
 import matplotlib.ticker
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from torch import Tensor  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+from torch import Tensor
 
 
 def layer_head_heatmaps(tables: Mapping[str, Tensor], path: Path, *, title: str, colorbar: str,

@@ -151,4 +151,4 @@ def passage_patterns(model: Any, batch: Any, heads: Mapping[str, tuple[int, int]
         full = activations[pattern_hook(layer)][0, head].float().cpu()
         patterns[name] = full[index][:, index].tolist()
     return {"tokens": token_strings(model, row.tokens[0, index].tolist()), "patterns": patterns,
-            "heads": {name: [int(l), int(h)] for name, (l, h) in heads.items()}}
+            "heads": {name: [int(layer), int(h)] for name, (layer, h) in heads.items()}}

@@ -28,16 +28,19 @@ from safetensors.torch import load_file, save_file
 
 from analyses.experiments import toy_result
 from analyses.paper_result import json_ready
-from analyses.report.compare import ToyRun
 from analyses.pretrained.causal import CausalMeasurement
 from analyses.pretrained.held_out import HeldOut
 from analyses.pretrained.measure import ModelMeasurements, PretrainedRun
+from analyses.report.compare import ToyRun
+from probes.attention.generalized_induction import GeneralizedInductionScores
+from probes.attention.head_scores import HeadScores
+from probes.attention.key_token_attention import KeyTokenAttention
+from probes.attention.topic_attention import TopicAttention
 from probes.core.atomic import atomic_write_text
-from probes.dynamics.embedding_topics import EmbeddingTopicTest
 from probes.core.errors import InputError
-from probes.stats.findings import Finding
 from probes.core.model_info import ModelInfo
-from probes.core.result import ProbeResult
+from probes.dynamics.embedding_topics import EmbeddingTopicTest
+from probes.stats.findings import Finding
 from probes.text.token_topics import TokenTopicMap
 
 RESULTS = "results"
@@ -99,9 +102,6 @@ def save_measurements(measured: ModelMeasurements, folder: Path) -> None:
 
 def load_measurements(folder: Path) -> ModelMeasurements:
     document = _read_json(folder / "measurements.json")
-    results = {}
-    for name in PROBE_RESULTS:
-        results[name] = ProbeResult.load(folder / name)
     tensors = load_file(str(folder / "embedding.safetensors"))
     fields = document["embedding"]
     embedding = EmbeddingTopicTest(**{**fields, "gap_ci": {m: tuple(ci) for m, ci in fields["gap_ci"].items()},
@@ -112,7 +112,10 @@ def load_measurements(folder: Path) -> ModelMeasurements:
         held_out={name: _held_out(h) for name, h in document["held_out"].items()},
         cooccurrence=document["cooccurrence"],
         causal={name: CausalMeasurement.from_dict(m) for name, m in document.get("causal", {}).items()},
-        causal_note=document.get("causal_note", ""), **results,
+        causal_note=document.get("causal_note", ""), protocol=HeadScores.load(folder / "protocol"),
+        text_heads=HeadScores.load(folder / "text_heads"),
+        generalized=GeneralizedInductionScores.load(folder / "generalized"),
+        topic=TopicAttention.load(folder / "topic"), ordering=KeyTokenAttention.load(folder / "ordering"),
     )
 
 

@@ -7,7 +7,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any
 
 from analyses.pretrained.findings import CAUSAL_FINDINGS, PRETRAINED_FINDINGS, THRESHOLDS_TEXT
 from analyses.report.document import Figure, Section, Table
@@ -18,7 +18,7 @@ from probes.stats.findings import ALPHA, Finding
 if TYPE_CHECKING:
     from analyses.pretrained.measure import PretrainedRun
 
-AnyFinding = Union[Finding, ToyFinding]
+AnyFinding = Finding | ToyFinding
 TOY = "toy"
 TOY_CONTROL = "toy (at initialisation)"
 CONTROL_SUFFIX = " (random weights)"
@@ -41,7 +41,7 @@ class Comparison:
 
 
 def compare_findings(toy_findings: Mapping[str, Mapping[str, ToyFinding]],
-                     runs: Mapping[str, "PretrainedRun"]) -> Comparison:
+                     runs: Mapping[str, PretrainedRun]) -> Comparison:
     """The :class:`Comparison` of the toys' findings (``toy_findings[toy][name]``) and the pretrained runs."""
     columns: list[str] = []
     if any(toy_findings.values()):
@@ -106,7 +106,8 @@ def verdict_section(comparison: Comparison, figures: Path | None = None) -> Sect
             for name in comparison.rows]
     section = Section("Verdicts", [
         f"A finding holds when its p-value (Holm-adjusted over the attention findings of the model; the head "
-        f"ablations are a second family, tested in the fixed order induction, previous token, topic) is below {ALPHA}, its 95% "
+        f"ablations are a second family, tested in the fixed order induction, previous token, topic) is below "
+        f"{ALPHA}, its 95% "
         f"interval lies above its null and above the same architecture with random weights (the control, probed "
         f"on the same batches), and the effect clears a threshold: {THRESHOLDS_TEXT} Best heads are chosen on the "
         f"even batches and measured on the odd ones, so intervals and p-values do not reward the search over "

@@ -58,12 +58,11 @@ from typing import Any
 
 import torch
 
-from analyses.torch_threads import torch_threads
 from analyses.paper_result import SUMMARY_FILE
 from analyses.scansnap.config import PRESETS, ScanSnapConfig
 from analyses.scansnap.figures import plot_heatmap, plot_loss
-from analyses.scansnap.main_run import MainRun, average_statistics, eval_loss, eval_sets, main_run, probe_fact
 from analyses.scansnap.findings import FINDINGS, main_run_findings, seed_findings
+from analyses.scansnap.main_run import MainRun, average_statistics, eval_loss, eval_sets, main_run, probe_fact
 from analyses.scansnap.result import (
     Figure6Trends,
     LossCurve,
@@ -74,6 +73,7 @@ from analyses.scansnap.result import (
     result_class,
 )
 from analyses.timings import write_timings
+from analyses.torch_threads import torch_threads
 from analyses.toy_findings import aggregate_seeds
 from analyses.toy_model_store import save_toy_model
 from toymodels.errors import ToyConfigError

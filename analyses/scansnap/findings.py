@@ -61,19 +61,19 @@ Example::
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal, TypedDict
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from analyses.toy_causal import paired_loss_change
-from analyses.torch_threads import torch_threads
 from analyses.pretrained.findings import finding_from_spec
 from analyses.pretrained.held_out import MIN_RANKED_KEYS
 from analyses.scansnap.config import ScanSnapConfig
 from analyses.scansnap.main_run import MainRun, eval_sets, main_run
+from analyses.torch_threads import torch_threads
+from analyses.toy_causal import paired_loss_change
 from analyses.toy_findings import SeedFindings, judge_against_init
 from probes import feed_probes
 from probes.attention.key_token_attention import KeyTokenAttention, KeyTokenAttentionProbe
@@ -87,7 +87,6 @@ from toymodels.errors import ToyConfigError
 from toymodels.scansnap.data import CooccurrenceData
 from toymodels.scansnap.model import YZTransformer
 
-
 FINDINGS = ("cooccurrence_ordering", "scan_order", "scansnap_attention_causal")
 N_PERMUTATIONS = 1000
 N_BOOT = 1000
@@ -99,7 +98,17 @@ ORDERING_STATISTIC = ("Spearman of distance-matched attention with co-occurrence
                       "attention by the same-distance mean, ranks unchanged up to noise; 95% CI: bootstrap over "
                       f"{N_UNITS} batches of sequences)")
 ORDERING_SELECTION = "no search: the model's only head (L0H0)"
-SCAN_ORDER_SPEC = {
+class FindingSpec(TypedDict):
+    """What a toy finding states besides its numbers (the fields of :class:`probes.stats.findings.Finding`)."""
+
+    statistic: str
+    null_kind: str
+    effect: Literal["difference", "ratio"]
+    min_effect: float
+    selection: str
+
+
+SCAN_ORDER_SPEC: FindingSpec = {
     "statistic": ("Spearman of the step at which each distinct token's attention peaks with its co-occurrence "
                   "P(l | m, n), mean over facts (Y/Z toy, over training; 95% CI: bootstrap over each fact's "
                   "distinct tokens)"),
@@ -109,7 +118,7 @@ SCAN_ORDER_SPEC = {
     "selection": "no search: every distinct token of every fact",
 }
 
-CAUSAL_SPEC = {
+CAUSAL_SPEC: FindingSpec = {
     "statistic": ("loss change (nats per held-out sequence, the query's next token) with attention made uniform over "
                   "the context (Z frozen to 0 by a hook on blocks.0.attn.hook_attn_scores) minus as trained (Y/Z toy; "
                   f"95% CI: bootstrap over {N_UNITS} batches of sequences)"),
@@ -159,7 +168,7 @@ def ordering_finding(model: YZTransformer, data: CooccurrenceData, evaluation: S
     attention = probe.compute()
     value = _ordering_value(attention)
 
-    def resampled(state: dict[str, Tensor]) -> Tensor:  # the probe computes each resample's summed state
+    def resampled(state: Mapping[str, Tensor]) -> Tensor:  # the probe computes each resample's summed state
         values = []
         for draw in range(next(iter(state.values())).shape[0]):
             probe.load_state_dict({key: entry[draw] for key, entry in state.items()})
@@ -217,7 +226,8 @@ def _uniform_scores(scores: Tensor, hook: Any) -> Tensor:
 def query_losses(model: YZTransformer, tokens: Tensor, label: Tensor, *, uniform: bool) -> Tensor:
     """Cross-entropy (nats) of ``label`` at the query (the last position) of each of ``tokens`` [sequence], with the
     trained attention or (``uniform``) attention made uniform over the context."""
-    hooks = [("blocks.0.attn.hook_attn_scores", _uniform_scores)] if uniform else []
+    hooks: list[tuple[str | Callable[..., Any], Callable[..., Any]]] = (
+        [("blocks.0.attn.hook_attn_scores", _uniform_scores)] if uniform else [])
     with torch.no_grad():
         logits = model.run_with_hooks(tokens, fwd_hooks=hooks)[:, -1]
     return F.cross_entropy(logits.double(), label.expand(len(tokens)), reduction="none").cpu()

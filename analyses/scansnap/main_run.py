@@ -27,7 +27,8 @@ from toymodels.scansnap.training import query_logits, train_on_cooccurrence
 from toymodels.training import History
 
 LOSS_TARGET = 0.05
-"""The loss level whose first crossing the main run reports (``first_step_below_loss_target``); drawn on the loss plot."""
+"""The loss level whose first crossing the main run reports (``first_step_below_loss_target``); drawn on the loss
+plot."""
 
 EVAL_SEED_OFFSET = 1_000_003
 """The evaluation sets are drawn from ``seed + EVAL_SEED_OFFSET``, apart from the training stream."""
@@ -119,8 +120,8 @@ def main_run(config: ScanSnapConfig, *, progress: bool) -> MainRun:
     supports = [data.support(f) for f in range(data.n_facts)]
     trajectory: list[list[torch.Tensor]] = [[] for _ in range(data.n_facts)]
 
-    def record(step: int, trained: nn.Module, history: Any) -> None:
-        expected = expected_attention(trained, data)
+    def record(step: int, trained: nn.Module, history: Any) -> None:  # trained is model
+        expected = expected_attention(model, data)
         for f in range(data.n_facts):
             trajectory[f].append(expected[f, supports[f]].float())
 

@@ -43,13 +43,13 @@ REFERENCES: dict[str, PaperReference] = {
     "fast": PaperReference(
         paper=TIAN_2023,
         experiment="Synthetic co-occurrence data, attention over training (Figure 4), the report's quick version",
-        deviations=_MAIN_DEVIATIONS + (
+        deviations=(*_MAIN_DEVIATIONS,
             "Smaller evaluation set (128 sequences per fact) and a 20-step standard model, for speed.",),
         followed=_MAIN_FOLLOWED),
     "adam": PaperReference(
         paper=TIAN_2023,
         experiment="Figure 5: the synthetic co-occurrence run trained with Adam instead of SGD",
-        deviations=_MAIN_DEVIATIONS + (
+        deviations=(*_MAIN_DEVIATIONS,
             "Adam learning rates eta_Y = eta_Z = 0.05 are this project's choice (the paper's were not at hand); with "
             "them the loss falls below 0.01 within 100 steps.",),
         followed=(_MAIN_FOLLOWED[0], "Optimisation: torch.optim.Adam defaults (betas 0.9, 0.999), one learning rate "
@@ -58,7 +58,7 @@ REFERENCES: dict[str, PaperReference] = {
         paper=TIAN_2023,
         experiment="Figure 6: final entropy of the attention on distinct tokens over eta_Z in {0.5, 1, 2, 3} x "
                    "eta_Y/eta_Z in {1, 2, 5, 10} x #last tokens in {1, 3, 5, 10} (2 next tokens each), 10 seeds",
-        deviations=_MAIN_DEVIATIONS + (
+        deviations=(*_MAIN_DEVIATIONS,
             "Sweep runs start from a random uniform(+-1/sqrt(d_vocab)) initialisation so that seeds differ (the main "
             "run starts from Y = Z = 0); seed s fixes both the initialisation and the data stream.",
             "The statistic is the entropy after n_steps = 100 steps of the analytic composition "
@@ -66,7 +66,7 @@ REFERENCES: dict[str, PaperReference] = {
             "The published figure is compared by its trends (entropy falls with eta_Z, rises with eta_Y/eta_Z); its "
             "exact values were not at hand, so no cell-by-cell numerical comparison is made.",
         ),
-        followed=_MAIN_FOLLOWED + (
+        followed=(*_MAIN_FOLLOWED,
             "Grid and seed count from the paper's Figure 6 as stated in issue 13.",)),
     "wikitext": PaperReference(
         paper=TIAN_2023,

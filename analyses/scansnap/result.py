@@ -337,7 +337,8 @@ class WikitextResult(PaperResult):
 
     @classmethod
     def from_summary(cls, document: Mapping[str, Any]) -> WikitextResult:
-        return cls.of_trace(WikitextTrace.from_dict(document["wikitext"]), PaperReference.from_dict(document["reference"]),
+        return cls.of_trace(WikitextTrace.from_dict(document["wikitext"]),
+                            PaperReference.from_dict(document["reference"]),
                             ScanSnapConfig.from_settings(document["settings"]))
 
 

@@ -17,14 +17,15 @@ in every row of the grid. The figure is :func:`analyses.scansnap.figures.plot_sw
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import TYPE_CHECKING, Any
 
 import torch
 
-from probes.text.cooccurrence import spearman
 from probes.attention.key_token_attention import entropy_nats
 from probes.dynamics.snap import detect_snap_by_rate
+from probes.text.cooccurrence import spearman
 from toymodels.scansnap.data import CooccurrenceConfig, CooccurrenceData
 from toymodels.scansnap.seeds import YZRun, support_compositions, train_yz_runs
 
@@ -53,11 +54,14 @@ def sweep_group(config: ScanSnapConfig, num_last: int) -> list[dict[str, Any]]:
              for r in range(len(runs))]
     snaps = torch.tensor([[s.step for s in run] for run in found], dtype=torch.float64)
     snapped = torch.tensor([[s.snapped for s in run] for run in found], dtype=torch.float64)
+
+    def std(t: torch.Tensor) -> float:
+        return float(t.std()) if len(t) > 1 else 0.0
+
     rows = []
     for c, (eta_z, ratio) in enumerate(cells):
         chosen = slice(c * sweep.seeds, (c + 1) * sweep.seeds)
         d, s = distinct_entropy[chosen], support_entropy[chosen]
-        std = (lambda t: float(t.std()) if len(t) > 1 else 0.0)
         rows.append({"num_last": num_last, "num_next": data.config.num_next, "eta_z": eta_z, "ratio": ratio,
                      "eta_y": ratio * eta_z, "entropy_mean": float(d.mean()), "entropy_std": std(d),
                      "entropy_all_mean": float(s.mean()), "entropy_all_std": std(s),
@@ -95,7 +99,7 @@ def figure6_trends(sweep: list[dict[str, Any]]) -> dict[str, Any]:
         holds, failing = 0, []
         for key, points in groups.items():
             values = [e for _, e in points]
-            if all(sign * (b - a) > 0 for a, b in zip(values, values[1:])):
+            if all(sign * (b - a) > 0 for a, b in itertools.pairwise(values)):
                 holds += 1
             else:
                 failing.append(list(key))

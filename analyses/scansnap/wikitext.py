@@ -48,15 +48,14 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from probes.text.cooccurrence import cooccurrence_probability, count_cooccurrence, spearman
+from analyses.scansnap.result import LossCurve, ShuffledLiftNull, WikitextTrace
 from probes.attention.key_token_attention import KeyTokenAttentionProbe
 from probes.core.runner import run_probes
 from probes.dynamics.scan_order import scan_order
+from probes.text.cooccurrence import cooccurrence_probability, count_cooccurrence, spearman
 from toymodels.errors import ToyConfigError
 from toymodels.scansnap.tutorial_transformer import TutorialTransformer, TutorialTransformerConfig
 from toymodels.scansnap.word_lm import batchify, build_vocabulary, encode, train_word_lm, windows
-
-from analyses.scansnap.result import LossCurve, ShuffledLiftNull, WikitextTrace
 
 if TYPE_CHECKING:
     from analyses.scansnap.config import ScanSnapConfig
@@ -155,6 +154,8 @@ def wikitext_run(config: ScanSnapConfig, *,
         rows = result.rows.double()
         trace["step"].append(step)
         trace["entropy"].append(float((result.position_entropy[0, 0].double() * rows).sum() / rows.sum()))
+        if result.distance_matched is None:  # the probe above measures it
+            raise ToyConfigError("The WikiText probe returned no distance-matched attention.")
         matched = result.distance_matched[0, 0].double()  # query key
         per_occurrence = result.per_occurrence[0, 0].double()
         trace["spearman_count"].append(mean_spearman(per_occurrence, counts, eligible))
@@ -176,7 +177,7 @@ def wikitext_run(config: ScanSnapConfig, *,
         log_vocabulary=math.log(len(vocabulary)), loss_curve=LossCurve(tuple(history.steps), tuple(losses)),
         keys_per_query=float(eligible.sum(1).double().mean()), step=tuple(trace["step"]),
         **{key: tuple(trace[key]) for key in WikitextTrace._SERIES},
-        spearman_lift_matched_null=ShuffledLiftNull(**null), scan_order_spearman=order["spearman"],
+        spearman_lift_matched_null=null, scan_order_spearman=order["spearman"],
         scan_order_queries=order["queries"], example_window=tuple(vocabulary[int(i)] for i in probe_windows[0]))
     snapshots = {"step": torch.tensor(trace["step"]), "distance_matched": torch.stack(matched_history),
                  "per_occurrence": torch.stack(per_occurrence_history), "counts": counts, "lift": lift,
@@ -199,7 +200,7 @@ def mean_spearman(values: torch.Tensor, reference: torch.Tensor, eligible: torch
 
 
 def ordering_null(values: torch.Tensor, reference: torch.Tensor, eligible: torch.Tensor, *, generator: torch.Generator,
-                  permutations: int = 200) -> dict[str, float]:
+                  permutations: int = 200) -> ShuffledLiftNull:
     """:func:`mean_spearman` when the reference is shuffled among each query's eligible keys: mean and 95th
     percentile over ``permutations`` shuffles (the chance level of the observed value)."""
     draws = []
@@ -211,8 +212,8 @@ def ordering_null(values: torch.Tensor, reference: torch.Tensor, eligible: torch
         draws.append(mean_spearman(values, shuffled, eligible))
     draws_t = torch.tensor([d for d in draws if not math.isnan(d)], dtype=torch.float64)
     if not len(draws_t):
-        return {"mean": math.nan, "q95": math.nan, "permutations": permutations}
-    return {"mean": float(draws_t.mean()), "q95": float(draws_t.quantile(0.95)), "permutations": permutations}
+        return ShuffledLiftNull(mean=math.nan, q95=math.nan, permutations=permutations)
+    return ShuffledLiftNull(mean=float(draws_t.mean()), q95=float(draws_t.quantile(0.95)), permutations=permutations)
 
 
 def _distinct_over_common(matched: torch.Tensor, lift: torch.Tensor, eligible: torch.Tensor) -> float:

@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from analyses.topic.reference import topic_reference
 from analyses.config_overrides import config_from_dict
+from analyses.topic.reference import topic_reference
 from mechprobe.validation import at_least, integer, one_of
 from probes.core.loading import check_device
 from toymodels.errors import ToyConfigError

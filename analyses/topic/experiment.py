@@ -40,7 +40,6 @@ from typing import Any
 
 import torch
 
-from analyses.torch_threads import torch_threads
 from analyses.paper_result import Claim
 from analyses.timings import write_timings
 from analyses.topic.config import PRESET_REFERENCES, PRESETS, STAGES, TopicExperimentConfig, TopicModelSettings
@@ -56,6 +55,7 @@ from analyses.topic.findings import (
 )
 from analyses.topic.reference import topic_reference
 from analyses.topic.result import AttentionNumbers, TopicResult, TwoStageNumbers
+from analyses.torch_threads import torch_threads
 from analyses.toy_findings import aggregate_seeds
 from analyses.toy_model_store import save_toy_model
 from probes.attention.same_token_attention import SameTokenAttention, SameTokenAttentionProbe

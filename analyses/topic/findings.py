@@ -50,7 +50,7 @@ Example::
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -58,11 +58,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from analyses.toy_causal import paired_loss_change
-from analyses.torch_threads import torch_threads
 from analyses.pretrained.findings import EMBEDDING_MEASURE, finding_from_spec
 from analyses.pretrained.held_out import TOPIC_UNIT_KEYS, topic_mean_over_heads
 from analyses.topic.config import TopicExperimentConfig
+from analyses.torch_threads import torch_threads
+from analyses.toy_causal import paired_loss_change
 from analyses.toy_findings import SeedFindings, judge_against_init
 from probes import feed_probes
 from probes.attention.topic_attention import TopicAttentionProbe
@@ -200,7 +200,8 @@ def masked_token_losses(model: TopicModel, masked: MaskedDocuments, key_mask: Te
     """Each document's summed cross-entropy (nats) on its masked (selected) tokens [document], with the trained
     attention or (``uniform``) attention made uniform over the visible keys (:data:`CAUSAL_CHUNK` documents per
     forward pass)."""
-    hooks = [(UNIFORM_HOOK, _uniform_scores)] if uniform else []
+    hooks: list[tuple[str | Callable[..., Any], Callable[..., Any]]] = (
+        [(UNIFORM_HOOK, _uniform_scores)] if uniform else [])
     targets = masked.targets.masked_fill(~masked.selected, 0)  # unselected positions (padding too) are not counted
     sums = []
     with torch.no_grad():
@@ -255,8 +256,9 @@ def judge_trained(joint: TopicModel, uniform: TopicModel, config: TopicExperimen
     """The findings of the trained ``joint`` and ``uniform`` models of ``config.seed`` beside the same models at
     initialisation (rebuilt from their configs: same seed, same weights at step 0), measured on the same
     held-out documents."""
-    init = [TopicModel(model.cfg, device=config.device) for model in (joint, uniform)]
-    return judge_against_init(_measure(joint, uniform, config), _measure(*init, config), config.seed)
+    init_joint, init_uniform = (TopicModel(model.cfg, device=config.device) for model in (joint, uniform))
+    return judge_against_init(_measure(joint, uniform, config), _measure(init_joint, init_uniform, config),
+                              config.seed)
 
 
 def seed_findings(config: TopicExperimentConfig, seed: int, *, joint_variant: Mapping[str, str] = JOINT_VARIANT,

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from analyses.paper_reference import PaperReference
-from analyses.topic.config import TopicExperimentConfig
 from analyses.paper_result import Claim, PaperResult, claims_from_dict, claims_to_dict, number, record_from_dict
+from analyses.topic.config import TopicExperimentConfig
 from analyses.toy_findings import ToyFinding, toy_findings_from_dict, toy_findings_to_dict
 from probes.dynamics.block_structure import BlockStructure
 from probes.dynamics.two_stage import NormEvents
@@ -83,8 +83,13 @@ class TwoStageNumbers:
 
 
 def _block_from_dict(document: Mapping[str, Any]) -> BlockStructure:
-    exact = {"n_within": int, "n_between": int, "centred": bool}
-    return BlockStructure(**{name: exact.get(name, number)(value) for name, value in document.items()})
+    unknown = sorted(set(document) - {f.name for f in dataclasses.fields(BlockStructure)})
+    if unknown:
+        raise TypeError(f"BlockStructure has no fields {unknown}.")
+    return BlockStructure(
+        number(document["score"]), number(document["mass_fraction"]), number(document["chance_fraction"]),
+        number(document["within_mean"]), number(document["between_mean"]), number(document["separation"]),
+        int(document["n_within"]), int(document["n_between"]), bool(document.get("centred", False)))
 
 
 # the scores of W_V (claim 2) after wv_block, in summary order
@@ -172,12 +177,25 @@ class TopicResult(PaperResult):
         attention = AttentionNumbers.from_dict(document)
         standard = document.get("standard_model")
         reference = document["reference"]
+
+        def score(name: str) -> float:
+            return number(document[name])
+
         return cls(
             **dataclasses.asdict(attention),
-            masked_documents_attention_ratio=number(document["masked_documents_attention_ratio"]),
-            **{name: number(document[name]) for name in (*_EMBEDDING, "wv_block_score", *_VALUE_SCORES)},
+            masked_documents_attention_ratio=score("masked_documents_attention_ratio"),
+            embedding_same_topic_cosine=score("embedding_same_topic_cosine"),
+            embedding_different_topic_cosine=score("embedding_different_topic_cosine"),
+            embedding_same_topic_dot=score("embedding_same_topic_dot"),
+            embedding_different_topic_dot=score("embedding_different_topic_dot"),
+            embedding_gram_block_score=score("embedding_gram_block_score"),
             findings=toy_findings_from_dict(document["findings"]),
+            wv_block_score=score("wv_block_score"),
             wv_block=_block_from_dict(document["wv_block"]),
+            wv_block_score_uncentred=score("wv_block_score_uncentred"),
+            wv_block_score_ceiling=score("wv_block_score_ceiling"),
+            wv_block_score_trained_decoder=score("wv_block_score_trained_decoder"),
+            decoder_wv_block_score_trained_decoder=score("decoder_wv_block_score_trained_decoder"),
             fixed_value_attention=AttentionNumbers.from_dict(document["fixed_value_attention"]),
             two_stage=TwoStageNumbers.from_dict(document["two_stage"]),
             standard_model=None if standard is None else AttentionNumbers.from_dict(standard),

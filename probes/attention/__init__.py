@@ -1,7 +1,8 @@
 """Probes of attention patterns: head scores, topic, same-token and key-token attention, the generalized
 induction score, the copier and the selector.
 
-Modules: copier, generalized_induction, head_patterns, head_scores, key_token_attention, repeated_tokens, same_token_attention, selector, topic_attention.
+Modules: copier, generalized_induction, head_patterns, head_scores, key_token_attention, repeated_tokens,
+same_token_attention, selector, topic_attention.
 """
 
 from probes.attention.copier import CopierProbe, CopierProfile

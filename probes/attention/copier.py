@@ -48,15 +48,15 @@ class CopierProfile(ProbeResult):
         n_layers, n_heads, n_dist = self.mass.shape
         return pd.DataFrame(
             [
-                {"layer": l, "head": h, "distance": d, "mass": float(self.mass[l, h, d])}
-                for l in range(n_layers)
+                {"layer": layer, "head": h, "distance": d, "mass": float(self.mass[layer, h, d])}
+                for layer in range(n_layers)
                 for h in range(n_heads)
                 for d in range(n_dist)
             ]
         )
 
 
-class CopierProbe(LayerwiseProbe):
+class CopierProbe(LayerwiseProbe[CopierProfile]):
     """Accumulates the attention mass by relative distance of every head (see the module docstring).
 
     Example::
@@ -76,7 +76,7 @@ class CopierProbe(LayerwiseProbe):
 
 
     def hook_names(self, info: ModelInfo) -> tuple[str, ...]:
-        return tuple(pattern_hook(l) for l in range(info.n_layers))
+        return tuple(pattern_hook(layer) for layer in range(info.n_layers))
 
     def _batch_context(self, batch: TokenBatch, first: Tensor) -> Tensor:
         n_batch, n_pos = batch.tokens.shape

@@ -30,9 +30,9 @@ import torch
 from jaxtyping import Bool, Int
 from torch import Tensor
 
+from probes.attention.head_scores import visible_keys
 from probes.core.batch import TokenBatch
 from probes.core.errors import ConfigError, InputError
-from probes.attention.head_scores import visible_keys
 from probes.core.model_info import ModelInfo, pattern_hook
 from probes.core.pattern_sums import KeyMask, is_pattern_block
 from probes.core.probe import LayerwiseProbe
@@ -103,16 +103,16 @@ class GeneralizedInductionScores(ProbeResult):
 
         return pd.DataFrame(
             [
-                {"layer": l, "head": h, "score": float(self.scores[l, h]), "chance": self.chance,
-                 "last_token_only": float(self.last_token_only[l, h]),
+                {"layer": layer, "head": h, "score": float(self.scores[layer, h]), "chance": self.chance,
+                 "last_token_only": float(self.last_token_only[layer, h]),
                  "last_token_only_chance": self.last_token_only_chance}
-                for l in range(self.scores.shape[0])
+                for layer in range(self.scores.shape[0])
                 for h in range(self.scores.shape[1])
             ]
         )
 
 
-class GeneralizedInductionProbe(LayerwiseProbe):
+class GeneralizedInductionProbe(LayerwiseProbe[GeneralizedInductionScores]):
     """Accumulates generalized induction scores for parent distances ``1 .. n-1`` (or ``distances``).
 
     Example::
@@ -132,7 +132,7 @@ class GeneralizedInductionProbe(LayerwiseProbe):
 
 
     def hook_names(self, info: ModelInfo) -> tuple[str, ...]:
-        return tuple(pattern_hook(l) for l in range(info.n_layers))
+        return tuple(pattern_hook(layer) for layer in range(info.n_layers))
 
     def _batch_context(self, batch: TokenBatch, first: Tensor) -> list[tuple[str, KeyMask]]:
         n_batch, n_pos = batch.tokens.shape
@@ -159,7 +159,8 @@ class GeneralizedInductionProbe(LayerwiseProbe):
         for name, mask in context:  # queries without a target contribute 0
             self._add_at(f"{name}/mass", index, self.info.n_layers, mask.pattern_sum(rows, start))
 
-    def _compute(self, state: Mapping[str, Tensor], info: ModelInfo, provenance: Provenance) -> GeneralizedInductionScores:
+    def _compute(self, state: Mapping[str, Tensor], info: ModelInfo,
+                 provenance: Provenance) -> GeneralizedInductionScores:
         n = float(state["rows_with_target"])
         nan = float("nan")
         return GeneralizedInductionScores(

@@ -109,7 +109,7 @@ class HeadPattern:
         return out.to(valid.device) & valid[:, :, None] & valid[:, None, :]
 
     @classmethod
-    def from_matrix(cls, name: str, matrix: Tensor, description: str = "") -> "HeadPattern":
+    def from_matrix(cls, name: str, matrix: Tensor, description: str = "") -> HeadPattern:
         """A fixed ``[q, k]`` target matrix for sequences of exactly its length (nonzero = target), like
         TransformerLens's ``detection_pattern``; it is applied to every sequence of every batch."""
         if not isinstance(matrix, Tensor) or matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1]:

@@ -45,13 +45,13 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
+from probes.attention.head_patterns import HEAD_PATTERNS, HeadPattern, head_pattern
+from probes.attention.repeated_tokens import repeated_random_tokens
 from probes.core.batch import TokenBatch
 from probes.core.errors import ConfigError, InputError
-from probes.attention.head_patterns import HEAD_PATTERNS, HeadPattern, head_pattern
 from probes.core.model_info import ModelInfo, pattern_hook
 from probes.core.pattern_sums import KeyMask, is_pattern_block
 from probes.core.probe import LayerwiseProbe
-from probes.attention.repeated_tokens import repeated_random_tokens
 from probes.core.result import ProbeResult, Provenance
 from probes.core.runner import run_probes
 
@@ -132,7 +132,7 @@ class HeadScores(ProbeResult):
         return pd.DataFrame(rows)
 
 
-class HeadScoreProbe(LayerwiseProbe):
+class HeadScoreProbe(LayerwiseProbe[HeadScores]):
     """Accumulates the head scores of ``kinds`` over batches (definitions in the module docstring)."""
 
     def __init__(self, kinds: Sequence[str | HeadPattern] = HEAD_SCORE_KINDS) -> None:

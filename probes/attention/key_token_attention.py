@@ -76,7 +76,7 @@ def n_distance_bins(n_ctx: int) -> int:
     return 2 * (EXACT_DISTANCES + math.ceil(2 * math.log2(largest / EXACT_DISTANCES)) + 1)
 
 
-def entropy_nats(p: Float[Tensor, "... n"], dim: int = -1) -> Float[Tensor, "..."]:
+def entropy_nats(p: Float[Tensor, "... n"], dim: int = -1) -> Float[Tensor, ...]:
     """Shannon entropy in nats of the non-negative weights ``p`` along ``dim`` after normalising them."""
     p = p.double()
     p = p / p.sum(dim, keepdim=True)
@@ -115,7 +115,8 @@ class PairSpec:
     def __post_init__(self) -> None:
         if self.query_position not in ("last", "all"):
             raise ConfigError(f"query_position must be 'last' or 'all'; got {self.query_position!r}.")
-        if self.window is not None and (isinstance(self.window, bool) or not isinstance(self.window, int) or self.window < 1):
+        if self.window is not None and (isinstance(self.window, bool) or not isinstance(self.window, int)
+                                        or self.window < 1):
             raise ConfigError(f"window must be None or an integer >= 1; got {self.window!r}.")
 
 
@@ -221,7 +222,7 @@ class KeyTokenAttention(ProbeResult):
         })
 
 
-class KeyTokenAttentionProbe(LayerwiseProbe):
+class KeyTokenAttentionProbe(LayerwiseProbe[KeyTokenAttention]):
     """Accumulates per-key-token attention from query tokens (see the module docstring).
 
     ``query_tokens`` / ``key_tokens`` default to the whole vocabulary (fine for toy vocabularies;
@@ -348,10 +349,7 @@ class KeyTokenAttentionProbe(LayerwiseProbe):
         device = batch.tokens.device
         attended = (torch.ones_like(batch.tokens) if batch.attention_mask is None else batch.attention_mask)
         attended = attended.to(torch.float64)[b_idx]
-        if spec.causal:
-            n_visible = attended.cumsum(-1).gather(1, q_idx[:, None]).squeeze(1)
-        else:
-            n_visible = attended.sum(-1)
+        n_visible = attended.cumsum(-1).gather(1, q_idx[:, None]).squeeze(1) if spec.causal else attended.sum(-1)
         row_of = torch.arange(len(q_idx), device=device)[:, None].expand(-1, n_pos)[mask]
         bins = distance_bin(q_idx[:, None] - torch.arange(n_pos, device=device)[None, :], self.info.n_ctx)[mask]
         self._add("bin_pairs", torch.bincount(pair_ids * n_bins + bins, minlength=n_q * n_k * n_bins)
@@ -373,7 +371,8 @@ class KeyTokenAttentionProbe(LayerwiseProbe):
                                     weights=scaled.flatten(), minlength=n_heads * n_q * n_k).reshape(n_heads, n_q, n_k))
         self._add_at("bin_scaled_mass", index, n_layers,
                      torch.bincount((head_offsets * (n_q * n_bins) + query_bins[None, :]).flatten(),
-                                    weights=scaled.flatten(), minlength=n_heads * n_q * n_bins).reshape(n_heads, n_q, n_bins))
+                                    weights=scaled.flatten(), minlength=n_heads * n_q * n_bins)
+                     .reshape(n_heads, n_q, n_bins))
 
     def _compute(self, state: Mapping[str, Tensor], info: ModelInfo, provenance: Provenance) -> KeyTokenAttention:
         queries, keys = self._tokens(info)

@@ -28,13 +28,13 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from probes.attention.topic_attention import check_pattern_batch, check_token_topics, visible_pairs
 from probes.core.batch import TokenBatch
 from probes.core.model_info import ModelInfo, pattern_hook
 from probes.core.pattern_sums import KeyMask
 from probes.core.probe import LayerwiseProbe
 from probes.core.result import ProbeResult, Provenance
 from probes.core.runner import run_probes
-from probes.attention.topic_attention import check_pattern_batch, check_token_topics, visible_pairs
 
 SAME_TOKEN_KINDS = ("self", "other")
 
@@ -67,7 +67,7 @@ class SameTokenAttention(ProbeResult):
         return pd.DataFrame(rows)
 
 
-class SameTokenAttentionProbe(LayerwiseProbe):
+class SameTokenAttentionProbe(LayerwiseProbe[SameTokenAttention]):
     """Accumulates attention to the same token, the query's own position included (module docstring).
 
     Example::
@@ -103,7 +103,8 @@ class SameTokenAttentionProbe(LayerwiseProbe):
             self._add(f"{kind}/chance_mass", (per_row * inverse_visible).sum())
         return {kind: KeyMask.of(mask) for kind, mask in masks.items()}
 
-    def _update_rows(self, index: int, rows: Tensor, start: int, batch: TokenBatch, context: dict[str, KeyMask]) -> None:
+    def _update_rows(self, index: int, rows: Tensor, start: int, batch: TokenBatch,
+                     context: dict[str, KeyMask]) -> None:
         for kind, mask in context.items():  # reduced over keys in float32 (or gathered), summed in float64
             self._add_at(f"{kind}/mass", index, self.info.n_layers, mask.pattern_sum(rows, start))
 

@@ -23,10 +23,10 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from probes.core.batch import TokenBatch
-from probes.core.errors import ConfigError, InputError
 from probes.attention.generalized_induction import parent_match_mask
 from probes.attention.head_scores import visible_keys
+from probes.core.batch import TokenBatch
+from probes.core.errors import ConfigError, InputError
 from probes.core.model_info import ModelInfo, pattern_hook
 from probes.core.probe import Probe
 from probes.core.result import ProbeResult, Provenance
@@ -54,7 +54,7 @@ class SelectorShares(ProbeResult):
         return pd.DataFrame([{"subset": k, "share": v} for k, v in self.as_dict().items()])
 
 
-class SelectorWeightProbe(Probe):
+class SelectorWeightProbe(Probe[SelectorShares]):
     """Averages the weights at hook ``hook`` [batch subset] over sequences.
 
     Example: ``probes.run_probes(model, [SelectorWeightProbe(labels=model.subset_labels)], batches)``.
@@ -125,7 +125,7 @@ class ParentSubsetAttention(ProbeResult):
         )
 
 
-class ParentSubsetAttentionProbe(Probe):
+class ParentSubsetAttentionProbe(Probe[ParentSubsetAttention]):
     """Attention mass of ``layer`` on keys matching the query's parents at each distance subset.
 
     Example::

@@ -42,21 +42,21 @@ import torch
 from jaxtyping import Bool, Int
 from torch import Tensor
 
+from mechprobe.validation import integer
 from probes.core.batch import TokenBatch
 from probes.core.errors import ConfigError, InputError
 from probes.core.model_info import ModelInfo, pattern_hook
-from mechprobe.validation import integer
-from probes.stats.nulls import label_permutations
 from probes.core.pattern_sums import KeyMask, is_pattern_block, masked_row_class_sums
 from probes.core.probe import LayerwiseProbe
 from probes.core.result import ProbeResult, Provenance
 from probes.core.runner import run_probes
+from probes.stats.nulls import label_permutations
 
 TOPIC_PAIR_KINDS = ("same_topic", "different_topic", "same_token")
 NULL_CHUNK_ENTRIES = 8_000_000  # pairs x permutations held at once while scoring the null
 
 
-def check_token_topics(token_topics: Any, has_topic: Any = None) -> Int[Tensor, "d_vocab"]:
+def check_token_topics(token_topics: Any, has_topic: Any = None) -> Int[Tensor, " d_vocab"]:
     """Validated copy of the labels with ids outside ``has_topic`` set to -1."""
     if not isinstance(token_topics, Tensor) or token_topics.ndim != 1 or token_topics.dtype.is_floating_point \
             or token_topics.dtype == torch.bool:
@@ -152,7 +152,8 @@ class TopicAttention(ProbeResult):
     def null_ratio(self) -> Tensor:
         """same/different-topic ratio per head under each label permutation [permutation layer head]."""
         if not self.null_mean:
-            raise InputError("This result has no permutation null; probe with TopicAttentionProbe(..., n_permutations=N).")
+            raise InputError("This result has no permutation null; probe with "
+                             "TopicAttentionProbe(..., n_permutations=N).")
         return self.null_mean["same_topic"] / self.null_mean["different_topic"]
 
     def top_heads(self, k: int = 5) -> list[tuple[int, int, float]]:
@@ -180,7 +181,7 @@ class TopicAttention(ProbeResult):
         return pd.DataFrame(rows)
 
 
-class TopicAttentionProbe(LayerwiseProbe):
+class TopicAttentionProbe(LayerwiseProbe[TopicAttention]):
     """Accumulates same-topic / different-topic / same-token attention over batches.
 
     Example::
@@ -250,7 +251,8 @@ class TopicAttentionProbe(LayerwiseProbe):
         # counts of keys per (query, topic) are exact in float32 (<= k_pos)
         to_topic = (pairs.to(torch.float32) @ one_hot.to(torch.float32)).double()  # [batch q topic]
         self._add("by_topic/pairs", torch.einsum("bqs,bqt->st", one_hot, to_topic))
-        context = {"masks": {kind: KeyMask.of(mask) for kind, mask in masks.items()}, "pairs": pairs, "one_hot": one_hot}
+        context = {"masks": {kind: KeyMask.of(mask) for kind, mask in masks.items()}, "pairs": pairs,
+                   "one_hot": one_hot}
         if self.n_permutations:
             context["null"] = self._null_pairs(batch.tokens, masks["same_topic"] | masks["different_topic"])
         return context
@@ -295,7 +297,8 @@ class TopicAttentionProbe(LayerwiseProbe):
             same_mass, same_pairs = state["null/same_topic/mass"], state["null/same_topic/pairs"]
             null_mean = {
                 "same_topic": (same_mass / same_pairs).permute(2, 0, 1).float(),
-                "different_topic": ((distinct_mass - same_mass) / (distinct_pairs - same_pairs)).permute(2, 0, 1).float(),
+                "different_topic": ((distinct_mass - same_mass) / (distinct_pairs - same_pairs))
+                .permute(2, 0, 1).float(),
             }
         return TopicAttention(
             provenance=provenance, mean=mean, pairs=pairs, chance=chance, ratio=ratio, chance_ratio=chance_ratio,

@@ -17,8 +17,14 @@ from probes.causal.ablation import ABLATION_METHODS, AblationPlan, AblationSums,
 from probes.causal.head_sets import check_heads, derangement, layer_matched_head_sets
 from probes.causal.means import HeadMeans, head_output_means, z_hook
 from probes.causal.result import HeadAblation, head_ablation
-from probes.causal.slices import (earlier_occurrence_mask, first_occurrence_mask, maskable_positions, masked_positions,
-                                  predicted_positions, repeated_half)
+from probes.causal.slices import (
+                                  earlier_occurrence_mask,
+                                  first_occurrence_mask,
+                                  maskable_positions,
+                                  masked_positions,
+                                  predicted_positions,
+                                  repeated_half,
+)
 from probes.causal.topic_slices import topic_seen_slice, topic_unseen_slice
 
 __all__ = [

@@ -35,7 +35,7 @@ from jaxtyping import Bool, Float
 from torch import Tensor
 
 from probes.causal.head_sets import Heads, check_heads, derangement, head_layers, head_mask, layer_matched_head_sets
-from probes.causal.means import HeadMeans, head_output_means, z_hook
+from probes.causal.means import HeadMeans, z_hook
 from probes.causal.routes import PLAIN, ForwardRoute, choose_route, resid_hook, token_losses
 from probes.causal.slices import SliceFn
 from probes.causal.token_loss import LossInputs, check_loss, counted_positions, default_loss, slice_sums
@@ -69,7 +69,7 @@ def check_z_hooks(model: Any, layers: Iterable[int]) -> None:
     if missing:
         raise ModelError(
             f"Head ablation needs each head's output before W_O at {missing[0]} [batch pos head d_head]; this model "
-            f"has no such hook{' (and %d more)' % (len(missing) - 1) if len(missing) > 1 else ''}. On a "
+            f"has no such hook{f' (and {len(missing) - 1} more)' if len(missing) > 1 else ''}. On a "
             f"HookedRootModule put a HookPoint named {missing[0]} on the per-head output; on a bridge, the "
             f"architecture's attention has no separate output projection to hook."
         )
@@ -93,7 +93,7 @@ class AblationPlan:
 
     @classmethod
     def build(cls, info: ModelInfo, heads: Iterable[tuple[int, int]], *, method: str, n_draws: int = 0,
-              seed: int = 0, loss: str | None = None) -> "AblationPlan":
+              seed: int = 0, loss: str | None = None) -> AblationPlan:
         """Validate ``heads`` and ``method`` and draw the null's ``n_draws`` sets from ``seed``; ``loss`` defaults
         to the model's direction (:func:`probes.causal.token_loss.default_loss`)."""
         checked = check_heads(heads, info)
@@ -113,10 +113,10 @@ class AblationPlan:
 class AblationSums:
     """Additive state of an ablation measurement, one row per batch (the bootstrap's unit).
 
-    ``rows[u]``: sequences in batch ``u``; ``count[u, s]``: tokens of slice ``s`` in batch ``u``; ``clean[u, s]``: their summed clean loss (nats);
-    ``ablated[u, j, s]``: their summed loss with head set ``j`` ablated (``j = 0`` the measured heads,
-    ``j >= 1`` the null's draws). ``merge`` concatenates batches: the sums over the merged rows are the sums of
-    the parts."""
+    ``rows[u]``: sequences in batch ``u``; ``count[u, s]``: tokens of slice ``s`` in batch ``u``; ``clean[u, s]``:
+    their summed clean loss (nats); ``ablated[u, j, s]``: their summed loss with head set ``j`` ablated (``j = 0``
+    the measured heads, ``j >= 1`` the null's draws). ``merge`` concatenates batches: the sums over the merged rows
+    are the sums of the parts."""
 
     slices: tuple[str, ...]
     rows: Float[Tensor, " unit"]
@@ -124,12 +124,12 @@ class AblationSums:
     clean: Float[Tensor, "unit slice"]
     ablated: Float[Tensor, "unit set slice"]
 
-    def merge(self, other: "AblationSums") -> "AblationSums":
+    def merge(self, other: AblationSums) -> AblationSums:
         if other.slices != self.slices or other.ablated.shape[1] != self.ablated.shape[1]:
             raise InputError(f"Cannot merge ablation sums of slices {self.slices} x {self.ablated.shape[1]} sets with "
                              f"{other.slices} x {other.ablated.shape[1]}; measure both with the same plan and slices.")
-        return AblationSums(self.slices, torch.cat([self.rows, other.rows]), torch.cat([self.count, other.count]), torch.cat([self.clean, other.clean]),
-                            torch.cat([self.ablated, other.ablated]))
+        return AblationSums(self.slices, torch.cat([self.rows, other.rows]), torch.cat([self.count, other.count]),
+                            torch.cat([self.clean, other.clean]), torch.cat([self.ablated, other.ablated]))
 
     def loss_change(self) -> Float[Tensor, "set slice"]:
         """Mean per-token loss change (ablated - clean) on each slice for every head set, over all batches."""
@@ -161,7 +161,9 @@ def _replacement(plan: AblationPlan, layer: int, batch: TokenBatch, means: HeadM
     if plan.method == "zero":
         return 0.0
     if plan.method == "mean":
-        return means.mean(layer, batch.shape[1])  # type: ignore[union-attr]
+        if means is None:
+            raise ConfigError("Mean ablation needs the heads' mean outputs: pass means=head_output_means(...).")
+        return means.mean(layer, batch.shape[1])
     perm = derangement(batch.shape[0], seed=plan.seed).to(batch.tokens.device)
     return clean_z[layer][perm]
 

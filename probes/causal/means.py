@@ -31,9 +31,10 @@ class HeadMeans:
     sums: tuple[Tensor, ...]
     counts: Tensor
 
-    def merge(self, other: "HeadMeans") -> "HeadMeans":
+    def merge(self, other: HeadMeans) -> HeadMeans:
         if other.layers != self.layers:
-            raise InputError(f"Cannot merge head means of layers {self.layers} and {other.layers}; use the same layers.")
+            raise InputError(f"Cannot merge head means of layers {self.layers} and {other.layers}; use the same "
+                             f"layers.")
         n = max(self.counts.shape[0], other.counts.shape[0])
         return HeadMeans(self.layers, tuple(_pad(a, n) + _pad(b, n) for a, b in zip(self.sums, other.sums)),
                          _pad(self.counts, n) + _pad(other.counts, n))
@@ -50,7 +51,9 @@ class HeadMeans:
 
 
 def _pad(tensor: Tensor, n: int) -> Tensor:
-    return torch.cat([tensor, tensor.new_zeros((n - tensor.shape[0], *tensor.shape[1:]))]) if tensor.shape[0] < n else tensor
+    if tensor.shape[0] >= n:
+        return tensor
+    return torch.cat([tensor, tensor.new_zeros((n - tensor.shape[0], *tensor.shape[1:]))])
 
 
 def batch_head_sums(model: Any, batch: TokenBatch, layers: tuple[int, ...]) -> HeadMeans:

@@ -57,7 +57,8 @@ class HeadAblation(ProbeResult):
         object.__setattr__(self, "slices", list(self.slices))
 
     def beats_null(self, slice_name: str, alpha: float = 0.01) -> bool:
-        """Whether the change on ``slice_name`` exceeds the null's 99th percentile and its p-value is below ``alpha``."""
+        """Whether the change on ``slice_name`` exceeds the null's 99th percentile and its p-value is below
+        ``alpha``."""
         if slice_name not in self.slices:
             raise ConfigError(f"No slice {slice_name!r}; this result has {self.slices}.")
         s = self.slices.index(slice_name)
@@ -67,7 +68,8 @@ class HeadAblation(ProbeResult):
         """One row per slice: change, interval, clean loss, tokens, null 99th percentile, p-value."""
         import pandas as pd
 
-        return pd.DataFrame([{"slice": name, "method": self.method, "heads": " ".join(f"{l}.{h}" for l, h in self.heads),
+        heads = " ".join(f"{layer}.{h}" for layer, h in self.heads)
+        return pd.DataFrame([{"slice": name, "method": self.method, "heads": heads,
                               "change": float(self.change[s]), "low": float(self.low[s]), "high": float(self.high[s]),
                               "clean_loss": float(self.clean_loss[s]), "n_tokens": int(self.n_tokens[s]),
                               "null_q99": float(self.null_q99[s]), "p_value": float(self.p_value[s]),
@@ -75,7 +77,7 @@ class HeadAblation(ProbeResult):
 
     @classmethod
     def from_sums(cls, sums: AblationSums, plan: AblationPlan, provenance: Provenance, *, n_boot: int = 1000,
-                  level: float = 0.95, seed: int = 0) -> "HeadAblation":
+                  level: float = 0.95, seed: int = 0) -> HeadAblation:
         """The result of merged :class:`AblationSums` (bootstrap over their rows, the batches)."""
         changes = sums.loss_change()
         n_units = sums.count.shape[0]
@@ -136,5 +138,6 @@ def head_ablation(model: Any, heads: Iterable[tuple[int, int]], batches: Iterabl
         settings={"method": method, "n_draws": n_draws, "n_boot": n_boot, "level": level, "slices": list(slices),
                   "loss": plan.loss, "hook": "blocks.{layer}.attn.hook_z",
                   "null": "random head sets, same count per layer"},
-        seed=seed, n_sequences=int(sums.rows.sum()), n_tokens=int(sums.count.sum()), device=str(model_device(model)), dtype=str(dtype))
+        seed=seed, n_sequences=int(sums.rows.sum()), n_tokens=int(sums.count.sum()), device=str(model_device(model)),
+        dtype=str(dtype))
     return HeadAblation.from_sums(sums, plan, provenance, n_boot=n_boot, level=level, seed=seed)

@@ -32,8 +32,12 @@ import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 
-from probes.causal.token_loss import (LossInputs, counted_positions, token_losses_from_logits,
-                                      token_losses_from_unembed_input)
+from probes.causal.token_loss import (
+    LossInputs,
+    counted_positions,
+    token_losses_from_logits,
+    token_losses_from_unembed_input,
+)
 from probes.core.batch import TokenBatch
 from probes.core.errors import ModelError
 from probes.core.runner import _is_bridge
@@ -95,11 +99,24 @@ def block_compute(model: Any, layer: int) -> nn.Module | None:
     return module if isinstance(module, nn.Module) else None
 
 
+def _block_computes(model: Any, stop: int) -> list[nn.Module] | None:
+    """The modules computing blocks ``0..stop-1`` (:func:`block_compute`), or None when one is missing."""
+    modules = []
+    for layer in range(stop):
+        module = block_compute(model, layer)
+        if module is None:
+            return None
+        modules.append(module)
+    return modules
+
+
 @contextlib.contextmanager
 def _blocks_skipped(model: Any, stop: int) -> Iterator[None]:
     """Blocks ``0..stop-1`` return their input unchanged inside the block (an instance ``forward`` of a module,
     e.g. accelerate's, is put back afterwards)."""
-    modules = [block_compute(model, layer) for layer in range(stop)]
+    modules = _block_computes(model, stop)
+    if modules is None:
+        raise ModelError(f"Skipping blocks below {stop} needs a module computing each of them (blocks.{{layer}}).")
     saved = [module.__dict__.get("forward") for module in modules]
     for module in modules:
         module.forward = _pass_through
@@ -202,10 +219,11 @@ def choose_route(model: Any, batch: TokenBatch, inputs: LossInputs, kwargs: dict
     kwargs = {key: value[:rows] for key, value in kwargs.items()}
     kept: dict[str, Any] = {}
     hooks = []
-    skippable = start_layer > 0 and resid_hook(start_layer) in model.hook_dict and all(
-        block_compute(model, layer) is not None for layer in range(start_layer))
+    skipped = (_block_computes(model, start_layer)
+               if start_layer > 0 and resid_hook(start_layer) in model.hook_dict else None)
+    skippable = skipped is not None
     handle = None
-    if skippable:
+    if skipped is not None:
         hooks.append((resid_hook(start_layer), lambda x, hook: kept.__setitem__("resid", x.clone())))
 
         def shapes(module: nn.Module, args: tuple, kw: dict, output: Any) -> None:
@@ -213,7 +231,7 @@ def choose_route(model: Any, batch: TokenBatch, inputs: LossInputs, kwargs: dict
             kept["passes"] = (isinstance(output, Tensor) and isinstance(hidden, Tensor)
                               and output.shape == hidden.shape)
 
-        handle = block_compute(model, start_layer - 1).register_forward_hook(shapes, with_kwargs=True)
+        handle = skipped[-1].register_forward_hook(shapes, with_kwargs=True)
     try:
         reference = token_losses(model, PLAIN, check, kwargs, hooks, 1)[0]
     finally:

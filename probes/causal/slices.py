@@ -103,7 +103,8 @@ def repeated_half(seq_len: int) -> SliceFn:
         if n_pos not in (2 * seq_len, 2 * seq_len + 1):
             raise InputError(
                 f"repeated_half({seq_len}) expects rows of [BOS] X X with X of {seq_len} tokens "
-                f"({2 * seq_len} or {2 * seq_len + 1} positions); got {n_pos}. Pass the seq_len the batches were made with."
+                f"({2 * seq_len} or {2 * seq_len + 1} positions); got {n_pos}. Pass the seq_len the batches were made "
+                f"with."
             )
         out = torch.zeros(batch.tokens.shape, dtype=torch.bool, device=batch.tokens.device)
         out[:, n_pos - seq_len : n_pos - 1] = True

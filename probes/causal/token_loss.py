@@ -70,7 +70,7 @@ class LossInputs:
     masks: Bool[Tensor, "slice batch pos"]
 
     @classmethod
-    def of(cls, model: Any, batch: TokenBatch, masks: Bool[Tensor, "slice batch pos"], loss: str) -> "LossInputs":
+    def of(cls, model: Any, batch: TokenBatch, masks: Bool[Tensor, "slice batch pos"], loss: str) -> LossInputs:
         """The inputs of ``batch`` with slice ``masks`` under ``loss`` (``model`` gives the mask token)."""
         if loss == "next":
             return cls(loss, batch.tokens, batch.tokens.roll(-1, 1), masks)

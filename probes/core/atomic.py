@@ -20,7 +20,7 @@ def _check_parent(path: Path) -> None:
         )
 
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
     """Write ``text`` to ``path`` through a temporary file in the same folder, then rename."""
     path = Path(path)
     _check_parent(path)
@@ -39,7 +39,7 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
 
 
 @contextlib.contextmanager
-def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
+def atomic_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary folder; on success it replaces ``path`` in one rename.
 
     An existing ``path`` is kept until the new folder is complete. On error the temporary folder

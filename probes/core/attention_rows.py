@@ -63,7 +63,10 @@ def chunked_attention_forward(module: Any, query: Tensor, key: Tensor, value: Te
             scores = torch.tanh(scores / softcap) * softcap
         if attention_mask is not None:
             mask = attention_mask[:, :, rows, : key.shape[2]]
-            scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min) if mask.dtype == torch.bool else scores + mask
+            if mask.dtype == torch.bool:
+                scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+            else:
+                scores = scores + mask
         weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
         del scores
         if _sink is not None and layer is not None:
@@ -100,7 +103,8 @@ def _configs(hf_model: Any) -> list[Any]:
 def _attention_bridges(model: Any) -> list[Any]:
     from transformer_lens.model_bridge.generalized_components.attention import AttentionBridge
 
-    return [block.attn for block in getattr(model, "blocks", []) if isinstance(getattr(block, "attn", None), AttentionBridge)]
+    return [block.attn for block in getattr(model, "blocks", [])
+            if isinstance(getattr(block, "attn", None), AttentionBridge)]
 
 
 def supports_query_chunks(model: Any) -> bool:
@@ -137,7 +141,8 @@ def query_chunked_attention(model: Any, sink: RowSink, *, rows: int = 256) -> It
         for config in configs:
             config._attn_implementation = IMPLEMENTATION
         for bridge in bridges:  # delegate to the wrapped HF module, which calls the registered function
-            object.__setattr__(bridge, "forward", types.MethodType(AttentionBridge.forward, bridge))  # bridges redirect setattr
+            # bridges redirect setattr
+            object.__setattr__(bridge, "forward", types.MethodType(AttentionBridge.forward, bridge))
         _sink, _rows_per_chunk = sink, max(1, int(rows))
         yield
     finally:
@@ -159,8 +164,8 @@ def rows_match_hook_pattern(model: Any, tokens: Tensor, *, rows: int = 3, atol: 
         _, cache = model.run_with_cache(tokens, names_filter=lambda name: name in names)
         got: dict[int, list[tuple[int, Tensor]]] = {}
         try:
-            with query_chunked_attention(model, lambda layer, w, start: got.setdefault(layer, []).append((start, w.clone())),
-                                         rows=rows):
+            with query_chunked_attention(
+                    model, lambda layer, w, start: got.setdefault(layer, []).append((start, w.clone())), rows=rows):
                 model(tokens)
         except Exception as error:  # any failure means: not this model
             log.info("query-chunked attention does not run on %s: %s", model.cfg.model_name, error)

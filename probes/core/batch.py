@@ -30,7 +30,7 @@ class TokenBatch:
     def shape(self) -> tuple[int, int]:
         return (int(self.tokens.shape[0]), int(self.tokens.shape[1]))
 
-    def to(self, device: torch.device | str) -> "TokenBatch":
+    def to(self, device: torch.device | str) -> TokenBatch:
         mask = None if self.attention_mask is None else self.attention_mask.to(device)
         return TokenBatch(self.tokens.to(device), self.valid.to(device), mask)
 

@@ -25,8 +25,7 @@ import torch.distributed as dist
 from probes.core.batch import TokenBatch
 from probes.core.errors import ProbeStateError
 from probes.core.model_info import ModelInfo
-from probes.core.probe import Probe
-from probes.core.result import ProbeResult
+from probes.core.probe import Probe, ResultT
 from probes.core.runner import feed_probes
 
 T = TypeVar("T")
@@ -63,7 +62,7 @@ def shard(items: Iterable[T], rank: int, world_size: int) -> Iterator[T]:
     return itertools.islice(items, rank, None, world_size)
 
 
-def all_reduce_probes(probes: Sequence[Probe], *, device: torch.device | str = "cpu") -> None:
+def all_reduce_probes(probes: Sequence[Probe[Any]], *, device: torch.device | str = "cpu") -> None:
     """Sum every probe's state over all ranks, in place (ranks that saw no data contribute zeros)."""
     if not dist.is_initialized():
         return
@@ -85,9 +84,9 @@ def all_reduce_probes(probes: Sequence[Probe], *, device: torch.device | str = "
         probe.load_state_dict(summed)
 
 
-def run_probes_sharded(model: Any, probes: Sequence[Probe], batches: Iterable[torch.Tensor | TokenBatch], *,
-                       data: str = "unspecified", seed: int | None = None,
-                       progress: bool = False) -> list[ProbeResult]:
+def run_probes_sharded(model: Any, probes: Sequence[Probe[ResultT]], batches: Iterable[torch.Tensor | TokenBatch],
+                       *, data: str = "unspecified", seed: int | None = None,
+                       progress: bool = False) -> list[ResultT]:
     """Probe this rank's shard of ``batches``, sum the states over ranks, return the results (on every rank)."""
     rank, world_size = (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
     own = list(shard(batches, rank, world_size))

@@ -155,7 +155,7 @@ def converted_gguf_dir(entry: PackagedModel) -> Path:
     tokenizer = AutoTokenizer.from_pretrained(source, gguf_file=entry.gguf_file)
     model = AutoModelForCausalLM.from_pretrained(source, gguf_file=entry.gguf_file, dtype=torch.float32)
     # The weights are already dequantized to float32; drop the quantizer flag so they can be saved.
-    model.hf_quantizer = None
+    model.hf_quantizer = None  # type: ignore[assignment]  # torch types nn.Module attributes Tensor | Module
     model.config.__dict__.pop("quantization_config", None)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{entry.short_name}.", dir=target.parent))
@@ -275,7 +275,7 @@ def load_model(
                 f"Give the folder that holds config.json and the weights as the model."
             )
         return _boot_folder(path, device, dtype, trust_remote_code)
-    if path.suffix or text.startswith((".", "/", "~")) or os.sep in text and text.count("/") > 1:
+    if path.suffix or text.startswith((".", "/", "~")) or (os.sep in text and text.count("/") > 1):
         raise ModelError(
             f"No model folder at {text!r}. Give an existing checkpoint folder, a packaged name "
             f"({', '.join(PACKAGED_MODELS)}) or a Hugging Face hub name such as 'gpt2'."

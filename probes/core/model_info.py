@@ -40,7 +40,7 @@ class ModelInfo:
     special_token_ids: tuple[int, ...]
 
     @classmethod
-    def of(cls, model: Any) -> "ModelInfo":
+    def of(cls, model: Any) -> ModelInfo:
         """Read and validate ``model``; raise :class:`ModelError` saying what is missing.
 
         Example: ``ModelInfo.of(probes.load_model("minilm-l6")).n_layers == 6``.
@@ -57,7 +57,7 @@ class ModelInfo:
         cfg = getattr(model, "cfg", None)
         missing = [f for f in REQUIRED_CFG_FIELDS
                    if isinstance(getattr(cfg, f, None), bool) or not isinstance(getattr(cfg, f, None), int)]
-        if missing:
+        if missing or cfg is None:
             raise ModelError(
                 f"The model's cfg must carry integer fields {', '.join(REQUIRED_CFG_FIELDS)}; "
                 f"missing or not an int: {', '.join(missing)}. Give the model a `cfg` object with them."
@@ -68,11 +68,11 @@ class ModelInfo:
                 f"The model's cfg fields {', '.join(REQUIRED_CFG_FIELDS)} must be >= 1; got "
                 f"{', '.join(not_positive)}. Fix the model's cfg."
             )
-        absent = [pattern_hook(l) for l in range(cfg.n_layers) if pattern_hook(l) not in model.hook_dict]
+        absent = [pattern_hook(layer) for layer in range(cfg.n_layers) if pattern_hook(layer) not in model.hook_dict]
         if absent:
             raise ModelError(
                 f"The model has no attention-pattern hooks the probes can read: missing "
-                f"{absent[0]}{' and %d more' % (len(absent) - 1) if len(absent) > 1 else ''}. "
+                f"{absent[0]}{f' and {len(absent) - 1} more' if len(absent) > 1 else ''}. "
                 f"Put a HookPoint named like blocks.{{layer}}.attn.hook_pattern on each layer's "
                 f"softmax output [batch head q_pos k_pos]."
             )

@@ -91,9 +91,12 @@ class KeyMask:
     n_pos: int
 
     @classmethod
-    def of(cls, mask: Tensor) -> "KeyMask":
+    def of(cls, mask: Tensor) -> KeyMask:
         sparse = mask.flatten(1).sum(1) <= SPARSE_SHARE * mask[0].numel()  # per sequence
-        entries = (mask & sparse[:, None, None]).nonzero(as_tuple=True) if bool(sparse.any()) else None
+        entries = None
+        if bool(sparse.any()):
+            batch, query, key = (mask & sparse[:, None, None]).nonzero(as_tuple=True)
+            entries = (batch, query, key)
         dense = None if bool(sparse.all()) else mask & ~sparse[:, None, None]
         return cls(dense, entries, mask.shape[1])
 

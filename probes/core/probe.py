@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import torch
 from torch import Tensor
@@ -33,6 +33,12 @@ from probes.core.errors import InputError, ProbeStateError
 from probes.core.model_info import ModelInfo
 from probes.core.result import ProbeResult, Provenance
 from probes.core.settings import constructor_settings
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+ResultT = TypeVar("ResultT", bound=ProbeResult, covariant=True)
+"""The result class a probe computes: ``HeadScoreProbe`` is a ``Probe[HeadScores]``."""
 
 _N_SEQUENCES = "_n_sequences"
 _N_TOKENS = "_n_tokens"
@@ -44,12 +50,16 @@ def _combined(data: str, seed: int | None, more: str, more_seed: int | None) -> 
     if seed == more_seed:
         sources = data.split(" + ")
         return (data if more in sources else f"{data} + {more}"), seed
-    tag = lambda text, s: text if s is None or "(seed " in text else f"{text} (seed {s})"  # noqa: E731
+
+    def tag(text: str, s: int | None) -> str:
+        return text if s is None or "(seed " in text else f"{text} (seed {s})"
+
     return f"{tag(data, seed)} + {tag(more, more_seed)}", None
 
 
-class Probe(ABC):
-    """Base class of every probe (see the module docstring for the contract)."""
+class Probe(ABC, Generic[ResultT]):
+    """Base class of every probe (see the module docstring for the contract); ``ResultT`` is the class of
+    :meth:`compute`'s result."""
 
     def __init__(self) -> None:
         self._state: dict[str, Tensor] = {}
@@ -75,7 +85,7 @@ class Probe(ABC):
         """Fold one batch into the running sums with ``self._add``. Must not modify inputs."""
 
     @abstractmethod
-    def _compute(self, state: Mapping[str, Tensor], info: ModelInfo, provenance: Provenance) -> ProbeResult:
+    def _compute(self, state: Mapping[str, Tensor], info: ModelInfo, provenance: Provenance) -> ResultT:
         """Turn the summed state into a result."""
 
     # -- the contract ------------------------------------------------------------------------
@@ -88,7 +98,7 @@ class Probe(ABC):
             )
         return self._info
 
-    def bind(self, info: ModelInfo, *, data: str = "unspecified", seed: int | None = None) -> "Probe":
+    def bind(self, info: ModelInfo, *, data: str = "unspecified", seed: int | None = None) -> Self:
         """Attach the model facts and data description used for hooks and provenance."""
         if self._state and self._info is not None and self._info != info:
             raise ProbeStateError(
@@ -205,7 +215,7 @@ class Probe(ABC):
     def load_state_dict(self, state: Mapping[str, Tensor]) -> None:
         self._state = {key: value.detach().to(torch.float64).clone() for key, value in state.items()}
 
-    def merge(self, other: "Probe") -> "Probe":
+    def merge(self, other: Probe[Any]) -> Self:
         """Add ``other``'s state into this probe (in place) and return it."""
         if type(other) is not type(self) or other.settings() != self.settings():
             raise ProbeStateError(
@@ -230,7 +240,7 @@ class Probe(ABC):
         self._activations = self._activations or other._activations
         return self
 
-    def compute(self) -> ProbeResult:
+    def compute(self) -> ResultT:
         """The result over everything folded in so far, in CPU tensors (the running sums stay on the
         model's device). Raises before any data."""
         if not self._state:
@@ -253,7 +263,7 @@ class Probe(ABC):
         return self._compute({key: value.cpu() for key, value in self._state.items()}, info, provenance)
 
 
-class LayerwiseProbe(Probe):
+class LayerwiseProbe(Probe[ResultT]):
     """A probe that reads one hook per layer and folds each layer on its own, as its hook fires.
 
     Subclasses implement ``hook_names`` (stack order = the order of the rows of their per-layer sums),
@@ -304,7 +314,8 @@ class LayerwiseProbe(Probe):
         """Fold query rows ``start ... start + rows.shape[2]`` of hook ``name``'s pattern in the open batch;
         the hook counts as folded once its last row has arrived (blocks must come in order)."""
         if self._pending is None:
-            raise ProbeStateError(f"{type(self).__name__}.fold_rows() needs an open batch: call begin_batch(batch) first.")
+            raise ProbeStateError(f"{type(self).__name__}.fold_rows() needs an open batch: call begin_batch(batch) "
+                                  f"first.")
         if not self.folds_query_rows():
             raise ProbeStateError(f"{type(self).__name__} folds whole layers only; feed it with fold().")
         seen = self._rows_seen if self._rows_seen is not None else {}

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -20,6 +20,10 @@ from torch import Tensor
 
 from probes.core.atomic import atomic_directory, atomic_write_text
 from probes.core.errors import InputError
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from typing_extensions import Self
 
 RESULT_JSON = "result.json"
 RESULT_TENSORS = "tensors.safetensors"
@@ -67,13 +71,13 @@ class ProbeResult:
     """
 
     provenance: Provenance
-    _registry: ClassVar[dict[str, type["ProbeResult"]]] = {}
+    _registry: ClassVar[dict[str, type[ProbeResult]]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         ProbeResult._registry[cls.__name__] = cls
 
-    def to_dataframe(self):  # pragma: no cover - every concrete result overrides it
+    def to_dataframe(self) -> pd.DataFrame:  # pragma: no cover - every concrete result overrides it
         raise NotImplementedError(f"{type(self).__name__} does not define to_dataframe()")
 
     def document(self, tensors: dict[str, Tensor] | None = None) -> dict[str, Any]:
@@ -94,7 +98,7 @@ class ProbeResult:
                 fields[f.name] = value
         return {"type": type(self).__name__, "provenance": dataclasses.asdict(self.provenance), "fields": fields}
 
-    def save(self, path: str | os.PathLike) -> Path:
+    def save(self, path: str | os.PathLike[str]) -> Path:
         """Save into the folder ``path`` (replaced atomically). Example: ``result.save("runs/heads")``.
 
         A path ending in ``.json`` writes one JSON file instead, tensors inline (the same document)."""
@@ -109,7 +113,7 @@ class ProbeResult:
         return Path(path)
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "ProbeResult":
+    def load(cls, path: str | os.PathLike[str]) -> Self:
         """Load a result saved by :meth:`save` (a folder, or a ``.json`` file with tensors inline);
         ``ProbeResult.load`` returns the saved subclass."""
         path = Path(path)
@@ -129,7 +133,7 @@ class ProbeResult:
 
     @classmethod
     def from_document(cls, document: Mapping[str, Any], tensors: Mapping[str, Tensor] | None,
-                      where: str = "the document") -> "ProbeResult":
+                      where: str = "the document") -> Self:
         """The result a :meth:`document` describes (``tensors`` None: the tensors are inline)."""
         result_type = ProbeResult._registry.get(document.get("type", "")) if isinstance(document, Mapping) else None
         if result_type is None or not issubclass(result_type, cls) or "fields" not in document:
@@ -169,11 +173,12 @@ def _values_close(x: Any, y: Any, atol: float, rtol: float) -> bool:
         return x.keys() == y.keys() and all(_values_close(x[k], y[k], atol, rtol) for k in x)
     if isinstance(x, float) and isinstance(y, (int, float)):
         return math.isclose(x, y, rel_tol=rtol, abs_tol=atol) or (math.isnan(x) and math.isnan(y))
-    return x == y
+    return bool(x == y)
 
 
 def results_close(a: ProbeResult, b: ProbeResult, *, atol: float = 0.0, rtol: float = 1e-12) -> bool:
-    """True when two results of one type hold the same values (numbers within ``atol + rtol * |b|``), provenance aside."""
+    """True when two results of one type hold the same values (numbers within ``atol + rtol * |b|``), provenance
+    aside."""
     if type(a) is not type(b):
         return False
     return all(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence, Sized
 from typing import Any
 
 import torch
@@ -15,8 +15,7 @@ from tqdm.auto import tqdm
 from probes.core.batch import TokenBatch, as_token_batch
 from probes.core.errors import InputError, ModelError
 from probes.core.model_info import ModelInfo, pattern_hook
-from probes.core.probe import LayerwiseProbe, Probe
-from probes.core.result import ProbeResult
+from probes.core.probe import LayerwiseProbe, Probe, ResultT
 
 log = logging.getLogger(__name__)
 
@@ -32,11 +31,12 @@ probes a block of query rows at a time, where the model and the probes allow it 
 QUERY_BLOCK_BYTES = 256 * 2**20
 """Size of one block of query rows of a float32 pattern when patterns come in blocks."""
 
-_QUERY_BLOCKS_CHECKED: "weakref.WeakKeyDictionary[Any, bool]" = weakref.WeakKeyDictionary()
+_QUERY_BLOCKS_CHECKED: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
 
 
 def model_device(model: Any) -> torch.device:
     """The device of the model's first parameter (CPU for a model without parameters)."""
+    parameter: Tensor
     for parameter in model.parameters():
         return parameter.device
     return torch.device("cpu")
@@ -55,7 +55,7 @@ def capture(model: Any, batch: TokenBatch, hook_names: Sequence[str]) -> dict[st
     needed = set(hook_names)
     captured: dict[str, Tensor] = {}
 
-    def keeper(name: str):
+    def keeper(name: str) -> Callable[[Tensor, Any], None]:
         def keep(tensor: Tensor, hook: Any) -> None:
             captured[name] = tensor
             if len(captured) == len(needed):
@@ -64,10 +64,8 @@ def capture(model: Any, batch: TokenBatch, hook_names: Sequence[str]) -> dict[st
         return keep
 
     kwargs = _forward_kwargs(model, batch)
-    try:
+    with contextlib.suppress(_AllHooksCaptured):
         model.run_with_hooks(batch.tokens, fwd_hooks=[(name, keeper(name)) for name in needed], **kwargs)
-    except _AllHooksCaptured:
-        pass
     if len(captured) != len(needed):
         raise ModelError(
             f"The forward pass never fired {sorted(needed - set(captured))}. The model has these "
@@ -101,7 +99,7 @@ def _forward_kwargs(model: Any, batch: TokenBatch) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def _batch_in_all(probes: Sequence[Probe], batch: TokenBatch, info: ModelInfo) -> Iterator[None]:
+def _batch_in_all(probes: Sequence[Probe[Any]], batch: TokenBatch, info: ModelInfo) -> Iterator[None]:
     """Open ``batch`` in every probe and fold the groups that read no hook; close it in all of them after the
     block, or abort it in all of them (nothing counted) when the block raises."""
     for probe in probes:
@@ -120,7 +118,7 @@ def _batch_in_all(probes: Sequence[Probe], batch: TokenBatch, info: ModelInfo) -
         raise
 
 
-def fold_forward(model: Any, probes: Sequence[Probe], batch: TokenBatch, info: ModelInfo) -> None:
+def fold_forward(model: Any, probes: Sequence[Probe[Any]], batch: TokenBatch, info: ModelInfo) -> None:
     """One forward pass of ``batch`` that folds every probe's hook groups as their last hook fires.
 
     A group's activations are handed to its probe inside the hook and not kept, so the model frees
@@ -134,7 +132,7 @@ def fold_forward(model: Any, probes: Sequence[Probe], batch: TokenBatch, info: M
     groups_of = {name: [i for i, (_, group) in enumerate(groups) if name in group] for name in needed}
     held: dict[str, Tensor] = {}
 
-    def keeper(name: str):
+    def keeper(name: str) -> Callable[[Tensor, Any], None]:
         def keep(tensor: Tensor, hook: Any) -> None:
             if name in held or not any(name in unfired[i] for i in groups_of[name]):
                 raise ModelError(f"The hook {name} fired twice in one forward pass; mechprobe reads each hook once.")
@@ -154,11 +152,9 @@ def fold_forward(model: Any, probes: Sequence[Probe], batch: TokenBatch, info: M
     try:
         with _batch_in_all(probes, batch, info):
             if needed:
-                try:
+                with contextlib.suppress(_AllHooksCaptured):
                     model.run_with_hooks(batch.tokens, fwd_hooks=[(name, keeper(name)) for name in sorted(needed)],
                                          **_forward_kwargs(model, batch))
-                except _AllHooksCaptured:
-                    pass
                 silent = sorted(set().union(*unfired))
                 if silent:
                     raise ModelError(
@@ -169,7 +165,7 @@ def fold_forward(model: Any, probes: Sequence[Probe], batch: TokenBatch, info: M
         held.clear()
 
 
-def query_block_rows(model: Any, probes: Sequence[Probe], batch: TokenBatch, info: ModelInfo,
+def query_block_rows(model: Any, probes: Sequence[Probe[Any]], batch: TokenBatch, info: ModelInfo,
                      max_pattern_bytes: int | None) -> int | None:
     """Query rows per block when ``batch``'s patterns should reach ``probes`` in blocks, else None.
 
@@ -185,8 +181,8 @@ def query_block_rows(model: Any, probes: Sequence[Probe], batch: TokenBatch, inf
         return None
     patterns = {pattern_hook(layer) for layer in range(info.n_layers)}
     readers = [probe for probe in probes if set(probe.hook_names(info))]
-    if not all(isinstance(probe, LayerwiseProbe) and probe.folds_query_rows() and set(probe.hook_names(info)) <= patterns
-               for probe in readers):
+    if not all(isinstance(probe, LayerwiseProbe) and probe.folds_query_rows()
+               and set(probe.hook_names(info)) <= patterns for probe in readers):
         log.info("patterns of %d MiB per layer, but a probe here needs whole layers: using hook_pattern",
                  layer_bytes >> 20)
         return None
@@ -202,7 +198,7 @@ def query_block_rows(model: Any, probes: Sequence[Probe], batch: TokenBatch, inf
     return max(1, QUERY_BLOCK_BYTES // (n_batch * info.n_heads * n_pos * 4))
 
 
-def fold_forward_in_query_blocks(model: Any, probes: Sequence[Probe], batch: TokenBatch, info: ModelInfo,
+def fold_forward_in_query_blocks(model: Any, probes: Sequence[Probe[Any]], batch: TokenBatch, info: ModelInfo,
                                  rows: int) -> None:
     """Like :func:`fold_forward`, but the model computes attention ``rows`` queries at a time and each
     layer's pattern reaches the probes block by block (:func:`probes.core.attention_rows.query_chunked_attention`),
@@ -210,10 +206,11 @@ def fold_forward_in_query_blocks(model: Any, probes: Sequence[Probe], batch: Tok
     from probes.core.attention_rows import query_chunked_attention
 
     n_pos = batch.tokens.shape[1]
-    readers: dict[str, list[LayerwiseProbe]] = {}
+    readers: dict[str, list[LayerwiseProbe[Any]]] = {}
     for probe in probes:
-        for name in probe.hook_names(info):
-            readers.setdefault(name, []).append(probe)  # type: ignore[arg-type]
+        if isinstance(probe, LayerwiseProbe):  # query_block_rows admits no other probe that reads a hook
+            for name in probe.hook_names(info):
+                readers.setdefault(name, []).append(probe)
     remaining = set(readers)
 
     def sink(layer: int, weights: Tensor, start: int) -> None:
@@ -244,7 +241,8 @@ class _AdaptiveFolding:
     whole. The chunk size found is kept for the following batches.
     """
 
-    def __init__(self, model: Any, probes: Sequence[Probe], info: ModelInfo, max_pattern_bytes: int | None) -> None:
+    def __init__(self, model: Any, probes: Sequence[Probe[Any]], info: ModelInfo,
+                 max_pattern_bytes: int | None) -> None:
         self.model, self.probes, self.info = model, probes, info
         self.max_pattern_bytes = max_pattern_bytes
         self.max_rows: int | None = None
@@ -279,14 +277,14 @@ class _AdaptiveFolding:
 
 def feed_probes(
     model: Any,
-    probes: Sequence[Probe],
+    probes: Sequence[Probe[Any]],
     batches: Iterable[Tensor | TokenBatch],
     *,
     data: str = "unspecified",
     seed: int | None = None,
     progress: bool = True,
     total: int | None = None,
-    on_batch: Callable[[int, Sequence[Probe]], None] | None = None,
+    on_batch: Callable[[int, Sequence[Probe[Any]]], None] | None = None,
     max_pattern_bytes: int | None = MAX_PATTERN_BYTES,
 ) -> ModelInfo:
     """Bind ``probes`` to ``model`` and fold every batch into them (in place); no result.
@@ -311,8 +309,8 @@ def feed_probes(
     if unknown:
         raise ModelError(f"The probes read hooks this model does not have: {unknown}.")
     device = model_device(model)
-    if total is None and hasattr(batches, "__len__"):
-        total = len(batches)  # type: ignore[arg-type]
+    if total is None and isinstance(batches, Sized):
+        total = len(batches)
     was_training = getattr(model, "training", False)
     if was_training:
         model.eval()
@@ -336,7 +334,7 @@ def feed_probes(
 
 def run_probes(
     model: Any,
-    probes: Sequence[Probe],
+    probes: Sequence[Probe[ResultT]],
     batches: Iterable[Tensor | TokenBatch],
     *,
     data: str = "unspecified",
@@ -344,7 +342,7 @@ def run_probes(
     progress: bool = True,
     total: int | None = None,
     max_pattern_bytes: int | None = MAX_PATTERN_BYTES,
-) -> list[ProbeResult]:
+) -> list[ResultT]:
     """Run ``model`` once per batch, feed every probe, return their results in order.
 
     Only the union of the probes' hooks is kept, the forward pass stops after the last of them,

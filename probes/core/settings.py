@@ -20,7 +20,7 @@ LISTED_TENSOR_SIZE = 256  # integer tensors up to this many entries are written 
 
 
 @functools.cache
-def constructor_parameters(cls: type) -> tuple[str, ...]:
+def constructor_parameters(cls: type[object]) -> tuple[str, ...]:
     """The named parameters of ``cls.__init__`` (``self``, ``*args`` and ``**kwargs`` left out)."""
     skip = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
     parameters = list(inspect.signature(cls.__init__).parameters.values())[1:]
@@ -49,10 +49,12 @@ def describe_setting(value: Any) -> Any:
 
 def constructor_settings(probe: Any) -> dict[str, Any]:
     """``{parameter: described value}`` for every constructor parameter of ``probe``'s class."""
-    missing = [name for name in constructor_parameters(type(probe)) if not hasattr(probe, name)]
+    # a class is hashable; typeshed's Hashable protocol does not match a class object's unbound __hash__
+    parameters = constructor_parameters(type(probe))  # type: ignore[arg-type]
+    missing = [name for name in parameters if not hasattr(probe, name)]
     if missing:
         raise TypeError(
             f"{type(probe).__name__} must store each constructor argument as an attribute of the same name "
             f"(its settings are read back from them); missing: {', '.join(missing)}."
         )
-    return {name: describe_setting(getattr(probe, name)) for name in constructor_parameters(type(probe))}
+    return {name: describe_setting(getattr(probe, name)) for name in parameters}

@@ -53,7 +53,7 @@ class BlockStructure:
         return asdict(self)
 
 
-def centre_columns(matrix: Float[Tensor, "n n"], labels: Int[Tensor, "n"]) -> Float[Tensor, "n n"]:
+def centre_columns(matrix: Float[Tensor, "n n"], labels: Int[Tensor, " n"]) -> Float[Tensor, "n n"]:
     """``matrix`` (float64) minus, in each column, that column's mean over the labelled rows (``labels >= 0``).
 
     Example: ``centre_columns(torch.tensor([[1., 5.], [3., 5.]]), torch.tensor([0, 1]))`` is
@@ -63,7 +63,7 @@ def centre_columns(matrix: Float[Tensor, "n n"], labels: Int[Tensor, "n"]) -> Fl
     return m - m[labels >= 0].mean(0, keepdim=True)
 
 
-def centred_block_ceiling(labels: Int[Tensor, "n"], *, include_diagonal: bool = False) -> float:
+def centred_block_ceiling(labels: Int[Tensor, " n"], *, include_diagonal: bool = False) -> float:
     """The score of the ideal block matrix (1 within a block, 0 between) after :func:`centre_columns`.
 
     The largest score a column-centred matrix with exactly that block pattern reaches (e.g. 0.879
@@ -90,7 +90,7 @@ def _checked(matrix: Tensor, labels: Tensor) -> tuple[Tensor, Tensor]:
     return matrix.detach().to("cpu", torch.float64), labels.detach().to("cpu", torch.long)
 
 
-def block_structure(matrix: Float[Tensor, "n n"], labels: Int[Tensor, "n"], *,
+def block_structure(matrix: Float[Tensor, "n n"], labels: Int[Tensor, " n"], *,
                     include_diagonal: bool = False, centre_columns: bool = False) -> BlockStructure:
     """Block-structure numbers of ``matrix`` under the partition ``labels`` (module docstring).
 

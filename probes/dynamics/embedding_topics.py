@@ -24,11 +24,11 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from probes.stats.bootstrap import bootstrap_interval
-from probes.core.errors import InputError
 from mechprobe.validation import integer
-from probes.stats.nulls import label_permutations, permutation_p_value
 from probes.attention.topic_attention import check_token_topics
+from probes.core.errors import InputError
+from probes.stats.bootstrap import bootstrap_interval
+from probes.stats.nulls import label_permutations, permutation_p_value
 
 EMBEDDING_MEASURES = ("dot", "cosine", "centred_dot", "centred_cosine")
 
@@ -84,7 +84,7 @@ def _unit_rows(vectors: Tensor) -> Tensor:
     return torch.where(norms > 0, vectors / norms.clamp(min=1e-300), torch.zeros_like(vectors))
 
 
-def embedding_topic_similarity(embedding: Float[Tensor, "d_vocab d_model"], token_topics: Int[Tensor, "d_vocab"],
+def embedding_topic_similarity(embedding: Float[Tensor, "d_vocab d_model"], token_topics: Int[Tensor, " d_vocab"],
                                has_topic: Tensor | None = None, *, center: bool = False) -> EmbeddingTopicSimilarity:
     """Same- vs different-topic similarity of the rows of ``embedding`` (module docstring).
 
@@ -145,7 +145,8 @@ class EmbeddingTopicTest:
 
 def _per_token_sums(vectors: Tensor, topics: Tensor) -> tuple[Tensor, Tensor]:
     """Each token's summed similarity to the other tokens of its topic and to the tokens of other topics."""
-    topic_sums = torch.zeros(int(topics.max()) + 1, vectors.shape[1], dtype=torch.float64).index_add_(0, topics, vectors)
+    topic_sums = torch.zeros(int(topics.max()) + 1, vectors.shape[1], dtype=torch.float64)
+    topic_sums.index_add_(0, topics, vectors)
     own = (vectors * topic_sums[topics]).sum(1)
     self_dot = (vectors * vectors).sum(1)
     return own - self_dot, vectors @ vectors.sum(0) - own
@@ -174,7 +175,7 @@ def _permuted_gaps(vectors: Tensor, permuted: Tensor, n_same: float, n_different
     return torch.cat(draws)
 
 
-def embedding_topic_test(embedding: Float[Tensor, "d_vocab d_model"], token_topics: Int[Tensor, "d_vocab"], *,
+def embedding_topic_test(embedding: Float[Tensor, "d_vocab d_model"], token_topics: Int[Tensor, " d_vocab"], *,
                          n_permutations: int = 1000, n_boot: int = 1000, seed: int = 0) -> EmbeddingTopicTest:
     """Topic gaps of the embedding rows under the four measures, each with a bootstrap CI and a permutation null.
 

@@ -27,8 +27,8 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from probes.text.cooccurrence import kendall_tau_b, spearman
 from probes.core.errors import ConfigError, InputError
+from probes.text.cooccurrence import kendall_tau_b, spearman
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,9 @@ class ScanOrder:
     tolerance: float
 
     def to_dict(self) -> dict:
-        clean = (lambda v: None if math.isnan(v) else v)
+        def clean(v: float) -> float | None:
+            return None if math.isnan(v) else v
+
         return {"peak_steps": list(self.peak_steps), "cooccurrence": list(self.cooccurrence),
                 "spearman": clean(self.spearman), "kendall": clean(self.kendall), "tolerance": self.tolerance}
 

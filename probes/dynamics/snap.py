@@ -12,8 +12,8 @@ logarithmic), so the relative speed collapses by orders of magnitude there.
 :func:`detect_snap` compares every step with the *final* composition, so its answer moves when the run
 is made longer (kept for comparison). Given a trajectory of compositions ``c_t`` (one non-negative
 vector per recorded step, each normalised to sum 1), the distance of step ``t`` to the end is the
-total-variation distance ``d_t = 0.5 * sum_i |c_t[i] - c_T[i]|`` to the final composition. The snap is the first recorded
-step ``s`` with ``d_t <= tolerance`` for every ``t >= s``: from there on the composition stays
+total-variation distance ``d_t = 0.5 * sum_i |c_t[i] - c_T[i]|`` to the final composition. The snap is the first
+recorded step ``s`` with ``d_t <= tolerance`` for every ``t >= s``: from there on the composition stays
 within ``tolerance`` of where it ends (so any two later compositions differ by at most
 ``2 * tolerance``). ``snapped`` says whether it then stayed frozen for at least ``patience``
 recorded steps; a trajectory still moving at its end reports ``snapped=False``.
@@ -21,6 +21,7 @@ recorded steps; a trajectory still moving at its end reports ``snapped=False``.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -97,7 +98,7 @@ def _check_trajectory(trajectory: Tensor, steps: Sequence[int] | None) -> tuple[
     step_numbers = list(range(n_steps)) if steps is None else [int(s) for s in steps]
     if len(step_numbers) != n_steps:
         raise InputError(f"steps names {len(step_numbers)} steps but the trajectory has {n_steps}.")
-    if any(b <= a for a, b in zip(step_numbers, step_numbers[1:])):
+    if any(b <= a for a, b in itertools.pairwise(step_numbers)):
         raise InputError("steps must be strictly increasing.")
     return trajectory.double() / totals, step_numbers
 

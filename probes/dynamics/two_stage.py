@@ -21,10 +21,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, TypedDict
 
 import torch
 
 from probes.core.errors import ConfigError, InputError
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,16 @@ class TwoStage:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+class _NormThresholds(TypedDict, total=False):
+    """The settings of :func:`norm_events` that :func:`detect_two_stage` passes on."""
+
+    move_fraction: float
+    plateau_fraction: float
+    window_fraction: float
+    min_change: float
+    smooth: int
 
 
 def _smoothed(values: Sequence[float], smooth: int) -> torch.Tensor:
@@ -95,7 +109,7 @@ def norm_events(steps: Sequence[int], values: Sequence[float], *, move_fraction:
 
 def detect_two_stage(steps: Sequence[int], norms: Mapping[str, Sequence[float]], *,
                      first: Sequence[str] = ("w_v_norm",), second: Sequence[str] = ("w_k_norm", "w_q_norm"),
-                     **thresholds: float) -> TwoStage:
+                     **thresholds: Unpack[_NormThresholds]) -> TwoStage:
     """Two-stage summary of the columns ``first`` and ``second`` of a norm history.
 
     ``norms`` maps names to values recorded at ``steps`` (NaN = not recorded at that step), e.g.

@@ -40,7 +40,8 @@ def bootstrap_draws(
         raise InputError(f"A bootstrap needs at least 2 units; got {n}. Use more batches.")
     generator = torch.Generator().manual_seed(seed)
     draws = torch.randint(0, n, (n_boot, n), generator=generator)
-    counts = torch.zeros(n_boot, n, dtype=torch.float64).scatter_add_(1, draws, torch.ones(n_boot, n, dtype=torch.float64))
+    counts = torch.zeros(n_boot, n, dtype=torch.float64)
+    counts.scatter_add_(1, draws, torch.ones(n_boot, n, dtype=torch.float64))
     full = {k: v.detach().cpu().double().sum(0, keepdim=True) for k, v in per_unit.items()}
     resampled = {k: torch.einsum("rn,n...->r...", counts, v.detach().cpu().double()) for k, v in per_unit.items()}
     return statistic(full)[0], statistic(resampled)

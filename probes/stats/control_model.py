@@ -216,8 +216,9 @@ def _module_control(model: nn.Module, seed: int, name: str, redraw_unresettable:
             f"({type(error).__name__}: {error}). Make the model deep-copyable (no open files, "
             f"generators or locks as attributes)."
         ) from error
-    resettable = [m for m in control.modules() if callable(getattr(m, "reset_parameters", None))]
-    covered = {id(p) for m in resettable for p in m.parameters(recurse=False)}
+    resets = ((m, getattr(m, "reset_parameters", None)) for m in control.modules())
+    resettable = [(m, reset) for m, reset in resets if callable(reset)]
+    covered = {id(p) for m, _ in resettable for p in m.parameters(recurse=False)}
     trainable = [(n, p) for n, p in control.named_parameters() if p.requires_grad]
     bare = [(n, p) for n, p in trainable if id(p) not in covered]
     if bare and not redraw_unresettable:
@@ -238,9 +239,9 @@ def _module_control(model: nn.Module, seed: int, name: str, redraw_unresettable:
     cuda = sorted({p.device.index or 0 for p in control.parameters() if p.device.type == "cuda"})
     with torch.random.fork_rng(devices=cuda), torch.no_grad():
         torch.manual_seed(seed)
-        for module in resettable:
+        for module, reset in resettable:
             if any(p.requires_grad for p in module.parameters(recurse=False)):
-                module.reset_parameters()
+                reset()
         generator = torch.Generator().manual_seed(seed)
         redrawn = sum(_redraw(parameter_name, parameter, generator) for parameter_name, parameter in bare)
     _restore(control, frozen)
@@ -248,7 +249,7 @@ def _module_control(model: nn.Module, seed: int, name: str, redraw_unresettable:
     _rename(control, name)
     log.info(
         "%s: reset %d modules, re-drew %d of %d bare parameters, kept %d frozen parameters",
-        name, sum(1 for m in resettable if any(p.requires_grad for p in m.parameters(recurse=False))),
+        name, sum(1 for m, _ in resettable if any(p.requires_grad for p in m.parameters(recurse=False))),
         redrawn, len(bare), len(frozen),
     )
     return control
@@ -297,8 +298,9 @@ def _rename(control: nn.Module, name: str) -> None:
     try:
         cfg.model_name = name
     except (AttributeError, dataclasses.FrozenInstanceError):
-        if dataclasses.is_dataclass(cfg):
-            control.cfg = dataclasses.replace(cfg, model_name=name)
+        if dataclasses.is_dataclass(cfg) and not isinstance(cfg, type):
+            # nn.Module.__setattr__ stores any value; torch types its value as Tensor | Module
+            control.cfg = dataclasses.replace(cfg, model_name=name)  # type: ignore[assignment]
         else:
             log.info("Could not rename the control's cfg (%s is read-only); it keeps the original name",
                      type(cfg).__name__)

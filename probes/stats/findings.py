@@ -54,7 +54,7 @@ class Finding:
         if self.effect not in ("difference", "ratio"):
             raise ConfigError(f"effect must be 'difference' or 'ratio'; got {self.effect!r}.")
 
-    def with_control(self, value: float, ci: tuple[float, float]) -> "Finding":
+    def with_control(self, value: float, ci: tuple[float, float]) -> Finding:
         return replace(self, control_value=float(value), control_ci=(float(ci[0]), float(ci[1])))
 
     @property
@@ -80,7 +80,8 @@ class Finding:
         threshold. Any missing number (NaN) means it does not hold."""
         p = self.reported_p
         beats_control = self.control_value is None or self.ci[0] > self.control_value
-        return bool(p < ALPHA and self.ci[0] > self.null_value and beats_control and self.effect_size >= self.min_effect)
+        return bool(p < ALPHA and self.ci[0] > self.null_value and beats_control
+                    and self.effect_size >= self.min_effect)
 
     def to_dict(self) -> dict[str, Any]:
         """The summary.json entry: statistic, value, ci, null, control, holds (and how it was decided)."""
@@ -100,7 +101,7 @@ class Finding:
 
 
     @classmethod
-    def from_dict(cls, document: Mapping[str, Any]) -> "Finding":
+    def from_dict(cls, document: Mapping[str, Any]) -> Finding:
         """The finding :meth:`to_dict` wrote (a missing number, ``null``, comes back as NaN)."""
         null, control, effect = document["null"], document.get("control"), document["min_effect"]
         return cls(str(document["statistic"]), _float(document["value"]), _pair(document["ci"]), str(null["kind"]),

@@ -43,8 +43,8 @@ def label_permutations(labels: Int[Tensor, " d_vocab"], n_permutations: int, *, 
 TIE_TOLERANCE = 1e-9
 
 
-def permutation_p_value(observed: Float[Tensor, "..."], null: Float[Tensor, "draw ..."], *,
-                        alternative: str = "greater") -> Float[Tensor, "..."]:
+def permutation_p_value(observed: Float[Tensor, ...], null: Float[Tensor, "draw ..."], *,
+                        alternative: str = "greater") -> Float[Tensor, ...]:
     """``(1 + #{null >= observed}) / (1 + n)`` per entry (``"less"``: ``<=``); NaN draws are ignored.
 
     ``null`` holds ``n`` draws of the statistic under the null along its first axis. A draw within

@@ -24,8 +24,8 @@ from probes.text.parent_criterion import (
     stationary_distribution,
 )
 from probes.text.text_batches import text_token_batches
-from probes.text.topics import LdaTopicConfig, LdaTopics, assign_word_topics, fit_lda_topics
 from probes.text.token_topics import TokenTopicMap, token_topic_labels
+from probes.text.topics import LdaTopicConfig, LdaTopics, assign_word_topics, fit_lda_topics
 
 __all__ = [
     "CooccurrenceOrdering", "Document", "LdaTopicConfig", "LdaTopics", "ParentCriterion", "ParentCriterionProbe",

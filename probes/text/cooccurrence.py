@@ -33,13 +33,13 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
-from probes.core.errors import ConfigError, InputError
 from probes.attention.key_token_attention import (
     KeyTokenAttention,
     PairSpec,
     QueryPosition,
     token_index,
 )
+from probes.core.errors import ConfigError, InputError
 from probes.core.result import ProbeResult
 
 CHUNK_PAIRS = 20_000_000
@@ -148,7 +148,7 @@ def average_ranks(x: Float[Tensor, "... n"]) -> Float[Tensor, "... n"]:
     return below + (equal + 1) / 2
 
 
-def spearman(x: Float[Tensor, "... n"], y: Float[Tensor, "... n"]) -> Float[Tensor, "..."]:
+def spearman(x: Float[Tensor, "... n"], y: Float[Tensor, "... n"]) -> Float[Tensor, ...]:
     """Spearman's rho along the last axis (NaN when either side is constant or n < 2)."""
     rx, ry = average_ranks(x), average_ranks(y)
     rx, ry = rx - rx.mean(-1, keepdim=True), ry - ry.mean(-1, keepdim=True)
@@ -156,7 +156,7 @@ def spearman(x: Float[Tensor, "... n"], y: Float[Tensor, "... n"]) -> Float[Tens
     return torch.where(denominator > 0, (rx * ry).sum(-1) / denominator, torch.full_like(denominator, float("nan")))
 
 
-def kendall_tau_b(x: Float[Tensor, "... n"], y: Float[Tensor, "... n"]) -> Float[Tensor, "..."]:
+def kendall_tau_b(x: Float[Tensor, "... n"], y: Float[Tensor, "... n"]) -> Float[Tensor, ...]:
     """Kendall's tau-b along the last axis (ties corrected; NaN when either side is constant)."""
     sx = torch.sign(x.double()[..., :, None] - x.double()[..., None, :])
     sy = torch.sign(y.double()[..., :, None] - y.double()[..., None, :])
@@ -186,10 +186,10 @@ class CooccurrenceOrdering(ProbeResult):
 
         n_layers, n_heads, n_q = self.spearman.shape
         rows = [
-            {"layer": l, "head": h, "query_token": int(self.query_tokens[q]),
-             "spearman": float(self.spearman[l, h, q]), "kendall": float(self.kendall[l, h, q]),
+            {"layer": layer, "head": h, "query_token": int(self.query_tokens[q]),
+             "spearman": float(self.spearman[layer, h, q]), "kendall": float(self.kendall[layer, h, q]),
              "n_keys": int(self.n_keys[q])}
-            for l in range(n_layers) for h in range(n_heads) for q in range(n_q)
+            for layer in range(n_layers) for h in range(n_heads) for q in range(n_q)
         ]
         return pd.DataFrame(rows)
 

@@ -93,7 +93,8 @@ def wikitext_documents(lines: Iterable[str], source: str, unit: Unit = "paragrap
 
     Sub-headings (`` = = Sub = = ``) are dropped; each non-empty other line is one paragraph.
     """
-    title, paragraphs = "", []
+    title = ""
+    paragraphs: list[str] = []
     for line in lines:
         heading = wikitext_heading(line)
         if heading:
@@ -125,7 +126,8 @@ def wikipedia_excerpt_documents(unit: Unit = "paragraph", min_chars: int = 1) ->
     path = datapath(WIKIPEDIA_EXCERPT)
     if not os.path.isfile(path):
         raise InputError(
-            f"gensim's bundled Wikipedia excerpt is missing ({path}); reinstall gensim (pip install --force-reinstall gensim)."
+            f"gensim's bundled Wikipedia excerpt is missing ({path}); reinstall gensim "
+            f"(pip install --force-reinstall gensim)."
         )
     with bz2.open(path, "rb") as handle:
         for title, text, _ in extract_pages(handle, filter_namespaces=("0",)):
@@ -213,7 +215,8 @@ def jsonl_rows(path: Path, text_column: str) -> Iterator[tuple[str, Any]]:
             raise InputError(f"{path}:{number} is not JSON ({error.msg}); each line of a .jsonl file is one object.") \
                 from None
         if not isinstance(row, dict):
-            raise InputError(f"{path}:{number} is a JSON {type(row).__name__}, not an object with a {text_column!r} key.")
+            raise InputError(f"{path}:{number} is a JSON {type(row).__name__}, not an object with a {text_column!r} "
+                             f"key.")
         if text_column not in row:
             raise _missing_column(f"{path}:{number}", text_column, row)
         yield f"{path.stem} line {number}", row[text_column]

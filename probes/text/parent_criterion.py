@@ -72,8 +72,8 @@ class ParentCriterion(ProbeResult):
         import pandas as pd
 
         return pd.DataFrame(
-            [{"subset": l, "chi2_mi": float(a), "corrected": float(b)}
-             for l, a, b in zip(self.labels, self.chi2_mi, self.corrected)]
+            [{"subset": label, "chi2_mi": float(a), "corrected": float(b)}
+             for label, a, b in zip(self.labels, self.chi2_mi, self.corrected)]
         )
 
 
@@ -101,7 +101,7 @@ def _per_sequence_chi2(codes_z: Tensor, codes_x: Tensor, n_x: int) -> tuple[Tens
     return mi, mi - (distinct_z - 1) * (distinct_x - 1) / n
 
 
-class ParentCriterionProbe(Probe):
+class ParentCriterionProbe(Probe[ParentCriterion]):
     """Accumulates the chi-square MI parent criterion over sequences (see the module docstring)."""
 
     def __init__(self, max_distance: int = 3, max_subset: int = 2) -> None:
@@ -112,7 +112,8 @@ class ParentCriterionProbe(Probe):
         if max_subset > max_distance:
             raise ConfigError(f"max_subset ({max_subset}) must be <= max_distance ({max_distance}).")
         self.max_distance, self.max_subset = max_distance, max_subset
-        self.subsets = [s for k in range(1, max_subset + 1) for s in itertools.combinations(range(1, max_distance + 1), k)]
+        self.subsets = [s for k in range(1, max_subset + 1)
+                        for s in itertools.combinations(range(1, max_distance + 1), k)]
 
 
     def hook_names(self, info: ModelInfo) -> tuple[str, ...]:
@@ -165,7 +166,8 @@ def chi_square_parent_criterion(
     if isinstance(d_vocab, bool) or not isinstance(d_vocab, int) or d_vocab < 2:
         raise ConfigError(f"d_vocab must be an integer >= 2; got {d_vocab!r}.")
     if not isinstance(tokens, Tensor) or tokens.ndim != 2:
-        raise InputError(f"tokens must be an integer tensor [batch, pos]; got {getattr(tokens, 'shape', type(tokens))}.")
+        raise InputError(f"tokens must be an integer tensor [batch, pos]; got "
+                         f"{getattr(tokens, 'shape', type(tokens))}.")
     info = ModelInfo(name="data", n_layers=0, n_heads=0, n_ctx=int(tokens.shape[1]), d_vocab=d_vocab,
                      causal=None, bos_token_id=None, special_token_ids=())
     probe = ParentCriterionProbe(max_distance, max_subset).bind(info, data=data)
@@ -205,7 +207,8 @@ class PopulationParentCriterion:
     def to_dataframe(self):
         import pandas as pd
 
-        return pd.DataFrame([{"subset": l, "modified_chi2_mi": float(v)} for l, v in zip(self.labels, self.values)])
+        return pd.DataFrame([{"subset": label, "modified_chi2_mi": float(v)}
+                             for label, v in zip(self.labels, self.values)])
 
 
 def _window_chain(kernels: Tensor, n_states: int, n_parents: int, width: int) -> Tensor:
@@ -292,7 +295,8 @@ def population_parent_criterion(
     joint = mu[:, :, None] * kernels[:, torch.arange(n_states**width) % n_states**n_parents].to(torch.float64)
     joint = joint.reshape((kernels.shape[0],) + (n_states,) * (width + 1))  # axes: oldest .. newest, next
     smallest = 0 if include_empty else 1
-    subsets = [list(s) for k in range(smallest, max_subset + 1) for s in itertools.combinations(range(1, max_distance + 1), k)]
+    subsets = [list(s) for k in range(smallest, max_subset + 1)
+               for s in itertools.combinations(range(1, max_distance + 1), k)]
     values = []
     for subset in subsets:
         # axis j (0-based) of the window holds distance width - j from the next token

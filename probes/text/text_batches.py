@@ -8,9 +8,9 @@ from typing import Any
 import torch
 
 from probes.core.batch import TokenBatch
-from probes.text.corpora import Document
 from probes.core.errors import ConfigError, InputError
 from probes.core.model_info import ModelInfo
+from probes.text.corpora import Document
 
 
 def document_windows(token_ids: list[int], window: int, min_tokens: int) -> Iterator[list[int]]:

@@ -22,7 +22,7 @@ from probes.core.errors import InputError
 class TokenTopicMap:
     """``labels[token id]`` = topic of that vocabulary entry, -1 when it carries no (or an ambiguous) topic."""
 
-    labels: Int[Tensor, "d_vocab"]
+    labels: Int[Tensor, " d_vocab"]
     n_words: int
     n_words_mapped: int
     n_multi_token_words: int

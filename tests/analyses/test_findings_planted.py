@@ -8,8 +8,8 @@ import torch
 from torch import nn
 from transformer_lens import HookedRootModule
 
-from analyses.pretrained.measure import PretrainedConfig, measure_model
 from analyses.pretrained.findings import PRETRAINED_FINDINGS, model_findings, pretrained_findings
+from analyses.pretrained.measure import PretrainedConfig, measure_model
 from tests.hooked_models import OracleConfig, pattern_blocks
 
 pytestmark = pytest.mark.slow  # three full measurements of a small model (about 30 s)

@@ -91,7 +91,8 @@ def test_heads_on_smollm2_finds_induction_heads(tmp_path, capsys):
 
 def test_half_precision_scores_track_float32(tmp_path):
     full, half = tmp_path / "full.json", tmp_path / "half.json"
-    common = ["heads", "--model", "minilm-l6", "--seq-len", "12", "--batches", "1", "--batch-size", "4", "--no-progress"]
+    common = ["heads", "--model", "minilm-l6", "--seq-len", "12", "--batches", "1", "--batch-size", "4",
+              "--no-progress"]
     assert main([*common, "--json", str(full)]) == 0
     assert main([*common, "--json", str(half), "--dtype", "bfloat16"]) == 0
     a, b = probes.ProbeResult.load(full), probes.ProbeResult.load(half)

@@ -19,5 +19,6 @@ def test_no_ablation_beats_its_null_on_a_random_weight_checkpoint(kind, tmp_path
         settings = AblateSettings(top=(score, 3), seq_len=12, batches=3, batch_size=2, n_draws=100)
         result, chosen = ablate_model(model, settings)
         assert len(chosen["heads"]) == 3
-        assert result.provenance.settings["loss"] == ("next" if RANDOM_CHECKPOINTS[kind].causal else "masked"), result.provenance.settings
+        expected_loss = "next" if RANDOM_CHECKPOINTS[kind].causal else "masked"
+        assert result.provenance.settings["loss"] == expected_loss, result.provenance.settings
         assert not result.beats_null(SLICE), (kind, score, result.to_dataframe().to_dict("records"))

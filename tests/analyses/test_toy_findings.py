@@ -7,8 +7,15 @@ import math
 import pytest
 from scipy.stats import t as student_t
 
-from analyses.toy_findings import (SeedFindings, ToyFinding, aggregate_seeds, judge_against_init, seed_findings_of,
-                                   toy_findings_from_dict, toy_findings_to_dict)
+from analyses.toy_findings import (
+    SeedFindings,
+    ToyFinding,
+    aggregate_seeds,
+    judge_against_init,
+    seed_findings_of,
+    toy_findings_from_dict,
+    toy_findings_to_dict,
+)
 from probes.core.errors import ConfigError, InputError
 from probes.stats.findings import Finding
 

@@ -8,8 +8,8 @@ import sys
 import torch
 
 import probes
-from probes.core import distributed
 from probes.attention.topic_attention import TopicAttentionProbe
+from probes.core import distributed
 from toymodels.standard import StandardModelConfig, build_standard_model
 
 

@@ -14,9 +14,9 @@
 
 from __future__ import annotations
 
-import inspect
-
 import dataclasses
+import inspect
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -111,7 +111,7 @@ class Corpus:
     def batches(self, order: Sequence[int], cuts: Sequence[int]) -> list[TokenBatch]:
         """The rows in ``order`` cut into consecutive batches at the positions ``cuts``."""
         bounds = [0, *cuts, len(order)]
-        return [self.rows(list(order[a:b])) for a, b in zip(bounds, bounds[1:])]
+        return [self.rows(list(order[a:b])) for a, b in itertools.pairwise(bounds)]
 
     def whole(self) -> TokenBatch:
         """All rows as one batch, untrimmed."""

@@ -45,7 +45,7 @@ def test_minilm_encoder_bidirectional(minilm):
     # bidirectional: chance divides by every position, BOS([CLS]) + 2 x 20
     assert result.chance["previous_token"] == pytest.approx(1 / 41)
     # MiniLM layer 0 has a strong previous-token head (measured: L0H2 ~0.99)
-    layer, head, score = result.top_heads("previous_token", 1)[0]
+    _layer, _head, score = result.top_heads("previous_token", 1)[0]
     assert score > 0.8
 
 
@@ -60,7 +60,8 @@ def test_smollm2_has_induction_and_previous_token_heads(smollm2):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind, tl_name", [("induction", "induction_head"), ("duplicate_token", "duplicate_token_head")])
+@pytest.mark.parametrize("kind, tl_name", [("induction", "induction_head"),
+                                           ("duplicate_token", "duplicate_token_head")])
 def test_smollm2_parity_with_detect_head_end_to_end(smollm2, kind, tl_name):
     text = "The cat sat on the mat because the cat was tired. The cat sat on the mat because the cat was tired."
     tokens = smollm2.to_tokens(text)

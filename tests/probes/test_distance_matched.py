@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from probes import run_probes
-from probes.text.cooccurrence import cooccurrence_ordering, ordering_null
 from probes.attention.key_token_attention import KeyTokenAttentionProbe, distance_bin, n_distance_bins
 from probes.stats.nulls import permutation_p_value
+from probes.text.cooccurrence import cooccurrence_ordering, ordering_null
 from tests.probes.attention.test_topic_attention import RandomAttentionModel, _Cfg
 
 
@@ -30,24 +30,24 @@ def reference_matched(model, batches, queries, keys, causal):
                     if key not in keys or k == q or (causal and k > q):
                         continue
                     d = int(distance_bin(torch.tensor(q - k), n_ctx))
-                    for l in range(n_layers):
+                    for layer in range(n_layers):
                         for h in range(n_heads):
-                            a = float(cache[f"blocks.{l}.attn.hook_pattern"][b, h, q, k]) * n_visible
-                            pair_mass[l, h, query, key] = pair_mass.get((l, h, query, key), 0.0) + a
-                            bin_mass[l, h, query, d] = bin_mass.get((l, h, query, d), 0.0) + a
+                            a = float(cache[f"blocks.{layer}.attn.hook_pattern"][b, h, q, k]) * n_visible
+                            pair_mass[layer, h, query, key] = pair_mass.get((layer, h, query, key), 0.0) + a
+                            bin_mass[layer, h, query, d] = bin_mass.get((layer, h, query, d), 0.0) + a
                     pair_count[query, key, d] = pair_count.get((query, key, d), 0) + 1
                     bin_count[query, d] = bin_count.get((query, d), 0) + 1
     out = torch.full((n_layers, n_heads, len(queries), len(keys)), float("nan"), dtype=torch.float64)
-    for l in range(n_layers):
+    for layer in range(n_layers):
         for h in range(n_heads):
             for i, query in enumerate(queries):
                 for j, key in enumerate(keys):
                     bins = [d for (t, s, d) in pair_count if (t, s) == (query, key)]
                     if not bins:
                         continue
-                    expected = sum(pair_count[query, key, d] * bin_mass[l, h, query, d] / bin_count[query, d]
+                    expected = sum(pair_count[query, key, d] * bin_mass[layer, h, query, d] / bin_count[query, d]
                                    for d in bins)
-                    out[l, h, i, j] = pair_mass[l, h, query, key] / expected
+                    out[layer, h, i, j] = pair_mass[layer, h, query, key] / expected
     return out
 
 

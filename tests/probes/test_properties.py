@@ -52,11 +52,11 @@ from probes import (
     count_cooccurrence,
 )
 from tests.probes.property_strategies import (
-    concrete_probes,
     SUBSET_HOOK,
     Corpus,
     RandomAttentionModel,
     assert_unchanged,
+    concrete_probes,
     corpora,
     fold,
     fold_all,
@@ -111,7 +111,8 @@ def _head_scores(data, info):
 
 def _topic_attention(data, info):
     token_topics, has_topic = data.draw(topic_labels(info.d_vocab), label="topics")
-    return (lambda: TopicAttentionProbe(token_topics, has_topic)), [t for t in (token_topics, has_topic) if t is not None]
+    labels = [t for t in (token_topics, has_topic) if t is not None]
+    return (lambda: TopicAttentionProbe(token_topics, has_topic)), labels
 
 
 def _token_subset(data, info, label):
@@ -122,7 +123,8 @@ def _token_subset(data, info, label):
 
 def _same_token_attention(data, info):
     token_topics, has_topic = data.draw(topic_labels(info.d_vocab), label="topics")
-    return (lambda: SameTokenAttentionProbe(token_topics, has_topic)), [t for t in (token_topics, has_topic) if t is not None]
+    labels = [t for t in (token_topics, has_topic) if t is not None]
+    return (lambda: SameTokenAttentionProbe(token_topics, has_topic)), labels
 
 
 def _key_token_attention(data, info):
@@ -222,7 +224,7 @@ def _assert_same(a: Probe, b: Probe, tolerance: dict[str, float], what: str) -> 
 @FAST
 @given(data=st.data())
 def test_splitting_the_batch_does_not_change_the_result(case, data):
-    model, info, corpus, make_probe, labels = _draw_setup(data, case)
+    model, info, corpus, make_probe, _labels = _draw_setup(data, case)
     cuts = data.draw(split_points(corpus.n_rows), label="cuts")
     order = list(range(corpus.n_rows))
     whole = fold(make_probe, model, [corpus.whole()], info)
@@ -235,7 +237,7 @@ def test_splitting_the_batch_does_not_change_the_result(case, data):
 @FAST
 @given(data=st.data())
 def test_merging_halves_equals_the_whole_and_commutes(case, data):
-    model, info, corpus, make_probe, labels = _draw_setup(data, case)
+    model, info, corpus, make_probe, _labels = _draw_setup(data, case)
     cuts = data.draw(split_points(corpus.n_rows, max_cuts=3), label="cuts")
     batches = corpus.batches(list(range(corpus.n_rows)), cuts)
     first = data.draw(st.integers(1, len(batches) - 1), label="batches of probe A")
@@ -259,7 +261,7 @@ def test_merging_halves_equals_the_whole_and_commutes(case, data):
 @FAST
 @given(data=st.data())
 def test_permuting_documents_does_not_change_the_result(case, data):
-    model, info, corpus, make_probe, labels = _draw_setup(data, case)
+    model, info, corpus, make_probe, _labels = _draw_setup(data, case)
     order = data.draw(st.permutations(range(corpus.n_rows)), label="order")
     cuts = data.draw(st.none() | split_points(corpus.n_rows), label="cuts")
     whole = fold(make_probe, model, [corpus.whole()], info)
@@ -454,7 +456,8 @@ def labelled_matrix(draw):
     n = draw(st.integers(3, 9))
     values = draw(st.lists(st.floats(-4, 4, allow_nan=False, width=32), min_size=n * n, max_size=n * n))
     labels = draw(st.lists(st.integers(-1, 2), min_size=n, max_size=n).filter(
-        lambda ls: len({l for l in ls if l >= 0}) >= 2 and any(ls.count(l) >= 2 for l in ls if l >= 0)))
+        lambda ls: len({label for label in ls if label >= 0}) >= 2
+        and any(ls.count(label) >= 2 for label in ls if label >= 0)))
     return torch.tensor(values, dtype=torch.float64).reshape(n, n), torch.tensor(labels)
 
 
@@ -464,7 +467,7 @@ def test_block_structure_and_embedding_similarity_ignore_the_order_of_indices_an
     matrix, labels = problem
     n = len(labels)
     order = torch.tensor(data.draw(st.permutations(range(n)), label="order"))
-    topic_ids = torch.tensor(data.draw(st.permutations(range(3)), label="topic ids") + [-1])  # -1 stays -1
+    topic_ids = torch.tensor([*data.draw(st.permutations(range(3)), label="topic ids"), -1])  # -1 stays -1
     relabelled = topic_ids[labels][order]
     before = (matrix.clone(), labels.clone())
     expected = probes.block_structure(matrix, labels).to_dict()

@@ -190,8 +190,9 @@ def test_the_cli_reports_a_truncated_checkpoint_in_one_line_and_exits_2(tmp_path
 
 def test_resuming_with_another_checkpoint_interval_is_allowed(tmp_path):
     """The fingerprint of `toy induction` leaves out checkpoint_every: how often to save changes nothing."""
-    from analyses.induction.experiment import PRESETS, _checkpointer
     import dataclasses
+
+    from analyses.induction.experiment import PRESETS, _checkpointer
 
     a = _checkpointer(dataclasses.replace(PRESETS["fast"], checkpoint_every=5), tmp_path)
     b = _checkpointer(dataclasses.replace(PRESETS["fast"], checkpoint_every=7), tmp_path)
@@ -343,8 +344,9 @@ def test_sigterm_finishes_the_step_saves_it_and_raises_then_resume_is_exact(tmp_
             os.kill(os.getpid(), signal.SIGTERM)  # arrives mid-step; the step still completes
         return loss
 
-    with pytest.raises(TrainingInterrupted, match=r"^Training stopped by SIGTERM after step 5 of 12; the "
-                                                  r"checkpoint in .* holds it\. Run the same command again to resume\.$"):
+    with pytest.raises(TrainingInterrupted,
+                       match=r"^Training stopped by SIGTERM after step 5 of 12; the checkpoint in .* holds it\. "
+                             r"Run the same command again to resume\.$"):
         run(folder, n_steps=12, every=10, loss_at=terminate_at_5)
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # the handler is removed again
     assert meta(folder)["step"] == 5

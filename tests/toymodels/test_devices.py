@@ -13,8 +13,8 @@ import warnings
 import pytest
 import torch
 
-from toymodels.scansnap.data import CooccurrenceConfig, CooccurrenceData
 from toymodels.induction import FullInductionModel, SimplifiedInductionConfig, SimplifiedInductionModel
+from toymodels.scansnap.data import CooccurrenceConfig, CooccurrenceData
 from toymodels.scansnap.model import YZModelConfig, YZTransformer
 from toymodels.scansnap.training import TwoRateConfig, make_two_rate_optimizers, train_on_cooccurrence
 from toymodels.topic.model import TopicModel, TopicModelConfig

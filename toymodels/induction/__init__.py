@@ -20,7 +20,6 @@ from toymodels.induction.simplified import (
     SimplifiedInductionModel,
     head_distances,
 )
-from toymodels.induction.windows import WindowBatch
 from toymodels.induction.training import (
     LOSSES,
     FreshChainTraining,
@@ -32,9 +31,10 @@ from toymodels.induction.training import (
     train_on_fresh_chains,
     train_simplified,
 )
+from toymodels.induction.windows import WindowBatch
 
 __all__ = [
-    "FreshChainTraining", "FullInductionModel", "LOSSES", "MarkovBatch", "MarkovConfig", "SUBSET_WEIGHTS_HOOK",
+    "LOSSES", "SUBSET_WEIGHTS_HOOK", "FreshChainTraining", "FullInductionModel", "MarkovBatch", "MarkovConfig",
     "SimplifiedInductionConfig", "SimplifiedInductionModel", "SimplifiedTraining", "WindowBatch", "all_token_loss",
     "bayes_optimal_loss", "bayes_optimal_probs", "head_distances", "last_token_loss", "loss_from_probs",
     "sample_markov_icl", "simplified_loss", "train_on_fresh_chains", "train_simplified",

@@ -58,7 +58,8 @@ class MarkovConfig:
         if isinstance(self.alpha, bool) or not isinstance(self.alpha, (int, float)) or not (
             self.alpha > 0 and math.isfinite(self.alpha)
         ):
-            raise ToyConfigError(f"alpha (the Dirichlet concentration) must be a finite number > 0; got {self.alpha!r}.")
+            raise ToyConfigError(f"alpha (the Dirichlet concentration) must be a finite number > 0; got "
+                                 f"{self.alpha!r}.")
         if self.n_states ** (self.order - 1) > 1_000_000:
             raise ToyConfigError(
                 f"n_states ** (order - 1) = {self.n_states ** (self.order - 1)} parent contexts is too many "
@@ -150,7 +151,7 @@ def same_context_mask(
     """``mask[b, q, k]``: key ``k <= q`` has the parents that token ``q + 1`` will have, i.e.
     ``x_{k-j} == x_{q+1-j}`` for ``j = 1 .. n_parents`` (both fully defined)."""
     ctx = context_ids(tokens, n_parents, n_states)
-    n_batch, n_pos = tokens.shape
+    _n_batch, n_pos = tokens.shape
     # parents of token q + 1 = the n_parents tokens ending at q.
     next_ctx = torch.full_like(ctx, -1)
     if n_pos >= n_parents:

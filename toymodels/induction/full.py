@@ -55,7 +55,7 @@ class FullInductionModel(SimplifiedInductionModel):
 
     def _windowed(self, tokens: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Key-slot attention over distances [batch head pos distance], key ids and validity."""
-        n_batch, L = tokens.shape
+        _n_batch, L = tokens.shape
         M = self.cfg.max_distance
         t = torch.arange(L, device=tokens.device)[:, None]
         d = torch.arange(1, M + 1, device=tokens.device)[None, :]
@@ -70,12 +70,12 @@ class FullInductionModel(SimplifiedInductionModel):
 
     def _key_features(self, tokens: Tensor, x: Tensor, *, hooked: bool) -> tuple[Tensor, Tensor | None]:
         n_batch, L = tokens.shape
-        weights, key, ok = self._windowed(tokens)
+        weights, key, _ok = self._windowed(tokens)
         key_x = x[:, key.clamp(min=0)]  # [b, L, M, S]
         if hooked:
             dense = torch.zeros(n_batch, self.cfg.n_heads, L, L, dtype=weights.dtype, device=weights.device)
             index = key.clamp(min=0).expand(n_batch, self.cfg.n_heads, L, -1)
-            pattern = self.blocks[0].attn.hook_pattern(dense.scatter_add(3, index, weights))
+            pattern = self._layers()[0].attn.hook_pattern(dense.scatter_add(3, index, weights))
             mixed = torch.einsum("bhtk,bks->bths", pattern, x)
         else:
             pattern = None

@@ -40,7 +40,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, cast
 
 import torch
 import torch.nn.functional as F
@@ -142,6 +142,45 @@ class SimplifiedInductionConfig:
         return self.n_states
 
 
+class _CopierAttention(nn.Module):
+    """Layer 1's hook points: the slots' attention pattern and their mixed features (the weights are the root's)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hook_pattern = HookPoint()
+        self.hook_z = HookPoint()
+
+
+class _Selector(nn.Module):
+    """The selector's hook point: the subset weights."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hook_subset_weights = HookPoint()
+
+
+class _CopierBlock(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.attn = _CopierAttention()
+        self.mlp = _Selector()
+
+
+class _ClassifierAttention(nn.Module):
+    """Layer 2's hook points: the attention scores and pattern."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hook_pattern = HookPoint()
+        self.hook_attn_scores = HookPoint()
+
+
+class _ClassifierBlock(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.attn = _ClassifierAttention()
+
+
 class SimplifiedInductionModel(HookedRootModule):
     """The simplified model of the module docstring; ``forward(tokens)`` -> log-probs [batch pos d_vocab].
 
@@ -152,6 +191,8 @@ class SimplifiedInductionModel(HookedRootModule):
         model = SimplifiedInductionModel(SimplifiedInductionConfig(n_states=3), device="cpu")
         log_probs = model(tokens)          # tokens [batch, L] with ids < 3
     """
+
+    allowed: Tensor  # a buffer [head distance]: the distances in each head's window
 
     def __init__(self, cfg: SimplifiedInductionConfig, *, device: str | torch.device = "cpu") -> None:
         super().__init__()
@@ -174,18 +215,15 @@ class SimplifiedInductionModel(HookedRootModule):
         self.c_token = nn.Parameter(torch.full((n_token,), float(cfg.c_init)))
         self.a = nn.Parameter(torch.tensor(float(cfg.a_init)))
         self.hook_embed = HookPoint()
-        self.blocks = nn.ModuleList([nn.Module(), nn.Module()])
-        for block in self.blocks:
-            block.attn = nn.Module()
-            block.attn.hook_pattern = HookPoint()
-        self.blocks[0].attn.hook_z = HookPoint()
-        self.blocks[0].mlp = nn.Module()
-        self.blocks[0].mlp.hook_subset_weights = HookPoint()
-        self.blocks[1].attn.hook_attn_scores = HookPoint()
+        self.blocks = nn.ModuleList([_CopierBlock(), _ClassifierBlock()])
         self.setup()
         self.to(device)
 
     # -- pieces ---------------------------------------------------------------------------------
+    def _layers(self) -> tuple[_CopierBlock, _ClassifierBlock]:
+        """``blocks[0]`` and ``blocks[1]`` with their classes (nn.ModuleList does not keep them)."""
+        return cast(_CopierBlock, self.blocks[0]), cast(_ClassifierBlock, self.blocks[1])
+
     @property
     def subset_labels(self) -> list[str]:
         return [subset_label(s) for s in self.subsets]
@@ -234,7 +272,7 @@ class SimplifiedInductionModel(HookedRootModule):
     def _shifted(x: Tensor, max_distance: int) -> Tensor:
         """``out[b, t, m] = x[b, t - m - 1]`` (zero before the sequence start) [batch pos distance ...]."""
         L = x.shape[1]
-        padded = torch.cat([x.new_zeros((x.shape[0], max_distance) + x.shape[2:]), x], dim=1)
+        padded = torch.cat([x.new_zeros((x.shape[0], max_distance, *x.shape[2:])), x], dim=1)
         return torch.stack([padded[:, max_distance - d: max_distance - d + L] for d in range(1, max_distance + 1)],
                            dim=2)
 
@@ -267,7 +305,7 @@ class SimplifiedInductionModel(HookedRootModule):
             weights, _ = self.slot_weights(L, L)
             return self._normalise(torch.einsum("htm,btms->bths", weights, self._shifted(x, weights.shape[-1]))), None
         slots = self.slot_pattern(L, L)
-        pattern = self.blocks[0].attn.hook_pattern(slots.unsqueeze(0).expand(n_batch, -1, L, L))
+        pattern = self._layers()[0].attn.hook_pattern(slots.unsqueeze(0).expand(n_batch, -1, L, L))
         return self._normalise(torch.einsum("bhtk,bks->bths", pattern, x)), pattern
 
     def _query_features(self, tokens: Tensor, x: Tensor, key_pattern: Tensor | None) -> Tensor:
@@ -287,20 +325,21 @@ class SimplifiedInductionModel(HookedRootModule):
         n_batch, L = tokens.shape
         H, S = self.cfg.n_heads, self.cfg.n_states
         x = self.hook_embed(F.one_hot(tokens, S).to(self.rel_logits.dtype))
+        copier, classifier = self._layers()
         u, pattern = self._key_features(tokens, x, hooked=True)
-        u = self.blocks[0].attn.hook_z(u)  # [b, slot 0..L-1, h, s]
+        u = copier.attn.hook_z(u)  # [b, slot 0..L-1, h, s]
         u_query = self._query_features(tokens, x, pattern)  # query q uses slot q + 1
-        weights = self.blocks[0].mlp.hook_subset_weights(self.subset_weights().expand(n_batch, -1))
+        weights = copier.mlp.hook_subset_weights(self.subset_weights().expand(n_batch, -1))
         gram = torch.einsum("bqhs,bkhs->hbqk", u_query, u)
         kernel = torch.einsum("sbqk,bs->bqk", self.subset_terms(gram), weights) * self.live_fraction()
         causal = torch.ones(L, L, dtype=torch.bool, device=tokens.device).tril()
         scores = (self.a * kernel).masked_fill(~causal, float("-inf"))
-        scores = self.blocks[1].attn.hook_attn_scores(scores[:, None].expand(n_batch, H, L, L))
-        pattern2 = self.blocks[1].attn.hook_pattern(scores.softmax(-1))
+        scores = classifier.attn.hook_attn_scores(scores[:, None].expand(n_batch, H, L, L))
+        pattern2 = classifier.attn.hook_pattern(scores.softmax(-1))
         p = torch.einsum("bhqk,bks->bqs", pattern2, x) / H
         return ((1 - self.cfg.eps) * p + self.cfg.eps / S).log()
 
-    def window_batch(self, tokens: Int[Tensor, "batch pos"]) -> "WindowBatch":
+    def window_batch(self, tokens: Int[Tensor, "batch pos"]) -> WindowBatch:
         """Group ``tokens`` [batch, L] by layer-1 window states for :meth:`final_probs` (see
         :class:`WindowBatch`); compute it once for a fixed training set."""
         self._check(tokens)
@@ -326,7 +365,7 @@ class SimplifiedInductionModel(HookedRootModule):
         """The layer-1 value map applied to the mixed one-hot tokens [... head d_vocab] (identity here)."""
         return mixed
 
-    def final_probs(self, tokens: "Int[Tensor, 'batch pos'] | WindowBatch") -> Float[Tensor, "batch d_vocab"]:
+    def final_probs(self, tokens: Int[Tensor, 'batch pos'] | WindowBatch) -> Float[Tensor, "batch d_vocab"]:
         """The classifier's mixture ``p`` of the last query (before the ``eps`` smoothing), without hooks:
         the path used for full-batch training.
 
@@ -341,7 +380,7 @@ class SimplifiedInductionModel(HookedRootModule):
             return self.final_probs_direct(batch.key_tokens)
         return self.final_probs_grouped(batch)
 
-    def final_probs_grouped(self, batch: "WindowBatch") -> Float[Tensor, "batch d_vocab"]:
+    def final_probs_grouped(self, batch: WindowBatch) -> Float[Tensor, "batch d_vocab"]:
         """:meth:`final_probs` through the (query state x key state) kernel table, whatever its size."""
         query = self._window_features(batch.query_windows, None)
         keys = self._window_features(batch.key_windows, batch.key_own if self.content_attention else None)

@@ -34,11 +34,11 @@ class WindowBatch:
     key_tokens: Tensor
 
     @classmethod
-    def of(cls, tokens: Int[Tensor, "batch pos"], max_distance: int, n_states: int, *, with_own: bool) -> "WindowBatch":
+    def of(cls, tokens: Int[Tensor, "batch pos"], max_distance: int, n_states: int, *, with_own: bool) -> WindowBatch:
         n_batch, L = tokens.shape
         padded = torch.cat([tokens.new_full((n_batch, max_distance), -1), tokens], dim=1)
         # windows[b, t, m] = token at t - (m + 1), for slots t = 0 .. L (slot L: the query)
-        windows = torch.stack([padded[:, max_distance - d: max_distance - d + L + 1] if d <= max_distance else None
+        windows = torch.stack([padded[:, max_distance - d: max_distance - d + L + 1]
                                for d in range(1, max_distance + 1)], dim=2)
         base = n_states + 1
         powers = base ** torch.arange(max_distance, device=tokens.device)
@@ -63,6 +63,6 @@ class WindowBatch:
         windows almost every slot is its own state and the slot-by-slot path is cheaper."""
         return self.query_windows.shape[0] * self.key_windows.shape[0] <= self.key_tokens.numel()
 
-    def to(self, device: str | torch.device) -> "WindowBatch":
+    def to(self, device: str | torch.device) -> WindowBatch:
         return WindowBatch(**{name: getattr(self, name).to(device) for name in self.__dataclass_fields__})
 

@@ -24,7 +24,7 @@ Hooks: ``blocks.0.attn.hook_attn_scores`` (logits, ``-inf`` on the diagonal),
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 import torch
 from jaxtyping import Float, Int
@@ -98,7 +98,7 @@ class YZTransformer(HookedRootModule):
                 f"YZTransformer expects tokens [batch, pos] with pos >= 2 (context + query); got shape "
                 f"{tuple(tokens.shape)}."
             )
-        block = self.blocks[0]
+        block = cast(_YZBlock, self.blocks[0])  # nn.ModuleList does not keep its items' class
         n_batch, n_pos = tokens.shape
         with torch.no_grad():
             # scores[b, q, k] = Z[tokens[b, q], tokens[b, k]]; rows then gather: ~4x faster than 2-D indexing

@@ -32,8 +32,8 @@ import torch.nn.functional as F
 from jaxtyping import Float
 from torch import Tensor
 
-from toymodels.scansnap.data import CooccurrenceData
 from toymodels.errors import ToyConfigError
+from toymodels.scansnap.data import CooccurrenceData
 from toymodels.scansnap.model import YZModelConfig, YZTransformer
 
 _EPS = 1e-12
@@ -131,11 +131,10 @@ def train_yz_runs(
             bad = [runs[i] for i in torch.nonzero(~torch.isfinite(per_run)).flatten().tolist()]
             raise ToyConfigError(f"Training diverged at step {step} (non-finite loss) for {bad}; lower the "
                                  f"learning rates.")
-        Y.grad = Z.grad = None
-        per_run.sum().backward()
+        grad_y, grad_z = torch.autograd.grad(per_run.sum(), (Y, Z))
         with torch.no_grad():
-            for name, weight in (("Y", Y), ("Z", Z)):
-                _update(weight, weight.grad, lr[name], state[name], optimizer, momentum, step)
+            for name, weight, grad in (("Y", Y, grad_y), ("Z", Z, grad_z)):
+                _update(weight, grad, lr[name], state[name], optimizer, momentum, step)
             finite = torch.isfinite(Y).flatten(1).all(1) & torch.isfinite(Z).flatten(1).all(1)
         if not bool(finite.all()):
             bad = [runs[i] for i in torch.nonzero(~finite).flatten().tolist()]

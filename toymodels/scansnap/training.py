@@ -28,8 +28,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from toymodels.scansnap.data import CooccurrenceData
 from toymodels.errors import ToyConfigError
+from toymodels.scansnap.data import CooccurrenceData
 from toymodels.scansnap.model import YZTransformer
 from toymodels.training import Callback, Checkpointer, History, make_optimizer, model_device, train
 
@@ -49,7 +49,8 @@ class TwoRateConfig:
     def __post_init__(self) -> None:
         for name in ("eta_y", "eta_z"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 0):
+            if (isinstance(value, bool) or not isinstance(value, (int, float))
+                    or not (math.isfinite(value) and value > 0)):
                 raise ToyConfigError(f"TwoRateConfig.{name} must be a finite number > 0; got {value!r}.")
         if self.optimizer not in ("sgd", "adam"):
             raise ToyConfigError(f"TwoRateConfig.optimizer must be 'sgd' or 'adam'; got {self.optimizer!r}.")
@@ -97,9 +98,9 @@ class MomentumSGD:
             raise ToyConfigError(
                 "An optimiser needs at least one trainable parameter; all given parameters are frozen."
             )
-        self.param_groups = [{"params": params, "lr": lr, "momentum": momentum, "dampening": 0, "weight_decay": 0,
-                              "nesterov": False, "maximize": False, "foreach": None, "differentiable": False,
-                              "fused": None}]
+        self.param_groups: list[dict[str, Any]] = [
+            {"params": params, "lr": lr, "momentum": momentum, "dampening": 0, "weight_decay": 0, "nesterov": False,
+             "maximize": False, "foreach": None, "differentiable": False, "fused": None}]
         self.buffers: list[Tensor | None] = [None] * len(params)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
@@ -117,11 +118,12 @@ class MomentumSGD:
                 continue
             update = param.grad
             if group["momentum"] != 0:
-                if self.buffers[i] is None:
-                    self.buffers[i] = update.detach().clone()
+                buffer = self.buffers[i]
+                if buffer is None:
+                    buffer = self.buffers[i] = update.detach().clone()
                 else:
-                    self.buffers[i].mul_(group["momentum"]).add_(update)
-                update = self.buffers[i]
+                    buffer.mul_(group["momentum"]).add_(update)
+                update = buffer
             param.add_(update, alpha=-group["lr"])
 
     def state_dict(self) -> dict[str, Any]:

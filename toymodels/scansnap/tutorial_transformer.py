@@ -106,8 +106,12 @@ class _Attention(nn.Module):
         self.W_O = nn.Parameter(_uniform((d, d), 1 / math.sqrt(d), generator).T.reshape(h, d_head, d).contiguous())
         self.b_O = nn.Parameter(torch.zeros(d))
         self.dropout = cfg.dropout
-        for name in ("hook_q", "hook_k", "hook_v", "hook_attn_scores", "hook_pattern", "hook_z"):
-            setattr(self, name, HookPoint())
+        self.hook_q = HookPoint()
+        self.hook_k = HookPoint()
+        self.hook_v = HookPoint()
+        self.hook_attn_scores = HookPoint()
+        self.hook_pattern = HookPoint()
+        self.hook_z = HookPoint()
 
     def forward(self, x: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
         q = self.hook_q(torch.einsum("bpd,hde->bphe", x, self.W_Q) + self.b_Q)
@@ -137,8 +141,11 @@ class _Block(nn.Module):
                 layer.weight.copy_(_uniform(tuple(layer.weight.shape), bound, generator))
                 layer.bias.copy_(_uniform(tuple(layer.bias.shape), bound, generator))
         self.dropout = cfg.dropout
-        for name in ("hook_resid_pre", "hook_attn_out", "hook_resid_mid", "hook_mlp_out", "hook_resid_post"):
-            setattr(self, name, HookPoint())
+        self.hook_resid_pre = HookPoint()
+        self.hook_attn_out = HookPoint()
+        self.hook_resid_mid = HookPoint()
+        self.hook_mlp_out = HookPoint()
+        self.hook_resid_post = HookPoint()
 
     def forward(self, x: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
         x = self.hook_resid_pre(x)
@@ -151,6 +158,8 @@ class _Block(nn.Module):
 
 class TutorialTransformer(HookedRootModule):
     """The tutorial's ``TransformerModel`` (module docstring); ``forward(tokens)`` gives ``[batch pos d_vocab]``."""
+
+    positions: Tensor  # a buffer [n_ctx d_model]
 
     def __init__(self, cfg: TutorialTransformerConfig, *, device: str | torch.device = "cpu") -> None:
         super().__init__()

@@ -130,7 +130,8 @@ class TutorialSGD:
     """
 
     def __init__(self, params: Sequence[nn.Parameter], *, lr: float, clip: float) -> None:
-        self.param_groups = [{"params": [p for p in params if p.requires_grad], "lr": lr, "clip": clip}]
+        self.param_groups: list[dict[str, Any]] = [
+            {"params": [p for p in params if p.requires_grad], "lr": lr, "clip": clip}]
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         for param in self.param_groups[0]["params"]:

@@ -91,7 +91,7 @@ class LDAConfig:
         """Model vocabulary size: words, ``[MASK]``, ``[PAD]`` (or ``d_vocab`` when given)."""
         return self.d_vocab if self.d_vocab is not None else self.n_words + 2
 
-    def token_topics(self) -> Int[Tensor, "d_vocab"]:
+    def token_topics(self) -> Int[Tensor, " d_vocab"]:
         """Topic of every token id; -1 for ``[MASK]``, ``[PAD]`` and unused ids."""
         topics = torch.full((self.vocab_size,), -1, dtype=torch.long)
         topics[: self.n_words] = torch.arange(self.n_words) // self.words_per_topic
@@ -131,7 +131,7 @@ class Documents:
     """
 
     tokens: Int[Tensor, "batch pos"]
-    lengths: Int[Tensor, "batch"]
+    lengths: Int[Tensor, " batch"]
     theta: Tensor
     word_topics: Int[Tensor, "batch pos"]
 
@@ -199,7 +199,7 @@ class MaskedDocuments:
     selected: Bool[Tensor, "batch pos"]
     is_word: Bool[Tensor, "batch pos"]
 
-    def to(self, device: str | torch.device) -> "MaskedDocuments":
+    def to(self, device: str | torch.device) -> MaskedDocuments:
         """The same documents with every tensor on ``device``."""
         return MaskedDocuments(*(getattr(self, f.name).to(device) for f in fields(self)))
 

@@ -29,8 +29,9 @@ identity or to the topic block matrix; decoder trained or frozen to the identity
 
 from __future__ import annotations
 
+import typing
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 import torch
 from jaxtyping import Bool, Float, Int
@@ -83,7 +84,7 @@ class TopicModelConfig:
             raise ToyConfigError(f"pad_id must be None or an id in [0, {self.d_vocab}); got {self.pad_id}.")
         choices = {"embedding": Embedding, "attention": Attention, "value": Value, "decoder": Decoder}
         for name, kind in choices.items():
-            allowed = kind.__args__  # type: ignore[attr-defined]
+            allowed = typing.get_args(kind)
             if getattr(self, name) not in allowed:
                 raise ToyConfigError(f"{name} must be one of {allowed}; got {getattr(self, name)!r}.")
         one_hot = self.embedding == "one_hot_frozen"
@@ -129,8 +130,12 @@ class TopicModelConfig:
 class _Attention(nn.Module):
     def __init__(self) -> None:
         super().__init__()
-        for name in ("hook_q", "hook_k", "hook_v", "hook_attn_scores", "hook_pattern", "hook_z"):
-            setattr(self, name, HookPoint())
+        self.hook_q = HookPoint()
+        self.hook_k = HookPoint()
+        self.hook_v = HookPoint()
+        self.hook_attn_scores = HookPoint()
+        self.hook_pattern = HookPoint()
+        self.hook_z = HookPoint()
 
 
 class _Block(nn.Module):
@@ -218,7 +223,8 @@ class TopicModel(HookedRootModule):
 
     def forward(self, tokens: Int[Tensor, "batch pos"],
                 key_mask: Bool[Tensor, "batch pos"] | None = None) -> Float[Tensor, "batch pos n_words"]:
-        attn = self.blocks[0].attn
+        block = cast(_Block, self.blocks[0])  # nn.ModuleList does not keep its items' class
+        attn = block.attn
         z_in = self.hook_embed(torch.nn.functional.embedding(tokens, self.W_E))
         q = attn.hook_q(self._project(z_in, "Q").unsqueeze(2))
         k = attn.hook_k(self._project(z_in, "K").unsqueeze(2))
@@ -231,7 +237,7 @@ class TopicModel(HookedRootModule):
         scores = scores.masked_fill(~visible[:, None, None, :], float("-inf"))
         pattern = attn.hook_pattern(torch.softmax(scores, dim=-1))
         z = attn.hook_z((pattern[:, 0] @ v[:, :, 0]).unsqueeze(2))
-        out = self.blocks[0].hook_attn_out(z[:, :, 0, :])
+        out = block.hook_attn_out(z[:, :, 0, :])
         return self.hook_logits(out @ self.W_dec.T + self.b_dec)
 
     def query_logits(self, tokens: Int[Tensor, "batch pos"], queries: Int[Tensor, "batch query"],

@@ -122,7 +122,8 @@ class MaskedLMData:
 
     def batch(self, batch_size: int, generator: torch.Generator) -> tuple[MaskedDocuments, Bool[Tensor, "batch pos"]]:
         if self.documents is None:
-            masked = mask_documents(sample_documents(self.lda, batch_size, generator), self.masking, generator, lda=self.lda)
+            masked = mask_documents(sample_documents(self.lda, batch_size, generator), self.masking, generator,
+                                    lda=self.lda)
         else:
             index = torch.randint(0, self.documents.tokens.shape[0], (batch_size,), generator=generator)
             if self.masked is not None:
@@ -272,7 +273,11 @@ def train_topic_model(
         raise ToyConfigError(f"data must be a MaskedLMData (LDA documents with their masking); got "
                              f"{type(data).__name__}. Build it as MaskedLMData(lda, masking, data_config, seed=...).")
     lda = data.lda
-    n_model_vocab = int(model.cfg.d_vocab)
+    model_cfg = getattr(model, "cfg", None)
+    if model_cfg is None:
+        raise ToyConfigError(f"model must carry a cfg with d_vocab (a TopicModel or a HookedTransformer); got "
+                             f"{type(model).__name__}.")
+    n_model_vocab = int(model_cfg.d_vocab)
     if lda.vocab_size > n_model_vocab:
         raise ToyConfigError(
             f"The documents use {lda.vocab_size} token ids (words + [MASK] + [PAD]) but the model's "

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
+import math
+import re
 
 import pytest
 
-import math
-
-from analyses.induction import experiment as toy_induction
-from analyses.induction.trajectory import TRAJECTORY_KEYS, log_growth_fit, trajectory_steps
 from analyses.cli import main
 from analyses.config_overrides import apply_overrides
+from analyses.induction import experiment as toy_induction
+from analyses.induction.trajectory import TRAJECTORY_KEYS, log_growth_fit, trajectory_steps
 from probes.core.errors import ConfigError
 
 SMALL = ["n_train=256", "n_val=200", "train.stage_steps=10,10,40", "probe_sequences=32",
@@ -91,10 +92,12 @@ def test_presets_and_overrides():
     assert set(toy_induction.PRESETS) == {"paper", "staged", "fast", "full", "standard"}
     paper = toy_induction.PRESETS["paper"]
     data, model, train = paper.data, paper.simplified, paper.train
-    assert (data.n_states, data.order, data.seq_len, data.alpha, paper.n_train, paper.n_val) == (3, 3, 100, 0.1, 9000, 1000)
+    assert ((data.n_states, data.order, data.seq_len, data.alpha, paper.n_train, paper.n_val)
+            == (3, 3, 100, 0.1, 9000, 1000))
     assert train.batch_size == 0 and model.n_heads == 3 and model.max_subset == 2
     # the reference code's main-text run: joint SGD lr 1 from c = a = 0.01, w+ = 3 / w- = 0.1 on windows h+1 .. h+3
-    assert (train.schedule, train.lr_c, train.lr_w, train.lr_a, model.c_init, model.a_init) == ("joint", 1, 1, 1, 0.01, 0.01)
+    assert ((train.schedule, train.lr_c, train.lr_w, train.lr_a, model.c_init, model.a_init)
+            == ("joint", 1, 1, 1, 0.01, 0.01))
     assert (model.w_plus, model.w_minus, model.window, model.head_windows) == (3.0, 0.1, 3, "shifted")
     assert model.empty_subset and model.token_subsets and train.loss == "probs_as_logits" and train.n_steps == 1000
     staged = toy_induction.PRESETS["staged"]
@@ -127,7 +130,7 @@ def test_settings_round_trip_and_fields_the_experiment_fills_in_are_refused():
     fast = toy_induction.PRESETS["fast"]
     assert fast.simplified.a_init == 1.0 and fast.train.lr_c == 100.0  # the preset's values, not the components'
     assert fast.model_config().n_ctx == 201 and fast.training().seed == 1  # derived from eval_seq_lens and seed
-    with pytest.raises(ConfigError, match="simplified.seed is set by the experiment from seed"):
+    with pytest.raises(ConfigError, match=re.escape("simplified.seed is set by the experiment from seed")):
         apply_overrides(fast, ["simplified.seed=3"])
     with pytest.raises(ConfigError, match="unknown setting"):
         apply_overrides(fast, ["lr_c=1"])  # a section's field needs its section: train.lr_c
@@ -162,7 +165,7 @@ def test_trajectory_steps_are_dense_then_log_spaced():
     assert trajectory_steps(5) == [0, 1, 2, 3, 4, 5]
     steps = trajectory_steps(50_000)
     assert steps[:101] == list(range(101)) and steps[-1] == 50_000
-    ratios = [b / a for a, b in zip(steps[100:-1], steps[101:-1])]
+    ratios = [b / a for a, b in itertools.pairwise(steps[100:-1])]
     assert all(1.08 < r < 1.16 for r in ratios)  # 20 per decade: 10 ** (1 / 20) = 1.122
     assert len(steps) == 101 + 54  # log10(500) = 2.7 decades after step 100, the last step included
     fit = log_growth_fit([10, 100, 1000, 10_000], [1.0, 3.0, 5.0, 7.0], from_step=10)
@@ -181,7 +184,7 @@ def test_paper_preset_small_run_records_the_trajectory_and_the_reference(tmp_pat
     summary = result.summary()
     trajectory = summary["trajectory"]
     assert set(trajectory) == {"step", *TRAJECTORY_KEYS}
-    assert trajectory["step"] == list(range(21)) + [25, 32, 40, 50, 60]
+    assert trajectory["step"] == [*range(21), 25, 32, 40, 50, 60]
     assert all(len(trajectory[key]) == len(trajectory["step"]) for key in TRAJECTORY_KEYS)
     assert trajectory["true_parent_share"][0] == pytest.approx(1 / 7)
     assert trajectory["a"][0] == pytest.approx(0.01) and trajectory["a"][-1] > 1.0

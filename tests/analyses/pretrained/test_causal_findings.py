@@ -8,8 +8,14 @@ import math
 import pytest
 import torch
 
-from analyses.pretrained.causal import (CausalConfig, CausalMeasurement, causal_family, causal_unavailable,
-                                        contrast, single_rows)
+from analyses.pretrained.causal import (
+    CausalConfig,
+    CausalMeasurement,
+    causal_family,
+    causal_unavailable,
+    contrast,
+    single_rows,
+)
 from analyses.pretrained.findings import CAUSAL_FINDINGS
 from probes.causal.ablation import AblationSums
 from probes.causal.topic_slices import topic_seen_slice, topic_unseen_slice

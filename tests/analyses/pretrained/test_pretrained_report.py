@@ -11,18 +11,18 @@ import torch
 
 import probes
 from analyses.cli import main
-from analyses.report.compare import ToyRun, compare
-from analyses.topic.experiment import run as run_topic
-from analyses.pretrained.measure import PretrainedConfig, probe_pretrained
 from analyses.pretrained.findings import CAUSAL_FINDINGS, PRETRAINED_FINDINGS
-from analyses.report.verdicts import VERDICT_FINDINGS
-from analyses.toy_findings import TOY_OF_FINDING
+from analyses.pretrained.measure import PretrainedConfig, probe_pretrained
+from analyses.report.compare import ToyRun, compare
 from analyses.report.render_check import colourful_fraction, find_chromium, screenshot
+from analyses.report.verdicts import VERDICT_FINDINGS
+from analyses.topic.experiment import run as run_topic
+from analyses.toy_findings import TOY_OF_FINDING
+from probes.attention.topic_attention import TopicAttentionProbe
 from probes.text.corpora import iter_documents
 from probes.text.text_batches import text_token_batches
-from probes.attention.topic_attention import TopicAttentionProbe
-from probes.text.topics import LdaTopicConfig, assign_word_topics, fit_lda_topics
 from probes.text.token_topics import token_topic_labels
+from probes.text.topics import LdaTopicConfig, assign_word_topics, fit_lda_topics
 from tests.analyses.topic.test_experiment import tiny as tiny_topic
 
 CONFIG = PretrainedConfig(seq_len=64, batch_size=4, max_batches=8, n_pair_tokens=60, n_boot=200,
@@ -56,10 +56,10 @@ def test_topic_numbers_match_separate_probe_runs(minilm_run, corpus_and_topics, 
     (even,) = probes.run_probes(minilm, [TopicAttentionProbe(labels)], batches[0::2], progress=False)
     (odd,) = probes.run_probes(minilm, [TopicAttentionProbe(labels)], batches[1::2], progress=False)
     held = minilm_run.measured.held_out["topic_attention_best_head"]
-    l, h = held.head
+    layer, h = held.head
     gap = even.mean["same_topic"] - even.mean["different_topic"]
-    assert gap[l, h] == gap.max()
-    assert held.value == pytest.approx(float(odd.ratio[l, h]), rel=1e-6)
+    assert gap[layer, h] == gap.max()
+    assert held.value == pytest.approx(float(odd.ratio[layer, h]), rel=1e-6)
     assert held.ci[0] <= held.value <= held.ci[1] and 0 < held.p_value <= 1
 
 
@@ -162,7 +162,8 @@ def test_main_job_on_the_offline_defaults(tmp_path, capsys):
     assert smol["induction_top_heads"][0][2] > 5 * smol["induction_chance"]
     # knocking its top 5 induction heads out costs more than 99% of random 5-head sets in the same layers
     assert smol["findings"]["induction_heads_causal"]["holds"], smol["findings"]["induction_heads_causal"]
-    assert smol["ablations"]["induction_heads_causal"]["value"] > smol["ablations"]["induction_heads_causal"]["null_q99"]
+    ablation = smol["ablations"]["induction_heads_causal"]
+    assert ablation["value"] > ablation["null_q99"]
     markdown = (out / "report.md").read_text()
     assert markdown.index("## Verdicts") < markdown.index("## Setup") < markdown.index("## Causal checks")
     # the toy column: every pretrained finding and the papers' own claims, each on its toy over 5 seeds
@@ -184,7 +185,8 @@ def test_main_job_on_the_offline_defaults(tmp_path, capsys):
         assert init["holds"] == (name == "previous_token_text"), (name, init)
         assert summary["toy"][toy["toy"]]["findings"][name] == toy
     assert markdown.index("![") < markdown.index("| finding |")  # the forest plot is the first figure
-    assert summary["corpus"]["name"] == "wikipedia-excerpt" and json.loads((out / "timings.json").read_text())["smollm2-135m_s"] > 0
+    assert summary["corpus"]["name"] == "wikipedia-excerpt"
+    assert json.loads((out / "timings.json").read_text())["smollm2-135m_s"] > 0
     assert len(summary["corpus"]["sha256"]) == 64 and "Q4_1" in summary["settings"]["model_weights"]["smollm2-135m"]
     # the saved results rebuild the report without a model, byte for byte
     import shutil
@@ -197,7 +199,8 @@ def test_main_job_on_the_offline_defaults(tmp_path, capsys):
     assert main(["render", str(copy)]) == 0
     for name in ("summary.json", "report.md", "report.html"):
         assert (copy / name).read_bytes() == (out / name).read_bytes(), name
-    saved = probes.ProbeResult.load(next((out / "results" / "pretrained").glob("*smollm2*")) / "measured" / "text_heads")
+    smollm2_results = next((out / "results" / "pretrained").glob("*smollm2*"))
+    saved = probes.ProbeResult.load(smollm2_results / "measured" / "text_heads")
     assert saved.scores["induction"].shape == (30, 9)  # every head, not only the top ones
     page = (out / "report.html").read_text()
     assert page.count("data:image/png;base64,") >= 4
@@ -238,7 +241,8 @@ def test_report_on_local_jsonl_and_parquet_corpora(tmp_path, capsys):
                      "--set", "pretrained.n_permutations=100", "--out", str(out)]) == 0
         summary = json.loads((out / "summary.json").read_text())
         assert summary["corpus"]["documents"] == len(texts) and summary["settings"]["text_column"] == "body"
-        assert summary["pretrained"]["minilm-l6"]["findings"]["previous_token_text"]["value"] > 0.9  # (n_boot 100: p >= 1/101)
+        # (n_boot 100: p >= 1/101)
+        assert summary["pretrained"]["minilm-l6"]["findings"]["previous_token_text"]["value"] > 0.9
         corpora[path.suffix] = summary["corpus"]["sha256"]
     assert corpora[".jsonl"] == corpora[".parquet"]
     capsys.readouterr()

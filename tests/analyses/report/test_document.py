@@ -8,12 +8,12 @@ import json
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
 
-from analyses.report.render_check import colourful_fraction, find_chromium, screenshot  # noqa: E402
-from analyses.report.document import Figure, Report, Section, Table  # noqa: E402
+from analyses.report.document import Figure, Report, Section, Table
+from analyses.report.render_check import colourful_fraction, find_chromium, screenshot
 
 
 def small_report(folder) -> Report:
@@ -21,7 +21,8 @@ def small_report(folder) -> Report:
     ax.imshow(np.arange(100).reshape(10, 10), cmap="viridis")
     fig.savefig(folder / "heat.png")
     plt.close(fig)
-    section = Section("Induction", ["Top heads and chance."], [Table(["model", "score", "ci"], [["toy", 0.91234, (0.8, 0.95)]])],
+    section = Section("Induction", ["Top heads and chance."],
+                      [Table(["model", "score", "ci"], [["toy", 0.91234, (0.8, 0.95)]])],
                       [Figure("heat.png", "a heatmap")])
     return Report("mechprobe report", [section], {"toy": {"induction": {"score": 0.91234}}})
 

@@ -11,7 +11,8 @@ from analyses.report.interactive import heatmap_view, page, passage_patterns, pa
 from analyses.report.render_check import dump_dom, find_chromium
 from tests.hooked_models import OracleModel
 
-needs_chromium = pytest.mark.skipif(find_chromium() is None, reason="Chromium is not installed (apt-get install chromium)")
+needs_chromium = pytest.mark.skipif(find_chromium() is None,
+                                    reason="Chromium is not installed (apt-get install chromium)")
 
 
 def test_heatmap_has_one_cell_per_head_with_its_value_as_tooltip():

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 
 import pytest
 import torch
@@ -115,5 +116,5 @@ def test_three_distinct_tokens_per_fact_are_too_few_to_hold_and_two_are_refused(
     ordering = seed_findings(few, 0).findings["cooccurrence_ordering"]
     # a perfect ordering of 3 keys in both facts: 1 permutation in 6 per fact reaches it, p = 1/36 (+ sampling)
     assert ordering.value == 1.0 and ordering.p_value == pytest.approx(1 / 36, abs=0.015) and not ordering.holds
-    with pytest.raises(ToyConfigError, match="data.num_distinct=3 or more"):
+    with pytest.raises(ToyConfigError, match=re.escape("data.num_distinct=3 or more")):
         seed_findings(dataclasses.replace(few, data=dataclasses.replace(few.data, num_distinct=2)), 0)

@@ -12,8 +12,15 @@ import torch
 
 from analyses.topic.config import PRESETS, TopicExperimentConfig
 from analyses.topic.experiment import FINDINGS, run, seed_findings
-from analyses.topic.findings import (JOINT_VARIANT, UNIFORM_VARIANT, block_score_of_masses, topic_absent,
-                                     topic_heads_causal, topic_model, value_column_masses)
+from analyses.topic.findings import (
+    JOINT_VARIANT,
+    UNIFORM_VARIANT,
+    block_score_of_masses,
+    topic_absent,
+    topic_heads_causal,
+    topic_model,
+    value_column_masses,
+)
 from analyses.topic.result import TopicResult
 from analyses.toy_findings import aggregate_seeds, judge_against_init
 from probes.core.errors import ConfigError

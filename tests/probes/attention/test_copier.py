@@ -6,8 +6,8 @@ import pytest
 import torch
 
 import probes
-from probes.core.batch import TokenBatch
 from probes.attention.copier import CopierProbe
+from probes.core.batch import TokenBatch
 from probes.core.errors import ConfigError, InputError
 from probes.core.result import results_close
 from tests.hooked_models import OracleModel
@@ -23,16 +23,16 @@ def reference(patterns, valid, max_distance, min_query):
             if not valid[b, q]:
                 continue
             n += 1
-            for l in range(n_layers):
+            for layer in range(n_layers):
                 for h in range(n_heads):
                     for k in range(n_pos):
                         if not valid[b, k]:
                             continue
-                        value = float(patterns[l][b, h, q, k])
+                        value = float(patterns[layer][b, h, q, k])
                         if 0 <= q - k <= max_distance:
-                            mass[l, h, q - k] += value
+                            mass[layer, h, q - k] += value
                         else:
-                            beyond[l, h] += value
+                            beyond[layer, h] += value
     return mass / n, beyond / n
 
 
@@ -55,7 +55,7 @@ def test_matches_the_nested_loop_reference_with_invalid_positions():
     valid = torch.rand(3, 15, generator=gen) > 0.2
     (profile,) = probes.run_probes(model, [CopierProbe(3, min_query=1)], [TokenBatch(tokens, valid)], progress=False)
     _, cache = model.run_with_cache(tokens)
-    patterns = [cache[f"blocks.{l}.attn.hook_pattern"] for l in range(2)]
+    patterns = [cache[f"blocks.{layer}.attn.hook_pattern"] for layer in range(2)]
     mass, beyond = reference(patterns, valid, 3, 1)
     assert torch.allclose(profile.mass.double(), mass, atol=1e-6)
     assert torch.allclose(profile.beyond.double(), beyond, atol=1e-6)

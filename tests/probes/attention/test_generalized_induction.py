@@ -9,9 +9,9 @@ import torch
 from transformer_lens import HookedRootModule
 
 import probes
+from probes.attention.generalized_induction import GeneralizedInductionProbe, parent_match_mask
 from probes.core.batch import TokenBatch
 from probes.core.errors import ConfigError
-from probes.attention.generalized_induction import GeneralizedInductionProbe, parent_match_mask
 from probes.core.model_info import ModelInfo
 from probes.core.result import results_close
 from tests.hooked_models import OracleModel, pattern_blocks
@@ -90,10 +90,10 @@ def reference(patterns: list[torch.Tensor], tokens: torch.Tensor, valid: torch.T
             rows += 1
             chance += len(targets) / (q + 1)
             last_chance += len(only_last) / (q + 1)
-            for l in range(n_layers):
+            for layer in range(n_layers):
                 for h in range(n_heads):
-                    mass[l, h] += sum(float(patterns[l][b, h, q, k]) for k in targets)
-                    last[l, h] += sum(float(patterns[l][b, h, q, k]) for k in only_last)
+                    mass[layer, h] += sum(float(patterns[layer][b, h, q, k]) for k in targets)
+                    last[layer, h] += sum(float(patterns[layer][b, h, q, k]) for k in only_last)
     return mass / rows, last / rows, chance / rows, last_chance / rows
 
 
@@ -121,7 +121,7 @@ def test_matches_the_nested_loop_reference_with_invalid_positions(n):
     valid = torch.rand(3, 16, generator=gen) > 0.15
     result = run(model, [TokenBatch(tokens, valid)], n=n)
     _, cache = model.run_with_cache(tokens)
-    patterns = [cache[f"blocks.{l}.attn.hook_pattern"] for l in range(2)]
+    patterns = [cache[f"blocks.{layer}.attn.hook_pattern"] for layer in range(2)]
     mass, last, chance, last_chance = reference(patterns, tokens, valid, tuple(range(1, n)))
     assert torch.allclose(result.scores.double(), mass, atol=1e-6)
     assert torch.allclose(result.last_token_only.double(), last, atol=1e-6)

@@ -33,7 +33,7 @@ def reference_targets(name: str, tokens: torch.Tensor, valid: torch.Tensor, b: i
 @pytest.mark.parametrize("name", ["self", "first_token", "offset:1", "offset:3", "offset:-2", "induction:1",
                                   "induction:2"])
 def test_named_patterns_match_a_loop_reference(name):
-    tokens, valid, patterns, info = random_case(4, n_pos=10)
+    tokens, valid, _patterns, _info = random_case(4, n_pos=10)
     mask = head_pattern(name).mask(tokens, valid)
     for b in range(tokens.shape[0]):
         for q in range(tokens.shape[1]):
@@ -93,7 +93,8 @@ def test_bad_patterns_say_what_to_do():
     with pytest.raises(InputError, match=r"returned \(3, 12\); it must return a mask"):
         probe_on(patterns, tokens, valid, info, kinds=(HeadPattern("flat", lambda t, v: v),))
     with pytest.raises(InputError, match="return a boolean mask"):
-        probe_on(patterns, tokens, valid, info, kinds=(HeadPattern("soft", lambda t, v: torch.rand(*t.shape, t.shape[1])),))
+        probe_on(patterns, tokens, valid, info,
+                 kinds=(HeadPattern("soft", lambda t, v: torch.rand(*t.shape, t.shape[1])),))
     with pytest.raises(InputError, match="Give sequences of length 5"):
         probe_on(patterns, tokens, valid, info, kinds=(HeadPattern.from_matrix("m", torch.eye(5)),))
 

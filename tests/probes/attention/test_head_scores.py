@@ -23,7 +23,8 @@ TL_DETECTION = {
 }
 
 
-def reference_scores(patterns: list[torch.Tensor], tokens: torch.Tensor, valid: torch.Tensor, kind: str) -> torch.Tensor:
+def reference_scores(patterns: list[torch.Tensor], tokens: torch.Tensor, valid: torch.Tensor,
+                     kind: str) -> torch.Tensor:
     """Nested loops straight from the definition in probes/attention/head_scores.py."""
     n_layers, (n_batch, n_heads, n_pos, _) = len(patterns), patterns[0].shape
     total = torch.zeros(n_layers, n_heads, dtype=torch.float64)
@@ -66,7 +67,7 @@ def probe_on(patterns, tokens, valid, info, kinds=HEAD_SCORE_KINDS, split=None) 
     probe = HeadScoreProbe(kinds).bind(info)
     pieces = [slice(0, tokens.shape[0])] if split is None else [slice(0, split), slice(split, tokens.shape[0])]
     for piece in pieces:
-        acts = {pattern_hook(l): p[piece] for l, p in enumerate(patterns)}
+        acts = {pattern_hook(layer): p[piece] for layer, p in enumerate(patterns)}
         probe.update(acts, TokenBatch(tokens[piece], valid[piece]))
     return probe.compute()
 
@@ -85,7 +86,8 @@ def test_merging_two_halves_equals_the_whole():
     whole = probe_on(patterns, tokens, valid, info)
     first, second = HeadScoreProbe().bind(info), HeadScoreProbe().bind(info)
     for probe, piece in ((first, slice(0, 2)), (second, slice(2, 6))):
-        probe.update({pattern_hook(l): p[piece] for l, p in enumerate(patterns)}, TokenBatch(tokens[piece], valid[piece]))
+        probe.update({pattern_hook(layer): p[piece] for layer, p in enumerate(patterns)},
+                     TokenBatch(tokens[piece], valid[piece]))
     merged = first.merge(second).compute()
     for kind in HEAD_SCORE_KINDS:
         torch.testing.assert_close(merged.scores[kind], whole.scores[kind], rtol=0, atol=1e-7)

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 import probes
+from probes.attention.key_token_attention import KeyTokenAttentionProbe, entropy_nats
 from probes.core.batch import TokenBatch
 from probes.core.errors import ConfigError, InputError, ProbeStateError
-from probes.attention.key_token_attention import KeyTokenAttentionProbe, entropy_nats
 from probes.core.model_info import ModelInfo, pattern_hook
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py

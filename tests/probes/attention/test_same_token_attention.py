@@ -9,10 +9,10 @@ import torch
 from transformer_lens import HookedRootModule
 
 from probes import run_probes
-from probes.core.errors import InputError
-from probes.core.result import ProbeResult, results_close
 from probes.attention.same_token_attention import SameTokenAttention, SameTokenAttentionProbe, same_token_attention
 from probes.attention.topic_attention import TopicAttentionProbe
+from probes.core.errors import InputError
+from probes.core.result import ProbeResult, results_close
 from tests.hooked_models import pattern_blocks
 
 TOPICS = torch.tensor([0, 0, 0, 1, 1, 1, 2, 2, -1, -1])   # ids 8, 9: no topic (like [MASK], [PAD])

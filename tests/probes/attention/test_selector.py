@@ -6,11 +6,11 @@ import pytest
 import torch
 
 import probes
+from probes.attention.generalized_induction import parent_match_mask
+from probes.attention.selector import ParentSubsetAttentionProbe, SelectorWeightProbe, distance_subsets
 from probes.core.batch import TokenBatch
 from probes.core.errors import ConfigError, InputError
-from probes.attention.generalized_induction import parent_match_mask
 from probes.core.result import results_close
-from probes.attention.selector import ParentSubsetAttentionProbe, SelectorWeightProbe, distance_subsets
 from tests.probes.attention.test_generalized_induction import TrigramRuleModel
 from toymodels.induction import SUBSET_WEIGHTS_HOOK, SimplifiedInductionConfig, SimplifiedInductionModel
 

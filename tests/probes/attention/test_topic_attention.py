@@ -9,9 +9,9 @@ import torch
 from transformer_lens import HookedRootModule
 
 from probes import InputError, ModelInfo, TokenBatch, run_probes
+from probes.attention.topic_attention import TopicAttention, TopicAttentionProbe, topic_attention
 from probes.core.errors import ConfigError
 from probes.core.result import ProbeResult, results_close
-from probes.attention.topic_attention import TopicAttention, TopicAttentionProbe, topic_attention
 from tests.hooked_models import pattern_blocks
 
 
@@ -72,7 +72,8 @@ class RuleModel(HookedRootModule):
 def reference(model, batches, token_topics, causal: bool, valids=None):
     """Nested loops over (layer, head, batch, query, key): sums per category and chance per pair."""
     info = ModelInfo.of(model)
-    sums = {k: torch.zeros(info.n_layers, info.n_heads, dtype=torch.float64) for k in ("same_topic", "different_topic", "same_token")}
+    sums = {k: torch.zeros(info.n_layers, info.n_heads, dtype=torch.float64)
+            for k in ("same_topic", "different_topic", "same_token")}
     counts = dict.fromkeys(sums, 0)
     chance = dict.fromkeys(sums, 0.0)
     for index, tokens in enumerate(batches):
@@ -122,7 +123,8 @@ def test_matches_nested_loop_reference(direction):
         assert result.pairs[kind] == counts[kind]
         torch.testing.assert_close(result.mean[kind].double(), means[kind], atol=1e-6, rtol=1e-6)
         assert result.chance[kind] == pytest.approx(chance[kind], rel=1e-12)
-    torch.testing.assert_close(result.ratio.double(), means["same_topic"] / means["different_topic"], atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(result.ratio.double(), means["same_topic"] / means["different_topic"],
+                               atol=1e-6, rtol=1e-5)
 
 
 def test_known_answer_same_topic_head_and_uniform_head():
@@ -231,4 +233,4 @@ def test_permutation_null_survives_merge_and_save(tmp_path):
     with pytest.raises(ConfigError, match="n_permutations"):
         TopicAttentionProbe(TOPICS, n_permutations=-1)
     with pytest.raises(InputError, match="no permutation null"):
-        topic_attention(model, batches, TOPICS).null_ratio
+        _ = topic_attention(model, batches, TOPICS).null_ratio

@@ -66,11 +66,12 @@ def _reference_changes(model, batches, plan, means):
         total_clean = total_ablated = count = 0.0
         for batch in batches:
             cache = {}
-            model.run_with_hooks(batch.tokens, fwd_hooks=[(z_hook(l), lambda z, hook, l=l: cache.__setitem__(l, z.clone()))
-                                                          for l in plan.layers])
+            keep = [(z_hook(layer), lambda z, hook, layer=layer, cache=cache: cache.__setitem__(layer, z.clone()))
+                    for layer in plan.layers]
+            model.run_with_hooks(batch.tokens, fwd_hooks=keep)
             perm = probes.derangement(batch.shape[0], seed=plan.seed)
 
-            def ablate(z, hook, layer):
+            def ablate(z, hook, layer, s=s, cache=cache, perm=perm):  # bound now: the hooks run in this iteration
                 z = z.clone()
                 for head in range(z.shape[2]):
                     if plan.sets[s, plan.layers.index(layer), head]:
@@ -82,9 +83,10 @@ def _reference_changes(model, batches, plan, means):
                             z[:, :, head] = cache[layer][perm][:, :, head]
                 return z
 
-            hooks = [(z_hook(l), lambda z, hook, l=l: ablate(z, hook, l)) for l in plan.layers]
+            hooks = [(z_hook(layer), lambda z, hook, layer=layer: ablate(z, hook, layer)) for layer in plan.layers]
             m = mask(batch)
-            for logits, which in ((model(batch.tokens), "clean"), (model.run_with_hooks(batch.tokens, fwd_hooks=hooks), "ablated")):
+            for logits, which in ((model(batch.tokens), "clean"),
+                                  (model.run_with_hooks(batch.tokens, fwd_hooks=hooks), "ablated")):
                 nll = -logits.log_softmax(-1).gather(-1, batch.tokens.roll(-1, 1)[..., None])[..., 0]
                 if which == "clean":
                     total_clean += float(nll[m].double().sum())
@@ -109,7 +111,8 @@ def test_batched_null_equals_one_forward_per_head_set(model, batches, method):
 def test_merged_halves_equal_the_whole(model, batches):
     plan = AblationPlan.build(ModelInfo.of(model), [INDUCTION_HEAD], method="mean", n_draws=5, seed=0)
     means = head_output_means(model, plan.layers, batches)
-    halves = head_output_means(model, plan.layers, batches[:2]).merge(head_output_means(model, plan.layers, batches[2:]))
+    halves = head_output_means(model, plan.layers, batches[:2]).merge(
+        head_output_means(model, plan.layers, batches[2:]))
     for whole, merged in zip(means.sums, halves.sums):
         torch.testing.assert_close(whole, merged)
     whole = ablation_sums(model, plan, batches, SLICES, means=means)

@@ -11,8 +11,7 @@ import pytest
 import torch
 
 import probes
-from probes.causal import AblationPlan, ablation_sums, head_output_means, repeated_half
-from probes.causal import token_loss
+from probes.causal import AblationPlan, ablation_sums, head_output_means, repeated_half, token_loss
 from probes.causal.routes import PLAIN, ForwardRoute, choose_route
 from probes.causal.token_loss import LossInputs
 from probes.core.batch import TokenBatch

@@ -166,7 +166,7 @@ def test_the_batch_protocol_is_checked():
     probe.begin_batch(batch)
     with pytest.raises(ProbeStateError, match="while a batch is open"):
         probe.begin_batch(batch)
-    with pytest.raises(ProbeStateError, match="before .*blocks.0.attn.hook_pattern"):
+    with pytest.raises(ProbeStateError, match=r"before .*blocks\.0\.attn\.hook_pattern"):
         probe.end_batch(batch)
     assert probe.state_dict() == {}  # the failed batch left nothing behind
 

@@ -26,7 +26,8 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory):
     root = tmp_path_factory.mktemp("query-blocks")
-    return {kind: probes.load_model(make_random_checkpoint(kind, root / kind, seed=1)) for kind in RANDOM_CHECKPOINT_KINDS}
+    return {kind: probes.load_model(make_random_checkpoint(kind, root / kind, seed=1))
+            for kind in RANDOM_CHECKPOINT_KINDS}
 
 
 @pytest.fixture(autouse=True)
@@ -45,7 +46,8 @@ def _suite(d_vocab: int) -> list[probes.Probe]:
     labels[:3] = -1
     tracked = _tokens(seed=0)[0, :12].unique().tolist()  # tokens the probed batches hold
     return [probes.HeadScoreProbe(), probes.GeneralizedInductionProbe(3),
-            probes.TopicAttentionProbe(labels, n_permutations=6, permutation_seed=2), probes.SameTokenAttentionProbe(labels),
+            probes.TopicAttentionProbe(labels, n_permutations=6, permutation_seed=2),
+            probes.SameTokenAttentionProbe(labels),
             probes.CopierProbe(max_distance=3),
             probes.KeyTokenAttentionProbe(tracked, tracked, distance_matched=True),
             probes.KeyTokenAttentionProbe(tracked[:4], None, query_position="last", window=6)]
@@ -115,7 +117,8 @@ def test_blocks_that_disagree_with_hook_pattern_fall_back(checkpoints, monkeypat
     correct = attention_rows.chunked_attention_forward
 
     def wrong_scale(module, query, key, value, attention_mask, scaling=None, **kwargs):
-        return correct(module, query, key, value, attention_mask, scaling=2 * (scaling or module.head_dim**-0.5), **kwargs)
+        return correct(module, query, key, value, attention_mask, scaling=2 * (scaling or module.head_dim**-0.5),
+                       **kwargs)
 
     monkeypatch.setattr(attention_rows, "chunked_attention_forward", wrong_scale)
     info = probes.ModelInfo.of(model)

@@ -1,4 +1,5 @@
-"""Probe settings come from the constructor: every argument is in them, described as JSON, with nothing to keep by hand."""
+"""Probe settings come from the constructor: every argument is in them, described as JSON, with nothing to keep by
+hand."""
 
 from __future__ import annotations
 
@@ -51,5 +52,5 @@ def test_a_probe_that_does_not_store_an_argument_is_told_how_to_fix_it():
         def __init__(self, max_distance: int = 2, *, forgotten: int = 1) -> None:
             super().__init__(max_distance)
 
-    with pytest.raises(TypeError, match="store each constructor argument.*missing: forgotten"):
+    with pytest.raises(TypeError, match=r"store each constructor argument.*missing: forgotten"):
         constructor_settings(Forgetful())

@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from probes.dynamics.block_structure import block_structure, centre_columns, centred_block_ceiling
 from probes.core.errors import InputError
+from probes.dynamics.block_structure import block_structure, centre_columns, centred_block_ceiling
 
 LABELS = torch.tensor([0, 0, 0, 1, 1, 2, 2, 2, 2])
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from probes.dynamics.embedding_topics import embedding_topic_similarity
 from probes.core.errors import ConfigError, InputError
+from probes.dynamics.embedding_topics import embedding_topic_similarity
 
 
 def reference(embedding, topics):

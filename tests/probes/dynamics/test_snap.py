@@ -72,7 +72,9 @@ def test_errors():
 def reference_rate_snap_index(trajectory: torch.Tensor, rate: float, patience: int) -> int | None:
     """Nested loops over the definition: the first index whose forward speed stays <= rate * total change."""
     c = [row / row.sum() for row in trajectory.double()]
-    tv = (lambda a, b: 0.5 * float((a - b).abs().sum()))
+
+    def tv(a: torch.Tensor, b: torch.Tensor) -> float:
+        return 0.5 * float((a - b).abs().sum())
 
     def slow(i: int) -> bool:
         total = tv(c[i], c[0])

@@ -14,12 +14,30 @@ import pytest
 import torch
 from torch import nn
 
-from probes import (CombinedLabels, LinearProbe, LinearProbeScores, ModelInfo, PreviousTokenLabels, ProbeResult,
-                    RowLabels, TokenBatch, TokenClassLabels, most_frequent_tokens, residual_hooks, run_probes)
+from probes import (
+    CombinedLabels,
+    LinearProbe,
+    LinearProbeScores,
+    ModelInfo,
+    PreviousTokenLabels,
+    ProbeResult,
+    RowLabels,
+    TokenBatch,
+    TokenClassLabels,
+    most_frequent_tokens,
+    residual_hooks,
+    run_probes,
+)
 from probes.core.errors import ConfigError, InputError, ProbeStateError
-from probes.linear.fit import (control_task_labels, document_bootstrap, group_folds, held_out_best_layer,
-                               out_of_fold_correct, token_identity_correct)
 from probes.core.result import results_close
+from probes.linear.fit import (
+    control_task_labels,
+    document_bootstrap,
+    group_folds,
+    held_out_best_layer,
+    out_of_fold_correct,
+    token_identity_correct,
+)
 from tests.hooked_models import PreviousTokenWriter
 
 INFO = ModelInfo("hand-made", 1, 1, 64, 12, True, None, ())

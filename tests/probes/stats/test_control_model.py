@@ -21,7 +21,6 @@ from probes.stats.control_model import control_name
 from tests.hooked_models import OracleModel
 from tests.random_checkpoints import RANDOM_CHECKPOINT_KINDS, RANDOM_CHECKPOINTS, make_random_checkpoint
 
-
 # --- helpers ---------------------------------------------------------------------------------------
 
 

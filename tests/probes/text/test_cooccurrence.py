@@ -6,7 +6,10 @@ import pytest
 import torch
 from scipy import stats
 
+from probes.attention.key_token_attention import KeyTokenAttentionProbe
 from probes.core.batch import TokenBatch
+from probes.core.errors import ConfigError, InputError
+from probes.core.model_info import ModelInfo, pattern_hook
 from probes.text.cooccurrence import (
     average_ranks,
     cooccurrence_ordering,
@@ -15,9 +18,6 @@ from probes.text.cooccurrence import (
     kendall_tau_b,
     spearman,
 )
-from probes.core.errors import ConfigError, InputError
-from probes.attention.key_token_attention import KeyTokenAttentionProbe
-from probes.core.model_info import ModelInfo, pattern_hook
 
 
 def reference_counts(tokens, queries, keys, *, query_position, causal, exclude_self, window):
@@ -89,7 +89,7 @@ def attention_result(per_key: list[float], counts: list[float]):
     info = ModelInfo(name="fake", n_layers=1, n_heads=1, n_ctx=n + 1, d_vocab=n + 1, causal=True,
                      bos_token_id=None, special_token_ids=())
     tokens = torch.tensor([[*range(n), n]])
-    row = torch.tensor(per_key + [0.0])
+    row = torch.tensor([*per_key, 0.0])
     pattern = torch.zeros(1, 1, n + 1, n + 1)
     pattern[0, 0, -1] = row / row.sum()
     probe = KeyTokenAttentionProbe([n], list(range(n)), query_position="last").bind(info)
@@ -100,7 +100,8 @@ def attention_result(per_key: list[float], counts: list[float]):
 def test_ordering_known_answers():
     result, known = attention_result([1.0, 2.0, 3.0, 4.0], [0.1, 0.2, 0.3, 0.4])
     ordering = cooccurrence_ordering(result, known)
-    assert float(ordering.spearman[0, 0, 0]) == pytest.approx(1.0) and float(ordering.kendall[0, 0, 0]) == pytest.approx(1.0)
+    assert float(ordering.spearman[0, 0, 0]) == pytest.approx(1.0)
+    assert float(ordering.kendall[0, 0, 0]) == pytest.approx(1.0)
     reversed_ordering = cooccurrence_ordering(result, known.flip(-1))
     assert float(reversed_ordering.spearman[0, 0, 0]) == pytest.approx(-1.0)
     subset = cooccurrence_ordering(result, torch.tensor([[0.1, 0.2, 0.4, 0.3]]), keys=[0, 1, 2])

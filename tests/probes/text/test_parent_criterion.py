@@ -10,9 +10,14 @@ import torch
 import probes
 from probes.core.errors import ConfigError, InputError
 from probes.core.model_info import ModelInfo
-from probes.text.parent_criterion import (ParentCriterionProbe, chi_square_parent_criterion, modified_chi_square_mi,
-                                     population_parent_criterion, stationary_distribution)
 from probes.core.result import results_close
+from probes.text.parent_criterion import (
+    ParentCriterionProbe,
+    chi_square_parent_criterion,
+    modified_chi_square_mi,
+    population_parent_criterion,
+    stationary_distribution,
+)
 from toymodels.induction.data import MarkovConfig, sample_markov_icl
 
 
@@ -67,7 +72,7 @@ def test_merge_of_halves_equals_whole_and_it_runs_beside_model_probes():
     a.update({}, probes.as_token_batch(tokens[:3], info))
     b.update({}, probes.as_token_batch(tokens[3:], info))
     assert results_close(a.merge(b).compute(), whole, atol=1e-6)
-    from tests.hooked_models import OracleModel, OracleConfig
+    from tests.hooked_models import OracleConfig, OracleModel
 
     model = OracleModel(OracleConfig(d_vocab=3, n_ctx=64))
     (through_runner,) = probes.run_probes(model, [ParentCriterionProbe()], [tokens], progress=False)

@@ -8,8 +8,13 @@ import pytest
 import torch
 
 from toymodels.errors import ToyConfigError
-from toymodels.induction.data import (MarkovConfig, bayes_optimal_loss, bayes_optimal_probs, context_ids,
-                                   sample_markov_icl)
+from toymodels.induction.data import (
+    MarkovConfig,
+    bayes_optimal_loss,
+    bayes_optimal_probs,
+    context_ids,
+    sample_markov_icl,
+)
 
 
 @pytest.mark.parametrize(

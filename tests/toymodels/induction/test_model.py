@@ -10,8 +10,14 @@ import torch
 import probes
 from probes.attention.copier import CopierProbe
 from toymodels.errors import ToyConfigError
-from toymodels.induction import (SUBSET_WEIGHTS_HOOK, FullInductionModel, SimplifiedInductionConfig,
-                                  SimplifiedInductionModel, WindowBatch, head_distances)
+from toymodels.induction import (
+    SUBSET_WEIGHTS_HOOK,
+    FullInductionModel,
+    SimplifiedInductionConfig,
+    SimplifiedInductionModel,
+    WindowBatch,
+    head_distances,
+)
 
 
 def model_with_random_weights(seed: int = 0, **kwargs) -> SimplifiedInductionModel:
@@ -26,7 +32,7 @@ def model_with_random_weights(seed: int = 0, **kwargs) -> SimplifiedInductionMod
 def reference_log_probs(model: SimplifiedInductionModel, tokens: torch.Tensor) -> torch.Tensor:
     """Nested loops over the paper's definitions (slots, subsets, softmax over keys k <= q)."""
     cfg = model.cfg
-    S, H, M = cfg.n_states, cfg.n_heads, cfg.max_distance
+    S, H, _M = cfg.n_states, cfg.n_heads, cfg.max_distance
     logits = model.rel_logits.detach().double()
     c2 = model.c.detach().double() ** 2
     weights = c2 / (c2.sum() + (model.c_token.detach().double() ** 2).sum())  # token subsets: zero terms
@@ -37,7 +43,7 @@ def reference_log_probs(model: SimplifiedInductionModel, tokens: torch.Tensor) -
     for b in range(n_batch):
         seq = tokens[b].tolist()
 
-        def slot(t: int) -> list[torch.Tensor]:
+        def slot(t: int, seq: list[int] = seq) -> list[torch.Tensor]:
             features = []
             for h in range(H):
                 ds = [d for d in windows[h] if t - d >= 0]
@@ -175,7 +181,8 @@ def test_outputs_are_causal_and_the_fast_path_matches(model_class):
 def test_reference_layout_windows_subsets_and_initialisation():
     """Head h sees distances h+1 .. h+3 with w+ at h+1; subsets include {} and the token ones (D=2, H=3: 4)."""
     assert head_distances(3, 3, "shifted") == [[1, 2, 3], [2, 3, 4], [3, 4, 5]]
-    model = SimplifiedInductionModel(SimplifiedInductionConfig(w_plus=3.0, w_minus=0.1, c_init=0.01, **REFERENCE_LAYOUT))
+    model = SimplifiedInductionModel(SimplifiedInductionConfig(w_plus=3.0, w_minus=0.1, c_init=0.01,
+                                                               **REFERENCE_LAYOUT))
     assert model.cfg.max_distance == 5 and model.c_token.shape == (4,)
     assert model.subset_labels == ["{}", "{0}", "{1}", "{2}", "{0,1}", "{0,2}", "{1,2}"]
     peak, rest = math.exp(3.0), math.exp(0.1)

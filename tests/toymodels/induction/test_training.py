@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import torch
 
@@ -10,9 +12,15 @@ from probes.attention.copier import CopierProbe
 from probes.attention.generalized_induction import GeneralizedInductionProbe
 from toymodels.errors import ToyConfigError
 from toymodels.induction import FullInductionModel, SimplifiedInductionConfig, SimplifiedInductionModel
-from toymodels.induction.training import (FreshChainTraining, SimplifiedTraining, last_token_loss, simplified_loss,
-                                          train_on_fresh_chains, train_simplified)
 from toymodels.induction.data import MarkovConfig, bayes_optimal_loss, sample_markov_icl
+from toymodels.induction.training import (
+    FreshChainTraining,
+    SimplifiedTraining,
+    last_token_loss,
+    simplified_loss,
+    train_on_fresh_chains,
+    train_simplified,
+)
 from toymodels.standard import StandardModelConfig, build_standard_model
 from toymodels.training import Checkpointer
 
@@ -72,7 +80,7 @@ def test_resumed_run_matches_an_uninterrupted_one(tmp_path):
 
     def run(n_total, folder):
         model = SimplifiedInductionModel(SimplifiedInductionConfig())
-        t = SimplifiedTraining(schedule="staged", stage_steps=training.stage_steps[:2] + (n_total - 6,),
+        t = SimplifiedTraining(schedule="staged", stage_steps=(*training.stage_steps[:2], n_total - 6),
                                batch_size=16, lr_c=10.0, seed=3)
         history = train_simplified(model, tokens, t, checkpointer=Checkpointer(folder, every=2, fingerprint="x"))
         return model, history
@@ -137,7 +145,7 @@ def slow_reference_loss(rel, c, c_token, a, tokens, cfg) -> torch.Tensor:
         inputs, target = seq[:-1], seq[-1]
         L = len(inputs)
 
-        def feature(t: int, h: int) -> torch.Tensor:
+        def feature(t: int, h: int, inputs: list[int] = inputs) -> torch.Tensor:
             ds = [d for d in windows[h] if t - d >= 0]
             v = torch.zeros(S, dtype=torch.float64)
             if not ds:
@@ -151,7 +159,8 @@ def slow_reference_loss(rel, c, c_token, a, tokens, cfg) -> torch.Tensor:
         scores = []
         for k in range(L):
             key = [feature(k, h) for h in range(H)]
-            kernel = sum(weights[i] * math.prod([query[h] @ key[h] for h in s], start=torch.tensor(1.0, dtype=torch.float64))
+            one = torch.tensor(1.0, dtype=torch.float64)
+            kernel = sum(weights[i] * math.prod([query[h] @ key[h] for h in s], start=one)
                          for i, s in enumerate(subsets))
             scores.append(a * kernel)
         attention = torch.softmax(torch.stack(scores), 0)
@@ -165,7 +174,8 @@ def test_joint_sgd_steps_match_a_slow_reference_computation():
     plain gradient descent on the slow nested-loop objective."""
     tokens = sample_markov_icl(MarkovConfig(3, 3, 15, 0.1), 6, 4).tokens
     model = SimplifiedInductionModel(SimplifiedInductionConfig(**REFERENCE_MODEL))
-    params = [p.detach().double().clone().requires_grad_(True) for p in (model.rel_logits, model.c, model.c_token, model.a)]
+    params = [p.detach().double().clone().requires_grad_(True)
+              for p in (model.rel_logits, model.c, model.c_token, model.a)]
     history = train_simplified(model, tokens, JOINT)
     slow_losses = []
     for _ in range(2):
@@ -214,4 +224,4 @@ def test_joint_reference_run_selects_the_true_parents_within_a_few_steps():
     train_simplified(model, tokens, training, callbacks=[record])
     assert shares[0] > 1 / 7
     assert shares[2] > 0.5 and max(shares[:10]) > 0.95, shares
-    assert a[-1] > 10 * 0.01 and all(x < y for x, y in zip(a, a[1:]))
+    assert a[-1] > 10 * 0.01 and all(x < y for x, y in itertools.pairwise(a))

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from toymodels.scansnap.data import CooccurrenceConfig, CooccurrenceData
 from toymodels.errors import ToyConfigError
+from toymodels.scansnap.data import CooccurrenceConfig, CooccurrenceData
 
 
 def test_paper_vocabulary_and_layout():

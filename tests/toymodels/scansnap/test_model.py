@@ -9,8 +9,8 @@ import torch
 import torch.nn.functional as F
 
 import probes
-from toymodels.scansnap.data import CooccurrenceConfig, CooccurrenceData
 from toymodels.errors import ToyConfigError
+from toymodels.scansnap.data import CooccurrenceConfig, CooccurrenceData
 from toymodels.scansnap.model import YZModelConfig, YZTransformer
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from toymodels.scansnap.data import CooccurrenceConfig, CooccurrenceData
 from toymodels.errors import ToyConfigError
+from toymodels.scansnap.data import CooccurrenceConfig, CooccurrenceData
 from toymodels.scansnap.model import YZModelConfig, YZTransformer
 from toymodels.scansnap.seeds import YZRun, support_compositions, train_yz_runs
 from toymodels.scansnap.training import TwoRateConfig, train_on_cooccurrence

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from probes.attention.key_token_attention import entropy_nats
-from toymodels.scansnap.data import CooccurrenceConfig, CooccurrenceData
 from toymodels.errors import ToyConfigError
+from toymodels.scansnap.data import CooccurrenceConfig, CooccurrenceData
 from toymodels.scansnap.model import YZModelConfig, YZTransformer
 from toymodels.scansnap.training import (
     TwoRateConfig,
@@ -19,7 +19,6 @@ from toymodels.scansnap.training import (
 )
 from toymodels.standard import StandardModelConfig, build_standard_model
 from toymodels.training import Checkpointer
-
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
@@ -126,7 +125,8 @@ def test_resume_from_checkpoint_matches_an_uninterrupted_run(tmp_path):
     full = YZTransformer(YZModelConfig(d_vocab=34, n_ctx=16))
     train_on_cooccurrence(full, data, config)
     part = YZTransformer(YZModelConfig(d_vocab=34, n_ctx=16))
-    train_on_cooccurrence(part, data, TwoRateConfig(n_steps=3, batch_size=8), checkpointer=Checkpointer(tmp_path, every=3))
+    train_on_cooccurrence(part, data, TwoRateConfig(n_steps=3, batch_size=8),
+                          checkpointer=Checkpointer(tmp_path, every=3))
     resumed = YZTransformer(YZModelConfig(d_vocab=34, n_ctx=16))
     history = train_on_cooccurrence(resumed, data, config, checkpointer=Checkpointer(tmp_path, every=3))
     assert history.steps == list(range(1, 7))

@@ -9,8 +9,15 @@ import torch
 
 from toymodels.errors import ToyConfigError
 from toymodels.scansnap.tutorial_transformer import TutorialTransformer, TutorialTransformerConfig, sinusoidal_positions
-from toymodels.scansnap.word_lm import (WordLMTrainConfig, basic_english, batchify, build_vocabulary, encode, train_word_lm,
-                               windows)
+from toymodels.scansnap.word_lm import (
+    WordLMTrainConfig,
+    basic_english,
+    batchify,
+    build_vocabulary,
+    encode,
+    train_word_lm,
+    windows,
+)
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
@@ -20,7 +27,10 @@ def torch_encoder_layer_copy(model: TutorialTransformer) -> torch.nn.Transformer
     cfg, block = model.cfg, model.blocks[0]
     d = cfg.d_model
     layer = torch.nn.TransformerEncoderLayer(d, cfg.n_heads, cfg.d_mlp, dropout=0.0, batch_first=True).eval()
-    flat = (lambda w: w.permute(1, 0, 2).reshape(d, d).T)  # [head d_model d_head] -> in_proj rows
+
+    def flat(w: torch.Tensor) -> torch.Tensor:  # [head d_model d_head] -> in_proj rows
+        return w.permute(1, 0, 2).reshape(d, d).T
+
     with torch.no_grad():
         attn = block.attn
         layer.self_attn.in_proj_weight.copy_(torch.cat([flat(attn.W_Q), flat(attn.W_K), flat(attn.W_V)]))
@@ -86,7 +96,7 @@ def test_basic_english_vocabulary_and_batchify():
     lines = ["b a b", "", "c b <unk>"]
     vocabulary = build_vocabulary(lines)
     assert vocabulary == ["<unk>", "b", "a", "c"]
-    stream = encode(lines + ["zzz"], vocabulary)
+    stream = encode([*lines, "zzz"], vocabulary)
     assert stream.tolist() == [1, 2, 1, 3, 1, 0, 0]
     columns = batchify(torch.arange(11), 2)
     assert columns.tolist() == [[0, 5], [1, 6], [2, 7], [3, 8], [4, 9]]

@@ -8,13 +8,12 @@ from __future__ import annotations
 import pytest
 import torch
 
+from probes.attention.topic_attention import topic_attention
 from probes.dynamics.block_structure import block_structure, centred_block_ceiling
 from probes.dynamics.embedding_topics import embedding_topic_similarity
-from probes.attention.topic_attention import topic_attention
 from probes.dynamics.two_stage import detect_two_stage
-from toymodels.topic.data import LDAConfig, MaskingConfig, sample_documents
+from toymodels.topic.data import LDAConfig, MaskingConfig, mask_documents, sample_documents
 from toymodels.topic.model import TopicModel, TopicModelConfig
-from toymodels.topic.data import mask_documents
 from toymodels.topic.training import (
     MaskedLMData,
     MaskedLMDataConfig,

@@ -67,7 +67,8 @@ def test_trainable_parameters_of_each_variant():
     assert trainable() == ["W_E", "W_K", "W_Q", "W_V", "W_dec", "b_dec"]
     assert trainable(embedding="one_hot_frozen", attention="uniform_frozen") == ["W_V", "W_dec", "b_dec"]
     assert trainable(embedding="one_hot_frozen", value="identity_frozen", decoder="identity_frozen") == ["W_K", "W_Q"]
-    assert torch.equal(TopicModel(TopicModelConfig(**SMALL, seed=3)).W_V, TopicModel(TopicModelConfig(**SMALL, seed=3)).W_V)
+    assert torch.equal(TopicModel(TopicModelConfig(**SMALL, seed=3)).W_V,
+                       TopicModel(TopicModelConfig(**SMALL, seed=3)).W_V)
 
 
 def test_options_off_reproduce_the_model_without_them_exactly():

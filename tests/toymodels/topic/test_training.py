@@ -10,8 +10,8 @@ import torch
 import probes
 from probes.attention.topic_attention import TopicAttentionProbe
 from toymodels.errors import ToyConfigError
-from toymodels.topic.data import LDAConfig, MaskingConfig
 from toymodels.standard import StandardModelConfig, build_standard_model
+from toymodels.topic.data import LDAConfig, MaskingConfig
 from toymodels.topic.model import TopicModel, TopicModelConfig
 from toymodels.topic.training import (
     MaskedLMData,
