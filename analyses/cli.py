@@ -13,10 +13,11 @@ from pathlib import Path
 
 import probes
 from analyses.experiments import TOY_EXPERIMENTS, toy_experiment
-from probes.text.corpora import check_corpus_spec
 from probes.core.errors import ConfigError, InputError, MechprobeError
 from probes.core.loading import check_device
+from probes.text.corpora import check_corpus_spec
 from toymodels.errors import TrainingDiverged, TrainingInterrupted
+
 
 class UsageError(Exception):
     """A command-line usage error (unknown flag, missing argument, bad int); exits 2 in one line."""
@@ -25,7 +26,7 @@ class UsageError(Exception):
 class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors that point to --help (sub-commands inherit the class)."""
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str):
         raise UsageError(f"{self.prog}: error: {message}. See {self.prog} --help.")
 
 
@@ -78,7 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="pretrained model (repeatable; default: smollm2-135m and minilm-l6)")
     report.add_argument("--corpus", metavar="SPEC",
                         help="wikipedia-excerpt (default, offline), wikitext-2[:split], wikitext-103[:split], "
-                        "hf:NAME[:CONFIG][:SPLIT] (any Hugging Face dataset, streamed), a .txt/.jsonl/.parquet/WikiText "
+                        "hf:NAME[:CONFIG][:SPLIT] (any Hugging Face dataset, streamed), a .txt/.jsonl/.parquet/"
+                        "WikiText "
                         "file or a folder of .txt files")
     report.add_argument("--text-column", metavar="NAME",
                         help="column holding the text in hf: datasets and .jsonl/.parquet files (default text)")
@@ -88,7 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="seeds each toy's findings are judged over (default 5; the full toy run is on the first)")
     report.add_argument("--no-toys", action="store_true", help="skip the toy models")
     report.add_argument("--out", metavar="DIR", help="output folder, replaced when the report is complete (required)")
-    report.add_argument("--seed", type=int, metavar="S", help="one seed for the document shuffle, LDA and the probes (default 0; each alone: --set "
+    report.add_argument("--seed", type=int, metavar="S",
+                        help="one seed for the document shuffle, LDA and the probes (default 0; each alone: --set "
                         "seed=, topics.seed=, pretrained.seed=)")
     report.add_argument("--seq-len", type=int, metavar="N", help="tokens per text sequence on pretrained models")
     report.add_argument("--batch-size", type=int, metavar="R", help="sequences per batch on pretrained models")
@@ -102,7 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override any setting, nested ones dotted (topics.n_topics=20, pretrained.n_boot=200); "
                         "repeatable; see --list-settings")
-    report.add_argument("--list-settings", action="store_true", help="print every report setting and its value, then exit")
+    report.add_argument("--list-settings", action="store_true",
+                        help="print every report setting and its value, then exit")
     report.add_argument("--no-progress", action="store_true", help="hide the progress bars")
     _add_device_flags(report)
 
@@ -122,7 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
         "Writes OUT/summary.json, OUT/result/ and OUT/control/.",
     )
     linear.add_argument("--model", required=True, metavar="SPEC",
-                        help="packaged name, checkpoint folder, hub name, or a toy run folder (mechprobe toy ... --out)")
+                        help="packaged name, checkpoint folder, hub name, or a toy run folder "
+                        "(mechprobe toy ... --out)")
     linear.add_argument("--target", required=True, choices=["parent", "topic", "next"],
                         help="parent: tok[t-k]; topic: the word's and the document's LDA topic; next: Scan and Snap's "
                         "next-token class (toy scansnap folders)")
@@ -149,11 +154,13 @@ def build_parser() -> argparse.ArgumentParser:
                         help="replace each head's output by 0, its mean over the batches, or its output on another "
                         "sequence (default mean)")
     ablate.add_argument("--out", required=True, metavar="DIR", help="output folder (created)")
-    ablate.add_argument("--seq-len", type=int, default=20, metavar="N", help="length of the repeated block (default 20)")
+    ablate.add_argument("--seq-len", type=int, default=20, metavar="N",
+                        help="length of the repeated block (default 20)")
     ablate.add_argument("--batches", type=int, default=4, metavar="B",
                         help="batches ablated (as many more choose --top heads; default 4)")
     ablate.add_argument("--batch-size", type=int, default=4, metavar="R", help="sequences per batch (default 4)")
-    ablate.add_argument("--draws", type=int, default=200, metavar="N", help="random head sets of the null (default 200)")
+    ablate.add_argument("--draws", type=int, default=200, metavar="N",
+                        help="random head sets of the null (default 200)")
     ablate.add_argument("--max-rows", type=int, default=256, metavar="R",
                         help="rows per forward pass: batch rows x head sets ablated together (default 256)")
     ablate.add_argument("--seed", type=int, default=0, metavar="S", help="tokens, null draws, derangement (default 0)")
@@ -171,7 +178,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="override one field of the preset's config (repeatable)")
     toy.add_argument("--out", metavar="DIR", help="output folder (required unless --list-presets)")
     toy.add_argument("--seeds", type=int, default=1, metavar="N",
-                     help="judge the findings over N seeds: seed, seed+1, ... (default 1; the full run is on the first)")
+                     help="judge the findings over N seeds: seed, seed+1, ... (default 1; the full run is on the "
+                     "first)")
     toy.add_argument("--list-presets", action="store_true", help="print the presets and their settings, then exit")
     toy.add_argument("--no-progress", action="store_true", help="hide the progress bars")
     toy.add_argument("--device", metavar="DEV",

@@ -27,22 +27,28 @@ from typing import Any
 
 import torch
 
-from analyses.toy_model_store import ToyModel, is_toy_folder, load_toy_model
 from analyses.paper_result import write_json
+from analyses.toy_model_store import ToyModel, is_toy_folder, load_toy_model
 from probes.core.batch import TokenBatch
-from probes.stats.control_model import random_weight_control
-from probes.text.corpora import Document, iter_documents
 from probes.core.errors import ConfigError, InputError
-from probes.linear.labels import (CombinedLabels, LabelMaker, PreviousTokenLabels, RowLabels, TokenClassLabels,
-                                  most_frequent_tokens)
-from probes.linear.probe import LinearProbe, LinearProbeScores
 from probes.core.loading import load_model
 from probes.core.model_info import ModelInfo
-from probes.linear.residual_hooks import residual_hooks
 from probes.core.runner import run_probes
+from probes.linear.labels import (
+    CombinedLabels,
+    LabelMaker,
+    PreviousTokenLabels,
+    RowLabels,
+    TokenClassLabels,
+    most_frequent_tokens,
+)
+from probes.linear.probe import LinearProbe, LinearProbeScores
+from probes.linear.residual_hooks import residual_hooks
+from probes.stats.control_model import random_weight_control
+from probes.text.corpora import Document, iter_documents
 from probes.text.text_batches import text_token_batches
-from probes.text.topics import LdaTopicConfig, assign_word_topics, fit_lda_topics, words_of
 from probes.text.token_topics import token_topic_labels
+from probes.text.topics import LdaTopicConfig, assign_word_topics, fit_lda_topics, words_of
 
 log = logging.getLogger(__name__)
 TARGETS = ("parent", "topic", "next")
@@ -140,8 +146,9 @@ def document_batches(documents: list[Document], model: Any, config: LinearProbeC
         if len(batches) == config.max_batches:
             break
         for piece in text_token_batches([document], tokenizer, info, seq_len=config.seq_len, batch_size=1):
-            n = int(piece.attention_mask.sum())
-            rows.append((piece.tokens[0, :n], piece.valid[0, :n], piece.attention_mask[0, :n]))
+            mask = piece.attention_mask if piece.attention_mask is not None else torch.ones_like(piece.tokens)
+            n = int(mask.sum())
+            rows.append((piece.tokens[0, :n], piece.valid[0, :n], mask[0, :n]))
             owners.append(index)
             if len(rows) == config.batch_size:
                 batches.append(_pack(rows, pad))
@@ -228,7 +235,7 @@ def toy_setup(toy: ToyModel, target: str, config: LinearProbeConfig) -> ProbeSet
         chains = experiment.data
         tokens = sample_markov_icl(chains, n, experiment.seed + data_seed).tokens[:, :chains.seq_len]
         beyond = experiment.model_config().max_distance + 1
-        distances = tuple(range(1, chains.order + 1)) + (beyond,)
+        distances = (*range(1, chains.order + 1), beyond)
         labels: LabelMaker = PreviousTokenLabels(distances, tuple(range(chains.n_states)))
     elif toy.experiment == "topic":
         from analyses.topic.config import TopicExperimentConfig

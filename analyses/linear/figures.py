@@ -1,4 +1,5 @@
-"""The linear-probe figure: the gain over each label's baseline per layer, one panel per model, its random-weight control dashed."""
+"""The linear-probe figure: the gain over each label's baseline per layer, one panel per model, its random-weight
+control dashed."""
 
 from __future__ import annotations
 
@@ -9,11 +10,11 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.ticker import MaxNLocator
 
-from probes.linear.probe import LinearProbeScores  # noqa: E402
+from probes.linear.probe import LinearProbeScores
 
 
 def layer_number(hook: str) -> int:

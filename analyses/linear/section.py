@@ -31,18 +31,18 @@ from typing import Any
 import numpy as np
 import torch
 
-from analyses.linear.figures import gain_curves
 from analyses.linear.experiment import LinearProbeConfig, ProbeSetup, pretrained_setup, probe_setup, toy_setup
+from analyses.linear.figures import gain_curves
 from analyses.report.document import Figure, Section, Table
 from analyses.toy_model_store import is_toy_folder, load_toy_model
 from probes.core.atomic import atomic_write_text
-from probes.stats.control_model import random_weight_control
 from probes.core.errors import ConfigError, InputError
-from probes.stats.findings import Finding, adjust_family
+from probes.core.result import ProbeResult
 from probes.linear.fit import document_bootstrap, percentile_ci
 from probes.linear.labels import CombinedLabels
 from probes.linear.probe import LinearProbeScores
-from probes.core.result import ProbeResult
+from probes.stats.control_model import random_weight_control
+from probes.stats.findings import Finding, adjust_family
 
 MIN_EFFECT = 0.05
 CONTROL_SUFFIX = " (random weights)"
@@ -135,8 +135,13 @@ def best_of_draws(draws: list[LinearProbeScores], *, n_boot: int, seed: int) -> 
         fields["accuracy"][key], fields["accuracy_ci"][key] = torch.from_numpy(accuracy), torch.from_numpy(
             percentile_ci(accuracy_draws))
         fields["baseline_accuracy"][key] = torch.from_numpy(baseline.numpy().mean(axis=1).astype(np.float64))
-        fields["gain"][key], fields["gain_ci"][key] = torch.from_numpy(gain), torch.from_numpy(percentile_ci(gain_draws))
-    return dataclasses.replace(first, **fields, fit_seconds=sum(d.fit_seconds for d in draws))
+        fields["gain"][key] = torch.from_numpy(gain)
+        fields["gain_ci"][key] = torch.from_numpy(percentile_ci(gain_draws))
+    return dataclasses.replace(first, accuracy=fields["accuracy"], accuracy_ci=fields["accuracy_ci"],
+                               baseline_accuracy=fields["baseline_accuracy"], gain=fields["gain"],
+                               gain_ci=fields["gain_ci"], correct=fields["correct"],
+                               baseline_correct=fields["baseline_correct"],
+                               fit_seconds=sum(d.fit_seconds for d in draws))
 
 
 def run_linear_section(models: Mapping[str, Any], documents: list[Any], topic_model: Any,
@@ -223,7 +228,8 @@ def linear_section(runs: Mapping[str, LinearProbeScores], figures: Path, *, n_bo
             verdicts.append([label, _key_label(key), runs[label].statistic[key],
                              f.statistic.rsplit("(", 1)[-1].rstrip(")"), f.value, f.ci, control, f.reported_p,
                              "holds" if f.holds else "no"])
-    curves = [[label, _key_label(key), scores.statistic[key], scores.baseline_source[key], scores.majority_baseline[key],
+    curves = [[label, _key_label(key), scores.statistic[key], scores.baseline_source[key],
+               scores.majority_baseline[key],
                " ".join(f"{a:.2f}" for a in scores.accuracy[key].tolist()),
                " ".join(f"{b:.2f}" for b in scores.baseline_accuracy[key].tolist()),
                " ".join(f"{g:+.2f}" for g in scores.gain[key].tolist())]

@@ -11,8 +11,9 @@
   ``CategoricalNB`` on the token id fitted on the same folds (the training folds' most frequent class of
   that token, smoothed; the prior's class for a token unseen there).
 - :func:`control_task_labels`: Hewitt & Liang (2019)'s control task, the baseline for labels that are a
-  property of the current word (its topic): each word type (the token at the probed position) gets a random class. Unlike their independent draws, the types are shuffled and
-  cut at the real labels' cumulative class frequencies, so the control's class frequencies match the
+  property of the current word (its topic): each word type (the token at the probed position) gets a
+  random class. Unlike their independent draws, the types are shuffled and cut at the real labels'
+  cumulative class frequencies, so the control's class frequencies match the
   real task's (up to one type's mass) and a vocabulary of a few types cannot collapse onto one class.
 - :func:`document_bootstrap`: percentile intervals that resample documents (examples of one document
   are not independent).

@@ -34,7 +34,6 @@ from torch import Tensor
 from probes.core.batch import TokenBatch
 from probes.core.errors import ConfigError, InputError
 
-
 Baseline = Literal["control_task", "token_identity"]
 STATISTICS: dict[str, str] = {"control_task": "selectivity", "token_identity": "gain over token identity"}
 """The name of the statistic (accuracy minus the baseline's) for each baseline."""
@@ -43,7 +42,9 @@ STATISTICS: dict[str, str] = {"control_task": "selectivity", "token_identity": "
 class LabelMaker(Protocol):
     """What :class:`probes.LinearProbe` needs from its labels (see the module docstring)."""
 
-    keys: tuple[str, ...]
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """The label keys, in order."""
 
     def n_classes(self, key: str) -> int:
         """The number of classes of ``key``."""

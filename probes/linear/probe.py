@@ -31,7 +31,8 @@ a function of the current word (``tok[t-k]``, the document's topic, the next tok
 alone: the better (higher out-of-fold accuracy) of a count table on the token id
 (:func:`probes.linear.fit.token_identity_correct`) and the same probe on the token embeddings
 (``hook_embed``, when the probe reads it), so the gain is what the layers add to the token; a count table
-is the better estimate for a vocabulary seen often, trained embeddings for words that share a direction. Every fit runs on one BLAS/OpenMP thread (:data:`probes.linear.fit.FIT_THREADS`).
+is the better estimate for a vocabulary seen often, trained embeddings for words that share a direction.
+Every fit runs on one BLAS/OpenMP thread (:data:`probes.linear.fit.FIT_THREADS`).
 """
 
 from __future__ import annotations
@@ -49,13 +50,21 @@ from torch import Tensor
 from mechprobe.validation import integer
 from probes.core.batch import TokenBatch
 from probes.core.errors import ConfigError, InputError, ProbeStateError
-from probes.linear.fit import (control_task_labels, document_bootstrap, held_out_best_layer, majority_correct,
-                               make_classifier, out_of_fold_correct, percentile_ci, token_identity_correct)
-from probes.linear.labels import STATISTICS, Baseline, LabelMaker
 from probes.core.model_info import ModelInfo
 from probes.core.probe import Probe
-from probes.linear.residual_hooks import default_residual_hooks
 from probes.core.result import ProbeResult, Provenance
+from probes.linear.fit import (
+    control_task_labels,
+    document_bootstrap,
+    held_out_best_layer,
+    majority_correct,
+    make_classifier,
+    out_of_fold_correct,
+    percentile_ci,
+    token_identity_correct,
+)
+from probes.linear.labels import STATISTICS, Baseline, LabelMaker
+from probes.linear.residual_hooks import default_residual_hooks
 
 log = logging.getLogger(__name__)
 EMBEDDING_HOOK = "hook_embed"
@@ -97,13 +106,13 @@ class LinearProbeScores(ProbeResult):
         """[layer, example]: each example's correctness minus its baseline's (float64)."""
         return self.correct[key].numpy().astype(np.float64) - self.baseline_correct[key].numpy()
 
-    def same_examples(self, other: "LinearProbeScores", key: str) -> bool:
+    def same_examples(self, other: LinearProbeScores, key: str) -> bool:
         """Whether ``other`` scored the same examples of ``key`` (documents, labels, tokens) at the same hooks."""
         return (self.hooks == other.hooks and key in other.keys
                 and all(torch.equal(getattr(self, name)[key], getattr(other, name)[key])
                         for name in ("documents", "labels", "types")))
 
-    def held_out_best_layer(self, key: str, *, control: "LinearProbeScores | None" = None, n_boot: int = 1000,
+    def held_out_best_layer(self, key: str, *, control: LinearProbeScores | None = None, n_boot: int = 1000,
                             seed: int = 0) -> dict[str, Any]:
         """The layer of highest gain chosen on half of the documents, measured on the other half
         (:func:`probes.linear.fit.held_out_best_layer`); with ``control`` (e.g. the random-weight model probed on
@@ -252,7 +261,8 @@ class LinearProbe(Probe):
 
     def _update(self, activations: Mapping[str, Tensor], batch: TokenBatch) -> None:
         for hook, activation in activations.items():
-            self._batch["features"][hook] = self._gather(hook, activation, self._batch["entering"], self._batch["shape"])
+            staged = self._gather(hook, activation, self._batch["entering"], self._batch["shape"])
+            self._batch["features"][hook] = staged
 
     def end_batch(self, batch: TokenBatch) -> None:
         staged = self._batch
@@ -262,8 +272,9 @@ class LinearProbe(Probe):
                     staged["groups"])
 
     def abort_batch(self) -> None:
-        if getattr(self, "_snapshot", None) is not None:
-            self._rng.bit_generator.state, self._next_row = self._snapshot
+        snapshot = getattr(self, "_snapshot", None)
+        if snapshot is not None:
+            self._rng.bit_generator.state, self._next_row = snapshot
             self._snapshot = None
         super().abort_batch()
 
@@ -307,7 +318,7 @@ class LinearProbe(Probe):
     def load_state_dict(self, state: Mapping[str, Tensor]) -> None:
         self.state_dict()
 
-    def merge(self, other: Probe) -> "LinearProbe":
+    def merge(self, other: Probe) -> LinearProbe:
         """The probe that saw both streams: the ``max_examples`` smallest sampling keys of the union.
 
         Exact when the two saw disjoint data with different ``seed`` (independent keys) and
@@ -325,7 +336,8 @@ class LinearProbe(Probe):
                 f"merged reservoir would not be a uniform sample. Give each shard its own seed (e.g. seed=rank)."
             )
         if self._info is not None and other._info is not None and self._info != other._info:
-            raise ProbeStateError(f"Cannot merge probes of different models ({self._info.name!r} vs {other._info.name!r}).")
+            raise ProbeStateError(
+                f"Cannot merge probes of different models ({self._info.name!r} vs {other._info.name!r}).")
         priority = np.concatenate([self._priority, other._priority])
         targets = torch.cat([self._targets, other._targets])
         keep = np.nonzero(bottom_k_per_key(priority, targets.numpy() >= 0, self.max_examples))[0]
@@ -355,9 +367,9 @@ class LinearProbe(Probe):
         started = time.perf_counter()
         hooks = list(self.hook_names(info))
         fields: dict[str, dict[str, Any]] = {name: {} for name in (
-            "baseline", "baseline_source", "statistic", "accuracy", "accuracy_ci", "baseline_accuracy", "gain", "gain_ci", "correct",
-            "baseline_correct", "documents", "labels", "types", "majority_baseline", "n_classes", "n_examples",
-            "n_documents")}
+            "baseline", "baseline_source", "statistic", "accuracy", "accuracy_ci", "baseline_accuracy", "gain",
+            "gain_ci", "correct", "baseline_correct", "documents", "labels", "types", "majority_baseline", "n_classes",
+            "n_examples", "n_documents")}
         errors = {}
         for column, key in enumerate(self.labels.keys):
             try:
@@ -415,7 +427,7 @@ class LinearProbe(Probe):
                       documents=torch.from_numpy(groups.astype(np.int64)),
                       labels=torch.from_numpy(labels.astype(np.int64)), types=torch.from_numpy(types.astype(np.int64)),
                       majority_baseline=float(majority_correct(labels, groups, self.n_folds, unseen).mean()),
-                      n_classes=n_classes, n_examples=int(rows.sum()), n_documents=int(len(np.unique(groups))))
+                      n_classes=n_classes, n_examples=int(rows.sum()), n_documents=len(np.unique(groups)))
         return values
 
     def _empty_key(self, column: int, key: str, n_hooks: int) -> dict[str, Any]:
@@ -429,4 +441,4 @@ class LinearProbe(Probe):
                 "baseline_correct": torch.zeros(n_hooks, 0, dtype=torch.uint8),
                 "documents": none, "labels": none.clone(), "types": none.clone(), "majority_baseline": float("nan"),
                 "n_classes": self.labels.n_classes(key), "n_examples": int(rows.sum()),
-                "n_documents": int(len(np.unique(self._groups.numpy()[rows])))}
+                "n_documents": len(np.unique(self._groups.numpy()[rows]))}

@@ -20,7 +20,7 @@ LAYER_HOOKS = ("blocks.{layer}.hook_resid_post", "blocks.{layer}.hook_attn_out",
 
 def default_residual_hooks(info: ModelInfo) -> tuple[str, ...]:
     """``hook_embed`` and every ``blocks.{l}.hook_resid_post`` (the names TransformerBridges carry)."""
-    return (EMBEDDING_HOOK, *(LAYER_HOOKS[0].format(layer=l) for l in range(info.n_layers)))
+    return (EMBEDDING_HOOK, *(LAYER_HOOKS[0].format(layer=layer) for layer in range(info.n_layers)))
 
 
 def residual_hooks(model: Any) -> tuple[str, ...]:

@@ -8,8 +8,15 @@ import json
 import pytest
 import torch
 
-from analyses.linear.section import (LinearReportConfig, best_of_draws, evenly_spaced, linear_findings, linear_section,
-                                    load_linear_runs, save_linear_runs)
+from analyses.linear.section import (
+    LinearReportConfig,
+    best_of_draws,
+    evenly_spaced,
+    linear_findings,
+    linear_section,
+    load_linear_runs,
+    save_linear_runs,
+)
 from probes import LinearProbe, PreviousTokenLabels, run_probes
 from probes.core.errors import ConfigError, InputError
 from tests.hooked_models import PreviousTokenWriter
@@ -22,8 +29,8 @@ def runs():
     tokens = torch.randint(0, 12, (64, 20), generator=torch.Generator().manual_seed(1))
     out = {}
     for label, copies in (("planted", True), ("planted (random weights)", False)):
-        probe = LinearProbe(PreviousTokenLabels((1, 2), tuple(range(12))), hooks=["hook_embed", "blocks.0.hook_resid_post"],
-                            max_examples=800, n_folds=3, n_boot=300)
+        probe = LinearProbe(PreviousTokenLabels((1, 2), tuple(range(12))),
+                            hooks=["hook_embed", "blocks.0.hook_resid_post"], max_examples=800, n_folds=3, n_boot=300)
         (out[label],) = run_probes(PreviousTokenWriter(copies), [probe], list(tokens.split(16)), progress=False)
     return out
 
@@ -95,9 +102,9 @@ def random_toy_folders(root) -> dict:
     initialisation peaks head h at distance h + 1, so the induction toy copies its parents before any training."""
     from analyses.induction.config import PRESETS as INDUCTION
     from analyses.induction.findings import build_model
-    from analyses.toy_model_store import save_toy_model
     from analyses.topic.config import PRESETS as TOPIC
     from analyses.topic.findings import JOINT_VARIANT, topic_model
+    from analyses.toy_model_store import save_toy_model
     from probes.core.atomic import atomic_write_text
     from probes.stats.control_model import random_weight_control
 
@@ -129,7 +136,8 @@ def test_no_linear_finding_holds_with_random_weight_models_in_the_trained_models
     documents = list(iter_documents("wikipedia-excerpt", unit="paragraph", min_chars=200, max_documents=600))
     topic_model = fit_lda_topics(documents, LdaTopicConfig(passes=2))
     random.Random(0).shuffle(documents)
-    models = {kind: load_model(make_random_checkpoint(kind, tmp_path / kind, seed=3)) for kind in RANDOM_CHECKPOINT_KINDS}
+    models = {kind: load_model(make_random_checkpoint(kind, tmp_path / kind, seed=3))
+              for kind in RANDOM_CHECKPOINT_KINDS}
     runs = run_linear_section(models, documents, topic_model, assign_word_topics(topic_model),
                               random_toy_folders(tmp_path / "toys"), LinearReportConfig(), seed=0, progress=False)
     findings = linear_findings(runs, n_boot=1000, seed=0)

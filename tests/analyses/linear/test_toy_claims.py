@@ -23,9 +23,9 @@ from analyses.linear.experiment import LinearProbeConfig, run_linear_probe, toy_
 from analyses.toy_model_store import load_toy_model, save_toy_model
 from probes import LinearProbe, ProbeResult, TokenClassLabels, residual_hooks, run_probes
 from probes.core.atomic import atomic_write_text
-from toymodels.topic.data import LDAConfig, MaskingConfig, sample_documents
 from toymodels.induction.data import MarkovConfig, sample_markov_icl
 from toymodels.scansnap.model import YZModelConfig, YZTransformer
+from toymodels.topic.data import LDAConfig, MaskingConfig, sample_documents
 from toymodels.topic.model import TopicModel, TopicModelConfig
 from toymodels.topic.training import MaskedLMData, MaskedLMDataConfig, TopicTrainingConfig, train_topic_model
 
