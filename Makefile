@@ -13,7 +13,13 @@ TORCH ?= torch==2.13.0
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: install demo lint test test-fast clean
+# TransformerLens 3.9 (the last 3.x: HookedTransformer and the bridges) for `make test-tl3`, layered over .venv:
+# only TransformerLens 3.9 and the one dependency of it that 4.x dropped (better-abc) go into $(TL3), which is put
+# first on PYTHONPATH; torch, transformers and everything else are .venv's.
+TL3 := .venv-tl3
+TL3_PACKAGES := transformer-lens==3.9.0 better-abc==0.0.3
+
+.PHONY: install demo lint test test-fast test-tl3 clean
 
 install: $(VENV)/.installed
 
@@ -41,5 +47,16 @@ test: install
 test-fast: install
 	$(BIN)/python -m pytest
 
+# The fast suite on TransformerLens 3.9 (tests that need one generation skip with the reason: tests/probes/tl_support.py).
+test-tl3: $(TL3)/.installed
+	PYTHONPATH="$(abspath $(TL3))" $(BIN)/python -c 'import importlib.metadata as m; \
+	v = m.version("transformer-lens"); print("TransformerLens", v); assert v == "3.9.0", v'
+	PYTHONPATH="$(abspath $(TL3))" $(BIN)/python -m pytest -m "not slow"
+
+$(TL3)/.installed: $(VENV)/.installed Makefile
+	rm -rf $(TL3)
+	$(BIN)/python -m pip install --quiet --no-deps --target $(TL3) $(TL3_PACKAGES)
+	touch $@
+
 clean:
-	rm -rf $(VENV) runs .pytest_cache .ruff_cache .mypy_cache
+	rm -rf $(VENV) $(TL3) runs .pytest_cache .ruff_cache .mypy_cache

@@ -88,7 +88,7 @@ def _smollm2_tokenizer():
 def _build(shape: str, n_layers: int | None, n_ctx: int, device: str, dtype_name: str):
     """(bridge, bare LlamaModel sharing its weights) for a random-weight model of ``shape``."""
     import torch
-    from transformer_lens import TransformerBridge
+    from transformer_lens.model_bridge import TransformerBridge
     from transformers import LlamaConfig, LlamaModel
     from transformers.models.llama.modeling_llama import LlamaForCausalLM
 

@@ -8,7 +8,7 @@ or "rotary" positions.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 
@@ -52,7 +52,11 @@ def build_standard_model(config: StandardModelConfig, *, device: str | torch.dev
 
     Example: ``build_standard_model(StandardModelConfig(n_layers=2, d_vocab=3))``.
     """
-    from transformer_lens import TransformerBridge, TransformerBridgeConfig
+    # the paths that hold both classes in TransformerLens 3.9 and 4.x (3.9's top level has no TransformerBridge)
+    from transformer_lens.config import TransformerBridgeConfig
+    from transformer_lens.model_bridge import TransformerBridge
+
+    bridge_class: Any = TransformerBridge  # boot_native is attached at import time (sources.native), unseen by mypy
 
     bridge_config = TransformerBridgeConfig(
         d_model=config.d_model,
@@ -70,7 +74,7 @@ def build_standard_model(config: StandardModelConfig, *, device: str | torch.dev
         seed=config.seed,
     )
     name = f"standard-{config.n_layers}L-{config.positional}"
-    model = TransformerBridge.boot_native(bridge_config, device=device, model_name=name)
+    model = bridge_class.boot_native(bridge_config, device=device, model_name=name)
     if config.positional == "none":
         for name, parameter in model.named_parameters():
             if name.startswith("pos."):

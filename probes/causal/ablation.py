@@ -42,7 +42,8 @@ from probes.causal.token_loss import LossInputs, check_loss, counted_positions, 
 from probes.core.batch import TokenBatch, as_token_batch
 from probes.core.errors import ConfigError, InputError, ModelError
 from probes.core.model_info import ModelInfo
-from probes.core.runner import _forward_kwargs, model_device
+from probes.core.model_kind import mask_kwargs
+from probes.core.runner import model_device
 
 ABLATION_METHODS = ("zero", "mean", "resample")
 
@@ -199,7 +200,7 @@ def batch_ablation_sums(model: Any, batch: TokenBatch, plan: AblationPlan, slice
     (:func:`probes.causal.routes.choose_route`; the default computes full logits)."""
     masks = _slice_masks(batch, slices, plan.loss)
     inputs = LossInputs.of(model, batch, masks, plan.loss)
-    kwargs = _forward_kwargs(model, batch)
+    kwargs = mask_kwargs(model, batch.attention_mask)
     n_rows = batch.shape[0]
     clean_z: dict[int, Tensor] = {}
     kept: dict[str, Tensor] = {}
@@ -253,7 +254,8 @@ def ablation_sums(model: Any, plan: AblationPlan, batches: Iterable[Any], slices
                 batch = as_token_batch(raw, info).to(device)
                 if route is None:
                     inputs = LossInputs.of(model, batch, _slice_masks(batch, slices, plan.loss), plan.loss)
-                    route = choose_route(model, batch, inputs, _forward_kwargs(model, batch), min(plan.layers))
+                    kwargs = mask_kwargs(model, batch.attention_mask)
+                    route = choose_route(model, batch, inputs, kwargs, min(plan.layers))
                 part = batch_ablation_sums(model, batch, plan, slices, means=means, max_rows=max_rows, route=route)
                 total = part if total is None else total.merge(part)
     finally:

@@ -10,8 +10,8 @@ of the model computing ``[rows pos d_vocab]`` logits everywhere.
 there (repeated per copy), and the blocks below L return their input without computing: for the pass, their
 module's ``forward`` is swapped for a pass-through (on a TransformerBridge the Hugging Face layer inside
 ``blocks.{l}``, so the embedding, position ids and attention masks are still made from the real tokens; on a
-HookedRootModule ``blocks.{l}`` itself). TransformerBridge's ``start_at_layer`` is not used: it still runs blocks
-0..L-1 and feeds the residual as ``inputs_embeds``, which loses padding-derived position ids.
+HookedTransformer or a HookedRootModule ``blocks.{l}`` itself). TransformerBridge's ``start_at_layer`` is not used:
+it still runs blocks 0..L-1 and feeds the residual as ``inputs_embeds``, which loses padding-derived position ids.
 
 :func:`choose_route` checks each shortcut once per measurement on the first rows of the first batch: the clean
 per-token loss through the shortcut must equal the whole forward's (relative and absolute tolerance 1e-4, or the
@@ -40,7 +40,7 @@ from probes.causal.token_loss import (
 )
 from probes.core.batch import TokenBatch
 from probes.core.errors import ModelError
-from probes.core.runner import _is_bridge
+from probes.core.model_kind import model_kind
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +95,8 @@ def block_compute(model: Any, layer: int) -> nn.Module | None:
     blocks = getattr(model, "blocks", None)
     if not isinstance(blocks, nn.ModuleList) or not 0 <= layer < len(blocks):
         return None
-    module = getattr(blocks[layer], "original_component", None) if _is_bridge(model) else blocks[layer]
+    module = (getattr(blocks[layer], "original_component", None) if model_kind(model).is_bridge
+              else blocks[layer])
     return module if isinstance(module, nn.Module) else None
 
 
@@ -159,7 +160,7 @@ def token_losses(model: Any, route: ForwardRoute, inputs: LossInputs, kwargs: di
     """One forward pass over ``copies`` repeats of the batch with ``hooks``: the loss at each position of the union
     of the slices per copy. A route with ``start_layer`` needs ``resid``, the clean pass's residual there."""
     tokens = inputs.tokens.repeat(copies, 1)
-    kwargs = {key: value.repeat(copies, 1) if key == "attention_mask" else value for key, value in kwargs.items()}
+    kwargs = {key: value.repeat(copies, 1) if isinstance(value, Tensor) else value for key, value in kwargs.items()}
     hooks = list(hooks)
     with contextlib.ExitStack() as stack:
         if route.start_layer:

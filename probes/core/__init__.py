@@ -1,7 +1,8 @@
 """The probe contract and the machinery that runs it: batches, the runner, results, model loading,
-sharding, query-block attention for long sequences, errors.
+the kind of model held (TransformerLens 3.9 or 4.x), sharding, query-block attention for long sequences, errors.
 
-Modules: atomic, attention_rows, batch, distributed, errors, loading, model_info, pattern_sums, probe, result, runner.
+Modules: atomic, attention_rows, batch, distributed, errors, loading, model_info, model_kind, pattern_sums, probe,
+result, runner.
 """
 
 from probes.core.batch import TokenBatch, as_token_batch

@@ -27,6 +27,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from probes.core.model_kind import ModelKind, model_kind, wrapped_model
+
 log = logging.getLogger(__name__)
 
 IMPLEMENTATION = "mechprobe_query_chunks"
@@ -110,9 +112,9 @@ def _attention_bridges(model: Any) -> list[Any]:
 def supports_query_chunks(model: Any) -> bool:
     """Whether ``model`` is a TransformerBridge over a Hugging Face model whose every layer has an attention
     bridge (the structure :func:`query_chunked_attention` needs; exactness is checked separately)."""
-    hf_model = getattr(model, "original_model", None)
-    n_layers = getattr(getattr(model, "cfg", None), "n_layers", None)
-    return hf_model is not None and hasattr(hf_model, "config") and len(_attention_bridges(model)) == n_layers
+    if model_kind(model) is not ModelKind.HF_BRIDGE or not hasattr(wrapped_model(model), "config"):
+        return False
+    return bool(len(_attention_bridges(model)) == model.cfg.n_layers)
 
 
 @contextlib.contextmanager

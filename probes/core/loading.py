@@ -2,8 +2,8 @@
 
 Specs: a packaged offline short name (``smollm2-135m``, ``minilm-l6``), a local directory with a
 Hugging Face checkpoint, a Hugging Face hub name (``gpt2``, ``EleutherAI/pythia-70m``,
-``bert-base-uncased``; needs network), or an already-built ``TransformerBridge`` /
-``HookedRootModule`` (returned as is, after checking it has the hooks the probes read).
+``bert-base-uncased``; needs network), or an already-built ``TransformerBridge``, ``HookedTransformer``
+(TransformerLens 3.9) or ``HookedRootModule`` (returned as is, after checking it has the hooks the probes read).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import torch
 
 from probes.core.errors import ConfigError, ModelError
 from probes.core.model_info import ModelInfo
+from probes.core.model_kind import transformer_bridge_class
 
 log = logging.getLogger(__name__)
 
@@ -172,9 +173,7 @@ def converted_gguf_dir(entry: PackagedModel) -> Path:
 
 
 def _boot(name_or_dir: str, label: str, device: str | torch.device, dtype: torch.dtype, trust_remote_code: bool) -> Any:
-    from transformer_lens import TransformerBridge
-
-    bridge = TransformerBridge.boot_transformers(
+    bridge = transformer_bridge_class().boot_transformers(
         name_or_dir, device=device, dtype=dtype, trust_remote_code=trust_remote_code
     )
     bridge.cfg.model_name = label
@@ -240,7 +239,7 @@ def load_model(
     dtype: torch.dtype = torch.float32,
     trust_remote_code: bool = False,
 ) -> Any:
-    """A hooked model (TransformerBridge or HookedRootModule) for ``spec``, in eval mode.
+    """A hooked model (TransformerBridge, HookedTransformer or HookedRootModule) for ``spec``, in eval mode.
 
     ``spec`` is a packaged short name (``smollm2-135m``, ``minilm-l6``), a local checkpoint
     folder, a Hugging Face hub name (needs network), or an already-built hooked model.

@@ -2,8 +2,9 @@
 
 "Any hooked model" means an object with ``run_with_hooks`` and a ``hook_dict`` that contains
 ``blocks.{l}.attn.hook_pattern`` for every layer, and a ``cfg`` that carries ``n_layers``,
-``n_heads``, ``n_ctx`` and ``d_vocab``. A :class:`transformer_lens.TransformerBridge` and any
-:class:`transformer_lens.HookedRootModule` that follows TransformerLens's hook names qualify.
+``n_heads``, ``n_ctx`` and ``d_vocab``. A ``TransformerBridge``, TransformerLens 3.9's
+``HookedTransformer`` and ``HookedEncoder``, and any ``HookedRootModule`` that follows TransformerLens's
+hook names qualify (:mod:`probes.core.model_kind` tells them apart).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from probes.core.errors import ModelError
+from probes.core.model_kind import ModelKind, hf_attention_is_causal, model_kind
 
 REQUIRED_CFG_FIELDS = ("n_layers", "n_heads", "n_ctx", "d_vocab")
 
@@ -45,15 +47,7 @@ class ModelInfo:
 
         Example: ``ModelInfo.of(probes.load_model("minilm-l6")).n_layers == 6``.
         """
-        if not callable(getattr(model, "run_with_hooks", None)) or not isinstance(
-            getattr(model, "hook_dict", None), dict
-        ):
-            raise ModelError(
-                f"Expected a hooked model (a TransformerBridge or a HookedRootModule with "
-                f"run_with_hooks and hook_dict); got {type(model).__name__}. Load it with "
-                f"probes.load_model(...), or subclass transformer_lens.HookedRootModule, put "
-                f"HookPoints at the activations and call self.setup()."
-            )
+        kind = model_kind(model)  # a ModelError naming what is accepted when it is not a hooked model
         cfg = getattr(model, "cfg", None)
         missing = [f for f in REQUIRED_CFG_FIELDS
                    if isinstance(getattr(cfg, f, None), bool) or not isinstance(getattr(cfg, f, None), int)]
@@ -78,6 +72,9 @@ class ModelInfo:
             )
         attention_dir = getattr(cfg, "attention_dir", None)
         causal = None if attention_dir is None else attention_dir == "causal"
+        if kind is ModelKind.HF_BRIDGE:  # the Hugging Face modules' own flag first (3.9's BERT bridge says "causal")
+            declared = hf_attention_is_causal(model)
+            causal = causal if declared is None else declared
         tokenizer = getattr(model, "tokenizer", None)
         # Encoders open with CLS (a bridge may also give BERT tokenizers a stand-in BOS); LMs with BOS.
         bos = getattr(tokenizer, "cls_token_id", None) if tokenizer is not None else None

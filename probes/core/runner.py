@@ -15,6 +15,7 @@ from tqdm.auto import tqdm
 from probes.core.batch import TokenBatch, as_token_batch
 from probes.core.errors import InputError, ModelError
 from probes.core.model_info import ModelInfo, pattern_hook
+from probes.core.model_kind import mask_kwargs
 from probes.core.probe import LayerwiseProbe, Probe, ResultT
 
 log = logging.getLogger(__name__)
@@ -42,10 +43,6 @@ def model_device(model: Any) -> torch.device:
     return torch.device("cpu")
 
 
-def _is_bridge(model: Any) -> bool:
-    return type(model).__module__.startswith("transformer_lens.model_bridge")
-
-
 def capture(model: Any, batch: TokenBatch, hook_names: Sequence[str]) -> dict[str, Tensor]:
     """Run ``model`` on ``batch`` until every hook in ``hook_names`` has fired; return their values.
 
@@ -63,7 +60,7 @@ def capture(model: Any, batch: TokenBatch, hook_names: Sequence[str]) -> dict[st
 
         return keep
 
-    kwargs = _forward_kwargs(model, batch)
+    kwargs = mask_kwargs(model, batch.attention_mask)
     with contextlib.suppress(_AllHooksCaptured):
         model.run_with_hooks(batch.tokens, fwd_hooks=[(name, keeper(name)) for name in needed], **kwargs)
     if len(captured) != len(needed):
@@ -85,17 +82,6 @@ def is_out_of_memory(error: BaseException) -> bool:
 def _rows(batch: TokenBatch, start: int, stop: int) -> TokenBatch:
     mask = None if batch.attention_mask is None else batch.attention_mask[start:stop]
     return TokenBatch(batch.tokens[start:stop], batch.valid[start:stop], mask)
-
-
-def _forward_kwargs(model: Any, batch: TokenBatch) -> dict[str, Any]:
-    if batch.attention_mask is None:
-        return {}
-    if not _is_bridge(model):
-        raise InputError(
-            "This batch has an attention_mask, but the model is a custom HookedRootModule whose "
-            "forward() takes no mask. Pass unpadded batches of equal length instead."
-        )
-    return {"attention_mask": batch.attention_mask}
 
 
 @contextlib.contextmanager
@@ -154,7 +140,7 @@ def fold_forward(model: Any, probes: Sequence[Probe[Any]], batch: TokenBatch, in
             if needed:
                 with contextlib.suppress(_AllHooksCaptured):
                     model.run_with_hooks(batch.tokens, fwd_hooks=[(name, keeper(name)) for name in sorted(needed)],
-                                         **_forward_kwargs(model, batch))
+                                         **mask_kwargs(model, batch.attention_mask))
                 silent = sorted(set().union(*unfired))
                 if silent:
                     raise ModelError(
@@ -226,7 +212,7 @@ def fold_forward_in_query_blocks(model: Any, probes: Sequence[Probe[Any]], batch
         if remaining:
             try:
                 with query_chunked_attention(model, sink, rows=rows):
-                    model(batch.tokens, **_forward_kwargs(model, batch))
+                    model(batch.tokens, **mask_kwargs(model, batch.attention_mask))
             except _AllHooksCaptured:
                 pass
             if remaining:

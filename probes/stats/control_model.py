@@ -12,15 +12,21 @@ that control from the model itself, offline, without touching the original:
   (up to rounding) on every device and dtype.
 - a ``TransformerBridge`` over a TL-native model (``boot_native``): a copy re-initialised with
   TransformerLens's own ``initialize_native_model`` and the seed.
+- a ``HookedTransformer`` (TransformerLens 3.9): a deep copy holding the weights of the same architecture freshly
+  built from the model's config and initialised by TransformerLens's own ``init_weights`` under the seed (the
+  config's ``init_mode`` and ``initializer_range``; biases 0 and norm weights 1 as constructed); its ``cfg.seed``
+  is the seed, so ``control.init_weights()`` reproduces the weights. A ``HookedEncoder`` has no ``init_weights``
+  (its constructor leaves the matrices empty): its weight matrices (``W_*`` and the heads' ``W``) are drawn as
+  BERT draws them, ``normal(0, cfg.initializer_range)``.
 - a ``HookedRootModule`` (custom toy models): a deep copy in which every submodule with
   ``reset_parameters()`` (``nn.Linear``, ``nn.Embedding``, ``nn.LayerNorm``, ...) is reset under
   the seed. A trainable parameter that no such module owns (a bare ``nn.Parameter``) is an error
   unless ``redraw_unresettable=True``, which re-draws it from ``normal(mean, std)`` of its own
   values (a scalar or a constant parameter keeps its value: it has no spread to draw from).
 
-Frozen parameters (``requires_grad=False``) of toy models (native bridges and hooked modules)
-are part of the architecture (one-hot embeddings, a zeroed positional table) and keep their
-values. The control's ``ModelInfo`` (layers, heads, context, vocabulary, direction, special
+Frozen parameters (``requires_grad=False``) of toy models (native bridges, HookedTransformers and
+hooked modules) are part of the architecture (one-hot embeddings, a zeroed positional table) and
+keep their values. The control's ``ModelInfo`` (layers, heads, context, vocabulary, direction, special
 tokens) and hook names are checked to equal the original's; only its name differs.
 """
 
@@ -30,6 +36,7 @@ import copy
 import dataclasses
 import logging
 import time
+import warnings
 from typing import Any
 
 import torch
@@ -37,6 +44,14 @@ from torch import nn
 
 from probes.core.errors import ConfigError, ModelError
 from probes.core.model_info import ModelInfo
+from probes.core.model_kind import (
+    ModelKind,
+    accepted_models,
+    legacy_class,
+    model_kind,
+    transformer_bridge_class,
+    wrapped_model,
+)
 
 log = logging.getLogger(__name__)
 
@@ -66,20 +81,18 @@ def random_weight_control(model: Any, *, seed: int = 0, redraw_unresettable: boo
     info = ModelInfo.of(model)  # a ModelError that says what is missing when it is not a hooked model
     if not isinstance(model, nn.Module):
         raise ModelError(
-            f"random_weight_control needs a torch module (a TransformerBridge or a HookedRootModule); "
-            f"got {type(model).__name__}, which has hooks but no parameters to re-initialise."
+            f"random_weight_control needs a torch module ({accepted_models()}); got {type(model).__name__}, "
+            f"which has hooks but no parameters to re-initialise."
         )
     name = control_name(info.name, seed)
     start = time.perf_counter()
-    from transformer_lens import TransformerBridge
-
-    if isinstance(model, TransformerBridge):
-        hf_model = _wrapped_module(model)
-        native = _native_model_class()
-        if native is not None and isinstance(hf_model, native):
-            control = _native_bridge_control(model, seed, name)
-        else:
-            control = _hf_bridge_control(model, hf_model, seed, name)
+    kind = model_kind(model)
+    if kind is ModelKind.NATIVE_BRIDGE:
+        control = _native_bridge_control(model, seed, name)
+    elif kind is ModelKind.HF_BRIDGE:
+        control = _hf_bridge_control(model, _wrapped_module(model), seed, name)
+    elif kind in (ModelKind.HOOKED_TRANSFORMER, ModelKind.HOOKED_ENCODER):
+        control = _hooked_transformer_control(model, kind, seed, name)
     else:
         control = _module_control(model, seed, name, redraw_unresettable)
     _check_same_architecture(model, control, info)
@@ -92,10 +105,7 @@ def random_weight_control(model: Any, *, seed: int = 0, redraw_unresettable: boo
 
 def _wrapped_module(bridge: Any) -> nn.Module:
     """The module a bridge wraps (``bridge.original_model``, kept by its driver)."""
-    try:
-        module = bridge.original_model
-    except AttributeError:
-        module = None
+    module = wrapped_model(bridge)
     if not isinstance(module, nn.Module):
         raise ModelError(
             f"This TransformerBridge ({type(getattr(bridge, '_driver', None)).__name__} driver) does not "
@@ -103,14 +113,6 @@ def _wrapped_module(bridge: Any) -> nn.Module:
             f"model with probes.load_model(...) (TransformerBridge.boot_transformers) instead."
         )
     return module
-
-
-def _native_model_class() -> type | None:
-    try:
-        from transformer_lens.model_bridge.sources.native.model import NativeModel
-    except ImportError:  # a TransformerLens without the native source
-        return None
-    return NativeModel
 
 
 def _hf_bridge_control(bridge: Any, hf_model: nn.Module, seed: int, name: str) -> Any:
@@ -165,11 +167,9 @@ def _hf_bridge_control(bridge: Any, hf_model: nn.Module, seed: int, name: str) -
     if generation_config is not None:
         control_hf.generation_config = copy.deepcopy(generation_config)
 
-    from transformer_lens import TransformerBridge
-
     source = getattr(hf_model.config, "name_or_path", None) or name
     try:
-        control = TransformerBridge.boot_transformers(
+        control = transformer_bridge_class().boot_transformers(
             source,
             hf_model=control_hf,
             tokenizer=bridge.tokenizer,
@@ -204,18 +204,52 @@ def _native_bridge_control(bridge: Any, seed: int, name: str) -> Any:
     return control
 
 
+# --- HookedTransformer and HookedEncoder (TransformerLens 3.x) -----------------------------------
+
+
+def _hooked_transformer_control(model: nn.Module, kind: ModelKind, seed: int, name: str) -> nn.Module:
+    """A deep copy of ``model`` (same class, cfg and tokenizer) holding the weights of a fresh model built from its
+    config and initialised under the seed (module docstring)."""
+    base: Any = legacy_class("HookedTransformer" if kind is ModelKind.HOOKED_TRANSFORMER else "HookedEncoder")
+    control: Any = _deep_copy(model)
+    cfg: Any = copy.deepcopy(model.cfg)
+    # The fresh model only supplies weights: no tokenizer (a tokenizer name would load one from the hub). Setting
+    # cfg.seed here (not through the config's constructor, which seeds torch, random and numpy) makes the
+    # HookedTransformer's init_weights() seed torch itself; the encoder's draw is seeded below.
+    cfg.tokenizer_name, cfg.seed, cfg.init_weights = None, seed, kind is ModelKind.HOOKED_TRANSFORMER
+    frozen = _frozen_values(control)
+    with torch.random.fork_rng(devices=[]), torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # 3.9 warns that these classes leave in 4.0
+        fresh = base(cfg, move_to_device=False)
+        if kind is ModelKind.HOOKED_ENCODER:
+            torch.manual_seed(seed)
+            for parameter_name, parameter in fresh.named_parameters():
+                if parameter_name.rsplit(".", 1)[-1].startswith("W"):  # W_E ... W_U, and the heads' W
+                    nn.init.normal_(parameter, std=cfg.initializer_range)
+    control.load_state_dict(fresh.state_dict())
+    _restore(control, frozen)
+    _clear_state(control)
+    control.cfg.seed = seed  # so that control.init_weights() reproduces these weights
+    _rename(control, name)
+    return control
+
+
 # --- HookedRootModule (and any other hooked torch module) -----------------------------------------
 
 
-def _module_control(model: nn.Module, seed: int, name: str, redraw_unresettable: bool) -> nn.Module:
+def _deep_copy(model: nn.Module) -> nn.Module:
     try:
-        control = copy.deepcopy(model)
+        return copy.deepcopy(model)
     except Exception as error:
         raise ModelError(
             f"Cannot copy {type(model).__name__} to build its random-weight control "
             f"({type(error).__name__}: {error}). Make the model deep-copyable (no open files, "
             f"generators or locks as attributes)."
         ) from error
+
+
+def _module_control(model: nn.Module, seed: int, name: str, redraw_unresettable: bool) -> nn.Module:
+    control = _deep_copy(model)
     resets = ((m, getattr(m, "reset_parameters", None)) for m in control.modules())
     resettable = [(m, reset) for m, reset in resets if callable(reset)]
     covered = {id(p) for m, _ in resettable for p in m.parameters(recurse=False)}

@@ -15,6 +15,7 @@ from probes.core.batch import TokenBatch
 from probes.core.errors import ConfigError, InputError, ModelError
 from probes.core.model_info import ModelInfo
 from tests.probes.causal.planted_models import SCALE, SELF_HEAD, TWIN_HEAD, PlantedMaskedEncoder, repeated_batches
+from tests.probes.tl_support import needs_bridge_adapter
 from tests.random_checkpoints import make_random_checkpoint
 
 SEQ_LEN = 8
@@ -84,6 +85,7 @@ def roberta(tmp_path_factory):
     return probes.load_model(make_random_checkpoint("roberta", tmp_path_factory.mktemp("roberta") / "roberta", seed=0))
 
 
+@needs_bridge_adapter("RobertaForMaskedLM")
 def test_a_random_roberta_predicts_masked_tokens_at_the_uniform_loss_on_both_routes(roberta):
     info = ModelInfo.of(roberta)
     assert info.causal is False and roberta.tokenizer.mask_token_id == 49152

@@ -18,7 +18,8 @@ from probes.core.batch import TokenBatch
 from probes.core.model_info import pattern_hook
 from probes.core.result import results_close
 from tests.hooked_models import OracleModel
-from tests.random_checkpoints import RANDOM_CHECKPOINT_KINDS, make_random_checkpoint
+from tests.probes.tl_support import checkpoint_kinds, loadable_checkpoint_kinds
+from tests.random_checkpoints import make_random_checkpoint
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -27,7 +28,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 def checkpoints(tmp_path_factory):
     root = tmp_path_factory.mktemp("query-blocks")
     return {kind: probes.load_model(make_random_checkpoint(kind, root / kind, seed=1))
-            for kind in RANDOM_CHECKPOINT_KINDS}
+            for kind in loadable_checkpoint_kinds()}
 
 
 @pytest.fixture(autouse=True)
@@ -53,7 +54,7 @@ def _suite(d_vocab: int) -> list[probes.Probe]:
             probes.KeyTokenAttentionProbe(tracked[:4], None, query_position="last", window=6)]
 
 
-@pytest.mark.parametrize("kind", RANDOM_CHECKPOINT_KINDS)
+@pytest.mark.parametrize("kind", checkpoint_kinds())
 def test_blocks_reproduce_hook_pattern_and_the_models_output(checkpoints, kind):
     model = checkpoints[kind]
     tokens = _tokens()
@@ -65,7 +66,7 @@ def test_blocks_reproduce_hook_pattern_and_the_models_output(checkpoints, kind):
     assert torch.allclose(got, expected, atol=1e-5)
 
 
-@pytest.mark.parametrize("kind", RANDOM_CHECKPOINT_KINDS)
+@pytest.mark.parametrize("kind", checkpoint_kinds())
 def test_the_suite_in_blocks_equals_the_suite_on_whole_patterns(checkpoints, kind):
     model = checkpoints[kind]
     info = probes.ModelInfo.of(model)

@@ -19,6 +19,7 @@ import probes
 from probes import ConfigError, MechprobeError, ModelError, ModelInfo, random_weight_control
 from probes.stats.control_model import control_name
 from tests.hooked_models import OracleModel
+from tests.probes.tl_support import checkpoint_kinds, needs_bridge_adapter
 from tests.random_checkpoints import RANDOM_CHECKPOINT_KINDS, RANDOM_CHECKPOINTS, make_random_checkpoint
 
 # --- helpers ---------------------------------------------------------------------------------------
@@ -205,7 +206,7 @@ def checkpoint_folders(tmp_path_factory):
     return {kind: make_random_checkpoint(kind, root / kind, seed=0) for kind in RANDOM_CHECKPOINT_KINDS}
 
 
-@pytest.mark.parametrize("kind", RANDOM_CHECKPOINT_KINDS)
+@pytest.mark.parametrize("kind", checkpoint_kinds())
 def test_random_checkpoint_loads_and_its_control_is_the_same_architecture(kind, checkpoint_folders):
     model = probes.load_model(checkpoint_folders[kind])
     spec = RANDOM_CHECKPOINTS[kind]
@@ -235,6 +236,7 @@ def test_random_checkpoints_are_deterministic_in_the_seed(tmp_path):
     assert (first / "model.safetensors").read_bytes() == (again / "model.safetensors").read_bytes()
 
 
+@needs_bridge_adapter("RobertaForMaskedLM")
 def test_encoder_checkpoint_uses_robertas_special_token_layout(checkpoint_folders):
     model = probes.load_model(checkpoint_folders["roberta"])
     tokenizer, config = model.tokenizer, model.original_model.config
