@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
+from analyses.paper_reference import PaperReference
 from analyses.toy_findings import ToyFinding
 from probes.core.atomic import atomic_write_text
 from probes.core.errors import InputError
@@ -130,6 +131,7 @@ class PaperResult:
     """
 
     experiment: ClassVar[str] = ""
+    reference: PaperReference  # a field of every subclass: the paper's settings and this run's deviations
 
     def summary(self) -> dict[str, Any]:
         raise NotImplementedError

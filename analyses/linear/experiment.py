@@ -172,13 +172,16 @@ def corpus_documents(config: LinearProbeConfig) -> list[Document]:
 
 
 def dominant_topics(topic_model: Any, documents: list[Document]) -> torch.Tensor:
-    """The most probable LDA topic of each document (-1 for a document with no dictionary word)."""
+    """The most probable LDA topic of each document: -1 for a document with no dictionary word, and for one whose
+    topic was dropped as incoherent (:meth:`probes.text.topics.LdaTopics.kept_topics`), like its words."""
     stop = topic_model.config.stop_words()
+    kept = set(topic_model.kept_topics())
     out = []
     for document in documents:
         bow = topic_model.dictionary.doc2bow(words_of(document.text, topic_model.config.min_word_length, stop))
         mixture = topic_model.lda.get_document_topics(bow, minimum_probability=0.0) if bow else []
-        out.append(max(mixture, key=lambda pair: pair[1])[0] if mixture else -1)
+        dominant = max(mixture, key=lambda pair: pair[1])[0] if mixture else -1
+        out.append(dominant if dominant in kept else -1)
     return torch.tensor(out, dtype=torch.long)
 
 

@@ -11,18 +11,18 @@ from typing import Any, TypeVar
 import torch
 
 from analyses.induction.result import InductionResult
-from analyses.paper_result import PaperResult, json_ready
-from analyses.report.figures import layer_head_heatmaps, paired_bars
-from analyses.report.interactive import heatmap_view, pattern_view
 from analyses.linear.section import linear_section
+from analyses.paper_result import PaperResult, json_ready
 from analyses.pretrained.held_out import HeldOut
 from analyses.pretrained.measure import ModelMeasurements, PretrainedRun
-from analyses.report.document import Figure, Report, Section, Table, View
 from analyses.report.causal_section import causal_section
+from analyses.report.document import Figure, Report, Section, Table, View
+from analyses.report.figures import layer_head_heatmaps, paired_bars
+from analyses.report.interactive import heatmap_view, pattern_view
 from analyses.report.verdicts import compare_findings, verdict_section
-from probes.dynamics.embedding_topics import EMBEDDING_MEASURES
 from analyses.scansnap.result import ScanSnapResult
 from analyses.topic.result import TopicResult
+from probes.dynamics.embedding_topics import EMBEDDING_MEASURES
 from probes.linear.probe import LinearProbeScores
 
 R = TypeVar("R", bound=PaperResult)
@@ -38,7 +38,8 @@ class ToyRun:
 
 
 def _toy(toy: Mapping[str, ToyRun], name: str, kind: type[R]) -> R | None:
-    """The result of toy ``name`` when it ran and is a ``kind`` (a Scan and Snap WikiText run is not a ScanSnapResult)."""
+    """The result of toy ``name`` when it ran and is a ``kind`` (a Scan and Snap WikiText run is not a
+    ScanSnapResult)."""
     run = toy.get(name)
     return run.result if run is not None and isinstance(run.result, kind) else None
 
@@ -72,9 +73,9 @@ def _induction_section(toy: Mapping[str, ToyRun], runs: Mapping[str, PretrainedR
         rows.append(_held(label, "induction, repeated random tokens", held["induction_protocol"]))
         rows.append(_held(label, "induction, natural text", held["induction_text"]))
         rows.append(_held(label, "previous token, natural text", held["previous_token_text"]))
-        l, h, score = measured.generalized.best_head()
+        layer, head, score = measured.generalized.best_head()
         n = len(measured.generalized.provenance.settings["distances"]) + 1
-        rows.append([label, f"generalized induction n={n}, natural text (all data)", f"L{l}H{h}", score, "",
+        rows.append([label, f"generalized induction n={n}, natural text (all data)", f"L{layer}H{head}", score, "",
                      measured.generalized.chance, ""])
     section = Section(
         "Induction heads",
@@ -141,7 +142,8 @@ def _embedding_section(toy: Mapping[str, ToyRun], runs: Mapping[str, PretrainedR
         [Table(["model", "measure", "same topic", "different topic", "gap", "gap 95% CI", "null gap", "p"], rows)],
     )
     if groups:
-        path = paired_bars(groups, figures / "embedding_cosine.png", title="Embedding cosine gap (same - different topic)",
+        path = paired_bars(groups, figures / "embedding_cosine.png",
+                           title="Embedding cosine gap (same - different topic)",
                            ylabel="cosine gap", errors=errors)
         section.figures.append(Figure(str(path.relative_to(figures.parent)),
                                       "Same-minus-different-topic cosine, raw and mean-centred, with 95% intervals."))
@@ -181,7 +183,8 @@ def _toy_dynamics_section(toy: Mapping[str, ToyRun], figures: Path) -> Section:
                  ["topic", "W_V moves at step", topic.two_stage.wv_moves_at],
                  ["topic", "W_K/W_Q move at step", topic.two_stage.wkq_moves_at]]
     if (induction := _toy(toy, "induction", InductionResult)) is not None:
-        rows += [["induction", "validation loss", induction.val_loss], ["induction", "optimal loss", induction.optimal_loss],
+        rows += [["induction", "validation loss", induction.val_loss],
+                 ["induction", "optimal loss", induction.optimal_loss],
                  ["induction", "true parent share", induction.true_parent_share],
                  ["induction", "copier distances", str(list(induction.copier_distance))]]
     references = [[run.name, run.result.reference.paper, run.result.reference.experiment,
@@ -194,7 +197,8 @@ def _toy_dynamics_section(toy: Mapping[str, ToyRun], figures: Path) -> Section:
         for png in sorted(run.folder.glob("*.png")):
             target = figures / f"toy_{run.name}_{png.name}"
             shutil.copyfile(png, target)
-            section.figures.append(Figure(str(target.relative_to(figures.parent)), f"{run.name}: {png.stem.replace('_', ' ')}"))
+            section.figures.append(Figure(str(target.relative_to(figures.parent)),
+                                          f"{run.name}: {png.stem.replace('_', ' ')}"))
     return section
 
 
@@ -225,32 +229,63 @@ def _interactive_section(pretrained_runs: Mapping[str, PretrainedRun]) -> Sectio
     return section
 
 
+def _topic_quality(overview: Section, topics: list[list[str]], held_out: Mapping[str, Any]) -> None:
+    """The Setup paragraph and table on the topics: held-out and training NPMI, and which topics the probes use."""
+    used = held_out["used_by_probes"]
+    dropped = [str(t) for t, keep in enumerate(used) if not keep]
+    overview.paragraphs.append(
+        f"Topics: gensim LDA (stop words and corpus-generic words removed) fitted on chunks of consecutive "
+        f"paragraphs of one article, with {held_out['held_out_paragraphs']} of the paragraphs held out (fitted on "
+        f"{held_out['training_paragraphs']}); each topic claims its most likely words. Held-out NPMI: normalised "
+        f"PMI of a topic's top 10 words counted over the held-out paragraphs, co-occurrence in the same paragraph, "
+        f"the unit the probes read (-1 to 1; 0 = the words co-occur as often as chance; two words that never share "
+        f"a held-out paragraph score about -0.7). Median held-out NPMI {held_out['median']:.3f}; "
+        f"{held_out['above_0']} of {len(used)} topics above 0. The 10-token column counts gensim's standard "
+        f"sliding windows instead, where most pairs of topical words never meet in a held-out text this small; "
+        f"training NPMI counts paragraphs of the text LDA was fitted on. "
+        + (f"Dropped: topic{'s' if len(dropped) > 1 else ''} {', '.join(dropped)}, whose held-out NPMI is below "
+           f"{held_out['min_held_out_npmi']:g}: their top words do not co-occur in unseen paragraphs more often than "
+           f"chance, so they label no word for the topic probes."
+           if dropped else f"Every topic reaches held-out NPMI {held_out['min_held_out_npmi']:g}; none is dropped.")
+        + " A topic-attention finding is only as good as these topics.")
+    overview.tables.append(Table(
+        ["topic", "top words", "held-out NPMI (paragraphs)", "held-out NPMI (10-token windows)",
+         "training NPMI (paragraphs)", "used by the probes"],
+        [[t, ", ".join(words), float(held_out["per_topic"][t]), float(held_out["per_topic_10_token"][t]),
+          float(held_out["training_per_topic"][t]), "yes" if used[t] else "no"] for t, words in enumerate(topics)]))
+
+
 def compare(toy_runs: Mapping[str, ToyRun], pretrained_runs: Mapping[str, PretrainedRun], *,
             folder: str | Path, corpus: Mapping[str, Any] | None = None,
             settings: Mapping[str, Any] | None = None,
             linear: Mapping[str, LinearProbeScores] | None = None) -> Report:
     """The toy-vs-pretrained report; figures are written into ``folder/figures``.
 
-    Example: ``compare({"topic": ToyRun("topic", summary, path)}, {"minilm-l6": run}, folder="runs/r").write("runs/r")``.
+    Example:
+    ``compare({"topic": ToyRun("topic", summary, path)}, {"minilm-l6": run}, folder="runs/r").write("runs/r")``.
     """
     folder = Path(folder)
     figures = folder / "figures"
     figures.mkdir(parents=True, exist_ok=True)
+    about = dict(corpus or {})
     overview = Section("Setup", [
-        f"Corpus: {dict(corpus or {}).get('name', 'unspecified')} (sha256 {dict(corpus or {}).get('sha256', '?')[:12]}); "
+        f"Corpus: {about.get('name', 'unspecified')} (sha256 {about.get('sha256', '?')[:12]}); "
         "pretrained models: "
         f"{', '.join(pretrained_runs) or 'none'}; toy settings: {', '.join(toy_runs) or 'none'}."
     ])
     if corpus and corpus.get("topics"):
-        coherence = (corpus.get("topic_coherence") or {}).get("per_topic") or [float("nan")] * len(corpus["topics"])
-        overview.paragraphs.append(
-            "Topics: gensim LDA on the corpus (stop words and corpus-generic words removed); each topic claims its "
-            "most likely words. Coherence: NPMI of a topic's top 10 words over 10-token windows of the corpus "
-            "(-1 to 1; 0 = the words co-occur as often as chance). A topic-attention finding is only as good as "
-            "these topics.")
-        overview.tables.append(Table(["topic", "top words", "coherence (c_npmi)"],
-                                     [[i, ", ".join(words), float(c)]
-                                      for i, (words, c) in enumerate(zip(corpus["topics"], coherence))]))
+        if corpus.get("topic_held_out"):
+            _topic_quality(overview, corpus["topics"], corpus["topic_held_out"])
+        else:  # a report saved before held-out scoring, or topics fitted without held-out text
+            coherence = (corpus.get("topic_coherence") or {}).get("per_topic") or [float("nan")] * len(corpus["topics"])
+            overview.paragraphs.append(
+                "Topics: gensim LDA on the corpus (stop words and corpus-generic words removed); each topic claims its "
+                "most likely words. Coherence: NPMI of a topic's top 10 words over 10-token windows of the training "
+                "text (-1 to 1; 0 = the words co-occur as often as chance); no text was held out, so no topic was "
+                "scored on text LDA did not see. A topic-attention finding is only as good as these topics.")
+            overview.tables.append(Table(["topic", "top words", "coherence (c_npmi)"],
+                                         [[i, ", ".join(words), float(c)]
+                                          for i, (words, c) in enumerate(zip(corpus["topics"], coherence))]))
     comparison = compare_findings({name: run.result.toy_findings() for name, run in toy_runs.items()},
                                   pretrained_runs)
     sections = [

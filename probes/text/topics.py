@@ -1,11 +1,13 @@
 """Topics of a real corpus with gensim LDA, a word -> topic assignment, and its mapping onto model tokens.
 
-Pipeline: :func:`fit_lda_topics` (gensim's stop words and :data:`GENERIC_WORDS` removed,
-``filter_extremes``) -> :func:`assign_word_topics` (top topic above a probability threshold, or each
-topic's top words with words claimed by several topics dropped) -> :func:`token_topic_labels`
-(:mod:`probes.text.token_topics`: which vocabulary ids of a model carry each word's topic).
-:meth:`LdaTopics.coherence` scores each topic (NPMI of its top words on the training texts), so
-topic quality is a number that can fail. ``benchmarks/topic_coherence.py`` measured the defaults.
+Pipeline: :func:`fit_lda_topics` (gensim's stop words and :data:`GENERIC_WORDS` removed, a seeded
+fraction of the documents held out, the rest grouped into chunks of one article, ``filter_extremes``)
+-> :func:`assign_word_topics` (top topic above a probability threshold, or each topic's top words with
+words claimed by several topics dropped; topics incoherent on the held-out text get no words) ->
+:func:`token_topic_labels` (:mod:`probes.text.token_topics`: which vocabulary ids of a model carry each
+word's topic). :meth:`LdaTopics.held_out_coherence` scores each topic on text LDA never saw (NPMI of
+its top words over held-out paragraphs), :meth:`LdaTopics.coherence` on the training texts, so topic
+quality is a number that can fail. ``benchmarks/topic_coherence.py`` measured the defaults.
 """
 
 from __future__ import annotations
@@ -23,10 +25,12 @@ from typing import Any, Literal
 import numpy as np
 
 from probes.core.atomic import atomic_directory
-from probes.text.corpora import Document
 from probes.core.errors import ConfigError, InputError
+from probes.text.corpora import Document
+
 # Their home until the subpackages: scripts that import them from probes.topics keep working.
 from probes.text.token_topics import TokenTopicMap, token_topic_labels, word_variants  # noqa: F401
+from probes.text.topic_coherence import SlidingWindows, held_out_split, npmi_per_topic
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +52,7 @@ GENERIC_WORDS: frozenset[str] = frozenset("""
     approximately instead despite outside addition able form forms way work place example term terms set case meaning
     means result point type fact basis like non
     isbn file jpg png thumb http www com org html pdf
-""".split())
+""".split())  # noqa: SIM905 - one word list a line reads better than a 115-item literal
 
 COHERENCE_MEASURES = ("c_npmi", "c_uci", "c_v", "u_mass")
 Assignment = Literal["threshold", "top_fraction", "top_words"]
@@ -60,20 +64,24 @@ class LdaTopicConfig:
 
     Words: lower-cased alphabetic words of at least ``min_word_length`` letters, minus gensim's
     STOPWORDS, minus :data:`GENERIC_WORDS` when ``generic_stop_words``, minus ``extra_stop_words``.
-    ``filter_extremes`` then keeps words in at least ``no_below`` documents and at most a
-    ``no_above`` fraction of them (at most ``keep_n`` words). The assignment rules are described
-    in :func:`assign_words_from_phi`. Defaults chosen by ``benchmarks/topic_coherence.py`` on the
-    report corpus (benchmarks/RESULTS.md, "LDA topic coherence"): the generic stop list, 10 passes
-    (higher c_npmi than 5, at 1.7x the fit time) and the ``top_words`` rule with 50 words per topic
-    (its assigned words are far more coherent than the ~3,000 words the 0.6 threshold assigns).
+    ``held_out_fraction`` of the non-empty documents (drawn with ``seed``) are held out: never
+    fitted, kept to score the topics (:meth:`LdaTopics.held_out_coherence`); 0 fits on every
+    document. LDA is fitted on chunks: consecutive training documents of one article (same
+    ``Document.title``) concatenated until a chunk holds at least ``chunk_words`` words (0: each
+    document is its own chunk). ``filter_extremes`` then keeps words in at least ``no_below``
+    chunks and at most a ``no_above`` fraction of them (at most ``keep_n`` words). The assignment
+    rules are described in :func:`assign_words_from_phi`; topics whose held-out NPMI is below
+    ``min_held_out_npmi`` get no words. Defaults chosen by ``benchmarks/topic_coherence.py`` on the
+    report corpus (benchmarks/RESULTS.md, "LDA topic coherence").
     """
 
     n_topics: int = 20
-    passes: int = 10
+    passes: int = 20
     iterations: int = 100
     chunksize: int = 500
     alpha: Literal["symmetric", "asymmetric", "auto"] = "symmetric"
-    no_below: int = 5
+    eta: Literal["symmetric", "auto"] = "symmetric"
+    no_below: int = 10
     no_above: float = 0.3
     keep_n: int = 20000
     min_word_length: int = 3
@@ -84,13 +92,17 @@ class LdaTopicConfig:
     threshold: float = 0.6
     top_fraction: float = 0.05
     top_words_per_topic: int = 50
+    held_out_fraction: float = 0.2
+    chunk_words: int = 400
+    min_held_out_npmi: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("n_topics", "passes", "iterations", "chunksize", "keep_n", "min_word_length", "no_below",
-                     "top_words_per_topic", "seed"):
+                     "top_words_per_topic", "seed", "chunk_words"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < (0 if name == "seed" else 1):
-                kind = "a non-negative" if name == "seed" else "a positive"
+            non_negative = name in ("seed", "chunk_words")
+            if isinstance(value, bool) or not isinstance(value, int) or value < (0 if non_negative else 1):
+                kind = "a non-negative" if non_negative else "a positive"
                 raise ConfigError(f"{name} must be {kind} integer; got {value!r}.")
         if self.n_topics < 2:
             raise ConfigError(f"n_topics must be >= 2 to compare same vs different topics; got {self.n_topics}.")
@@ -102,6 +114,18 @@ class LdaTopicConfig:
             raise ConfigError(f"no_above is a fraction of documents in (0, 1]; got {self.no_above}.")
         if self.alpha not in ("symmetric", "asymmetric", "auto"):
             raise ConfigError(f"alpha must be 'symmetric', 'asymmetric' or 'auto'; got {self.alpha!r}.")
+        if self.eta not in ("symmetric", "auto"):
+            raise ConfigError(f"eta must be 'symmetric' or 'auto'; got {self.eta!r}.")
+        fraction = self.held_out_fraction
+        if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 <= fraction < 1:
+            raise ConfigError(
+                f"held_out_fraction is the fraction of documents held out, in [0, 1) (0: fit on all); got {fraction!r}."
+            )
+        threshold = self.min_held_out_npmi
+        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not -1 <= threshold <= 1:
+            raise ConfigError(
+                f"min_held_out_npmi is an NPMI in [-1, 1] (-1 keeps every topic); got {threshold!r}."
+            )
         if self.assignment not in ("threshold", "top_fraction", "top_words"):
             raise ConfigError(
                 f"assignment must be 'threshold', 'top_fraction' or 'top_words'; got {self.assignment!r}."
@@ -143,12 +167,19 @@ def words_of(text: str, min_length: int = 3, stop_words: Iterable[str] | None = 
     return [w for w in simple_preprocess(text, min_len=min_length, max_len=30) if w not in stop and w.isalpha()]
 
 
+# Config values that reproduce a model saved before a field existed (the behaviour of that time).
+_FIELDS_BEFORE_HELD_OUT = {"held_out_fraction": 0.0, "chunk_words": 0, "eta": "symmetric"}
+
+
 @dataclass
 class LdaTopics:
-    """A trained gensim LDA model with its dictionary, the config that made it and its tokenized training texts.
+    """A trained gensim LDA model with its dictionary, the config that made it and its tokenized texts.
 
-    ``texts`` (the documents after stop-word removal, before ``filter_extremes``; strings interned:
-    about 7 MB for the 4,000-paragraph report corpus) are the reference corpus of :meth:`coherence`.
+    ``n_documents`` counts the training documents (before they are grouped into chunks). ``texts``
+    (the training documents after stop-word removal, before ``filter_extremes``; strings interned:
+    about 7 MB for the report corpus) are the reference corpus of :meth:`coherence`;
+    ``held_out_texts`` (the held-out documents, tokenized the same way; None when nothing was held
+    out or the model was saved before held-out text existed) that of :meth:`held_out_coherence`.
     """
 
     lda: Any
@@ -156,6 +187,7 @@ class LdaTopics:
     config: LdaTopicConfig
     n_documents: int
     texts: list[list[str]] | None = field(default=None, repr=False)
+    held_out_texts: list[list[str]] | None = field(default=None, repr=False)
 
     def topic_word_probabilities(self) -> np.ndarray:
         """phi[topic, word id]: each topic's distribution over the dictionary."""
@@ -176,8 +208,9 @@ class LdaTopics:
         in [-1, 1], 0 when the words occur independently, 1 when they always co-occur; a window longer
         than every text counts co-occurrence in whole documents. Also ``c_uci``, ``c_v`` (windows of
         110) and ``u_mass`` (whole documents). Windows are handed to gensim one by one (see
-        :class:`_SlidingWindows`), so the counts are exact. ``texts`` default to the tokenized training
-        texts; otherwise give token lists, or Documents / strings (tokenized like the training texts).
+        :class:`probes.text.topic_coherence.SlidingWindows`), so the counts are exact. ``texts`` default
+        to the tokenized training texts; otherwise give token lists, or Documents / strings (tokenized
+        like the training texts).
         ``word_topics`` (e.g. :func:`assign_word_topics`) scores the words an assignment kept instead:
         each topic's assigned words ranked by phi, top ``topn``; NaN for a topic with fewer than 2.
         Counting runs in one process, so the result is deterministic.
@@ -211,12 +244,46 @@ class LdaTopics:
         if scored:
             if measure != "u_mass":
                 window_size = window_size or SLIDING_WINDOW_SIZES[measure]
-                reference = _SlidingWindows(reference, window_size)
-            model = CoherenceModel(topics=[topics[i] for i in scored], texts=reference, dictionary=self.dictionary,
+                windows: Any = SlidingWindows(reference, window_size)
+            else:
+                windows = reference
+            model = CoherenceModel(topics=[topics[i] for i in scored], texts=windows, dictionary=self.dictionary,
                                    coherence=measure, topn=topn, window_size=window_size, processes=1)
             for i, value in zip(scored, model.get_coherence_per_topic()):
                 scores[i] = float(value)
         return scores
+
+    def held_out_coherence(self, topn: int = 10, window_size: int | None = None) -> list[float]:
+        """NPMI of each topic's ``topn`` highest-phi words over the held-out documents, one float per topic.
+
+        :func:`probes.text.topic_coherence.npmi_per_topic` (gensim's ``c_npmi`` formula, exact counts; a
+        word absent from the held-out text scores -1 with every partner). ``window_size=None`` (default,
+        the held-out NPMI the report uses): co-occurrence in the same held-out document (paragraph), the
+        unit the topics are about; ``10``: gensim's standard sliding windows of 10 tokens, where on a
+        held-out set of ~40,000 tokens most pairs of topical words never share a window and score the
+        measure's floor for that (about -0.7 with gensim's epsilon).
+
+        Example: ``float(np.median(fit_lda_topics(docs).held_out_coherence()))``.
+        """
+        if isinstance(topn, bool) or not isinstance(topn, int) or topn < 2:
+            raise ConfigError(f"topn must be an integer >= 2 (coherence scores word pairs); got {topn!r}.")
+        if not self.held_out_texts:
+            raise InputError(
+                "This topic model holds no held-out text (fitted with held_out_fraction=0, or saved by an older "
+                "version); refit it with held_out_fraction > 0, or score it on your own text with coherence(texts=...)."
+            )
+        topics = [self.top_words(t, topn) for t in range(self.config.n_topics)]
+        return npmi_per_topic(topics, self.held_out_texts, window_size)
+
+    def kept_topics(self) -> list[int]:
+        """The topics :func:`assign_word_topics` gives words: held-out NPMI (paragraph windows, top 10 words)
+        at least ``config.min_held_out_npmi``; every topic when the model holds no held-out text.
+
+        Example: ``set(assign_word_topics(model).values()) <= set(model.kept_topics())``.
+        """
+        if not self.held_out_texts:
+            return list(range(self.config.n_topics))
+        return [t for t, score in enumerate(self.held_out_coherence()) if score >= self.config.min_held_out_npmi]
 
     def _tokenized(self, texts: Any) -> list[list[str]]:
         if isinstance(texts, (str, bytes)) or not isinstance(texts, Iterable):
@@ -255,20 +322,22 @@ class LdaTopics:
         return [[word for _, word in sorted(pairs)[:topn]] for pairs in by_topic]
 
     def save(self, folder: str | Path) -> Path:
-        """Save into ``folder`` (replaced atomically), training texts included; reload with :meth:`load`."""
+        """Save into ``folder`` (replaced atomically), training and held-out texts included; reload with
+        :meth:`load`."""
         with atomic_directory(folder) as tmp:
             self.lda.save(str(tmp / "lda.gensim"))
             self.dictionary.save(str(tmp / "dictionary.gensim"))
             (tmp / "topic_config.json").write_text(
                 json.dumps({"config": asdict(self.config), "n_documents": self.n_documents}), encoding="utf-8"
             )
-            if self.texts is not None:
-                with gzip.open(tmp / "texts.json.gz", "wt", encoding="utf-8") as handle:
-                    json.dump(self.texts, handle, separators=(",", ":"))
+            for name, texts in (("texts", self.texts), ("held_out_texts", self.held_out_texts)):
+                if texts is not None:
+                    with gzip.open(tmp / f"{name}.json.gz", "wt", encoding="utf-8") as handle:
+                        json.dump(texts, handle, separators=(",", ":"))
         return Path(folder)
 
     @classmethod
-    def load(cls, folder: str | Path) -> "LdaTopics":
+    def load(cls, folder: str | Path) -> LdaTopics:
         from gensim.corpora import Dictionary
         from gensim.models import LdaModel
 
@@ -276,37 +345,15 @@ class LdaTopics:
         if not (folder / "topic_config.json").is_file():
             raise InputError(f"{folder} is not a saved topic model (no topic_config.json); train one first.")
         meta = json.loads((folder / "topic_config.json").read_text(encoding="utf-8"))
-        texts = None
-        if (folder / "texts.json.gz").is_file():
-            with gzip.open(folder / "texts.json.gz", "rt", encoding="utf-8") as handle:
-                texts = [[sys.intern(w) for w in text] for text in json.load(handle)]
+        texts: dict[str, list[list[str]] | None] = {"texts": None, "held_out_texts": None}
+        for name in texts:
+            if (folder / f"{name}.json.gz").is_file():
+                with gzip.open(folder / f"{name}.json.gz", "rt", encoding="utf-8") as handle:
+                    texts[name] = [[sys.intern(w) for w in text] for text in json.load(handle)]
+        # A model saved before a config field existed was made without it: its old behaviour, not today's default.
+        config = LdaTopicConfig(**{**_FIELDS_BEFORE_HELD_OUT, **meta["config"]})
         return cls(LdaModel.load(str(folder / "lda.gensim")), Dictionary.load(str(folder / "dictionary.gensim")),
-                   LdaTopicConfig(**meta["config"]), int(meta["n_documents"]), texts)
-
-
-class _SlidingWindows:
-    """Each window of ``window_size`` consecutive tokens of each text as its own text (a shorter text: one window).
-
-    gensim 4.4's ``WordOccurrenceAccumulator`` slides one window per text and, when a token leaves it,
-    marks that word absent even while another copy is still inside: texts ``[["a", "a", "b"]]`` with
-    windows of 2 count ``a`` in 1 window instead of 2 and the pair (a, b) in none instead of 1. Topic
-    words repeat within 10 tokens (an article's name), so that bias lowers NPMI. Handed every window
-    as a separate text, gensim counts each one afresh: the same windows, the same number of them,
-    exact counts. Iterating is lazy, so no copy of the corpus is kept.
-    """
-
-    def __init__(self, texts: Sequence[Sequence[str]], window_size: int) -> None:
-        self.texts = texts
-        self.window_size = window_size
-
-    def __iter__(self):
-        size = self.window_size
-        for text in self.texts:
-            if len(text) <= size:
-                yield text
-            else:
-                for start in range(len(text) - size + 1):
-                    yield text[start:start + size]
+                   config, int(meta["n_documents"]), **texts)
 
 
 def _document_text(document: Any) -> str:
@@ -317,10 +364,39 @@ def _document_text(document: Any) -> str:
     raise InputError(f"Each document must be a probes.Document or a str; got {type(document).__name__}.")
 
 
-def fit_lda_topics(documents: Iterable[Document | str], config: LdaTopicConfig = LdaTopicConfig()) -> LdaTopics:
-    """Fit LDA on ``documents`` (bag of words, stop words removed, rare/common words filtered).
+def article_chunks(texts: Sequence[list[str]], titles: Sequence[str | None], chunk_words: int) -> list[list[str]]:
+    """The units LDA is fitted on: consecutive ``texts`` of one article concatenated into chunks of >= ``chunk_words``.
 
-    Deterministic given ``config.seed`` (single-process gensim ``LdaModel``).
+    Texts are grouped by title (articles in order of first appearance, texts in their given order);
+    within an article, texts are appended to the current chunk until it holds at least
+    ``chunk_words`` tokens, and an article's last chunk may be shorter. A text without a title
+    (``None``, a plain string document) is a chunk of its own; so is every text when ``chunk_words`` is 0.
+
+    Example: ``article_chunks([["a"], ["b"], ["c"]], ["A", "A", "B"], 2) == [["a", "b"], ["c"]]``.
+    """
+    if chunk_words == 0:
+        return [list(t) for t in texts]
+    articles: dict[Any, list[list[str]]] = {}
+    for number, (text, title) in enumerate(zip(texts, titles)):
+        articles.setdefault(number if title is None else ("title", title), []).append(list(text))
+    chunks = []
+    for members in articles.values():
+        chunk: list[str] = []
+        for text in members:
+            chunk.extend(text)
+            if len(chunk) >= chunk_words:
+                chunks.append(chunk)
+                chunk = []
+        if chunk:
+            chunks.append(chunk)
+    return chunks
+
+
+def fit_lda_topics(documents: Iterable[Document | str], config: LdaTopicConfig = LdaTopicConfig()) -> LdaTopics:
+    """Fit LDA on ``documents`` less a held-out fraction (bag of words of article chunks, stop words removed,
+    rare/common words filtered); see :class:`LdaTopicConfig`.
+
+    Deterministic given ``config.seed`` (the held-out draw and single-process gensim ``LdaModel``).
     Example: ``fit_lda_topics(iter_documents("wikipedia-excerpt", unit="article"), LdaTopicConfig(n_topics=10))``.
     """
     from gensim.corpora import Dictionary
@@ -334,23 +410,29 @@ def fit_lda_topics(documents: Iterable[Document | str], config: LdaTopicConfig =
             f"Wrap a single text in a list, or pass iter_documents(...)."
         )
     stop = config.stop_words()
-    texts = [[sys.intern(w) for w in words_of(_document_text(d), config.min_word_length, stop)] for d in documents]
-    texts = [t for t in texts if t]
-    if len(texts) < 2:
-        raise InputError(f"LDA needs at least 2 non-empty documents; the corpus gave {len(texts)}.")
-    dictionary = Dictionary(texts)
-    dictionary.filter_extremes(no_below=min(config.no_below, len(texts)), no_above=config.no_above,
+    tokenized = [([sys.intern(w) for w in words_of(_document_text(d), config.min_word_length, stop)],
+                  d.title if isinstance(d, Document) else None) for d in documents]
+    tokenized = [(text, title) for text, title in tokenized if text]
+    if len(tokenized) < 2:
+        raise InputError(f"LDA needs at least 2 non-empty documents; the corpus gave {len(tokenized)}.")
+    training, held_out = held_out_split(len(tokenized), config.held_out_fraction, config.seed)
+    texts = [tokenized[i][0] for i in training]
+    chunks = article_chunks(texts, [tokenized[i][1] for i in training], config.chunk_words)
+    dictionary = Dictionary(chunks)
+    dictionary.filter_extremes(no_below=min(config.no_below, len(chunks)), no_above=config.no_above,
                                keep_n=config.keep_n)
     if len(dictionary) < config.n_topics:
         raise InputError(
             f"After filter_extremes only {len(dictionary)} words remain, fewer than n_topics={config.n_topics}. "
             f"Use a larger corpus or lower no_below."
         )
-    bows = [dictionary.doc2bow(t) for t in texts]
+    bows = [dictionary.doc2bow(t) for t in chunks]
     lda = LdaModel(bows, id2word=dictionary, num_topics=config.n_topics, passes=config.passes,
-                   iterations=config.iterations, chunksize=config.chunksize, alpha=config.alpha, random_state=config.seed)
-    log.info("trained LDA: %d topics, %d words, %d documents", config.n_topics, len(dictionary), len(texts))
-    return LdaTopics(lda, dictionary, config, len(texts), texts)
+                   iterations=config.iterations, chunksize=config.chunksize, alpha=config.alpha,
+                   eta=None if config.eta == "symmetric" else config.eta, random_state=config.seed)
+    log.info("trained LDA: %d topics, %d words, %d documents in %d chunks, %d held out", config.n_topics,
+             len(dictionary), len(texts), len(chunks), len(held_out))
+    return LdaTopics(lda, dictionary, config, len(texts), texts, [tokenized[i][0] for i in held_out] or None)
 
 
 def assign_words_from_phi(phi: np.ndarray, words: Sequence[str], config: LdaTopicConfig) -> dict[str, int]:
@@ -375,21 +457,24 @@ def assign_words_from_phi(phi: np.ndarray, words: Sequence[str], config: LdaTopi
         posterior = phi / phi.sum(axis=0, keepdims=True)
         best = posterior.argmax(axis=0)
         keep = posterior.max(axis=0) >= config.threshold
-        return {words[i]: int(best[i]) for i in np.nonzero(keep)[0]}
+        return {words[int(i)]: int(best[i]) for i in np.nonzero(keep)[0]}
     if config.assignment == "top_words":
         n_top = config.top_words_per_topic
     else:
-        n_top = max(1, int(round(config.top_fraction * phi.shape[1])))
+        n_top = max(1, round(config.top_fraction * phi.shape[1]))
     top = np.argsort(-phi, axis=1, kind="stable")[:, :n_top]          # [topic, rank] word ids
     claims = np.bincount(top.ravel(), minlength=phi.shape[1])
     return {words[int(i)]: topic for topic in range(phi.shape[0]) for i in top[topic] if claims[i] == 1}
 
 
 def assign_word_topics(topic_model: LdaTopics) -> dict[str, int]:
-    """word -> topic under the model's config (see :func:`assign_words_from_phi` for the rules).
+    """word -> topic under the model's config (see :func:`assign_words_from_phi` for the rules), without the
+    words of topics that :meth:`LdaTopics.kept_topics` drops (held-out NPMI below ``min_held_out_npmi``).
 
     Example: ``assign_word_topics(fit_lda_topics(docs))["tiger"]``.
     """
     phi = topic_model.topic_word_probabilities()
     words = [topic_model.dictionary[i] for i in range(phi.shape[1])]
-    return assign_words_from_phi(phi, words, topic_model.config)
+    kept = set(topic_model.kept_topics())
+    return {word: topic for word, topic in assign_words_from_phi(phi, words, topic_model.config).items()
+            if topic in kept}

@@ -1,4 +1,5 @@
-"""gensim LDA topics: a corpus with known topics is recovered; mapping onto real tokenizers."""
+"""gensim LDA topics: a corpus with known topics is recovered, scored on held-out text and incoherent topics
+dropped; mapping onto real tokenizers."""
 
 from __future__ import annotations
 
@@ -12,8 +13,18 @@ import pytest
 from gensim.parsing.preprocessing import STOPWORDS
 
 from probes import ConfigError, InputError
-from probes.text.topics import (GENERIC_WORDS, LdaTopicConfig, LdaTopics, assign_word_topics, assign_words_from_phi, fit_lda_topics)
+from probes.text.corpora import Document
 from probes.text.token_topics import token_topic_labels
+from probes.text.topic_coherence import held_out_split, npmi_per_topic
+from probes.text.topics import (
+    GENERIC_WORDS,
+    LdaTopicConfig,
+    LdaTopics,
+    article_chunks,
+    assign_word_topics,
+    assign_words_from_phi,
+    fit_lda_topics,
+)
 
 ANIMALS = ["tiger", "zebra", "monkey", "rabbit", "donkey", "giraffe", "camel", "beaver"]
 METALS = ["copper", "silver", "nickel", "cobalt", "bronze", "platinum", "tungsten", "zinc"]
@@ -56,6 +67,7 @@ def test_save_and_load_gives_the_same_assignment(two_topics, tmp_path):
     loaded = LdaTopics.load(tmp_path / "topics")
     assert assign_word_topics(loaded) == assign_word_topics(two_topics)
     assert loaded.config == two_topics.config
+    assert loaded.held_out_texts == two_topics.held_out_texts and loaded.texts == two_topics.texts
 
 
 def test_mapping_onto_wordpiece_and_bpe(two_topics, minilm):
@@ -137,7 +149,9 @@ def test_coherence_is_deterministic_and_survives_save_load(two_topics, tmp_path)
     again = fit_lda_topics(two_topic_corpus(), two_topics.config)
     assert again.coherence(topn=8) == two_topics.coherence(topn=8)
     # Raw documents as texts are tokenized exactly like the stored training texts.
-    assert two_topics.coherence(texts=two_topic_corpus(), topn=8) == two_topics.coherence(topn=8)
+    training, _ = held_out_split(60, two_topics.config.held_out_fraction, two_topics.config.seed)
+    documents = two_topic_corpus()
+    assert two_topics.coherence(texts=[documents[i] for i in training], topn=8) == two_topics.coherence(topn=8)
     two_topics.save(tmp_path / "topics")
     assert LdaTopics.load(tmp_path / "topics").coherence(topn=8) == two_topics.coherence(topn=8)
 
@@ -221,3 +235,124 @@ def test_bad_quality_settings(changes):
 def test_config_survives_json_round_trip():
     config = LdaTopicConfig(extra_stop_words=("ibid",), assignment="top_words", top_words_per_topic=7)
     assert LdaTopicConfig(**json.loads(json.dumps(dataclasses.asdict(config)))) == config
+
+
+# --- held-out text, article chunks, dropping incoherent topics ----------------------------------------------------
+
+def test_held_out_split_is_disjoint_and_seeded():
+    training, held_out = held_out_split(100, 0.2, seed=3)
+    assert len(held_out) == 20 and sorted(training + held_out) == list(range(100))
+    assert held_out_split(100, 0.2, seed=3) == (training, held_out)
+    assert held_out_split(100, 0.2, seed=4)[1] != held_out
+    assert held_out_split(5, 0.0, seed=0) == ([0, 1, 2, 3, 4], [])
+    assert len(held_out_split(3, 0.9, seed=0)[0]) == 2  # at least 2 documents stay to fit
+    with pytest.raises(InputError, match="at least 3"):
+        held_out_split(2, 0.5, seed=0)
+
+
+def test_fit_holds_out_the_drawn_documents(two_topics):
+    documents = two_topic_corpus()
+    training, held_out = held_out_split(60, 0.2, seed=0)
+    assert len(two_topics.held_out_texts) == 12 and two_topics.n_documents == len(two_topics.texts) == 48
+    assert two_topics.held_out_texts == [documents[i].split() for i in held_out]
+    assert two_topics.texts == [documents[i].split() for i in training]
+    other = fit_lda_topics(documents, dataclasses.replace(two_topics.config, seed=1))
+    assert other.held_out_texts != two_topics.held_out_texts
+    everything = fit_lda_topics(documents, dataclasses.replace(two_topics.config, held_out_fraction=0.0))
+    assert everything.held_out_texts is None and everything.n_documents == 60
+    assert everything.kept_topics() == [0, 1]
+    with pytest.raises(InputError, match="held_out_fraction > 0"):
+        everything.held_out_coherence()
+
+
+def test_article_chunks_on_hand_made_articles():
+    texts = [["a"] * 3, ["b"] * 2, ["c"] * 4, ["d"], ["e"] * 5, ["f"]]
+    titles = ["A", "B", "A", None, "A", "B"]
+    # A: 3 + 4 = 7 >= 5 -> chunk, then 5 -> chunk; B: 2 + 1 (shorter last chunk); untitled d alone
+    assert article_chunks(texts, titles, 5) == [["a"] * 3 + ["c"] * 4, ["e"] * 5, ["b", "b", "f"], ["d"]]
+    assert article_chunks(texts, titles, 0) == texts
+    titles = ["x", "y"] * 30
+    documents = [Document(text, title, "test") for text, title in zip(two_topic_corpus(), titles)]
+    model = fit_lda_topics(documents, dataclasses.replace(PLANTED, chunk_words=100))
+    training, _ = held_out_split(60, PLANTED.held_out_fraction, PLANTED.seed)
+    # Texts of 40 words: three make a chunk of one title; gensim counts the documents of its first pass.
+    n_chunks = sum(math.ceil(sum(titles[i] == title for i in training) / 3) for title in "xy")
+    assert model.n_documents == 48 and model.lda.num_updates == n_chunks == 17
+
+
+def test_npmi_on_a_hand_made_corpus():
+    texts = [["a", "b"], ["a"], ["c"]]
+    # p(a) = 2/3, p(b) = p(a, b) = 1/3: NPMI = log(1.5) / log(3); z never occurs: -1
+    expected = math.log(1.5) / math.log(3)
+    assert npmi_per_topic([["a", "b"], ["a", "z"], ["a"]], texts, None) == [pytest.approx(expected), -1.0,
+                                                                           pytest.approx(float("nan"), nan_ok=True)]
+    # windows of 2 tokens: ["a", "b"] is one window; the same counts
+    assert npmi_per_topic([["a", "b"]], texts, 2) == [pytest.approx(expected)]
+    with pytest.raises(ConfigError):
+        npmi_per_topic([["a", "b"]], texts, 1)
+
+
+@pytest.mark.parametrize("window", [None, 10, 3])
+def test_held_out_npmi_matches_nested_loop_count(two_topics, window):
+    scores = two_topics.held_out_coherence(topn=8, window_size=window)
+    for topic, score in enumerate(scores):
+        words = two_topics.top_words(topic, 8)
+        assert score == pytest.approx(reference_npmi(two_topics.held_out_texts, words, window or 10**6), abs=1e-9)
+    # Same counts as gensim's c_npmi where both apply (every word occurs in the training texts).
+    assert npmi_per_topic([two_topics.top_words(t, 8) for t in range(2)], two_topics.texts, 10) == \
+        pytest.approx(two_topics.coherence(topn=8), abs=1e-12)
+
+
+def scattered_metals_held_out(rng: random.Random) -> list[list[str]]:
+    """Held-out text where the animals still co-occur (every paragraph holds all 8) but each metal stands
+    alone: the metal topic is noise on this text."""
+    animals = [rng.sample(ANIMALS, len(ANIMALS)) for _ in range(10)]
+    return animals + [[metal] for metal in METALS for _ in range(2)]
+
+
+def test_incoherent_topic_gets_no_words(two_topics):
+    config = dataclasses.replace(two_topics.config, assignment="top_words", top_words_per_topic=8)
+    model = dataclasses.replace(two_topics, config=config, held_out_texts=scattered_metals_held_out(random.Random(0)))
+    animal_topic = assign_word_topics(two_topics)["tiger"]
+    metal_topic = 1 - animal_topic
+    # 26 paragraphs; animals: p = p(a, b) = 10/26 -> NPMI 1; metals: p = 2/26, never together -> the epsilon floor
+    p_metal = 2 / 26
+    floor = math.log(1e-12 / p_metal ** 2) / -math.log(1e-12)
+    scores = model.held_out_coherence(topn=8)
+    assert scores[animal_topic] == pytest.approx(1.0) and scores[metal_topic] == pytest.approx(floor)
+    assert model.kept_topics() == [animal_topic]
+    every = assign_word_topics(dataclasses.replace(model, config=dataclasses.replace(config, min_held_out_npmi=-1.0)))
+    assert set(every) == set(ANIMALS) | set(METALS)
+    assert assign_word_topics(model) == {w: t for w, t in every.items() if t != metal_topic}
+    assert set(assign_word_topics(model)) == set(ANIMALS)
+    # A threshold above both topics drops every word.
+    strict = dataclasses.replace(model, config=dataclasses.replace(config, min_held_out_npmi=1.0))
+    assert assign_word_topics(strict) == {}
+
+
+def test_model_saved_before_held_out_text_still_loads(two_topics, tmp_path):
+    folder = two_topics.save(tmp_path / "old")
+    (folder / "held_out_texts.json.gz").unlink()
+    meta = json.loads((folder / "topic_config.json").read_text())
+    for key in ("held_out_fraction", "chunk_words", "min_held_out_npmi", "eta"):
+        del meta["config"][key]
+    (folder / "topic_config.json").write_text(json.dumps(meta))
+    old = LdaTopics.load(folder)
+    # The fields it lacked take the behaviour of its time (nothing held out, one chunk a document).
+    assert old.held_out_texts is None and old.config.held_out_fraction == 0.0 and old.config.chunk_words == 0
+    assert old.kept_topics() == [0, 1]
+    assert assign_word_topics(old) == assign_words_from_phi(old.topic_word_probabilities(),
+                                                             [old.dictionary[i] for i in range(len(old.dictionary))],
+                                                             old.config)
+    assert old.coherence(topn=8) == two_topics.coherence(topn=8)
+    with pytest.raises(InputError, match="no held-out text"):
+        old.held_out_coherence()
+
+
+@pytest.mark.parametrize("changes", [
+    {"held_out_fraction": 1.0}, {"held_out_fraction": -0.1}, {"held_out_fraction": True}, {"chunk_words": -1},
+    {"chunk_words": 2.5}, {"min_held_out_npmi": 1.5}, {"min_held_out_npmi": "0"}, {"eta": "asymmetric"},
+])
+def test_bad_held_out_settings(changes):
+    with pytest.raises(ConfigError):
+        LdaTopicConfig(**changes)
