@@ -1,7 +1,7 @@
 """Real text and the statistics of tokens alone: corpora, gensim LDA topics, token batches,
 co-occurrence ordering, the chi-square parent criterion.
 
-Modules: cooccurrence, corpora, parent_criterion, text_batches, token_topics, topics.
+Modules: cooccurrence, corpora, parent_criterion, text_batches, token_topics, topic_coherence, topics.
 """
 
 from probes.text.cooccurrence import (
