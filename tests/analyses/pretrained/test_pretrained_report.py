@@ -240,8 +240,8 @@ def test_report_on_local_jsonl_and_parquet_corpora(tmp_path, capsys):
         out = tmp_path / f"report-{path.suffix[1:]}"
         assert main(["report", "--no-toys", "--fast", "--no-progress", "--no-control", "--model", "minilm-l6",
                      "--corpus", str(path), "--text-column", "body", "--set", "pretrained.n_boot=100",
-                     "--set", "pretrained.n_permutations=100", "--set", "topics.min_held_out_npmi=-1",
-                     "--out", str(out)]) == 0
+                     "--set", "pretrained.n_permutations=100", "--set", "topics.held_out_fraction=0",
+                     "--set", "topics.chunk_words=0", "--set", "topics.no_below=5", "--out", str(out)]) == 0
         summary = json.loads((out / "summary.json").read_text())
         assert summary["corpus"]["documents"] == len(texts) and summary["settings"]["text_column"] == "body"
         # (n_boot 100: p >= 1/101)
