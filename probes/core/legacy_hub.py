@@ -16,7 +16,10 @@ A checkpoint is picked by a suffix on the name, with TransformerLens's own argum
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import io
+import logging
 import warnings
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +28,8 @@ import torch
 
 from probes.core.errors import ModelError
 from probes.core.model_kind import has_hooked_transformer, legacy_class
+
+log = logging.getLogger(__name__)
 
 # The repo families TransformerLens 4.x's tl_legacy source and its checkpoint-label lookup treat as legacy.
 LEGACY_PREFIXES = ("NeelNanda/", "ArthurConmy/", "Baidicoot/")
@@ -99,10 +104,12 @@ def boot_legacy(spec: LegacySpec, *, device: str | torch.device, dtype: torch.dt
     if has_hooked_transformer():
         hooked_transformer = legacy_class("HookedTransformer")
         assert hooked_transformer is not None
-        with warnings.catch_warnings():
+        printed = io.StringIO()  # from_pretrained prints what it loaded; library code logs instead
+        with warnings.catch_warnings(), contextlib.redirect_stdout(printed):
             warnings.simplefilter("ignore", DeprecationWarning)
             model = hooked_transformer.from_pretrained_no_processing(  # type: ignore[attr-defined]
                 spec.name, device=device, dtype=dtype, **checkpoint)
+        log.info("%s", printed.getvalue().strip())
     else:
         from transformer_lens.model_bridge.sources.tl_legacy import boot
 

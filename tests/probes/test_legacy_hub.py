@@ -1,9 +1,10 @@
 """The legacy TransformerLens hub repos by name (``attn-only-2l``, ``NeelNanda/...``), with training checkpoints.
 
-The hub is never reachable in tests: offline, the name is one clear line on both generations. On 4.x the whole
-by-name path (TransformerLens's ``tl_legacy`` source: config from the repo, checkpoint labels from its file list,
-weights through ``convert_tl_checkpoint``) runs against a stand-in hub that serves a legacy-layout repo from a
-folder: the planted model as the final weights and one checkpoint, a model without the planted heads as the other.
+The hub is never reachable in tests: offline, the name is one clear line on both generations. The whole by-name
+path (4.x: TransformerLens's ``tl_legacy`` source, weights through ``convert_tl_checkpoint``; 3.x:
+``HookedTransformer.from_pretrained_no_processing``; both: the config from the repo, checkpoint labels from its file
+list) runs against a stand-in hub that serves a legacy-layout repo from a folder: the planted model as the final
+weights and one checkpoint, a model without the planted heads as the other.
 """
 
 from __future__ import annotations
@@ -17,8 +18,13 @@ import torch
 import probes
 from probes import ModelError
 from probes.core.legacy_hub import legacy_spec, split_checkpoint
-from probes.core.model_kind import ModelKind, has_hooked_transformer, model_kind
-from tests.probes.test_tl_checkpoint import assert_planted_heads_found, planted_config, planted_state_dict
+from probes.core.model_kind import has_hooked_transformer, model_kind
+from tests.probes.test_tl_checkpoint import (
+    EXPECTED_KIND,
+    assert_planted_heads_found,
+    planted_config,
+    planted_state_dict,
+)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -93,7 +99,8 @@ def stand_in_hub(tmp_path, monkeypatch):
     torch.save(planted_state_dict(), repo / "checkpoints" / "attn_only_2L_2000.pth")
     asked: list[str] = []
 
-    def download(repo_id: str, filename: str, **_: object) -> str:
+    def download(repo_id: str, filename: str, subfolder: str | None = None, cache_dir: object = None,
+                 **_: object) -> str:
         assert repo_id == ATTN_ONLY_2L, repo_id
         asked.append(filename)
         return str(repo / filename)
@@ -103,25 +110,25 @@ def stand_in_hub(tmp_path, monkeypatch):
             assert repo_id == ATTN_ONLY_2L, repo_id
             return sorted(str(p.relative_to(repo)) for p in repo.rglob("*") if p.is_file())
 
-    monkeypatch.setattr(huggingface_hub, "hf_hub_download", download)
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", download)  # 4.x's tl_legacy imports them when it runs
     monkeypatch.setattr(huggingface_hub, "HfApi", Api)
+    if has_hooked_transformer():  # 3.x's from_pretrained imported them into its modules
+        import transformer_lens.loading_from_pretrained as loading
+        import transformer_lens.utilities.hf_utils as hf_utils
+
+        monkeypatch.setattr(hf_utils, "hf_hub_download", download)
+        monkeypatch.setattr(loading, "HfApi", Api)
     return asked
 
 
-needs_tl4 = pytest.mark.skipif(has_hooked_transformer(), reason="3.x loads legacy repos with "
-                               "HookedTransformer.from_pretrained, which this stand-in hub does not serve")
-
-
-@needs_tl4
-def test_a_legacy_name_loads_through_transformer_lens_tl_legacy_source(stand_in_hub):
+def test_a_legacy_name_loads_through_transformer_lens_own_legacy_loader(stand_in_hub):
     model = probes.load_model("attn-only-2l")
-    assert model_kind(model) is ModelKind.NATIVE_BRIDGE and not model.training
+    assert model_kind(model) is EXPECTED_KIND and not model.training
     assert model.cfg.model_name == ATTN_ONLY_2L
     assert stand_in_hub == ["config.json", "attn_only_2L_final.pth"]
     assert_planted_heads_found(model)
 
 
-@needs_tl4
 def test_a_training_checkpoint_loads_its_own_weights(stand_in_hub):
     early = probes.load_model("attn-only-2l@checkpoint_index=0")
     late = probes.load_model(f"{ATTN_ONLY_2L}@checkpoint_value=2000")
@@ -133,9 +140,9 @@ def test_a_training_checkpoint_loads_its_own_weights(stand_in_hub):
     assert scores.top_heads("previous_token", 1)[0][2] < 0.9  # no circuit in the early checkpoint
 
 
-@needs_tl4
 def test_a_checkpoint_the_repo_does_not_have_is_one_line(stand_in_hub):
-    with pytest.raises(ModelError, match=r"could not load the legacy model .*checkpoint_value=5 not in available") \
+    # 4.x: "checkpoint_value=5 not in available checkpoints"; 3.9: "Checkpoint value 5 is not in list of available"
+    with pytest.raises(ModelError, match=r"could not load the legacy model .*(?i:checkpoint.value.5 (is )?not in)") \
             as caught:
         probes.load_model("attn-only-2l@checkpoint_value=5")
     assert "\n" not in str(caught.value)
