@@ -21,6 +21,7 @@ import probes
 from probes import ModelError
 from probes.core.model_kind import ModelKind, has_hooked_transformer, model_kind
 from tests.probes.test_hooked_transformer import D_HEAD, D_MODEL, HEADS, N, V, embeddings, planted_heads
+from tests.probes.tl_support import needs_hooked_transformer
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -127,6 +128,25 @@ def test_the_loaded_weights_are_the_saved_ones(tmp_path):
         q = model.state_dict()["blocks.1.attn.q.weight"]
         assert torch.equal(q, state["blocks.1.attn.W_Q"].permute(0, 2, 1).reshape(HEADS * D_HEAD, D_MODEL))
         assert torch.equal(model.state_dict()["unembed.weight"], state["unembed.W_U"].T)
+
+
+@needs_hooked_transformer
+@pytest.mark.parametrize("form", ["config_dict_inside", "json_beside"])
+def test_on_3_9_a_saved_hooked_transformer_comes_back_as_the_same_hooked_transformer(form, tmp_path):
+    from tests.probes.tl3_save_checkpoints import full_model
+
+    model = full_model()  # LayerNorm, GELU MLP, biases: cfg.to_dict() with every field it has on 3.9
+    if form == "config_dict_inside":
+        torch.save({"config": model.cfg.to_dict(), "state_dict": model.state_dict()}, tmp_path / "full.pt")
+    else:
+        torch.save(model.state_dict(), tmp_path / "full.pt")
+        (tmp_path / "full.json").write_text(json.dumps(model.cfg.to_dict(), default=str), encoding="utf-8")
+    loaded = probes.load_model(tmp_path / "full.pt")
+    assert model_kind(loaded) is ModelKind.HOOKED_TRANSFORMER and loaded.cfg.model_name == "full"
+    assert loaded.state_dict().keys() == model.state_dict().keys()
+    assert all(torch.equal(loaded.state_dict()[key], value) for key, value in model.state_dict().items())
+    original, again = (probes.head_scores(m, **SCORE_ARGS) for m in (model, loaded))
+    assert all(torch.equal(original.scores[kind], again.scores[kind]) for kind in original.scores)
 
 
 # --- what is not such a checkpoint -------------------------------------------------------------------------------
