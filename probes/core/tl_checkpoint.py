@@ -78,7 +78,7 @@ class SavedHookedTransformer:
 
 def is_tl_config(config: Any) -> bool:
     """Whether ``config`` is a TransformerLens (HookedTransformerConfig) dict, not a Hugging Face config."""
-    return isinstance(config, Mapping) and "model_type" not in config and all(k in config for k in REQUIRED[:4])
+    return isinstance(config, Mapping) and "model_type" not in config and all(k in config for k in REQUIRED)
 
 
 def _read_json(path: Path) -> Any:
@@ -133,7 +133,7 @@ def _load_file(path: Path) -> Any:
                          f"{CHECKPOINT_FORMS}.") from None
 
 
-def _as_state_dict(value: Any, path: Path) -> dict[str, torch.Tensor] | None:
+def _as_state_dict(value: Any) -> dict[str, torch.Tensor] | None:
     if isinstance(value, Mapping) and value and all(isinstance(t, torch.Tensor) for t in value.values()):
         return {str(k): t for k, t in value.items()}
     return None
@@ -174,12 +174,12 @@ def read_checkpoint(path: Path) -> SavedHookedTransformer:
         weights = path
         loaded = _load_file(path)
         config = None
-    state = _as_state_dict(loaded, weights)
+    state = _as_state_dict(loaded)
     if state is None and isinstance(loaded, Mapping):
         config_key = next((k for k in CONFIG_KEYS if k in loaded), None)
         state_key = next((k for k in STATE_KEYS if k in loaded), None)
         if state_key is not None:
-            state = _as_state_dict(loaded[state_key], weights)
+            state = _as_state_dict(loaded[state_key])
         if config is None and config_key is not None:
             config = loaded[config_key]
     if state is None:
