@@ -316,7 +316,13 @@ def _as_native_bridge(saved: SavedHookedTransformer, name: str, device: str | to
                                                         device=device, dtype=dtype, model_name=name)
     except ValueError as error:
         raise ModelError(f"{saved.source}: the native bridge refuses its config ({error}).") from None
-    _checked_load(bridge, converted, saved.source)
+    # the native gated MLP has no biases, HookedTransformer's has (zero unless trained): a zero bias computes nothing
+    extra = [key for key in converted if key not in bridge.state_dict() and key.endswith(".bias")]
+    nonzero = [key for key in extra if bool(converted[key].any())]
+    if nonzero:
+        raise ModelError(f"{saved.source} has non-zero biases ({', '.join(nonzero[:3])}) where TransformerLens 4.x's "
+                         f"native model has none; load it on TransformerLens 3.9 (transformer-lens==3.9.0).")
+    _checked_load(bridge, {key: t for key, t in converted.items() if key not in extra}, saved.source)
     return bridge.eval()
 
 

@@ -227,8 +227,8 @@ def test_a_hooked_transformer_saved_on_3_9_scores_the_same_heads_on_4x(tmp_path)
     from tests.probes.tl3_save_checkpoints import fixed_tokens
 
     reference = torch.load(tmp_path / "reference.pt", weights_only=True)
-    for name in ("planted", "full"):
-        model = probes.load_model(tmp_path / f"{name}.pt")  # planted: config inside; full: full.json beside
+    for name in ("planted", "full", "gqa"):  # planted: config inside; full: full.json beside; gqa: a folder
+        model = probes.load_model(tmp_path / (name if name == "gqa" else f"{name}.pt"))
         assert model_kind(model) is ModelKind.NATIVE_BRIDGE
         scores = probes.head_scores(model, **SAVED_WITH)
         assert scores.scores.keys() == reference[name]["scores"].keys()
@@ -238,3 +238,9 @@ def test_a_hooked_transformer_saved_on_3_9_scores_the_same_heads_on_4x(tmp_path)
             logits = model(fixed_tokens(model.cfg.d_vocab))
         assert torch.allclose(logits, reference[name]["logits"], atol=1e-4, rtol=1e-4), name
     assert_planted_heads_found(probes.load_model(tmp_path / "planted.pt"))
+    # the native gated MLP has no biases: HookedTransformer's zero ones are dropped, a trained (non-zero) one refused
+    state = torch.load(tmp_path / "gqa" / "model.pth", weights_only=True)
+    state["blocks.1.mlp.b_in"] += 0.1
+    torch.save(state, tmp_path / "gqa" / "model.pth")
+    with pytest.raises(ModelError, match=r"non-zero biases \(blocks.1.mlp.in.bias\).*3.9"):
+        probes.load_model(tmp_path / "gqa")
