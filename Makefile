@@ -41,7 +41,10 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/mypy mechprobe probes toymodels analyses
 
-test: install
+# make test builds the TransformerLens 3.9 overlay first (two packages, no dependencies): the parity test in
+# tests/probes/test_tl_checkpoint.py has 3.9 build and save HookedTransformers in a subprocess over $(TL3) and loads
+# them in-process on 4.x through TransformerLens's converter (it skips, saying so, only where $(TL3) is missing).
+test: install $(TL3)/.installed
 	$(BIN)/python -m pytest -m "slow or not slow"
 
 test-fast: install

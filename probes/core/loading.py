@@ -1,8 +1,10 @@
 """``load_model``: one call from a model spec to a hooked model with TransformerLens hook names.
 
 Specs: a packaged offline short name (``smollm2-135m``, ``minilm-l6``), a local directory with a
-Hugging Face checkpoint, a Hugging Face hub name (``gpt2``, ``EleutherAI/pythia-70m``,
-``bert-base-uncased``; needs network), or an already-built ``TransformerBridge``, ``HookedTransformer``
+Hugging Face checkpoint, a saved ``HookedTransformer`` (a file or folder: :mod:`probes.core.tl_checkpoint`), a
+Hugging Face hub name (``gpt2``, ``EleutherAI/pythia-70m``, ``bert-base-uncased``; needs network), a legacy
+TransformerLens repo by name, with a training checkpoint (``attn-only-2l@checkpoint_index=3``:
+:mod:`probes.core.legacy_hub`; needs network), or an already-built ``TransformerBridge``, ``HookedTransformer``
 (TransformerLens 3.9) or ``HookedRootModule`` (returned as is, after checking it has the hooks the probes read).
 """
 
@@ -22,8 +24,16 @@ from typing import Any
 import torch
 
 from probes.core.errors import ConfigError, ModelError
+from probes.core.legacy_hub import LegacySpec, boot_legacy, legacy_spec
 from probes.core.model_info import ModelInfo
 from probes.core.model_kind import transformer_bridge_class
+from probes.core.tl_checkpoint import (
+    CHECKPOINT_FORMS,
+    STATE_SUFFIXES,
+    WEIGHT_SUFFIXES,
+    is_tl_folder,
+    load_hooked_checkpoint,
+)
 
 log = logging.getLogger(__name__)
 
@@ -242,7 +252,8 @@ def load_model(
     """A hooked model (TransformerBridge, HookedTransformer or HookedRootModule) for ``spec``, in eval mode.
 
     ``spec`` is a packaged short name (``smollm2-135m``, ``minilm-l6``), a local checkpoint
-    folder, a Hugging Face hub name (needs network), or an already-built hooked model.
+    folder, a saved HookedTransformer (file or folder), a Hugging Face hub name or a legacy TransformerLens repo
+    name (both need network), or an already-built hooked model.
     ``trust_remote_code`` stays off unless you ask; checkpoints load through safetensors.
 
     Example: ``model = probes.load_model("minilm-l6")``.
@@ -268,17 +279,29 @@ def load_model(
         return _boot(str(folder), entry.short_name, device, dtype, trust_remote_code)
     path = Path(text).expanduser()
     if path.is_dir():
+        if is_tl_folder(path):
+            return load_hooked_checkpoint(path, device=device, dtype=dtype)
         if not (path / "config.json").is_file():
             raise ModelError(
                 f"{path} is a folder but not a Hugging Face checkpoint (no config.json in it). "
-                f"Give the folder that holds config.json and the weights as the model."
+                f"Give the folder that holds config.json and the weights, or {CHECKPOINT_FORMS}."
             )
         return _boot_folder(path, device, dtype, trust_remote_code)
+    if path.is_file():
+        if path.suffix in WEIGHT_SUFFIXES:
+            return load_hooked_checkpoint(path, device=device, dtype=dtype)
+        raise ModelError(
+            f"{path} is a file, but a model file must be {CHECKPOINT_FORMS} (suffix {', '.join(STATE_SUFFIXES)}); "
+            f"a Hugging Face checkpoint is given as its folder."
+        )
     if path.suffix or text.startswith((".", "/", "~")) or (os.sep in text and text.count("/") > 1):
         raise ModelError(
-            f"No model folder at {text!r}. Give an existing checkpoint folder, a packaged name "
+            f"No model folder or file at {text!r}. Give an existing checkpoint folder or file, a packaged name "
             f"({', '.join(PACKAGED_MODELS)}) or a Hugging Face hub name such as 'gpt2'."
         )
+    legacy = legacy_spec(text)
+    if legacy is not None:
+        return _boot_legacy(legacy, device, dtype)
     try:
         return _boot(text, text, device, dtype, trust_remote_code)
     except ModelError:
@@ -295,3 +318,18 @@ def load_model(
             f"local folder, and the Hugging Face hub could not load it ({type(error).__name__}: "
             f"{str(error).splitlines()[0] if str(error) else ''}). Check the spelling of the hub name."
         ) from error
+
+
+def _boot_legacy(spec: LegacySpec, device: str | torch.device, dtype: torch.dtype) -> Any:
+    """A legacy TransformerLens repo by name; every failure is one line (the hub's and TransformerLens's errors)."""
+    try:
+        return boot_legacy(spec, device=device, dtype=dtype)
+    except Exception as error:  # the hub, torch and TransformerLens raise many types
+        if _is_network_failure(error):
+            raise ModelError(
+                f"Cannot load the legacy TransformerLens model {spec.label!r} from the Hugging Face hub: no network "
+                f"(or HF_HUB_OFFLINE=1). Run where the hub is reachable, or load a local copy of the repo (its "
+                f"config.json and *final.pth) as a folder."
+            ) from error
+        first = " ".join(str(error).split())[:300] or type(error).__name__
+        raise ModelError(f"TransformerLens could not load the legacy model {spec.label!r}: {first}") from error
