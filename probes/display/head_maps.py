@@ -81,7 +81,7 @@ def head_maps_figure(maps: Sequence[HeadMap], name: str | None = None) -> Figure
         raise ConfigError(f"No head map named {name!r}; this result has {[m.name for m in maps]}.")
     n_layers, n_heads = chosen[0].values.shape
     width = min(16.0, 1.5 + len(chosen) * (1.2 + 0.35 * n_heads))
-    fig, axes = plt.subplots(1, len(chosen), figsize=(width, 1.2 + 0.35 * n_layers), squeeze=False)
+    fig, axes = plt.subplots(1, len(chosen), figsize=(width, min(9.0, 1.2 + 0.3 * n_layers)), squeeze=False)
     for ax, head_map in zip(axes[0], chosen):
         values = head_map.values.detach().double().cpu().numpy()
         image = ax.imshow(values, aspect="auto", cmap="viridis", interpolation="nearest")

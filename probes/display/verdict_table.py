@@ -65,17 +65,26 @@ def verdict_rows(findings: Mapping[str, FindingLike]) -> list[list[str]]:
     return rows
 
 
-def verdict_table_html(findings: Mapping[str, FindingLike], *, title: str | None = None) -> str:
-    """Self-contained HTML of ``findings`` (name -> finding): one row per finding, ``holds`` in bold green."""
+def _table(findings: Mapping[str, FindingLike]) -> str:
     header = "".join(f"<th>{c}</th>" for c in ("finding", "value [95% interval]", "null (p, Holm-adjusted)",
-                                              "control (random weights)", "holds"))
+                                              "control", "holds"))
     body = []
     for row in verdict_rows(findings):
         cells = "".join(f"<td>{html.escape(c)}</td>" for c in row[:-1])
         verdict = "<td class='mp-holds'>holds</td>" if row[-1] == "holds" else "<td>no</td>"
         body.append(f"<tr class='mp-finding'>{cells}{verdict}</tr>")
-    table = f"<table class='mp-verdicts'><tr>{header}</tr>{''.join(body)}</table>"
-    return notebook_html([table], title=title)
+    return f"<table class='mp-verdicts'><tr>{header}</tr>{''.join(body)}</table>"
+
+
+def verdict_table_html(findings: Mapping[str, FindingLike], *, title: str | None = None) -> str:
+    """Self-contained HTML of ``findings`` (name -> finding): one row per finding, ``holds`` in bold green."""
+    return notebook_html([_table(findings)], title=title)
+
+
+def verdict_tables_html(groups: Mapping[str, Mapping[str, FindingLike]], *, title: str | None = None) -> str:
+    """One verdict table per group (e.g. per model of a comparison), each under its name as a heading."""
+    return notebook_html([f"<div class='mp-view'><h4>{html.escape(name)}</h4>{_table(findings)}</div>"
+                          for name, findings in groups.items()], title=title)
 
 
 def verdicts_dataframe(findings: Mapping[str, FindingLike]) -> pd.DataFrame:

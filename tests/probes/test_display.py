@@ -110,3 +110,22 @@ def test_verdict_table_has_one_row_per_finding_with_holds_shown():
     frame = verdicts_dataframe(findings())
     assert frame["holds"].tolist() == [True, False] and math.isnan(frame["control_value"][1])
     assert findings()["induction"]._repr_html_().count("<tr class='mp-finding'>") == 1
+
+
+def test_linear_probe_plot_is_accuracy_per_hook_with_its_interval():
+    from probes.linear.labels import PreviousTokenLabels, most_frequent_tokens
+    from probes.linear.residual_hooks import residual_hooks
+    from tests.hooked_models import PreviousTokenWriter
+
+    tokens = torch.randint(0, 12, (32, 20), generator=torch.Generator().manual_seed(1))
+    model = PreviousTokenWriter()
+    labels = PreviousTokenLabels((1, 2), most_frequent_tokens([tokens], 6))
+    probe = probes.LinearProbe(labels, hooks=residual_hooks(model), max_examples=300, n_folds=3, n_boot=50)
+    (scores,) = probes.run_probes(model, [probe], list(tokens.split(16)))
+    figure = scores.plot("1")
+    assert len(figure.axes) == 1
+    accuracy = figure.axes[0].get_lines()[0].get_ydata()
+    assert list(accuracy) == pytest.approx(scores.accuracy["1"].tolist())
+    assert len(scores.plot().axes) == 2
+    with pytest.raises(probes.ConfigError, match="No label key '3'"):
+        scores.plot("3")
