@@ -10,10 +10,22 @@ import pytest
 import torch
 
 import probes
+from analyses.report.render_check import dump_dom, find_chromium
 from probes.core.result import ProbeResult
-from probes.display import HeadMap, HeadMapDisplay, head_maps_figure, verdict_table_html, verdicts_dataframe
+from probes.display import (
+    HeadMap,
+    HeadMapDisplay,
+    head_maps_figure,
+    head_maps_html,
+    notebook_html,
+    verdict_table_html,
+    verdicts_dataframe,
+)
 from probes.stats.findings import Finding
 from tests.hooked_models import OracleConfig, OracleModel
+
+needs_chromium = pytest.mark.skipif(find_chromium() is None,
+                                    reason="Chromium is not installed (apt-get install chromium)")
 
 # Every result with a [layer, head] (or [layer, head, ...]) tensor; the others are per layer, per subset or per slice.
 PER_HEAD_RESULTS = {"HeadScores", "GeneralizedInductionScores", "CopierProfile", "SameTokenAttention",
@@ -129,3 +141,37 @@ def test_linear_probe_plot_is_accuracy_per_hook_with_its_interval():
     assert len(scores.plot().axes) == 2
     with pytest.raises(probes.ConfigError, match="No label key '3'"):
         scores.plot("3")
+
+
+@needs_chromium
+def test_two_notebook_cells_on_one_page_draw_each_view_once(tmp_path):
+    """A notebook puts every output on one page and runs each output's script: views already drawn are skipped."""
+    from probes.display.views import pattern_view
+
+    tokens = ["a", "b", "c"]
+    first = notebook_html([pattern_view("previous token", tokens, [[1, 0, 0], [1, 0, 0], [0, 1, 0]])])
+    second = HeadMap("induction", torch.tensor([[0.1, 0.9], [0.4, 0.2]]), chance=0.05)
+    path = tmp_path / "cells.html"
+    path.write_text(f"<!DOCTYPE html><html><body>{first}{head_maps_html([second])}</body></html>", encoding="utf-8")
+    dom = dump_dom(path)
+    body = re.search(r"<body[^>]*>", dom).group(0)
+    assert 'data-views-drawn="true"' in body and "data-js-error" not in body, body
+    assert len(re.findall(r"<span class=\"mp-token", dom)) == 3  # the second cell's script did not redraw it
+    assert re.findall(r"class=\"mp-view mp-heatmap\"[^>]*data-drawn=\"(\d+)\"", dom) == ["4"]
+
+
+def test_every_progress_bar_is_tqdm_auto():
+    """``tqdm.auto``: a widget in a notebook where ipywidgets is installed, text elsewhere (never plain ``tqdm``)."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    imports = []
+    for package in ("mechprobe", "probes", "toymodels", "analyses"):
+        for path in (root / package).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "tqdm":
+                    imports.append((path.name, node.module))
+                elif isinstance(node, ast.Import):
+                    imports += [(path.name, a.name) for a in node.names if a.name.split(".")[0] == "tqdm"]
+    assert imports and all(module == "tqdm.auto" for _, module in imports), imports
