@@ -8,7 +8,7 @@ from typing import Any
 import torch
 
 from analyses.paper_result import write_json
-from analyses.report.interactive import heatmap_view, page, passage_patterns, pattern_view
+from analyses.report.interactive import passage_patterns
 from probes import (
     HEAD_SCORE_KINDS,
     HeadScores,
@@ -22,6 +22,7 @@ from probes import (
 from probes.core.atomic import atomic_write_text
 from probes.core.errors import ConfigError, InputError
 from probes.core.loading import check_device, torch_dtype
+from probes.display.views import heatmap_view, page, pattern_view
 
 
 def heads_document(result: HeadScores, model_name: str, settings: dict[str, Any]) -> dict[str, Any]:

@@ -27,8 +27,10 @@ from analyses.paper_reference import PaperReference
 from analyses.toy_findings import ToyFinding
 from probes.core.atomic import atomic_write_text
 from probes.core.errors import InputError
+from probes.display.verdict_table import verdict_table_html, verdicts_dataframe
 
 if TYPE_CHECKING:
+    import pandas as pd
     from _typeshed import DataclassInstance
 
 R = TypeVar("R", bound="PaperResult")
@@ -144,6 +146,17 @@ class PaperResult:
         """The findings this toy reports in the pretrained models' schema over its seeds (the report's verdict
         table; :mod:`analyses.toy_findings`); none unless the paper's experiment measures them."""
         return {}
+
+    def _repr_html_(self) -> str:
+        """The toy's findings over its seeds as a verdict table (control: the toy at initialisation)."""
+        findings = self.toy_findings()
+        seeds = len(next(iter(findings.values())).seeds) if findings else 0
+        return verdict_table_html(findings, title=f"{self.experiment} toy: findings over {seeds} seed(s), "
+                                                  f"control = the same toy at initialisation")
+
+    def to_dataframe(self) -> pd.DataFrame:
+        """The toy's findings, one row each (:func:`probes.display.verdicts_dataframe`)."""
+        return verdicts_dataframe(self.toy_findings())
 
     def to_json(self) -> str:
         """The summary as strict JSON text (non-finite numbers as ``null``)."""

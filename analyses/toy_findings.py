@@ -141,6 +141,10 @@ class ToyFinding:
         return self._over_seeds([f.value for f in self.per_seed], self.first.value, self.first.ci)[1]
 
     @property
+    def null_kind(self) -> str:
+        return self.first.null_kind
+
+    @property
     def null_value(self) -> float:
         return sum(f.null_value for f in self.per_seed) / len(self.per_seed)
 

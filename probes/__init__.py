@@ -9,8 +9,9 @@ Public API::
 Subpackages, each with a public ``__init__``: ``core`` (the probe contract, the runner, batches, results,
 loading, sharding, query-block attention), ``attention`` (probes of attention patterns), ``dynamics``
 (measures on weights and training histories), ``text`` (corpora, LDA topics, token statistics), ``stats``
-(bootstrap, nulls, findings, random-weight controls), ``linear`` (linear probes) and ``causal`` (head ablation
-against random head sets). The flat module paths of mechprobe 0.1 (``probes.runner``, ``probes.linear_probe``, ...)
+(bootstrap, nulls, findings, random-weight controls), ``linear`` (linear probes), ``causal`` (head ablation
+against random head sets) and ``display`` (how results show themselves in a notebook: offline HTML, figures).
+The flat module paths of mechprobe 0.1 (``probes.runner``, ``probes.linear_probe``, ...)
 still import, with a ``DeprecationWarning`` naming the new path, until mechprobe 0.3.0; the six whose names are
 now functions (``probes.head_scores``, ...) no longer import as modules (an ``import probes.head_scores as m``
 bound the function) and say where the module went.
@@ -26,6 +27,7 @@ from importlib import metadata as _metadata
 from probes import attention as attention
 from probes import causal as causal
 from probes import core as core
+from probes import display as display
 from probes import dynamics as dynamics
 from probes import linear as linear
 from probes import stats as stats

@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 
+from analyses.plot_backend import use_file_backend
 from probes.attention.generalized_induction import parent_match_mask
 from probes.core.batch import as_token_batch
 from probes.core.model_info import ModelInfo
@@ -18,9 +19,7 @@ from toymodels.training import History
 
 
 def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
+    use_file_backend()
     import matplotlib.pyplot as plt
 
     return plt

@@ -13,6 +13,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from analyses.plot_backend import use_file_backend
+
 TRAJECTORY_KEYS = ("true_parent_share", "a", "train_loss", "val_loss", "train_nll", "val_nll")
 
 
@@ -60,9 +62,7 @@ def log_growth_fit(steps: list[int], values: list[float], *, from_step: int = 10
 def plot_trajectory(trajectory: dict[str, Any], path: Path, *, true_label: str, objective: str) -> None:
     """Three panels over training steps (log axis; step 0 drawn at 0.5): the true-parent share,
     ``a``, and the losses (objective and NLL, training and validation)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
+    use_file_backend()
     import matplotlib.pyplot as plt
 
     steps = [max(s, 0.5) for s in trajectory["step"]]

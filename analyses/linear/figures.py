@@ -7,14 +7,14 @@ import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.ticker import MaxNLocator
 
+from analyses.plot_backend import use_file_backend
 from probes.linear.probe import LinearProbeScores
+
+use_file_backend()
 
 
 def layer_number(hook: str) -> int:

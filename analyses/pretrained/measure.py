@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
@@ -49,12 +49,16 @@ from probes.attention.key_token_attention import KeyTokenAttention, KeyTokenAtte
 from probes.attention.repeated_tokens import repeated_random_tokens
 from probes.attention.topic_attention import TopicAttention, TopicAttentionProbe
 from probes.core.errors import ConfigError, InputError
+from probes.display.verdict_table import verdict_table_html, verdicts_dataframe
 from probes.dynamics.embedding_topics import EmbeddingTopicTest, embedding_topic_test
 from probes.stats.bootstrap import BatchStateRecorder
 from probes.stats.control_model import random_weight_control
 from probes.stats.findings import Finding
 from probes.text.text_batches import text_token_batches
 from probes.text.token_topics import TokenTopicMap, token_topic_labels
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 log = logging.getLogger(__name__)
 
@@ -172,6 +176,15 @@ class PretrainedRun:
     control_findings: dict[str, Finding]
     n_tokens: int
     extras: dict[str, Any] = field(default_factory=dict)
+
+    def _repr_html_(self) -> str:
+        """The findings as a verdict table, each beside the random-weight control measured the same way."""
+        control = "no control model" if self.control is None else f"control = {self.control.name}"
+        return verdict_table_html(self.findings, title=f"{self.model}: {self.n_tokens} tokens probed, {control}")
+
+    def to_dataframe(self) -> pd.DataFrame:
+        """The findings, one row each (:func:`probes.display.verdicts_dataframe`)."""
+        return verdicts_dataframe(self.findings)
 
     def summary(self) -> dict[str, Any]:
         summary = self.measured.summary()

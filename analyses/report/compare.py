@@ -18,10 +18,10 @@ from analyses.pretrained.measure import ModelMeasurements, PretrainedRun
 from analyses.report.causal_section import causal_section
 from analyses.report.document import Figure, Report, Section, Table, View
 from analyses.report.figures import layer_head_heatmaps, paired_bars
-from analyses.report.interactive import heatmap_view, pattern_view
 from analyses.report.verdicts import compare_findings, verdict_section
 from analyses.scansnap.result import ScanSnapResult
 from analyses.topic.result import TopicResult
+from probes.display.views import heatmap_view, pattern_view
 from probes.dynamics.embedding_topics import EMBEDDING_MEASURES
 from probes.linear.probe import LinearProbeScores
 

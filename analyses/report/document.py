@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from analyses.paper_result import write_json
-from analyses.report import interactive
 from probes.core.atomic import atomic_write_text
+from probes.display.views import CSS as VIEW_CSS
+from probes.display.views import JS as VIEW_JS
 
 
 def format_value(value: Any) -> str:
@@ -53,7 +54,7 @@ class Figure:
 
 @dataclass(frozen=True)
 class View:
-    """An interactive view (an HTML snippet of :mod:`analyses.report.interactive`); Markdown shows its title."""
+    """An interactive view (an HTML snippet of :mod:`probes.display.views`); Markdown shows its title."""
 
     title: str
     html: str
@@ -107,7 +108,7 @@ class Report:
             "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #bbb;padding:4px 8px;"
             "text-align:right}th{background:#eee}td:first-child,th:first-child{text-align:left}"
             "figure{margin:1em 0}img{max-width:100%}figcaption{color:#444;font-size:90%}"
-            + interactive.CSS + "</style>",
+            + VIEW_CSS + "</style>",
             "</head><body>",
             f"<h1>{html.escape(self.title)}</h1>",
         ]
@@ -130,7 +131,7 @@ class Report:
             parts += figures + tables if section.figures_first else tables + figures
             parts += [view.html for view in section.views]
         if any(section.views for section in self.sections):
-            parts.append(f"<script>{interactive.JS}</script>")
+            parts.append(f"<script>{VIEW_JS}</script>")
         parts.append("</body></html>")
         return "\n".join(parts)
 

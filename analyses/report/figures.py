@@ -7,12 +7,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
-import matplotlib.ticker
-
-matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+import matplotlib.ticker
 import numpy as np
 from torch import Tensor
+
+from analyses.plot_backend import use_file_backend
+
+use_file_backend()
 
 
 def layer_head_heatmaps(tables: Mapping[str, Tensor], path: Path, *, title: str, colorbar: str,

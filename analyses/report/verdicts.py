@@ -13,9 +13,12 @@ from analyses.pretrained.findings import CAUSAL_FINDINGS, PRETRAINED_FINDINGS, T
 from analyses.report.document import Figure, Section, Table
 from analyses.report.figures import ForestPoint, ForestRow, forest_plot
 from analyses.toy_findings import TOY_OF_FINDING, TOY_ONLY_FINDINGS, ToyFinding
+from probes.display.verdict_table import verdict_tables_html, verdicts_dataframe
 from probes.stats.findings import ALPHA, Finding
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from analyses.pretrained.measure import PretrainedRun
 
 AnyFinding = Finding | ToyFinding
@@ -38,6 +41,22 @@ class Comparison:
         """summary.json's ``comparison``: ``{finding: {column: finding document}}``."""
         return {name: {column: finding.to_dict() for column, finding in row.items()}
                 for name, row in self.rows.items()}
+
+    def by_column(self) -> dict[str, dict[str, AnyFinding]]:
+        """``{column: {finding: finding}}``: each toy, model or control's findings."""
+        return {column: {name: row[column] for name, row in self.rows.items() if column in row}
+                for column in self.columns}
+
+    def _repr_html_(self) -> str:
+        """The verdict table of each column (the toy, each model, each control), one row per finding."""
+        return verdict_tables_html(self.by_column(), title="Verdicts")
+
+    def to_dataframe(self) -> pd.DataFrame:
+        """One row per (column, finding): value, interval, null, control, holds."""
+        import pandas as pd
+
+        frames = [verdicts_dataframe(findings).assign(column=column) for column, findings in self.by_column().items()]
+        return pd.concat(frames, ignore_index=True) if frames else verdicts_dataframe({})
 
 
 def compare_findings(toy_findings: Mapping[str, Mapping[str, ToyFinding]],

@@ -14,15 +14,14 @@ from typing import Any
 
 import torch
 
+from analyses.plot_backend import use_file_backend
 from analyses.scansnap.main_run import LOSS_TARGET, MainRun
 from analyses.scansnap.result import WikitextTrace
 from toymodels.training import History
 
 
 def _pyplot() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
+    use_file_backend()
     import matplotlib.pyplot as plt
 
     return plt

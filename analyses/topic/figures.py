@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from analyses.plot_backend import use_file_backend
 from probes.dynamics.two_stage import TwoStage
 from toymodels.training import History
 
@@ -29,9 +30,7 @@ class TopicFigureData:
 def plot_topic_figures(data: TopicFigureData, history: History, stages: TwoStage, out_dir: Path) -> list[str]:
     """Write ``embedding_gram.png``, ``value_matrix.png``, ``attention_by_topic.png`` and ``norm_dynamics.png``
     (from the two-stage run's ``history`` and its ``stages``) into ``out_dir``; return their file names."""
-    import matplotlib
-
-    matplotlib.use("Agg")
+    use_file_backend()
     import matplotlib.pyplot as plt
 
     written = []

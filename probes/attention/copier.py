@@ -25,10 +25,11 @@ from probes.core.model_info import ModelInfo, pattern_hook
 from probes.core.pattern_sums import is_pattern_block, masked_row_sums
 from probes.core.probe import LayerwiseProbe
 from probes.core.result import ProbeResult, Provenance
+from probes.display.head_maps import HeadMap, HeadMapDisplay
 
 
 @dataclass(frozen=True)
-class CopierProfile(ProbeResult):
+class CopierProfile(ProbeResult, HeadMapDisplay):
     """``mass`` [n_layers, n_heads, max_distance + 1] and ``beyond`` [n_layers, n_heads] (see module)."""
 
     mass: Tensor
@@ -40,6 +41,12 @@ class CopierProfile(ProbeResult):
     def copied_distance(self) -> Tensor:
         """[n_layers, n_heads]: the distance each head puts most mass on (0 = itself)."""
         return self.mass.argmax(-1)
+
+    def head_maps(self) -> list[HeadMap]:
+        """The distance each head attends most to, the mass there, and the mass beyond ``max_distance``."""
+        return [HeadMap("most attended distance", self.copied_distance.double(), label="distance"),
+                HeadMap("mass at that distance", self.mass.max(-1).values, label="mass"),
+                HeadMap("mass beyond max distance", self.beyond, label="mass")]
 
     def to_dataframe(self):
         """One row per (layer, head, distance) with the attention mass."""

@@ -37,6 +37,7 @@ from probes.core.model_info import ModelInfo, pattern_hook
 from probes.core.pattern_sums import KeyMask, is_pattern_block
 from probes.core.probe import LayerwiseProbe
 from probes.core.result import ProbeResult, Provenance
+from probes.display.head_maps import HeadMap, HeadMapDisplay
 
 
 def check_distances(distances: Sequence[int]) -> tuple[int, ...]:
@@ -77,7 +78,7 @@ def parent_match_mask(
 
 
 @dataclass(frozen=True)
-class GeneralizedInductionScores(ProbeResult):
+class GeneralizedInductionScores(ProbeResult, HeadMapDisplay):
     """``scores`` / ``last_token_only`` [n_layers, n_heads] and their uniform-attention chance.
 
     ``distances`` is the parent set ``D``; ``rows_with_target`` the number of queries averaged over.
@@ -96,6 +97,11 @@ class GeneralizedInductionScores(ProbeResult):
         table = self.scores if layer is None else self.scores[layer : layer + 1]
         flat = int(table.flatten().argmax())
         return flat // n_heads + (0 if layer is None else layer), flat % n_heads, float(table.flatten()[flat])
+
+    def head_maps(self) -> list[HeadMap]:
+        """The generalized induction score and the last-token-only mass, each with its chance."""
+        return [HeadMap("generalized induction", self.scores, self.chance),
+                HeadMap("last token only", self.last_token_only, self.last_token_only_chance)]
 
     def to_dataframe(self):
         """One row per (layer, head): score, last-token-only mass and their chance levels."""

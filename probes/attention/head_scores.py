@@ -54,6 +54,7 @@ from probes.core.pattern_sums import KeyMask, is_pattern_block
 from probes.core.probe import LayerwiseProbe
 from probes.core.result import ProbeResult, Provenance
 from probes.core.runner import run_probes
+from probes.display.head_maps import HeadMap, HeadMapDisplay
 
 HEAD_SCORE_KINDS = ("induction", "previous_token", "duplicate_token")
 
@@ -95,7 +96,7 @@ def visible_keys(
 
 
 @dataclass(frozen=True)
-class HeadScores(ProbeResult):
+class HeadScores(ProbeResult, HeadMapDisplay):
     """Head scores per kind: ``scores[kind]`` is a float tensor [n_layers, n_heads].
 
     ``target_mass[kind]`` is the summed attention on targets and ``rows_with_target[kind]`` the
@@ -117,6 +118,10 @@ class HeadScores(ProbeResult):
         values, flat = table.flatten().topk(min(k, table.numel()))
         n_heads = table.shape[1]
         return [(int(i) // n_heads, int(i) % n_heads, float(v)) for v, i in zip(values, flat)]
+
+    def head_maps(self) -> list[HeadMap]:
+        """One map per kind, with its uniform-attention chance."""
+        return [HeadMap(kind, table, self.chance[kind]) for kind, table in self.scores.items()]
 
     def to_dataframe(self):
         """One row per (kind, layer, head) with the score and the chance level."""

@@ -55,6 +55,7 @@ from probes.core.model_info import ModelInfo, pattern_hook
 from probes.core.pattern_sums import is_pattern_block
 from probes.core.probe import LayerwiseProbe
 from probes.core.result import ProbeResult, Provenance
+from probes.display.head_maps import HeadMap, HeadMapDisplay
 
 QueryPosition = Literal["last", "all"]
 MAX_STATE_ENTRIES = 50_000_000
@@ -154,7 +155,7 @@ def visible_pairs(
 
 
 @dataclass(frozen=True)
-class KeyTokenAttention(ProbeResult):
+class KeyTokenAttention(ProbeResult, HeadMapDisplay):
     """Per-(layer, head, query token, key token) attention (definitions in the module docstring).
 
     ``mass``, ``per_occurrence``: [layer head query key]; ``occurrences``: [query key];
@@ -204,6 +205,12 @@ class KeyTokenAttention(ProbeResult):
                       head: int = 0) -> float:
         """Entropy (nats) of ``composition(query, keys)``: Scan and Snap's sparsity statistic."""
         return float(entropy_nats(self.composition(query, keys, layer=layer, head=head)))
+
+    def head_maps(self) -> list[HeadMap]:
+        """Entropy over positions, averaged over the query tokens seen (low = attention on few positions)."""
+        seen = self.rows > 0
+        return [HeadMap("position entropy (mean over queries)", self.position_entropy[:, :, seen].double().mean(-1),
+                        label="nats")]
 
     def to_dataframe(self):
         """One row per (layer, head, query token, key token) with mass, per-occurrence attention and count."""

@@ -35,12 +35,13 @@ from probes.core.pattern_sums import KeyMask
 from probes.core.probe import LayerwiseProbe
 from probes.core.result import ProbeResult, Provenance
 from probes.core.runner import run_probes
+from probes.display.head_maps import HeadMap, HeadMapDisplay
 
 SAME_TOKEN_KINDS = ("self", "other")
 
 
 @dataclass(frozen=True)
-class SameTokenAttention(ProbeResult):
+class SameTokenAttention(ProbeResult, HeadMapDisplay):
     """Same-token attention per head [n_layers, n_heads]: ``mean`` (self included, the reference's count),
     ``mean_self`` and ``mean_other`` (the two parts); ``pairs``/``chance`` per kind (``"all"``, ``"self"``,
     ``"other"``)."""
@@ -50,6 +51,12 @@ class SameTokenAttention(ProbeResult):
     mean_other: Tensor
     pairs: dict[str, int]
     chance: dict[str, float]
+
+    def head_maps(self) -> list[HeadMap]:
+        """Same-token attention (self included), its self and other parts, each with its chance."""
+        return [HeadMap("same token", self.mean, self.chance["all"], "attention"),
+                HeadMap("self", self.mean_self, self.chance["self"], "attention"),
+                HeadMap("other same-token keys", self.mean_other, self.chance["other"], "attention")]
 
     def to_dataframe(self):
         """One row per (layer, head) with the three means and their uniform-attention values."""

@@ -50,6 +50,7 @@ from probes.core.pattern_sums import KeyMask, is_pattern_block, masked_row_class
 from probes.core.probe import LayerwiseProbe
 from probes.core.result import ProbeResult, Provenance
 from probes.core.runner import run_probes
+from probes.display.head_maps import HeadMap, HeadMapDisplay
 from probes.stats.nulls import label_permutations
 
 TOPIC_PAIR_KINDS = ("same_topic", "different_topic", "same_token")
@@ -128,7 +129,7 @@ def visible_pairs(batch: TokenBatch, causal: bool) -> Bool[Tensor, "batch q_pos 
 
 
 @dataclass(frozen=True)
-class TopicAttention(ProbeResult):
+class TopicAttention(ProbeResult, HeadMapDisplay):
     """Mean attention per pair category: ``mean[kind]`` is [n_layers, n_heads] (see module docstring).
 
     ``pairs[kind]`` counts the pairs, ``chance[kind]`` is the uniform-attention mean,
@@ -162,6 +163,12 @@ class TopicAttention(ProbeResult):
         top, flat = values.topk(min(k, values.numel()))
         n_heads = self.ratio.shape[1]
         return [(int(i) // n_heads, int(i) % n_heads, float(self.ratio.flatten()[i])) for _, i in zip(top, flat)]
+
+    def head_maps(self) -> list[HeadMap]:
+        """The same/different-topic ratio, then the mean attention of each pair kind, each with its chance."""
+        return [HeadMap("same / different topic", self.ratio, self.chance_ratio, "ratio"),
+                *(HeadMap(kind.replace("_", " "), self.mean[kind], self.chance[kind], "attention")
+                  for kind in TOPIC_PAIR_KINDS)]
 
     def to_dataframe(self):
         """One row per (layer, head) with the three means, the ratio and the chance levels."""

@@ -41,7 +41,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -53,6 +53,7 @@ from probes.core.errors import ConfigError, InputError, ProbeStateError
 from probes.core.model_info import ModelInfo
 from probes.core.probe import Probe
 from probes.core.result import ProbeResult, Provenance
+from probes.display.linear_figure import linear_scores_figure
 from probes.linear.fit import (
     control_task_labels,
     document_bootstrap,
@@ -65,6 +66,9 @@ from probes.linear.fit import (
 )
 from probes.linear.labels import STATISTICS, Baseline, LabelMaker
 from probes.linear.residual_hooks import default_residual_hooks
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 log = logging.getLogger(__name__)
 EMBEDDING_HOOK = "hook_embed"
@@ -123,6 +127,11 @@ class LinearProbeScores(ProbeResult):
         return held_out_best_layer(self.example_gain(key), self.documents[key].numpy(),
                                    control=None if control is None else control.example_gain(key),
                                    n_boot=n_boot, seed=seed)
+
+    def plot(self, key: str | None = None) -> Figure:
+        """Accuracy per hook with its 95% interval beside its baseline, one panel per label key
+        (:func:`probes.display.linear_figure.linear_scores_figure`)."""
+        return linear_scores_figure(self, key)
 
     def to_dataframe(self):
         """One row per (key, layer): accuracy and its interval, the baseline, the gain and its interval."""

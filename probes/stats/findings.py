@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from probes.core.errors import ConfigError
+from probes.display.verdict_table import verdict_table_html
 from probes.stats.nulls import holm_adjust
 
 ALPHA = 0.01
@@ -82,6 +83,10 @@ class Finding:
         beats_control = self.control_value is None or self.ci[0] > self.control_value
         return bool(p < ALPHA and self.ci[0] > self.null_value and beats_control
                     and self.effect_size >= self.min_effect)
+
+    def _repr_html_(self) -> str:
+        """The finding as a one-row verdict table (:mod:`probes.display.verdict_table`)."""
+        return verdict_table_html({self.statistic: self})
 
     def to_dict(self) -> dict[str, Any]:
         """The summary.json entry: statistic, value, ci, null, control, holds (and how it was decided)."""

@@ -41,6 +41,7 @@ from probes.attention.key_token_attention import (
 )
 from probes.core.errors import ConfigError, InputError
 from probes.core.result import ProbeResult
+from probes.display.head_maps import HeadMap, HeadMapDisplay
 
 CHUNK_PAIRS = 20_000_000
 MATCHED_DECIMALS = 1e4
@@ -166,7 +167,7 @@ def kendall_tau_b(x: Float[Tensor, "... n"], y: Float[Tensor, "... n"]) -> Float
 
 
 @dataclass(frozen=True)
-class CooccurrenceOrdering(ProbeResult):
+class CooccurrenceOrdering(ProbeResult, HeadMapDisplay):
     """Rank correlation of attention with co-occurrence per (layer, head, query token).
 
     ``spearman``, ``kendall``: [layer head query]; ``n_keys``: [query] how many keys were ranked;
@@ -179,6 +180,12 @@ class CooccurrenceOrdering(ProbeResult):
     n_keys: Tensor
     measure: str
     source: str
+
+    def head_maps(self) -> list[HeadMap]:
+        """Spearman and Kendall correlations averaged over the query tokens with a defined value (0 = no
+        ordering by co-occurrence)."""
+        return [HeadMap("Spearman (mean over queries)", self.spearman.double().nanmean(-1), 0.0, "rank correlation"),
+                HeadMap("Kendall (mean over queries)", self.kendall.double().nanmean(-1), 0.0, "rank correlation")]
 
     def to_dataframe(self):
         """One row per (layer, head, query token)."""

@@ -7,8 +7,9 @@ import re
 import pytest
 import torch
 
-from analyses.report.interactive import heatmap_view, page, passage_patterns, pattern_view
+from analyses.report.interactive import passage_patterns
 from analyses.report.render_check import dump_dom, find_chromium
+from probes.display.views import heatmap_view, page, pattern_view
 from tests.hooked_models import OracleModel
 
 needs_chromium = pytest.mark.skipif(find_chromium() is None,
