@@ -1,8 +1,10 @@
-"""Shared test settings: offline, deterministic, small thread pools (CI has 2 cores)."""
+"""Shared test settings: offline, deterministic, small thread pools (CI has 2 cores), and the order in which
+``make test``'s parallel workers (pytest-xdist, Makefile) take the test files."""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -11,7 +13,10 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 import pytest
 import torch
 
-torch.set_num_threads(min(2, torch.get_num_threads()))
+# `pytest -n N` (pytest-xdist) runs N worker processes, each with PYTEST_XDIST_WORKER set: one torch thread each, so
+# N workers share N cores instead of contending for them; a single process keeps two threads.
+XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+torch.set_num_threads(1 if XDIST_WORKER else min(2, torch.get_num_threads()))
 
 SHARED_DATA = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data")
 
@@ -40,3 +45,63 @@ def minilm():
     import probes
 
     return probes.load_model("minilm-l6")
+
+
+# How `make test` runs in parallel (pytest-xdist: `-n 2 --dist loadfile --no-loadscope-reorder`, Makefile):
+# - a file runs whole on one worker, so its module fixtures are built once; a test in RUNS_ALONE is a unit of its
+#   own (it is long and shares no fixture with the rest of its file), so the rest of its file runs beside it;
+# - workers take the units in collection order, and LONGEST_FIRST (measured with --durations, longest first) moves
+#   the longest units to the front, so that no long unit starts last while the other worker sits idle. Units not
+#   listed follow in their usual order.
+# (xdist's own `--dist loadgroup` cannot do the first part on pytest 9.2: it renames `item._nodeid`, which pytest no
+# longer reads, so its groups are silently ignored.)
+RUNS_ALONE = frozenset({
+    "tests/analyses/pretrained/test_pretrained_report.py::test_main_job_on_the_offline_defaults",
+})
+LONGEST_FIRST: tuple[str, ...] = (
+    "tests/analyses/pretrained/test_pretrained_report.py::test_main_job_on_the_offline_defaults",
+)
+
+
+def scheduling_unit(nodeid: str) -> str:
+    """The unit of work a test belongs to under `--dist loadfile`: itself if it runs alone, else its file."""
+    return nodeid if nodeid in RUNS_ALONE else nodeid.split("::")[0]
+
+
+def pytest_collection_modifyitems(config, items):
+    """On an xdist worker, move the units of LONGEST_FIRST to the front (a stable sort: tests keep their order within
+    a unit); every worker sorts alike, and the controller queues units in this order. A single process is left as
+    collected."""
+    if not XDIST_WORKER:
+        return
+    rank = {unit: i for i, unit in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(scheduling_unit(item.nodeid), len(rank)))
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadfile`, with the tests of RUNS_ALONE split off their files (``scheduling_unit``)."""
+    if config.getvalue("dist") != "loadfile":
+        return None  # xdist's own scheduler
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FileScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return scheduling_unit(nodeid)
+
+    return FileScheduling(config, log)
+
+
+def pytest_sessionstart(session):
+    """Before xdist starts its workers, convert the packaged SmolLM2 into the mechprobe cache if it is not there:
+    two workers converting it at once would replace each other's folder (probes.core.loading.converted_gguf_dir)."""
+    config = session.config
+    if XDIST_WORKER or not getattr(config.option, "numprocesses", None):
+        return
+    cache = Path(os.environ.get("MECHPROBE_CACHE", Path.home() / ".cache" / "mechprobe"))  # loading.cache_dir()
+    if (cache / "models" / "smollm2-135m" / "model.safetensors").is_file():
+        return  # (checked without importing probes: the controller would wait ~15 s for torch and TransformerLens)
+    from probes.core.loading import PACKAGED_MODELS, converted_gguf_dir
+
+    converted_gguf_dir(PACKAGED_MODELS["smollm2-135m"])
+
+
