@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -39,6 +42,40 @@ def smollm2():
     return probes.load_model("smollm2-135m")
 
 
+@dataclass(frozen=True)
+class ToyRun:
+    """A finished ``mechprobe toy NAME --preset fast --no-progress`` run: its folder and what it printed."""
+
+    folder: Path
+    stdout: str
+
+
+@pytest.fixture(scope="session")
+def fast_toy_run(tmp_path_factory):
+    """``get(name)`` -> the :class:`ToyRun` of ``mechprobe toy NAME --preset fast --no-progress``, made once per
+    session and shared by the tests that only read it (tests/analyses/test_determinism.py compares it with a second
+    run). The induction toy runs in a fresh interpreter with PYTHONHASHSEED=1, as the determinism test needs; the
+    others in this process."""
+    from analyses.cli import main
+    from tests.fresh_process import fast_toy_args, run_in_fresh_process
+
+    done: dict[str, ToyRun] = {}
+
+    def get(name: str) -> ToyRun:
+        if name not in done:
+            folder = tmp_path_factory.mktemp(f"fast_{name}") / "run"
+            if name == "induction":
+                printed = run_in_fresh_process(fast_toy_args(name), folder, 1).stdout
+            else:
+                with contextlib.redirect_stdout(io.StringIO()) as out:
+                    assert main([*fast_toy_args(name), "--out", str(folder)]) == 0
+                printed = out.getvalue()
+            done[name] = ToyRun(folder, printed)
+        return done[name]
+
+    return get
+
+
 @pytest.fixture(scope="session")
 def minilm():
     """The packaged all-MiniLM-L6-v2 encoder."""
@@ -49,7 +86,8 @@ def minilm():
 
 # How `make test` runs in parallel (pytest-xdist: `-n 2 --dist loadfile --no-loadscope-reorder`, Makefile):
 # - a file runs whole on one worker, so its module fixtures are built once; a test in RUNS_ALONE is a unit of its
-#   own (it is long and shares no fixture with the rest of its file), so the rest of its file runs beside it;
+#   own (it is long and shares no fixture with the rest of its file), so the rest of its file runs beside it; files
+#   in SHARES_A_UNIT_WITH run in one unit with the file named, so a session fixture they share is built once;
 # - workers take the units in collection order, and LONGEST_FIRST (measured with --durations, longest first) moves
 #   the longest units to the front, so that no long unit starts last while the other worker sits idle. Units not
 #   listed follow in their usual order.
@@ -58,14 +96,42 @@ def minilm():
 RUNS_ALONE = frozenset({
     "tests/analyses/pretrained/test_pretrained_report.py::test_main_job_on_the_offline_defaults",
 })
+# A file that reads a session fixture another file builds too runs in that file's unit, so it is built once.
+SHARES_A_UNIT_WITH = {
+    "tests/analyses/topic/test_experiment.py": "tests/analyses/test_determinism.py",  # fast_toy_run("topic")
+    "tests/analyses/linear/test_toy_claims.py": "tests/analyses/test_determinism.py",  # fast_toy_run("induction")
+}
 LONGEST_FIRST: tuple[str, ...] = (
     "tests/analyses/pretrained/test_pretrained_report.py::test_main_job_on_the_offline_defaults",
+    "tests/analyses/test_determinism.py",
+    "tests/analyses/pretrained/test_pretrained_report.py",
+    "tests/analyses/test_random_weights_hold_nothing.py",
+    "tests/analyses/linear/test_section.py",
+    "tests/analyses/topic/test_findings.py",
+    "tests/toymodels/test_resume_kill.py",
+    "tests/analyses/induction/test_findings.py",
+    "tests/analyses/scansnap/test_findings.py",
+    "tests/analyses/induction/test_causal.py",
+    "tests/probes/stats/test_control_model.py",
+    "tests/analyses/test_random_weights_ablation.py",
+    "tests/probes/test_properties.py",
+    "tests/analyses/scansnap/test_experiment.py",
+    "tests/analyses/induction/test_experiment.py",
+    "tests/test_examples.py",
+    "tests/probes/core/test_distributed.py",
+    "tests/analyses/test_findings_planted.py",
+    "tests/toymodels/test_checkpoint_safety.py",
+    "tests/toymodels/induction/test_training.py",
 )
 
 
 def scheduling_unit(nodeid: str) -> str:
-    """The unit of work a test belongs to under `--dist loadfile`: itself if it runs alone, else its file."""
-    return nodeid if nodeid in RUNS_ALONE else nodeid.split("::")[0]
+    """The unit of work a test belongs to under `--dist loadfile`: itself if it runs alone, else its file (or the
+    file it shares a unit with)."""
+    if nodeid in RUNS_ALONE:
+        return nodeid
+    path = nodeid.split("::")[0]
+    return SHARES_A_UNIT_WITH.get(path, path)
 
 
 def pytest_collection_modifyitems(config, items):
