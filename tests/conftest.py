@@ -20,6 +20,9 @@ import torch
 # N workers share N cores instead of contending for them; a single process keeps two threads.
 XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
 torch.set_num_threads(1 if XDIST_WORKER else min(2, torch.get_num_threads()))
+if XDIST_WORKER:  # and the processes a test starts (a fresh `mechprobe` run) take one thread too, unless told otherwise
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 SHARED_DATA = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data")
 
