@@ -88,17 +88,25 @@ def minilm():
 
 
 # How `make test` runs in parallel (pytest-xdist: `-n 2 --dist loadfile --no-loadscope-reorder`, Makefile):
-# - a file runs whole on one worker, so its module fixtures are built once; a test in RUNS_ALONE is a unit of its
-#   own (it is long and shares no fixture with the rest of its file), so the rest of its file runs beside it; files
-#   in SHARES_A_UNIT_WITH run in one unit with the file named, so a session fixture they share is built once;
+# - a file runs whole on one worker, so its module fixtures are built once; a long test of RUNS_ALONE (needing none
+#   of its file's fixtures) is a unit with a few quick tests of its file only, so the rest of its file runs on the
+#   other worker meanwhile; files in SHARES_A_UNIT_WITH run in one unit with the file named, so a session fixture
+#   they share is built once;
 # - workers take the units in collection order, and LONGEST_FIRST (measured with --durations, longest first) moves
 #   the longest units to the front, so that no long unit starts last while the other worker sits idle. Units not
 #   listed follow in their usual order.
 # (xdist's own `--dist loadgroup` cannot do the first part on pytest 9.2: it renames `item._nodeid`, which pytest no
 # longer reads, so its groups are silently ignored.)
-RUNS_ALONE = frozenset({
-    "tests/analyses/pretrained/test_pretrained_report.py::test_main_job_on_the_offline_defaults",
-})
+# The long test runs first in its unit, then the quick tests named beside it: xdist hands a worker its next unit as
+# soon as at most 2 of its tests are pending, so a unit of one long test would hold a second unit back behind it.
+REPORT_TESTS = "tests/analyses/pretrained/test_pretrained_report.py::"
+RUNS_ALONE: dict[str, tuple[str, ...]] = {
+    f"{REPORT_TESTS}test_main_job_on_the_offline_defaults": (
+        f"{REPORT_TESTS}test_report_on_an_empty_corpus",
+        f"{REPORT_TESTS}test_report_with_a_model_that_is_not_hookable",
+    ),
+}
+BESIDE = {quick: long for long, quicks in RUNS_ALONE.items() for quick in quicks}
 # A file that reads a session fixture another file builds too runs in that file's unit, so it is built once.
 SHARES_A_UNIT_WITH = {
     "tests/analyses/topic/test_experiment.py": "tests/analyses/test_determinism.py",  # fast_toy_run("topic")
@@ -131,8 +139,8 @@ LONGEST_FIRST: tuple[str, ...] = (
 def scheduling_unit(nodeid: str) -> str:
     """The unit of work a test belongs to under `--dist loadfile`: itself if it runs alone, else its file (or the
     file it shares a unit with)."""
-    if nodeid in RUNS_ALONE:
-        return nodeid
+    if nodeid in RUNS_ALONE or nodeid in BESIDE:
+        return BESIDE.get(nodeid, nodeid)
     path = nodeid.split("::")[0]
     return SHARES_A_UNIT_WITH.get(path, path)
 
@@ -144,7 +152,8 @@ def pytest_collection_modifyitems(config, items):
     if not XDIST_WORKER:
         return
     rank = {unit: i for i, unit in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(scheduling_unit(item.nodeid), len(rank)))
+    place = {quick: i for quicks in RUNS_ALONE.values() for i, quick in enumerate(quicks, start=1)}
+    items.sort(key=lambda item: (rank.get(scheduling_unit(item.nodeid), len(rank)), place.get(item.nodeid, 0)))
 
 
 def pytest_xdist_make_scheduler(config, log):
