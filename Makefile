@@ -19,6 +19,11 @@ export TOKENIZERS_PARALLELISM ?= false
 TL3 := .venv-tl3
 TL3_PACKAGES := transformer-lens==3.9.0 better-abc==0.0.3
 
+# The tests run in TEST_WORKERS processes (pytest-xdist; CI has 2 cores): each test file whole on one worker, the
+# longest first (tests/conftest.py says how); `make test TEST_WORKERS=0` runs them in this one process.
+TEST_WORKERS ?= 2
+PYTEST := $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+
 .PHONY: install demo lint test test-fast test-tl3 clean
 
 install: $(VENV)/.installed
@@ -45,16 +50,16 @@ lint: install
 # tests/probes/test_tl_checkpoint.py has 3.9 build and save HookedTransformers in a subprocess over $(TL3) and loads
 # them in-process on 4.x through TransformerLens's converter (it skips, saying so, only where $(TL3) is missing).
 test: install $(TL3)/.installed
-	$(BIN)/python -m pytest -m "slow or not slow"
+	$(PYTEST) -m "slow or not slow"
 
 test-fast: install
-	$(BIN)/python -m pytest
+	$(PYTEST)
 
 # The fast suite on TransformerLens 3.9 (tests that need one generation skip with the reason: tests/probes/tl_support.py).
 test-tl3: $(TL3)/.installed
 	PYTHONPATH="$(abspath $(TL3))" $(BIN)/python -c 'import importlib.metadata as m; \
 	v = m.version("transformer-lens"); print("TransformerLens", v); assert v == "3.9.0", v'
-	PYTHONPATH="$(abspath $(TL3))" $(BIN)/python -m pytest -m "not slow"
+	PYTHONPATH="$(abspath $(TL3))" $(PYTEST) -m "not slow"
 
 $(TL3)/.installed: $(VENV)/.installed Makefile
 	rm -rf $(TL3)

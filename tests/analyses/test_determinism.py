@@ -13,10 +13,7 @@ torch threads the report's embedding cosine differs in the last bit (float64 sum
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,8 +22,8 @@ from typing import Any
 import pytest
 
 from analyses.cli import main
+from tests.fresh_process import fast_toy_args, run_in_fresh_process
 
-REPO = Path(__file__).resolve().parents[2]
 # 600 paragraphs are too few for held-out topics (every topic would be dropped): paragraphs as LDA documents
 SMALL_CORPUS_TOPICS = ["--set", "topics.held_out_fraction=0", "--set", "topics.chunk_words=0", "--set",
                        "topics.no_below=5"]
@@ -64,14 +61,6 @@ def assert_identical_files(first: Path, second: Path) -> None:
     shown = "\n  ".join(differences[:30] or ["same values, different formatting"])
     more = f"\n  ... and {len(differences) - 30} more" if len(differences) > 30 else ""
     pytest.fail(f"{first} and {second} differ at {len(differences)} JSON path(s):\n  {shown}{more}")
-
-
-def run_in_fresh_process(args: list[str], out: Path, hash_seed: int) -> None:
-    """``python -m analyses.cli ARGS --out OUT`` in a new interpreter with the given ``PYTHONHASHSEED``."""
-    env = {**os.environ, "PYTHONHASHSEED": str(hash_seed), "HF_HUB_OFFLINE": "1"}
-    done = subprocess.run([sys.executable, "-m", "analyses.cli", *args, "--out", str(out)], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, f"mechprobe {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}"
 
 
 def timing_keys(summary: Any) -> set[str]:
@@ -112,21 +101,20 @@ def test_timing_keys_are_found_at_any_depth():
 
 
 @pytest.fixture(scope="module")
-def toy_outputs(tmp_path_factory):
-    """``get(name)`` -> the two output folders of ``mechprobe toy NAME --preset fast`` (run once per module)."""
+def toy_outputs(tmp_path_factory, fast_toy_run):
+    """``get(name)`` -> the two output folders of ``mechprobe toy NAME --preset fast`` (run once per module): the
+    first is the session's shared run (``fast_toy_run``, tests/conftest.py: the induction toy in a fresh process
+    with PYTHONHASHSEED=1, the others in this process), the second is made here the same way (hash seed 2)."""
     done: dict[str, tuple[Path, Path]] = {}
 
     def get(name: str) -> tuple[Path, Path]:
         if name not in done:
-            root = tmp_path_factory.mktemp(f"toy_{name}")
-            folders = (root / "first", root / "second")
-            args = ["toy", name, "--preset", "fast", "--no-progress"]
-            for hash_seed, folder in enumerate(folders, start=1):
-                if name == "induction":
-                    run_in_fresh_process(args, folder, hash_seed)
-                else:
-                    assert main([*args, "--out", str(folder)]) == 0
-            done[name] = folders
+            second = tmp_path_factory.mktemp(f"toy_{name}") / "second"
+            if name == "induction":
+                run_in_fresh_process(fast_toy_args(name), second, 2)
+            else:
+                assert main([*fast_toy_args(name), "--out", str(second)]) == 0
+            done[name] = (fast_toy_run(name).folder, second)
         return done[name]
 
     return get

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -32,17 +33,23 @@ from toymodels.topic.training import MaskedLMData, MaskedLMDataConfig, TopicTrai
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_thread")]
 
 
+@dataclasses.dataclass(frozen=True)
+class LinearRun:
+    toy: Path  # `mechprobe toy induction --preset fast`, shared with test_determinism.py (tests/conftest.py)
+    out: Path  # where `mechprobe probe-linear` writes (lin/, next/)
+
+
 @pytest.fixture(scope="module")
-def induction_run(tmp_path_factory):
-    root = tmp_path_factory.mktemp("linear")
-    assert main(["toy", "induction", "--preset", "fast", "--out", str(root / "ind"), "--no-progress"]) == 0
-    assert main(["probe-linear", "--model", str(root / "ind"), "--target", "parent", "--out", str(root / "lin"),
+def induction_run(tmp_path_factory, fast_toy_run):
+    out = tmp_path_factory.mktemp("linear")
+    toy = fast_toy_run("induction").folder
+    assert main(["probe-linear", "--model", str(toy), "--target", "parent", "--out", str(out / "lin"),
                  "--no-progress"]) == 0
-    return root
+    return LinearRun(toy, out)
 
 
 def test_cli_writes_the_issue_schema_and_results_that_load(induction_run):
-    summary = json.loads((induction_run / "lin" / "summary.json").read_text())
+    summary = json.loads((induction_run.out / "lin" / "summary.json").read_text())
     assert set(summary) == {"model", "target", "layers", "results"}
     assert summary["target"] == "parent" and summary["layers"] == ["hook_embed", "blocks.0.attn.hook_z"]
     assert list(summary["results"]) == ["1", "2", "3", "9"]  # 1..n and one beyond the window of 8
@@ -53,9 +60,9 @@ def test_cli_writes_the_issue_schema_and_results_that_load(induction_run):
         assert len(entry["accuracy"]) == len(entry["ci"]) == len(entry["gain"]) == 2
         for accuracy, (low, high) in zip(entry["accuracy"], entry["ci"]):
             assert low <= accuracy <= high
-    result = ProbeResult.load(induction_run / "lin" / "result")
+    result = ProbeResult.load(induction_run.out / "lin" / "result")
     assert result.accuracy["1"].tolist() == pytest.approx(summary["results"]["1"]["accuracy"])
-    control = json.loads((induction_run / "lin" / "control" / "summary.json").read_text())
+    control = json.loads((induction_run.out / "lin" / "control" / "summary.json").read_text())
     assert control["model"].endswith("(random weights)") and control["layers"] == summary["layers"]
 
 
@@ -70,9 +77,9 @@ def current_token_chance(k: int, settings: dict) -> float:
 
 
 def test_copier_puts_the_parents_into_the_stream_after_layer_1(induction_run):
-    summary = json.loads((induction_run / "lin" / "summary.json").read_text())["results"]
-    control = json.loads((induction_run / "lin" / "control" / "summary.json").read_text())["results"]
-    settings = json.loads((induction_run / "ind" / "summary.json").read_text())["settings"]["data"]
+    summary = json.loads((induction_run.out / "lin" / "summary.json").read_text())["results"]
+    control = json.loads((induction_run.out / "lin" / "control" / "summary.json").read_text())["results"]
+    settings = json.loads((induction_run.toy / "summary.json").read_text())["settings"]["data"]
     parents = ("1", "2", "3")
     for k in parents:
         assert summary[k]["accuracy"][1] >= 0.9 and summary[k]["gain"][1] >= 0.3
@@ -89,8 +96,8 @@ def test_copier_puts_the_parents_into_the_stream_after_layer_1(induction_run):
 
 
 def test_probe_linear_refuses_a_target_the_toy_has_no_labels_for(induction_run, capsys):
-    code = main(["probe-linear", "--model", str(induction_run / "ind"), "--target", "next", "--out",
-                 str(induction_run / "next")])
+    code = main(["probe-linear", "--model", str(induction_run.toy), "--target", "next", "--out",
+                 str(induction_run.out / "next")])
     assert code == 2 and "--target parent" in capsys.readouterr().err
 
 

@@ -172,14 +172,14 @@ def test_cli_reports_bad_settings_without_a_traceback(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_fast_preset_shows_all_four_claims_in_under_two_minutes(tmp_path, capsys):
-    assert main(["toy", "topic", "--preset", "fast", "--out", str(tmp_path), "--no-progress"]) == 0
-    summary = json.loads((tmp_path / "summary.json").read_text())
-    assert json.loads((tmp_path / "timings.json").read_text())["total"] < 120
+def test_fast_preset_shows_all_four_claims_in_under_two_minutes(fast_toy_run):
+    run = fast_toy_run("topic")  # `mechprobe toy topic --preset fast`, shared with test_determinism.py
+    summary = json.loads((run.folder / "summary.json").read_text())
+    assert json.loads((run.folder / "timings.json").read_text())["total"] < 120
     assert all(claim["holds"] for claim in summary["claims"].values()), summary["claims"]
     assert summary["attention_ratio"] > 2.0
     assert summary["embedding_same_topic_cosine"] > 0.5 > 0.0 > summary["embedding_different_topic_cosine"]
     assert summary["wv_block_score"] > 0.5 and summary["wv_block_score_ceiling"] == pytest.approx(0.879, abs=1e-3)
     assert summary["two_stage"]["separated"]
     assert summary["two_stage"]["wv_moves_at"] < summary["two_stage"]["wkq_moves_at"]
-    assert "attention_ratio" in capsys.readouterr().out
+    assert "attention_ratio" in run.stdout

@@ -1,0 +1,24 @@
+"""Run ``python -m analyses.cli ...`` in a new interpreter (a fresh process: nothing of this one carries over)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def run_in_fresh_process(args: list[str], out: Path, hash_seed: int) -> subprocess.CompletedProcess:
+    """``python -m analyses.cli ARGS --out OUT`` in a new interpreter with the given ``PYTHONHASHSEED``."""
+    env = {**os.environ, "PYTHONHASHSEED": str(hash_seed), "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run([sys.executable, "-m", "analyses.cli", *args, "--out", str(out)], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, f"mechprobe {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}"
+    return done
+
+
+def fast_toy_args(name: str) -> list[str]:
+    """``mechprobe toy NAME --preset fast --no-progress`` (without ``--out``)."""
+    return ["toy", name, "--preset", "fast", "--no-progress"]
