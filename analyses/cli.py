@@ -13,6 +13,7 @@ from pathlib import Path
 
 import probes
 from analyses.experiments import TOY_EXPERIMENTS, toy_experiment
+from mechprobe import records
 from probes.core.errors import ConfigError, InputError, MechprobeError
 from probes.core.loading import check_device
 from probes.text.corpora import check_corpus_spec
@@ -237,7 +238,7 @@ def _run_toy(args: argparse.Namespace) -> int:
         if created is not None:
             shutil.rmtree(created, ignore_errors=True)
         raise
-    shown = {k: v for k, v in result.summary().items() if not isinstance(v, (dict, list, tuple))}
+    shown = {k: v for k, v in records.dump(result).items() if not isinstance(v, (dict, list, tuple))}
     for key, value in shown.items():
         print(f"{key}: {value:.4g}" if isinstance(value, float) else f"{key}: {value}")
     for name, finding in result.toy_findings().items():

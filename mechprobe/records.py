@@ -8,8 +8,9 @@ JSON text (``allow_nan=False``): every JSON document mechprobe writes goes throu
 The rules, in one place:
 
 - a record is a JSON object of its fields, in field order, keyed by name (or by the key a field names with
-  :func:`renamed`); fields the record derives itself (``init=False``) and the properties a class lists in
-  ``__record_derived__`` are written too, for readers of the file, and skipped when loading;
+  :func:`key`; a field marked :data:`UNSAVED_FIELD` is left out); fields the record derives itself
+  (``init=False``) and the properties a class lists in ``__record_derived__`` are written too, for readers
+  of the file, and skipped when loading;
 - unknown keys and missing required keys are :class:`~mechprobe.errors.RecordError` (a key missing for a
   field with a default takes the default, so documents written before a field existed still load);
 - tuples and lists are JSON arrays (``tuple[X, ...]``, ``tuple[X, Y]`` and ``list[X]`` check each item);
@@ -46,19 +47,27 @@ from mechprobe.errors import RecordError
 T = TypeVar("T")
 
 KEY = "mechprobe.records.key"
-"""The metadata entry of a field whose JSON key differs from its name (see :func:`renamed`)."""
+"""The metadata entry of a field whose JSON key differs from its name (see :func:`key`)."""
+
+UNSAVED = "mechprobe.records.unsaved"
+"""The metadata entry of a field that is not part of the document (see :data:`UNSAVED_FIELD`)."""
 
 TENSOR = "__tensor__"
 _NONFINITE = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
 
 
-def renamed(key: str, **field_options: Any) -> Any:
-    """A dataclass field written under the JSON key ``key`` (``dataclasses.field`` options pass through).
+def key(name: str) -> dict[str, Any]:
+    """The ``metadata`` of a dataclass field written under the JSON key ``name``.
 
-    Example: ``config: ScanSnapConfig = renamed("settings")``.
+    Example: ``config: ScanSnapConfig = dataclasses.field(metadata=key("settings"))``.
     """
-    metadata = {**field_options.pop("metadata", {}), KEY: key}
-    return dataclasses.field(metadata=metadata, **field_options)
+    return {KEY: name}
+
+
+UNSAVED_FIELD: Mapping[str, Any] = types.MappingProxyType({UNSAVED: True})
+"""The ``metadata`` of a dataclass field that :func:`dump` leaves out and :func:`load` leaves at its default
+(it needs one): what the record keeps in files of its own.
+Example: ``histories: dict = dataclasses.field(default_factory=dict, metadata=UNSAVED_FIELD)``."""
 
 
 def to_json(document: Any, *, indent: int | None = 2) -> str:
@@ -151,6 +160,8 @@ def _record_out(record: Any, path: str, tensors: dict[str, Tensor] | None) -> di
     hints = _hints(type(record))
     document: dict[str, Any] = {}
     for f in dataclasses.fields(record):
+        if f.metadata.get(UNSAVED):
+            continue
         key = f.metadata.get(KEY, f.name)
         document[key] = _dump(getattr(record, f.name), hints.get(f.name, Any), _join(path, key), tensors)
     for name in getattr(type(record), "__record_derived__", ()):
@@ -234,7 +245,7 @@ class _Reader:
         self.tensors, self.where = tensors, where
 
     def fail(self, path: str, text: str) -> RecordError:
-        return RecordError(f"{self.where}: {path or 'the document'}: {text}")
+        return RecordError(f"{self.where}: {path}: {text}" if path else f"{self.where}: {text}")
 
     def expected(self, hint: Any, value: Any, path: str) -> RecordError:
         return self.fail(path, f"expected {_describe(hint)}; got {_short(value)}.")
@@ -301,7 +312,7 @@ class _Reader:
         raise self.expected(hint, value, path)
 
     def sequence(self, hint: Any, value: Any, path: str) -> Any:
-        if not isinstance(value, list):
+        if not isinstance(value, (list, tuple)):  # JSON gives lists; a document built in Python may hold tuples
             raise self.expected(hint, value, path)
         origin, args = typing.get_origin(hint) or hint, typing.get_args(hint)
         fixed = origin is tuple and args and not (len(args) == 2 and args[1] is Ellipsis) and args != ((),)
@@ -331,7 +342,7 @@ class _Reader:
         if not isinstance(value, Mapping):
             raise self.expected(cls, value, path)
         hints = _hints(cls)
-        fields = {f.metadata.get(KEY, f.name): f for f in dataclasses.fields(cls)}
+        fields = {f.metadata.get(KEY, f.name): f for f in dataclasses.fields(cls) if not f.metadata.get(UNSAVED)}
         skipped = {key for key, f in fields.items() if not f.init} | set(getattr(cls, "__record_derived__", ()))
         unknown = [key for key in value if key not in fields and key not in skipped]
         if unknown:

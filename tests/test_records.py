@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from mechprobe.errors import InputError, RecordError
-from mechprobe.records import dump, load, renamed, strict_json, to_json
+from mechprobe.records import UNSAVED_FIELD, dump, key, load, strict_json, to_json
 
 
 class Colour(enum.Enum):
@@ -44,7 +44,7 @@ class Outer:
     colour: Colour
     nested: tuple[tuple[float, ...], ...]
     child: Inner | None = None
-    note: str = renamed("the note", default="")
+    note: str = field(default="", metadata=key("the note"))
     by_step: dict[int, str] = field(default_factory=dict)
 
 
@@ -180,3 +180,15 @@ def test_a_records_own_validation_is_a_record_error():
 def test_values_that_are_not_records_refuse_to_be_written():
     with pytest.raises(RecordError, match="cannot write a object"):
         dump({"a": object()})
+
+
+def test_unsaved_fields_stay_out_of_the_document_and_take_their_default():
+    @dataclass(frozen=True)
+    class WithCache:
+        a: int
+        cache: dict[str, int] = field(default_factory=dict, compare=False, metadata=UNSAVED_FIELD)
+
+    assert dump(WithCache(1, {"x": 2})) == {"a": 1}
+    assert load(WithCache, {"a": 1}).cache == {}
+    with pytest.raises(RecordError, match="unknown key 'cache'"):
+        load(WithCache, {"a": 1, "cache": {}})

@@ -83,7 +83,7 @@ __all__ = ["FINDINGS", "PRESETS", "PRESET_REFERENCES", "InductionExperimentConfi
 
 log = logging.getLogger(__name__)
 
-result_from_summary = InductionResult.from_summary  # the report's way back from summary.json
+result_from_summary = InductionResult.from_document  # the report's way back from summary.json
 
 
 # -- building and training ----------------------------------------------------------------------

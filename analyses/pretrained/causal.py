@@ -31,7 +31,6 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from analyses.paper_result import number
 from analyses.pretrained.findings import CAUSAL_FINDINGS, finding_from_spec
 from mechprobe.validation import integer
 from probes.attention.repeated_tokens import repeated_random_tokens
@@ -111,23 +110,6 @@ class CausalMeasurement:
         spec = finding_from_spec(self.name, self.value, self.ci, self.null_q99, self.p_value)
         return replace(spec, statistic=f"{spec.statistic.replace('mean-ablated', f'{self.method}-ablated')} "
                                        f"({heads})")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "heads": [list(h) for h in self.heads], "chosen_by": self.chosen_by,
-                "selection_scores": list(self.selection_scores), "slices": list(self.slices),
-                "signs": list(self.signs), "value": self.value, "ci": list(self.ci), "null": list(self.null),
-                "null_q99": self.null_q99, "p_value": self.p_value, "clean_loss": list(self.clean_loss),
-                "n_tokens": list(self.n_tokens), "units": self.units, "method": self.method, "data": self.data}
-
-    @classmethod
-    def from_dict(cls, document: Mapping[str, Any]) -> CausalMeasurement:
-        return cls(str(document["name"]), tuple((int(layer), int(h)) for layer, h in document["heads"]),
-                   str(document["chosen_by"]), tuple(number(v) for v in document["selection_scores"]),
-                   tuple(document["slices"]), tuple(float(s) for s in document["signs"]), number(document["value"]),
-                   (number(document["ci"][0]), number(document["ci"][1])), tuple(number(v) for v in document["null"]),
-                   number(document["null_q99"]), number(document["p_value"]),
-                   tuple(number(v) for v in document["clean_loss"]), tuple(int(n) for n in document["n_tokens"]),
-                   int(document["units"]), str(document["method"]), str(document["data"]))
 
 
 def _changes(ablated: Tensor, clean: Tensor, count: Tensor) -> Tensor:

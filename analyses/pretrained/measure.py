@@ -33,6 +33,7 @@ from analyses.pretrained.causal import (
 from analyses.pretrained.findings import PRETRAINED_FINDINGS, pretrained_findings
 from analyses.pretrained.held_out import (
     TOPIC_UNIT_KEYS,
+    CooccurrenceSummary,
     HeldOut,
     cooccurrence_summary,
     halves,
@@ -42,6 +43,7 @@ from analyses.pretrained.held_out import (
     topic_mean_over_heads,
 )
 from analyses.report.interactive import passage_patterns
+from mechprobe import records
 from mechprobe.validation import integer
 from probes import HeadScoreProbe, HeadScores, ModelInfo, TokenBatch, feed_probes, load_model
 from probes.attention.generalized_induction import GeneralizedInductionProbe, GeneralizedInductionScores
@@ -49,7 +51,7 @@ from probes.attention.key_token_attention import KeyTokenAttention, KeyTokenAtte
 from probes.attention.repeated_tokens import repeated_random_tokens
 from probes.attention.topic_attention import TopicAttention, TopicAttentionProbe
 from probes.core.errors import ConfigError, InputError
-from probes.dynamics.embedding_topics import EmbeddingTopicTest, embedding_topic_test
+from probes.dynamics.embedding_topics import EMBEDDING_MEASURES, EmbeddingTopicTest, embedding_topic_test
 from probes.stats.bootstrap import BatchStateRecorder
 from probes.stats.control_model import random_weight_control
 from probes.stats.findings import Finding
@@ -113,7 +115,7 @@ class ModelMeasurements:
     ordering: KeyTokenAttention
     embedding: EmbeddingTopicTest
     held_out: dict[str, HeldOut]
-    cooccurrence: dict[str, Any]
+    cooccurrence: CooccurrenceSummary
     causal: dict[str, CausalMeasurement] = field(default_factory=dict)
     causal_note: str = ""
 
@@ -136,7 +138,11 @@ class ModelMeasurements:
                 "different_topic_attention": float(self.topic.mean["different_topic"][layer, head]),
                 "pairs": self.topic.pairs,
             },
-            "embedding": self.embedding.to_dict(),
+            "embedding": {m: {"same": self.embedding.same[m], "different": self.embedding.different[m],
+                              "gap": self.embedding.gap[m], "gap_ci": self.embedding.gap_ci[m],
+                              "null_mean_gap": self.embedding.null_mean(m), "p_value": self.embedding.p_value[m]}
+                          for m in EMBEDDING_MEASURES} | {"labelled_tokens": self.embedding.n_tokens,
+                                                          "permutations": self.embedding.n_permutations},
             "cooccurrence": self.cooccurrence,
             "induction_top_heads": [[layer, h, s] for layer, h, s in self.text_heads.top_heads("induction", 5)],
             "induction_chance": self.text_heads.chance["induction"],
@@ -154,7 +160,7 @@ class ModelMeasurements:
                                 "ci": list(h.ci), "null_value": h.null_value, "p_value": h.p_value,
                                 "selection_value": h.selection_value}
                          for name, h in self.held_out.items()},
-            "ablations": {name: m.to_dict() for name, m in self.causal.items()},
+            "ablations": records.dump(self.causal),
             "ablation_note": self.causal_note,
         }
 
@@ -176,10 +182,10 @@ class PretrainedRun:
     def summary(self) -> dict[str, Any]:
         summary = self.measured.summary()
         summary.update({
-            "findings": {name: finding.to_dict() for name, finding in self.findings.items()},
+            "findings": records.dump(self.findings),
             "control": None if self.control is None else {
                 "model": self.control.name,
-                "findings": {name: finding.to_dict() for name, finding in self.control_findings.items()},
+                "findings": records.dump(self.control_findings),
                 **self.control.summary(),
             },
             "topic_words": {"words": self.token_map.n_words, "mapped": self.token_map.n_words_mapped,

@@ -12,7 +12,7 @@ import torch
 
 from analyses.induction.result import InductionResult
 from analyses.linear.section import linear_section
-from analyses.paper_result import PaperResult, json_ready
+from analyses.paper_result import PaperResult
 from analyses.pretrained.held_out import HeldOut
 from analyses.pretrained.measure import ModelMeasurements, PretrainedRun
 from analyses.report.causal_section import causal_section
@@ -22,6 +22,7 @@ from analyses.report.interactive import heatmap_view, pattern_view
 from analyses.report.verdicts import compare_findings, verdict_section
 from analyses.scansnap.result import ScanSnapResult
 from analyses.topic.result import TopicResult
+from mechprobe import records
 from probes.dynamics.embedding_topics import EMBEDDING_MEASURES
 from probes.linear.probe import LinearProbeScores
 
@@ -158,9 +159,9 @@ def _cooccurrence_section(toy: Mapping[str, ToyRun], runs: Mapping[str, Pretrain
     for label, measured in _measured(runs):
         c = measured.cooccurrence
         rows.append(_held(label, "distance-matched, best head", measured.held_out["cooccurrence_ordering"]))
-        rows.append([label, "distance-matched, mean over heads", "", c["spearman_distance_matched_mean"], "", "", ""])
+        rows.append([label, "distance-matched, mean over heads", "", c.spearman_distance_matched_mean, "", "", ""])
         rows.append([label, "per occurrence (confounded by position), mean over heads", "",
-                     c["spearman_per_occurrence_mean"], "", "", ""])
+                     c.spearman_per_occurrence_mean, "", "", ""])
     return Section(
         "Co-occurrence ordering",
         ["Spearman correlation, per query token, between the attention a key token receives and how often it "
@@ -308,9 +309,9 @@ def compare(toy_runs: Mapping[str, ToyRun], pretrained_runs: Mapping[str, Pretra
     if pretrained_runs:
         sections.append(_interactive_section(pretrained_runs))
     summary = {
-        "toy": {name: json_ready(run.result.summary()) for name, run in toy_runs.items()},
+        "toy": {name: records.dump(run.result) for name, run in toy_runs.items()},
         "pretrained": {name: run.summary() for name, run in pretrained_runs.items()},
-        "comparison": comparison.summary(),
+        "comparison": records.dump(comparison.rows),
         "corpus": dict(corpus or {}),
         "settings": dict(settings or {}),
     }

@@ -80,7 +80,7 @@ __all__ = ["FINDINGS", "PRESETS", "PRESET_REFERENCES", "STAGES", "TopicExperimen
 
 log = logging.getLogger(__name__)
 
-result_from_summary = TopicResult.from_summary  # the report's way back from summary.json
+result_from_summary = TopicResult.from_document  # the report's way back from summary.json
 
 CHECKPOINT_EVERY = 500
 
