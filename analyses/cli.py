@@ -301,7 +301,7 @@ def report_config(args: argparse.Namespace):
     import dataclasses
 
     from analyses.config_overrides import apply_overrides, toml_assignments
-    from analyses.report.build import ReportConfig
+    from analyses.report.config import ReportConfig
 
     config = ReportConfig.fast() if args.fast else ReportConfig()
     if args.config:

@@ -53,9 +53,9 @@ def heads_page(model: Any, result: HeadScores, tokens: TokenBatch, model_name: s
     heads = {f"{kind} #{rank + 1}": (layer, head) for kind in result.scores
              for rank, (layer, head, _) in enumerate(result.top_heads(kind, top))}
     passage = passage_patterns(model, tokens, heads, max_tokens=tokens.shape[1])
-    for name, pattern in passage["patterns"].items():
-        layer, head = passage["heads"][name]
-        views.append(pattern_view(f"{name}: L{layer}H{head} on [BOS] X X", passage["tokens"], pattern))
+    for name, pattern in passage.patterns.items():
+        layer, head = passage.heads[name]
+        views.append(pattern_view(f"{name}: L{layer}H{head} on [BOS] X X", passage.tokens, pattern))
     return page(f"mechprobe heads: {model_name}", views)
 
 

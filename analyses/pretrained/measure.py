@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -30,7 +30,7 @@ from analyses.pretrained.causal import (
     measure_causal,
     topic_gap_top_heads,
 )
-from analyses.pretrained.findings import PRETRAINED_FINDINGS, pretrained_findings
+from analyses.pretrained.findings import pretrained_findings
 from analyses.pretrained.held_out import (
     TOPIC_UNIT_KEYS,
     CooccurrenceSummary,
@@ -42,7 +42,7 @@ from analyses.pretrained.held_out import (
     held_out_topic,
     topic_mean_over_heads,
 )
-from analyses.report.interactive import passage_patterns
+from analyses.report.interactive import PassagePatterns, passage_patterns
 from mechprobe import records
 from mechprobe.validation import integer
 from probes import HeadScoreProbe, HeadScores, ModelInfo, TokenBatch, feed_probes, load_model
@@ -167,7 +167,9 @@ class ModelMeasurements:
 
 @dataclass
 class PretrainedRun:
-    """One pretrained model, its random-weight control, and the findings; :meth:`summary` goes to summary.json."""
+    """One pretrained model, its random-weight control, and the findings; :meth:`summary` goes to summary.json.
+    ``config``: the settings it was probed with; ``passages``: the best heads' attention on a text passage and on
+    repeated random tokens (the report's interactive views)."""
 
     model: str
     info: ModelInfo
@@ -177,7 +179,8 @@ class PretrainedRun:
     findings: dict[str, Finding]
     control_findings: dict[str, Finding]
     n_tokens: int
-    extras: dict[str, Any] = field(default_factory=dict)
+    config: PretrainedConfig | None = None
+    passages: Mapping[str, PassagePatterns] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
         summary = self.measured.summary()
@@ -332,5 +335,5 @@ def probe_pretrained(model_spec: Any, documents: Sequence[Any], word_topics: Map
     return PretrainedRun(
         model=name, info=info, token_map=token_map, measured=measured, control=control, findings=findings,
         control_findings=control_findings, n_tokens=int(sum(int(b.valid.sum()) for b in batches)),
-        extras={"config": asdict(config), "findings": list(PRETRAINED_FINDINGS), "passages": passages},
+        config=config, passages=passages,
     )

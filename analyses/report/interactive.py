@@ -18,6 +18,7 @@ from __future__ import annotations
 import html
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -132,11 +133,20 @@ def token_strings(model: Any, ids: Sequence[int]) -> list[str]:
     return [tokenizer.decode([int(i)]) or tokenizer.convert_ids_to_tokens(int(i)) for i in ids]
 
 
+@dataclass(frozen=True)
+class PassagePatterns:
+    """The attention of named heads on one passage: its ``tokens`` (text), each head's ``(layer, head)`` and its
+    pattern ``patterns[name][query][key]`` over the passage's tokens."""
+
+    tokens: list[str]
+    patterns: Mapping[str, list[list[float]]]
+    heads: Mapping[str, tuple[int, int]]
+
+
 def passage_patterns(model: Any, batch: Any, heads: Mapping[str, tuple[int, int]], *, max_tokens: int = 48
-                     ) -> dict[str, Any]:
-    """The attention of each head in ``heads`` (name -> (layer, head)) on the first sequence of ``batch``,
-    cut to its first ``max_tokens`` valid tokens: ``{"tokens": [...], "patterns": {name: [[q][k]]},
-    "heads": {name: [layer, head]}}`` (JSON-ready, so it can be saved with the run)."""
+                     ) -> PassagePatterns:
+    """The :class:`PassagePatterns` of each head in ``heads`` (name -> (layer, head)) on the first sequence of
+    ``batch``, cut to its first ``max_tokens`` valid tokens."""
     batch = as_token_batch(batch, ModelInfo.of(model))
     keep = batch.attention_mask[0].bool() if batch.attention_mask is not None else torch.ones_like(batch.valid[0])
     positions = keep.nonzero().flatten()[:max_tokens]
@@ -150,5 +160,5 @@ def passage_patterns(model: Any, batch: Any, heads: Mapping[str, tuple[int, int]
     for name, (layer, head) in heads.items():
         full = activations[pattern_hook(layer)][0, head].float().cpu()
         patterns[name] = full[index][:, index].tolist()
-    return {"tokens": token_strings(model, row.tokens[0, index].tolist()), "patterns": patterns,
-            "heads": {name: [int(layer), int(h)] for name, (layer, h) in heads.items()}}
+    return PassagePatterns(token_strings(model, row.tokens[0, index].tolist()), patterns,
+                           {name: (int(layer), int(h)) for name, (layer, h) in heads.items()})

@@ -28,6 +28,8 @@ from torch import Tensor
 from analyses.experiments import toy_result
 from analyses.pretrained.measure import PretrainedRun
 from analyses.report.compare import ToyRun
+from analyses.report.config import ReportSettings
+from analyses.report.corpus import CorpusSummary
 from mechprobe import records
 from mechprobe.errors import RecordError
 from probes.core.atomic import atomic_write_text
@@ -91,7 +93,7 @@ def load_pretrained_run(folder: Path) -> PretrainedRun:
 
 
 def save_report_inputs(out: Path, toy_runs: dict[str, ToyRun], pretrained: dict[str, PretrainedRun],
-                       corpus: dict[str, Any], settings: dict[str, Any]) -> None:
+                       corpus: CorpusSummary, settings: ReportSettings | None) -> None:
     """Write ``out/results/`` so :func:`load_report_inputs` can rebuild the report from it."""
     root = out / RESULTS
     folders = {spec: _slug(i, spec) for i, spec in enumerate(pretrained)}
@@ -104,7 +106,8 @@ def save_report_inputs(out: Path, toy_runs: dict[str, ToyRun], pretrained: dict[
                                        "pretrained": folders, "toys": list(toy_runs)})
 
 
-def load_report_inputs(out: Path) -> tuple[dict[str, ToyRun], dict[str, PretrainedRun], dict[str, Any], dict[str, Any]]:
+def load_report_inputs(out: Path
+                       ) -> tuple[dict[str, ToyRun], dict[str, PretrainedRun], CorpusSummary, ReportSettings | None]:
     """``(toy_runs, pretrained_runs, corpus, settings)`` from ``out/results/``, as the report had them."""
     root = out / RESULTS
     if not root.is_dir():
@@ -118,4 +121,7 @@ def load_report_inputs(out: Path) -> tuple[dict[str, ToyRun], dict[str, Pretrain
         toys[name] = ToyRun(name, toy_result(name, toy["summary"]), out / toy["folder"])
     pretrained = {spec: load_pretrained_run(root / "pretrained" / folder)
                   for spec, folder in document["pretrained"].items()}
-    return toys, pretrained, document["corpus"], document["settings"]
+    corpus: CorpusSummary = _load(CorpusSummary, document["corpus"], root / "report.json")
+    settings: ReportSettings | None = (None if document["settings"] is None
+                                       else _load(ReportSettings, document["settings"], root / "report.json"))
+    return toys, pretrained, corpus, settings
