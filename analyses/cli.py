@@ -259,10 +259,10 @@ def _run_linear(args: argparse.Namespace) -> int:
         raise InputError(f"--out {out} exists and is not a folder; give a folder path (it is created if new).")
     summary = run_linear_probe(args.model, args.target, out, config, device=args.device, dtype=torch_dtype(args.dtype),
                                progress=not args.no_progress)
-    for key, entry in summary["results"].items():
-        cells = " ".join(f"{a:.2f}/{g:+.2f}" for a, g in zip(entry["accuracy"], entry["gain"]))
-        print(f"{args.target} {key} (accuracy/{entry['statistic']} per layer, majority "
-              f"{entry['majority_baseline']:.2f}): {cells}")
+    for key, curve in summary.results.items():
+        cells = " ".join(f"{a:.2f}/{g:+.2f}" for a, g in zip(curve.accuracy, curve.gain))
+        print(f"{args.target} {key} (accuracy/{curve.statistic} per layer, majority "
+              f"{curve.majority_baseline:.2f}): {cells}")
     print(f"wrote {out / 'summary.json'}")
     return 0
 
