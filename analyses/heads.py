@@ -22,6 +22,7 @@ from probes import (
 from probes.core.atomic import atomic_write_text
 from probes.core.errors import ConfigError, InputError
 from probes.core.loading import check_device, torch_dtype
+from probes.core.model_kind import HookedModel
 
 
 def heads_document(result: HeadScores, model_name: str, settings: dict[str, Any]) -> dict[str, Any]:
@@ -45,7 +46,7 @@ def _check_output(flag: str, path: str, example: str) -> None:
         )
 
 
-def heads_page(model: Any, result: HeadScores, tokens: TokenBatch, model_name: str, top: int = 2) -> str:
+def heads_page(model: HookedModel, result: HeadScores, tokens: TokenBatch, model_name: str, top: int = 2) -> str:
     """A standalone page: a hover-able layer x head map per kind, and the ``top`` heads of each kind
     attending on the first scored sequence (hover a token to see where it attends)."""
     views = [heatmap_view(f"{model_name}: {kind}", table.tolist(), chance=result.chance[kind])

@@ -34,6 +34,7 @@ from probes.core.batch import TokenBatch
 from probes.core.errors import ConfigError, InputError
 from probes.core.loading import load_model
 from probes.core.model_info import ModelInfo
+from probes.core.model_kind import HookedModel
 from probes.core.runner import run_probes
 from probes.linear.labels import (
     CombinedLabels,
@@ -134,7 +135,7 @@ def _pack(rows: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]], pad: int)
     return TokenBatch(tokens, valid, mask)
 
 
-def document_batches(documents: list[Document], model: Any, config: LinearProbeConfig
+def document_batches(documents: list[Document], model: HookedModel, config: LinearProbeConfig
                      ) -> tuple[list[TokenBatch], torch.Tensor]:
     """Windows of the documents (:func:`probes.text_token_batches`, one document per row) packed into
     ``max_batches`` batches, and the document index of every row."""
@@ -193,7 +194,7 @@ def check_pretrained_target(target: str) -> None:
                           f"models take --target parent or topic.")
 
 
-def pretrained_setup(model: Any, target: str, config: LinearProbeConfig, documents: list[Document], *,
+def pretrained_setup(model: HookedModel, target: str, config: LinearProbeConfig, documents: list[Document], *,
                      word_topics: dict[str, int] | None = None, topic_model: Any = None) -> ProbeSetup:
     """Batches and labels of ``target`` on a pretrained model over ``documents`` (LDA fitted here when
     ``topic_model`` is not given)."""
@@ -262,7 +263,8 @@ def toy_setup(toy: ToyModel, target: str, config: LinearProbeConfig) -> ProbeSet
     return ProbeSetup(batches, labels, torch.arange(n), residual_hooks(toy.model), data_text)
 
 
-def probe_setup(model: Any, setup: ProbeSetup, config: LinearProbeConfig, *, progress: bool) -> LinearProbeScores:
+def probe_setup(model: HookedModel, setup: ProbeSetup, config: LinearProbeConfig, *, progress: bool
+                ) -> LinearProbeScores:
     """One :class:`probes.LinearProbe` over the setup's batches."""
     probe = LinearProbe(setup.labels, hooks=setup.hooks, documents=setup.documents, max_examples=config.max_examples,
                         n_folds=config.n_folds, n_boot=config.n_boot, seed=config.seed, control_seed=config.seed,

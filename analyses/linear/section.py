@@ -38,6 +38,7 @@ from analyses.toy_model_store import is_toy_folder, load_toy_model
 from mechprobe import records
 from probes.core.atomic import atomic_write_text
 from probes.core.errors import ConfigError, InputError
+from probes.core.model_kind import HookedModel
 from probes.core.result import ProbeResult
 from probes.linear.fit import document_bootstrap, percentile_ci
 from probes.linear.labels import CombinedLabels
@@ -96,7 +97,7 @@ def evenly_spaced(hooks: tuple[str, ...], n: int) -> tuple[str, ...]:
     return tuple(hooks[i] for i in picks)
 
 
-def _both(model: Any, setup: ProbeSetup, config: LinearProbeConfig, label: str, *, draws: int, toy: bool,
+def _both(model: HookedModel, setup: ProbeSetup, config: LinearProbeConfig, label: str, *, draws: int, toy: bool,
           progress: bool) -> dict[str, LinearProbeScores]:
     controls = [probe_setup(random_weight_control(model, seed=config.seed + draw, redraw_unresettable=toy), setup,
                             config, progress=progress) for draw in range(draws)]

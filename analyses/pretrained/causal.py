@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 import torch
 from torch import Tensor
@@ -42,6 +41,7 @@ from probes.causal.topic_slices import topic_seen_slice, topic_unseen_slice
 from probes.core.batch import TokenBatch
 from probes.core.errors import ConfigError, InputError, ModelError
 from probes.core.model_info import ModelInfo
+from probes.core.model_kind import HookedModel
 from probes.stats.bootstrap import bootstrap_interval
 from probes.stats.findings import Finding
 from probes.stats.nulls import fixed_sequence_adjust, permutation_p_value
@@ -132,7 +132,7 @@ def contrast(sums: AblationSums, signs: Sequence[float], *, n_boot: int, seed: i
     return float(per_set[0]), (float(low), float(high)), per_set[1:]
 
 
-def measure_ablation(model: Any, name: str, heads: Sequence[tuple[int, int]], batches: Sequence[TokenBatch],
+def measure_ablation(model: HookedModel, name: str, heads: Sequence[tuple[int, int]], batches: Sequence[TokenBatch],
                      slices: Mapping[str, SliceFn], signs: Sequence[float], config: CausalConfig, *, chosen_by: str,
                      selection_scores: Sequence[float], n_boot: int, seed: int, data: str) -> CausalMeasurement:
     """Ablate ``heads`` and ``config.draws`` layer-matched random sets on ``batches`` (one sequence each) and
@@ -170,7 +170,7 @@ def single_rows(batches: Sequence[TokenBatch], n_rows: int, max_len: int,
     return [rows[i] for i in keep]
 
 
-def causal_unavailable(model: Any, info: ModelInfo, config: CausalConfig) -> str:
+def causal_unavailable(model: HookedModel, info: ModelInfo, config: CausalConfig) -> str:
     """Why the causal findings are not measured on ``model`` (``""`` when they are)."""
     if not config.enabled:
         return "not measured: causal.enabled is false"
@@ -200,7 +200,7 @@ def causal_protocol(info: ModelInfo, config: CausalConfig, seed: int) -> list[To
             for _ in range(config.sequences)]
 
 
-def measure_causal(model: Any, *, induction: Sequence[tuple[int, int, float]],
+def measure_causal(model: HookedModel, *, induction: Sequence[tuple[int, int, float]],
                    previous_token: Sequence[tuple[int, int, float]], topic: Sequence[tuple[int, int, float]],
                    text_batches: Sequence[TokenBatch], labels: Tensor, config: CausalConfig, n_boot: int, seed: int
                    ) -> dict[str, CausalMeasurement]:

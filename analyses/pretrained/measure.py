@@ -51,6 +51,7 @@ from probes.attention.key_token_attention import KeyTokenAttention, KeyTokenAtte
 from probes.attention.repeated_tokens import repeated_random_tokens
 from probes.attention.topic_attention import TopicAttention, TopicAttentionProbe
 from probes.core.errors import ConfigError, InputError
+from probes.core.model_kind import HookedModel
 from probes.dynamics.embedding_topics import EMBEDDING_MEASURES, EmbeddingTopicTest, embedding_topic_test
 from probes.stats.bootstrap import BatchStateRecorder
 from probes.stats.control_model import random_weight_control
@@ -221,7 +222,7 @@ def protocol_batches(info: ModelInfo, config: PretrainedConfig) -> list[TokenBat
                                    generator=generator) for _ in range(config.protocol_batches)]
 
 
-def _run_half(model: Any, batches: Sequence[TokenBatch], labels: Tensor, pair_tokens: list[int],
+def _run_half(model: HookedModel, batches: Sequence[TokenBatch], labels: Tensor, pair_tokens: list[int],
               config: PretrainedConfig, *, data: str, progress: bool):
     """One streamed pass over ``batches``: the probes and each batch's state increments for the bootstrap."""
     probes_list = [HeadScoreProbe(), GeneralizedInductionProbe(config.generalized_n),
@@ -233,7 +234,7 @@ def _run_half(model: Any, batches: Sequence[TokenBatch], labels: Tensor, pair_to
     return probes_list, recorder
 
 
-def measure_model(model: Any, name: str, batches: Sequence[TokenBatch], labels: Tensor, pair_tokens: list[int],
+def measure_model(model: HookedModel, name: str, batches: Sequence[TokenBatch], labels: Tensor, pair_tokens: list[int],
                   config: PretrainedConfig, *, data: str, progress: bool) -> ModelMeasurements:
     """Every statistic of the suite on ``model`` (see the module docstring)."""
     info = ModelInfo.of(model)

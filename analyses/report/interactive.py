@@ -25,6 +25,7 @@ import torch
 
 from probes.core.batch import TokenBatch, as_token_batch
 from probes.core.model_info import ModelInfo, pattern_hook
+from probes.core.model_kind import HookedModel
 from probes.core.runner import capture
 
 CSS = """
@@ -125,7 +126,7 @@ def page(title: str, views: Sequence[str]) -> str:
             f"<script>{JS}</script></body></html>")
 
 
-def token_strings(model: Any, ids: Sequence[int]) -> list[str]:
+def token_strings(model: HookedModel, ids: Sequence[int]) -> list[str]:
     """Readable text of each token id (the tokenizer's own piece, whitespace markers shown as spaces)."""
     tokenizer = getattr(model, "tokenizer", None)
     if tokenizer is None:
@@ -143,7 +144,7 @@ class PassagePatterns:
     heads: Mapping[str, tuple[int, int]]
 
 
-def passage_patterns(model: Any, batch: Any, heads: Mapping[str, tuple[int, int]], *, max_tokens: int = 48
+def passage_patterns(model: HookedModel, batch: Any, heads: Mapping[str, tuple[int, int]], *, max_tokens: int = 48
                      ) -> PassagePatterns:
     """The :class:`PassagePatterns` of each head in ``heads`` (name -> (layer, head)) on the first sequence of
     ``batch``, cut to its first ``max_tokens`` valid tokens."""

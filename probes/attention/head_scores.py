@@ -50,6 +50,7 @@ from probes.attention.repeated_tokens import repeated_random_tokens
 from probes.core.batch import TokenBatch
 from probes.core.errors import ConfigError, InputError
 from probes.core.model_info import ModelInfo, pattern_hook
+from probes.core.model_kind import HookedModel
 from probes.core.pattern_sums import KeyMask, is_pattern_block
 from probes.core.probe import LayerwiseProbe
 from probes.core.result import ProbeResult, Provenance
@@ -217,7 +218,7 @@ def _token_batches(tokens: Any, batch_size: int) -> list[Tensor | TokenBatch]:
 
 
 def head_scores(
-    model: Any,
+    model: HookedModel,
     tokens: Any = None,
     *,
     kinds: Sequence[str | HeadPattern] = HEAD_SCORE_KINDS,
