@@ -270,7 +270,6 @@ def probe_setup(model: HookedModel, setup: ProbeSetup, config: LinearProbeConfig
                         n_folds=config.n_folds, n_boot=config.n_boot, seed=config.seed, control_seed=config.seed,
                         unseen_words=config.unseen_words)
     (result,) = run_probes(model, [probe], setup.batches, data=setup.data, seed=config.seed, progress=progress)
-    assert isinstance(result, LinearProbeScores)
     return result
 
 

@@ -260,5 +260,4 @@ def head_scores(
         batches = _token_batches(tokens, batch_size)
         data = "given tokens"
     (result,) = run_probes(model, [HeadScoreProbe(kinds)], batches, data=data, seed=seed, progress=progress)
-    assert isinstance(result, HeadScores)
     return result

@@ -136,5 +136,4 @@ def same_token_attention(model: HookedModel, batches: Iterable[Tensor | TokenBat
     """
     (result,) = run_probes(model, [SameTokenAttentionProbe(token_topics, has_topic)], batches, data=data,
                            progress=progress)
-    assert isinstance(result, SameTokenAttention)
     return result

@@ -317,5 +317,4 @@ def topic_attention(model: HookedModel, batches: Iterable[Tensor | TokenBatch], 
     probe = TopicAttentionProbe(token_topics, has_topic, n_permutations=n_permutations,
                                 permutation_seed=permutation_seed)
     (result,) = run_probes(model, [probe], batches, data=data, progress=progress)
-    assert isinstance(result, TopicAttention)
     return result
