@@ -17,6 +17,7 @@ from probes.causal import HeadAblation, check_heads, head_ablation, repeated_hal
 from probes.causal.ablation import check_method
 from probes.core.errors import ConfigError, InputError
 from probes.core.loading import check_device, torch_dtype
+from probes.core.model_kind import HookedModel
 
 RESULT_FILE = "ablation.json"
 SLICE = "repeated_half"
@@ -68,7 +69,8 @@ class AblateSettings:
                 raise ConfigError(f"{name} must be an integer >= {low}; got {value!r}.")
 
 
-def ablate_model(model: Any, settings: AblateSettings, *, data_label: str = "") -> tuple[HeadAblation, dict[str, Any]]:
+def ablate_model(model: HookedModel, settings: AblateSettings, *, data_label: str = ""
+                 ) -> tuple[HeadAblation, dict[str, Any]]:
     """Choose the heads (on the even batches, for ``top``) and ablate them on the odd batches.
 
     Returns the result and how the heads were chosen (``{"heads": ..., "scores": ...}``)."""

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import probes
 from analyses.experiments import TOY_EXPERIMENTS, toy_experiment
+from mechprobe import records
 from probes.core.errors import ConfigError, InputError, MechprobeError
 from probes.core.loading import check_device
 from probes.text.corpora import check_corpus_spec
@@ -237,7 +238,7 @@ def _run_toy(args: argparse.Namespace) -> int:
         if created is not None:
             shutil.rmtree(created, ignore_errors=True)
         raise
-    shown = {k: v for k, v in result.summary().items() if not isinstance(v, (dict, list, tuple))}
+    shown = {k: v for k, v in records.dump(result).items() if not isinstance(v, (dict, list, tuple))}
     for key, value in shown.items():
         print(f"{key}: {value:.4g}" if isinstance(value, float) else f"{key}: {value}")
     for name, finding in result.toy_findings().items():
@@ -258,10 +259,10 @@ def _run_linear(args: argparse.Namespace) -> int:
         raise InputError(f"--out {out} exists and is not a folder; give a folder path (it is created if new).")
     summary = run_linear_probe(args.model, args.target, out, config, device=args.device, dtype=torch_dtype(args.dtype),
                                progress=not args.no_progress)
-    for key, entry in summary["results"].items():
-        cells = " ".join(f"{a:.2f}/{g:+.2f}" for a, g in zip(entry["accuracy"], entry["gain"]))
-        print(f"{args.target} {key} (accuracy/{entry['statistic']} per layer, majority "
-              f"{entry['majority_baseline']:.2f}): {cells}")
+    for key, curve in summary.results.items():
+        cells = " ".join(f"{a:.2f}/{g:+.2f}" for a, g in zip(curve.accuracy, curve.gain))
+        print(f"{args.target} {key} (accuracy/{curve.statistic} per layer, majority "
+              f"{curve.majority_baseline:.2f}): {cells}")
     print(f"wrote {out / 'summary.json'}")
     return 0
 
@@ -300,7 +301,7 @@ def report_config(args: argparse.Namespace):
     import dataclasses
 
     from analyses.config_overrides import apply_overrides, toml_assignments
-    from analyses.report.build import ReportConfig
+    from analyses.report.config import ReportConfig
 
     config = ReportConfig.fast() if args.fast else ReportConfig()
     if args.config:

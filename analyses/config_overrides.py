@@ -17,6 +17,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from mechprobe import records
+from mechprobe.errors import RecordError
 from probes.core.errors import ConfigError
 
 if sys.version_info >= (3, 11):
@@ -173,25 +175,17 @@ def config_sections(kind: type) -> dict[str, type]:
     return {f.name: hints[f.name] for f in dataclasses.fields(kind) if dataclasses.is_dataclass(hints[f.name])}
 
 
-def config_from_dict(kind: type[C], values: Mapping[str, Any], *, prefix: str = "") -> C:
-    """The ``kind`` config whose ``dataclasses.asdict`` is ``values``: sections rebuilt as their own configs,
-    lists as tuples, fields the config derives itself (``init=False``) skipped, unknown keys refused.
+def config_from_dict(kind: type[C], values: Mapping[str, Any]) -> C:
+    """The ``kind`` config whose ``dataclasses.asdict`` is ``values`` (:func:`mechprobe.records.load`: sections
+    rebuilt as their own configs, lists as tuples, derived ``init=False`` fields skipped, unknown keys refused
+    with a :class:`ConfigError`).
 
     Example: ``config_from_dict(ScanSnapConfig, dataclasses.asdict(config)) == config``.
     """
-    if not isinstance(values, Mapping):
-        raise ConfigError(f"settings{'.' + prefix[:-1] if prefix else ''} must be a mapping; got {values!r}.")
-    fields = dataclasses.fields(kind)
-    names = {f.name for f in fields if f.init}
-    unknown = sorted(set(values) - {f.name for f in fields})
-    if unknown:
-        raise ConfigError(f"Unknown {kind.__name__} settings {', '.join(prefix + u for u in unknown)}; known: "
-                          f"{', '.join(sorted(names))} (settings written by an older mechprobe: run the "
-                          f"experiment again).")
-    sections = config_sections(kind)
-    return kind(**{key: config_from_dict(sections[key], value, prefix=f"{prefix}{key}.") if key in sections
-                   else tuple(value) if isinstance(value, list) else value
-                   for key, value in values.items() if key in names})
+    try:
+        return records.load(kind, values, where="settings")
+    except RecordError as error:
+        raise ConfigError(f"{error} (Settings written by an older mechprobe: run the experiment again.)") from None
 
 
 def toml_assignments(path: str | Path) -> list[str]:

@@ -22,6 +22,7 @@ from probes import (
 from probes.core.atomic import atomic_write_text
 from probes.core.errors import ConfigError, InputError
 from probes.core.loading import check_device, torch_dtype
+from probes.core.model_kind import HookedModel
 from probes.display.views import heatmap_view, page, pattern_view
 
 
@@ -46,7 +47,7 @@ def _check_output(flag: str, path: str, example: str) -> None:
         )
 
 
-def heads_page(model: Any, result: HeadScores, tokens: TokenBatch, model_name: str, top: int = 2) -> str:
+def heads_page(model: HookedModel, result: HeadScores, tokens: TokenBatch, model_name: str, top: int = 2) -> str:
     """A standalone page: a hover-able layer x head map per kind, and the ``top`` heads of each kind
     attending on the first scored sequence (hover a token to see where it attends)."""
     views = [heatmap_view(f"{model_name}: {kind}", table.tolist(), chance=result.chance[kind])
@@ -54,9 +55,9 @@ def heads_page(model: Any, result: HeadScores, tokens: TokenBatch, model_name: s
     heads = {f"{kind} #{rank + 1}": (layer, head) for kind in result.scores
              for rank, (layer, head, _) in enumerate(result.top_heads(kind, top))}
     passage = passage_patterns(model, tokens, heads, max_tokens=tokens.shape[1])
-    for name, pattern in passage["patterns"].items():
-        layer, head = passage["heads"][name]
-        views.append(pattern_view(f"{name}: L{layer}H{head} on [BOS] X X", passage["tokens"], pattern))
+    for name, pattern in passage.patterns.items():
+        layer, head = passage.heads[name]
+        views.append(pattern_view(f"{name}: L{layer}H{head} on [BOS] X X", passage.tokens, pattern))
     return page(f"mechprobe heads: {model_name}", views)
 
 

@@ -1,15 +1,13 @@
 """What a toy preset reproduces: the paper, the figure, and the deviations that remain.
 
-Every toy preset's ``summary.json`` carries ``"reference": PaperReference(...).to_dict()`` so a
+Every toy preset's ``summary.json`` carries ``"reference"``: a :class:`PaperReference` (its fields) so a
 reader comparing a run with a published figure knows which figure it is and where the run differs
 (including where the paper's text and its reference code disagree, and which one was followed).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 
 @dataclass(frozen=True)
@@ -32,15 +30,6 @@ class PaperReference:
         for text in (*self.deviations, *self.followed):
             if not isinstance(text, str) or not text.strip():
                 raise ValueError("PaperReference deviations and followed notes must be non-empty strings.")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"paper": self.paper, "experiment": self.experiment, "deviations": list(self.deviations),
-                "followed": list(self.followed)}
-
-    @classmethod
-    def from_dict(cls, document: Mapping[str, Any]) -> PaperReference:
-        return cls(document["paper"], document["experiment"], tuple(document["deviations"]),
-                   tuple(document.get("followed", ())))
 
 
 TIAN_2023 = "Tian, Wang, Chen, Du 2023, Scan and Snap: Understanding Training Dynamics and Token Composition in " \

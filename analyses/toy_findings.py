@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from scipy.stats import t as student_t
 
@@ -109,6 +109,9 @@ class ToyFinding:
     seeds: tuple[int, ...]
     per_seed: tuple[Finding, ...]
     control_per_seed: tuple[Finding, ...]
+    # what summary.json's readers need besides the fields (mechprobe.records writes them, and skips them on load)
+    __record_derived__ = ("statistic", "value", "ci", "null_value", "p_value", "control_value", "control_ci",
+                          "held", "holds")
 
     def __post_init__(self) -> None:
         if not self.seeds or len(self.seeds) != len(self.per_seed) or \
@@ -199,32 +202,6 @@ class ToyFinding:
             return reference > 0 and low / reference >= self.min_effect
         return low - reference >= self.min_effect
 
-    def to_dict(self) -> dict[str, Any]:
-        """summary.json's entry: the pretrained findings' schema plus ``toy``, ``seeds`` and the per-seed findings."""
-        document = Finding(self.statistic, self.value, self.ci, self.first.null_kind, self.null_value, self.p_value,
-                           self.min_effect, self.effect, self.control_value, self.control_ci,
-                           selection=self.first.selection).to_dict()
-        if self.control_per_seed:
-            document["control"]["holds"] = self.control_finding().holds
-        document["null"]["p_adjusted"] = document["null"]["p_value"]
-        document["holds"] = self.holds
-        document["toy"] = self.toy
-        document["interval"] = "95% Student-t over seeds" if len(self.seeds) > 1 else "the single seed's own"
-        document["seeds"] = {"held": self.held, "of": len(self.seeds), "seeds": list(self.seeds)}
-        document["per_seed"] = [f.to_dict() for f in self.per_seed]
-        document["control_per_seed"] = [f.to_dict() for f in self.control_per_seed]
-        return document
-
-    @classmethod
-    def from_dict(cls, name: str, document: Mapping[str, Any]) -> ToyFinding:
-        try:
-            return cls(str(document["toy"]), name, tuple(int(s) for s in document["seeds"]["seeds"]),
-                       tuple(Finding.from_dict(f) for f in document["per_seed"]),
-                       tuple(Finding.from_dict(f) for f in document["control_per_seed"]))
-        except (KeyError, TypeError) as error:
-            raise InputError(f"The toy finding {name!r} is not in the format this mechprobe writes ({error!r}); "
-                             f"run the toy again.") from None
-
     def control_finding(self) -> ToyFinding:
         """The initialised toy's own finding over the same seeds (its control slot empty): it should not hold."""
         return ToyFinding(self.toy, self.name, self.seeds, self.control_per_seed, ())
@@ -254,11 +231,3 @@ def seed_findings_of(findings: Mapping[str, ToyFinding]) -> list[SeedFindings]:
     return [SeedFindings(seed, {name: f.per_seed[i] for name, f in findings.items()},
                          {name: f.control_per_seed[i] for name, f in findings.items()})
             for i, seed in enumerate(seeds)]
-
-
-def toy_findings_to_dict(findings: Mapping[str, ToyFinding]) -> dict[str, dict[str, Any]]:
-    return {name: finding.to_dict() for name, finding in findings.items()}
-
-
-def toy_findings_from_dict(document: Mapping[str, Mapping[str, Any]] | None) -> dict[str, ToyFinding]:
-    return {name: ToyFinding.from_dict(name, entry) for name, entry in (document or {}).items()}

@@ -22,6 +22,7 @@ from safetensors.torch import save_model as save_weights
 from probes.core.atomic import atomic_write_text
 from probes.core.errors import InputError, ModelError
 from probes.core.loading import load_model
+from probes.core.model_kind import HookedModel
 from toymodels.induction import FullInductionModel, SimplifiedInductionConfig, SimplifiedInductionModel
 from toymodels.scansnap.model import YZModelConfig, YZTransformer
 from toymodels.topic.model import TopicModel, TopicModelConfig
@@ -41,7 +42,7 @@ MODEL_CLASSES: dict[str, tuple[type, type]] = {
 class ToyModel:
     """A toy model loaded from a run folder, the experiment that trained it and that run's settings."""
 
-    model: Any
+    model: HookedModel
     experiment: str
     settings: dict[str, Any]
     folder: Path

@@ -39,7 +39,7 @@ def main() -> None:
 
     torch.set_num_threads(1)
     import analyses.linear.section as section
-    from analyses.report.build import ReportConfig
+    from analyses.report.config import ReportConfig
     from probes.core.loading import load_model
     from probes.text.corpora import iter_documents
     from probes.text.topics import LdaTopics, assign_word_topics, fit_lda_topics

@@ -41,3 +41,7 @@ class TrainingDiverged(MechprobeError, RuntimeError):
 
 class TrainingInterrupted(MechprobeError, RuntimeError):
     """SIGTERM stopped training after the current step was saved; the same command resumes it."""
+
+
+class RecordError(InputError):
+    """A saved document does not hold the record it should: a key unknown or missing, a value of the wrong type."""

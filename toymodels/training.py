@@ -36,6 +36,8 @@ from safetensors.torch import save as save_safetensors
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
+from mechprobe import records
+from mechprobe.errors import RecordError
 from toymodels.errors import CheckpointError, ToyConfigError, TrainingDiverged, TrainingInterrupted
 
 log = logging.getLogger(__name__)
@@ -91,20 +93,13 @@ class History:
         column = self.values.get(key, [])
         return column + [math.nan] * (len(self.steps) - len(column))
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"steps": list(self.steps), "values": {k: self.column(k) for k in self.values}}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> History:
-        return cls(steps=[int(s) for s in data["steps"]],
-                   values={k: [float(x) for x in v] for k, v in data["values"].items()})
-
     def save(self, path: str | os.PathLike) -> None:
-        _atomic_write_bytes(Path(path), json.dumps(self.to_dict()).encode())
+        """Write the history as strict JSON (:mod:`mechprobe.records`; a NaN value as null)."""
+        _atomic_write_bytes(Path(path), records.to_json(self, indent=None).encode())
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> History:
-        return cls.from_dict(json.loads(Path(path).read_text()))
+        return records.load(cls, records.strict_json(Path(path).read_text()), where=str(path))
 
 
 def _atomic_write_bytes(path: Path, payload: bytes) -> None:
@@ -195,7 +190,7 @@ class Checkpointer:
         buffer = io.BytesIO()
         torch.save({"optimizers": [o.state_dict() for o in optimizers], "generator": generator.get_state()}, buffer)
         meta = {"step": step, "weights": weights, "state": state, "fingerprint": self.fingerprint,
-                "history": history.to_dict()}
+                "history": records.dump(history)}
         try:
             _atomic_write_bytes(self.folder / weights, save_safetensors(tensors))
             _atomic_write_bytes(self.folder / state, buffer.getvalue())
@@ -285,10 +280,9 @@ class Checkpointer:
         tensors = self._load_weights(self.folder / meta["weights"], model)
         state = self._load_state(self.folder / meta["state"], len(optimizers))
         try:
-            history = History.from_dict(meta["history"])
-        except (KeyError, TypeError, ValueError, AttributeError) as error:
-            why = f"no {error.args[0]!r} entry" if isinstance(error, KeyError) else _one_line(error)
-            raise self._bad(self.meta_path, f"holds a malformed history ({why})") from error
+            history = records.load(History, meta["history"], where="history")
+        except RecordError as error:
+            raise self._bad(self.meta_path, f"holds a malformed history ({_one_line(error)})") from error
         for optimizer, saved in zip(optimizers, state["optimizers"]):
             try:
                 optimizer.load_state_dict(saved)

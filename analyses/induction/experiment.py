@@ -39,6 +39,8 @@ import json
 import logging
 import math
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -62,8 +64,8 @@ from analyses.torch_threads import torch_threads
 from analyses.toy_findings import aggregate_seeds
 from analyses.toy_model_store import save_toy_model
 from probes.attention.copier import CopierProbe, CopierProfile
-from probes.attention.generalized_induction import GeneralizedInductionProbe
-from probes.attention.selector import ParentSubsetAttentionProbe, SelectorWeightProbe
+from probes.attention.generalized_induction import GeneralizedInductionProbe, GeneralizedInductionScores
+from probes.attention.selector import ParentSubsetAttention, ParentSubsetAttentionProbe, SelectorWeightProbe
 from probes.core.probe import Probe
 from probes.core.runner import feed_probes, model_device, run_probes
 from probes.text.parent_criterion import chi_square_parent_criterion, population_parent_criterion
@@ -83,7 +85,7 @@ __all__ = ["FINDINGS", "PRESETS", "PRESET_REFERENCES", "InductionExperimentConfi
 
 log = logging.getLogger(__name__)
 
-result_from_summary = InductionResult.from_summary  # the report's way back from summary.json
+result_from_summary = InductionResult.from_document  # the report's way back from summary.json
 
 
 # -- building and training ----------------------------------------------------------------------
@@ -180,7 +182,29 @@ def true_head_subset(copier: CopierProfile, parents: list[int]) -> tuple[int, ..
     return tuple(sorted({int(copier.mass[0, :, d].argmax()) for d in parents}))
 
 
-def probe_model(model: torch.nn.Module, config: InductionExperimentConfig, tokens: torch.Tensor) -> dict[str, Any]:
+@dataclass(frozen=True)
+class InductionProbes:
+    """What :func:`probe_model` measured: the copier, generalized-induction and parent-subset results, the best
+    layer-2 head (``best_head``) and the numbers :class:`InductionResult` keeps (see its docstring)."""
+
+    copier: CopierProfile
+    induction: GeneralizedInductionScores
+    subsets: ParentSubsetAttention
+    best_head: int
+    copier_distance: tuple[int, ...]
+    copier_mass: tuple[tuple[float, ...], ...]
+    generalized_induction_score: float
+    generalized_induction_chance: float
+    last_token_only_mass: float
+    last_token_only_chance: float
+    parent_subset_attention: Mapping[str, float]
+    parent_subset_chance: Mapping[str, float]
+    parent_share: Mapping[str, float]
+    true_parent_subset: str
+    true_parent_share: float
+
+
+def probe_model(model: torch.nn.Module, config: InductionExperimentConfig, tokens: torch.Tensor) -> InductionProbes:
     """Run the copier, generalized-induction, parent-subset and (simplified) selector probes."""
     batches = list(tokens.split(32))
     order = config.data.order
@@ -198,27 +222,20 @@ def probe_model(model: torch.nn.Module, config: InductionExperimentConfig, token
     copier, induction, subsets = copier_probe.compute(), induction_probe.compute(), subsets_probe.compute()
     layer2 = induction.scores[-1]
     best = int(layer2.argmax())
-    out: dict[str, Any] = {
-        "copier": copier, "induction": induction, "subsets": subsets, "best_head": best,
-        "copier_distance": [int(d) for d in copier.copied_distance[0]],
-        "copier_mass": copier.mass[0].tolist(),
-        "generalized_induction_score": float(layer2[best]),
-        "generalized_induction_chance": induction.chance,
-        "last_token_only_mass": float(induction.last_token_only[-1, best]),
-        "last_token_only_chance": induction.last_token_only_chance,
-        "parent_subset_attention": {label: float(v) for label, v in zip(subsets.labels, subsets.scores[:, best])},
-        "parent_subset_chance": {label: float(v) for label, v in zip(subsets.labels, subsets.chance[:, best])},
-    }
     if selector_probe is not None:  # the simplified model's selector
-        shares = selector_probe.compute().as_dict()
-        heads = true_head_subset(copier, config.true_parents)
-        label = "{" + ",".join(map(str, heads)) + "}"
-        out.update(parent_share=shares, true_parent_subset=label, true_parent_share=shares.get(label, 0.0))
+        share = selector_probe.compute().as_dict()
+        label = "{" + ",".join(map(str, true_head_subset(copier, config.true_parents))) + "}"
+        true_share = share.get(label, 0.0)
     else:
-        excess = {label: float(v) for label, v in zip(subsets.labels, subsets.excess[:, best])}
+        share = {label: float(v) for label, v in zip(subsets.labels, subsets.excess[:, best])}
         label = "{" + ",".join(map(str, config.true_parents)) + "}"
-        out.update(parent_share=excess, true_parent_subset=label, true_parent_share=excess[label])
-    return out
+        true_share = share[label]
+    return InductionProbes(
+        copier, induction, subsets, best, tuple(int(d) for d in copier.copied_distance[0]),
+        tuple(tuple(row) for row in copier.mass[0].tolist()), float(layer2[best]), induction.chance,
+        float(induction.last_token_only[-1, best]), induction.last_token_only_chance,
+        {label: float(v) for label, v in zip(subsets.labels, subsets.scores[:, best])},
+        {label: float(v) for label, v in zip(subsets.labels, subsets.chance[:, best])}, share, label, true_share)
 
 
 def generalisation(model: torch.nn.Module, config: InductionExperimentConfig) -> tuple[GeneralisationRow, ...]:
@@ -290,15 +307,14 @@ def _run(config: InductionExperimentConfig, out_dir: Path, *, progress: bool) ->
                      optimal_loss_all_positions=bayes_optimal_loss(val_tokens, data, positions="all"))
     result = InductionResult(
         model=config.model, val_loss=val_loss, optimal_loss=optimal, loss_gap=val_loss - optimal,
-        parent_share=found["parent_share"], true_parent_subset=found["true_parent_subset"],
-        true_parent_share=found["true_parent_share"], true_parent_share_early=early, early_step=config.early_step,
-        copier_distance=tuple(found["copier_distance"]),
-        copier_mass=tuple(tuple(row) for row in found["copier_mass"]),
-        generalized_induction_score=found["generalized_induction_score"],
-        generalized_induction_chance=found["generalized_induction_chance"],
-        last_token_only_mass=found["last_token_only_mass"], last_token_only_chance=found["last_token_only_chance"],
-        generalized_induction_head=found["best_head"], parent_subset_attention=found["parent_subset_attention"],
-        parent_subset_chance=found["parent_subset_chance"], parent_criterion=criterion.as_dict(),
+        parent_share=found.parent_share, true_parent_subset=found.true_parent_subset,
+        true_parent_share=found.true_parent_share, true_parent_share_early=early, early_step=config.early_step,
+        copier_distance=found.copier_distance, copier_mass=found.copier_mass,
+        generalized_induction_score=found.generalized_induction_score,
+        generalized_induction_chance=found.generalized_induction_chance,
+        last_token_only_mass=found.last_token_only_mass, last_token_only_chance=found.last_token_only_chance,
+        generalized_induction_head=found.best_head, parent_subset_attention=found.parent_subset_attention,
+        parent_subset_chance=found.parent_subset_chance, parent_criterion=criterion.as_dict(),
         parent_criterion_selected=criterion.labels[criterion.subsets.index(criterion.selected)],
         parent_criterion_population=population.as_dict(),
         parent_criterion_population_selected=population.labels[population.subsets.index(population.selected)],
@@ -308,8 +324,8 @@ def _run(config: InductionExperimentConfig, out_dir: Path, *, progress: bool) ->
         steps=history.steps[-1] if history.steps else 0, config=config,
         trajectory=Trajectory(**{k: tuple(v) for k, v in trajectory.items()}) if trajectory else None,
         reference=induction_reference(config), findings=findings, **extra)
-    write_figures(model, history, trajectory or None, example=probe_tokens[:1], true_label=found["true_parent_subset"],
-                  copier_mass=found["copier_mass"], best_head=found["best_head"], order=order,
+    write_figures(model, history, trajectory or None, example=probe_tokens[:1], true_label=found.true_parent_subset,
+                  copier_mass=found.copier_mass, best_head=found.best_head, order=order,
                   objective=config.train.loss, optimal_train=optimal_train, optimal_val=optimal, out_dir=out_dir)
     history.save(out_dir / "history.json")
     write_timings(out_dir, {"train": trained - started, "total": time.perf_counter() - started})

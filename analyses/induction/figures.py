@@ -5,6 +5,7 @@ draws them all for a finished run."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +51,8 @@ def plot_parent_share(history: History, path: Path, true_label: str) -> None:
     plt.close(fig)
 
 
-def plot_copier_heatmaps(pattern: torch.Tensor, mass: list[list[float]], path: Path, n_show: int = 24) -> None:
+def plot_copier_heatmaps(pattern: torch.Tensor, mass: Sequence[Sequence[float]], path: Path, n_show: int = 24
+                         ) -> None:
     """Layer-1 attention [head q k] of one sequence (first ``n_show`` positions) + mass by distance."""
     plt = _plt()
     n_heads = pattern.shape[0]
@@ -102,8 +104,8 @@ def plot_loss(history: History, optimal_train: float, optimal_val: float, path: 
 
 
 def write_figures(model: torch.nn.Module, history: History, trajectory: dict[str, Any] | None, *,
-                  example: torch.Tensor, true_label: str, copier_mass: list[list[float]], best_head: int, order: int,
-                  objective: str, optimal_train: float, optimal_val: float, out_dir: Path) -> None:
+                  example: torch.Tensor, true_label: str, copier_mass: Sequence[Sequence[float]], best_head: int,
+                  order: int, objective: str, optimal_train: float, optimal_val: float, out_dir: Path) -> None:
     """Every figure of a run into ``out_dir``: parent shares, the trajectory (models with a selector), the
     copier heatmaps and the layer-2 attention of ``example`` [1, pos], and the loss against the optimum."""
     from analyses.induction.trajectory import plot_trajectory

@@ -21,6 +21,7 @@ import dataclasses
 import logging
 import random
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ from probes.core.batch import TokenBatch
 from probes.core.errors import ConfigError, InputError
 from probes.core.loading import load_model
 from probes.core.model_info import ModelInfo
+from probes.core.model_kind import HookedModel
 from probes.core.runner import run_probes
 from probes.linear.labels import (
     CombinedLabels,
@@ -133,7 +135,7 @@ def _pack(rows: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]], pad: int)
     return TokenBatch(tokens, valid, mask)
 
 
-def document_batches(documents: list[Document], model: Any, config: LinearProbeConfig
+def document_batches(documents: list[Document], model: HookedModel, config: LinearProbeConfig
                      ) -> tuple[list[TokenBatch], torch.Tensor]:
     """Windows of the documents (:func:`probes.text_token_batches`, one document per row) packed into
     ``max_batches`` batches, and the document index of every row."""
@@ -192,7 +194,7 @@ def check_pretrained_target(target: str) -> None:
                           f"models take --target parent or topic.")
 
 
-def pretrained_setup(model: Any, target: str, config: LinearProbeConfig, documents: list[Document], *,
+def pretrained_setup(model: HookedModel, target: str, config: LinearProbeConfig, documents: list[Document], *,
                      word_topics: dict[str, int] | None = None, topic_model: Any = None) -> ProbeSetup:
     """Batches and labels of ``target`` on a pretrained model over ``documents`` (LDA fitted here when
     ``topic_model`` is not given)."""
@@ -261,30 +263,55 @@ def toy_setup(toy: ToyModel, target: str, config: LinearProbeConfig) -> ProbeSet
     return ProbeSetup(batches, labels, torch.arange(n), residual_hooks(toy.model), data_text)
 
 
-def probe_setup(model: Any, setup: ProbeSetup, config: LinearProbeConfig, *, progress: bool) -> LinearProbeScores:
+def probe_setup(model: HookedModel, setup: ProbeSetup, config: LinearProbeConfig, *, progress: bool
+                ) -> LinearProbeScores:
     """One :class:`probes.LinearProbe` over the setup's batches."""
     probe = LinearProbe(setup.labels, hooks=setup.hooks, documents=setup.documents, max_examples=config.max_examples,
                         n_folds=config.n_folds, n_boot=config.n_boot, seed=config.seed, control_seed=config.seed,
                         unseen_words=config.unseen_words)
     (result,) = run_probes(model, [probe], setup.batches, data=setup.data, seed=config.seed, progress=progress)
-    assert isinstance(result, LinearProbeScores)
     return result
 
 
-def linear_summary(model: str, target: str, result: LinearProbeScores) -> dict[str, Any]:
-    """The ``summary.json`` document of one model (see the module docstring and the issue's schema)."""
-    return {"model": model, "target": target, "layers": list(result.hooks), "results": {
-        key: {"statistic": result.statistic[key], "baseline_kind": result.baseline[key],
-              "baseline_source": result.baseline_source[key],
-              "accuracy": result.accuracy[key].tolist(), "ci": result.accuracy_ci[key].tolist(),
-              "baseline_accuracy": result.baseline_accuracy[key].tolist(), "gain": result.gain[key].tolist(),
-              "gain_ci": result.gain_ci[key].tolist(), "majority_baseline": result.majority_baseline[key]}
-        for key in result.keys}}
+@dataclass(frozen=True)
+class LinearCurve:
+    """One key's probe over the layers: accuracy with its interval, the baseline's accuracy (``baseline_kind``,
+    from ``baseline_source``), the gain over it (the ``statistic``) with its interval, and the majority rate."""
+
+    statistic: str
+    baseline_kind: str
+    baseline_source: str
+    accuracy: list[float]
+    ci: list[list[float]]
+    baseline_accuracy: list[float]
+    gain: list[float]
+    gain_ci: list[list[float]]
+    majority_baseline: float
+
+
+@dataclass(frozen=True)
+class LinearSummary:
+    """``probe-linear``'s ``summary.json``: the model, the target, the hooks probed and one curve per key."""
+
+    model: str
+    target: str
+    layers: list[str]
+    results: Mapping[str, LinearCurve]
+
+
+def linear_summary(model: str, target: str, result: LinearProbeScores) -> LinearSummary:
+    """The ``summary.json`` record of one model (see the module docstring)."""
+    return LinearSummary(model, target, list(result.hooks), {
+        key: LinearCurve(result.statistic[key], result.baseline[key], result.baseline_source[key],
+                         result.accuracy[key].tolist(), result.accuracy_ci[key].tolist(),
+                         result.baseline_accuracy[key].tolist(), result.gain[key].tolist(),
+                         result.gain_ci[key].tolist(), result.majority_baseline[key])
+        for key in result.keys})
 
 
 def run_linear_probe(spec: str, target: str, out: str | Path, config: LinearProbeConfig = LinearProbeConfig(), *,
                      device: str = "cpu", dtype: torch.dtype = torch.float32, progress: bool = True,
-                     echo=print) -> dict[str, Any]:
+                     echo=print) -> LinearSummary:
     """Probe ``spec`` (a toy run folder or a :func:`probes.load_model` spec) for ``target``; write
     ``OUT/summary.json`` and ``OUT/result/`` (and ``OUT/control/`` for the random-weight control)."""
     if target not in TARGETS:
@@ -304,7 +331,7 @@ def run_linear_probe(spec: str, target: str, out: str | Path, config: LinearProb
         # toy models keep bare parameters (position logits, selector weights): re-drawn from their own spread
         control = random_weight_control(model, seed=config.seed, redraw_unresettable=is_toy_folder(spec))
         runs.append(("control", control, f"{spec} (random weights)"))
-    summary: dict[str, Any] = {}
+    summaries = []
     for sub, probed, name in runs:
         result = probe_setup(probed, setup, config, progress=progress)
         folder = out / sub if sub else out
@@ -312,6 +339,6 @@ def run_linear_probe(spec: str, target: str, out: str | Path, config: LinearProb
         result.save(folder / "result")
         document = linear_summary(name, target, result)
         write_json(folder / "summary.json", document)
-        summary = summary or document
+        summaries.append(document)
     log.info("probe-linear %s %s: %.1f s", spec, target, time.perf_counter() - start)
-    return summary
+    return summaries[0]  # the model's own (the control's is in OUT/control/summary.json)

@@ -35,8 +35,10 @@ from analyses.linear.experiment import LinearProbeConfig, ProbeSetup, pretrained
 from analyses.linear.figures import gain_curves
 from analyses.report.document import Figure, Section, Table
 from analyses.toy_model_store import is_toy_folder, load_toy_model
+from mechprobe import records
 from probes.core.atomic import atomic_write_text
 from probes.core.errors import ConfigError, InputError
+from probes.core.model_kind import HookedModel
 from probes.core.result import ProbeResult
 from probes.linear.fit import document_bootstrap, percentile_ci
 from probes.linear.labels import CombinedLabels
@@ -95,7 +97,7 @@ def evenly_spaced(hooks: tuple[str, ...], n: int) -> tuple[str, ...]:
     return tuple(hooks[i] for i in picks)
 
 
-def _both(model: Any, setup: ProbeSetup, config: LinearProbeConfig, label: str, *, draws: int, toy: bool,
+def _both(model: HookedModel, setup: ProbeSetup, config: LinearProbeConfig, label: str, *, draws: int, toy: bool,
           progress: bool) -> dict[str, LinearProbeScores]:
     controls = [probe_setup(random_weight_control(model, seed=config.seed + draw, redraw_unresettable=toy), setup,
                             config, progress=progress) for draw in range(draws)]
@@ -209,7 +211,7 @@ def linear_summary(runs: Mapping[str, LinearProbeScores], findings: Mapping[str,
               "baseline_accuracy": scores.baseline_accuracy[key].tolist(),
               "gain": scores.gain[key].tolist(), "gain_ci": scores.gain_ci[key].tolist(),
               "majority_baseline": scores.majority_baseline[key], "examples": scores.n_examples[key]}
-        for key in scores.keys}, "findings": {key: f.to_dict() for key, f in findings.get(label, {}).items()}}
+        for key in scores.keys}, "findings": records.dump(findings.get(label, {}))}
         for label, scores in runs.items()}
 
 
@@ -279,7 +281,7 @@ def save_linear_runs(root: Path, runs: Mapping[str, LinearProbeScores]) -> None:
     root.mkdir(parents=True, exist_ok=True)
     for label, scores in runs.items():
         scores.save(root / folders[label])
-    atomic_write_text(root / "index.json", json.dumps(folders, indent=1))
+    atomic_write_text(root / "index.json", records.to_json(folders, indent=1))
 
 
 def load_linear_runs(root: Path) -> dict[str, LinearProbeScores]:
@@ -292,9 +294,9 @@ def load_linear_runs(root: Path) -> dict[str, LinearProbeScores]:
         raise InputError(f"{root / 'index.json'} is not valid JSON ({error.msg}); re-run mechprobe report.") from None
     try:
         runs = {label: ProbeResult.load(root / folder) for label, folder in folders.items()}
-    except (TypeError, KeyError):  # written before the baselines (issue 25): not LinearProbeScores fields
-        raise InputError(f"{root} holds linear probe results from an older mechprobe (selectivity for every label, "
-                         f"no token-identity baseline); re-run mechprobe report to rebuild them.") from None
+    except InputError as error:  # written by an older mechprobe (before the baselines of issue 25, or before 0.2)
+        raise InputError(f"{root} holds linear probe results this mechprobe cannot read ({error}); re-run "
+                         f"mechprobe report to rebuild them.") from None
     if not all(isinstance(r, LinearProbeScores) for r in runs.values()):
         raise InputError(f"{root} holds results that are not linear probe scores; re-run mechprobe report.")
     return runs  # type: ignore[return-value]

@@ -26,12 +26,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 import torch
 from torch import Tensor
 
-from analyses.paper_result import number
 from analyses.pretrained.findings import CAUSAL_FINDINGS, finding_from_spec
 from mechprobe.validation import integer
 from probes.attention.repeated_tokens import repeated_random_tokens
@@ -43,6 +41,7 @@ from probes.causal.topic_slices import topic_seen_slice, topic_unseen_slice
 from probes.core.batch import TokenBatch
 from probes.core.errors import ConfigError, InputError, ModelError
 from probes.core.model_info import ModelInfo
+from probes.core.model_kind import HookedModel
 from probes.stats.bootstrap import bootstrap_interval
 from probes.stats.findings import Finding
 from probes.stats.nulls import fixed_sequence_adjust, permutation_p_value
@@ -112,23 +111,6 @@ class CausalMeasurement:
         return replace(spec, statistic=f"{spec.statistic.replace('mean-ablated', f'{self.method}-ablated')} "
                                        f"({heads})")
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "heads": [list(h) for h in self.heads], "chosen_by": self.chosen_by,
-                "selection_scores": list(self.selection_scores), "slices": list(self.slices),
-                "signs": list(self.signs), "value": self.value, "ci": list(self.ci), "null": list(self.null),
-                "null_q99": self.null_q99, "p_value": self.p_value, "clean_loss": list(self.clean_loss),
-                "n_tokens": list(self.n_tokens), "units": self.units, "method": self.method, "data": self.data}
-
-    @classmethod
-    def from_dict(cls, document: Mapping[str, Any]) -> CausalMeasurement:
-        return cls(str(document["name"]), tuple((int(layer), int(h)) for layer, h in document["heads"]),
-                   str(document["chosen_by"]), tuple(number(v) for v in document["selection_scores"]),
-                   tuple(document["slices"]), tuple(float(s) for s in document["signs"]), number(document["value"]),
-                   (number(document["ci"][0]), number(document["ci"][1])), tuple(number(v) for v in document["null"]),
-                   number(document["null_q99"]), number(document["p_value"]),
-                   tuple(number(v) for v in document["clean_loss"]), tuple(int(n) for n in document["n_tokens"]),
-                   int(document["units"]), str(document["method"]), str(document["data"]))
-
 
 def _changes(ablated: Tensor, clean: Tensor, count: Tensor) -> Tensor:
     """Loss change per head set and slice from summed states (``ablated`` [.. set slice], ``clean``/``count``
@@ -150,7 +132,7 @@ def contrast(sums: AblationSums, signs: Sequence[float], *, n_boot: int, seed: i
     return float(per_set[0]), (float(low), float(high)), per_set[1:]
 
 
-def measure_ablation(model: Any, name: str, heads: Sequence[tuple[int, int]], batches: Sequence[TokenBatch],
+def measure_ablation(model: HookedModel, name: str, heads: Sequence[tuple[int, int]], batches: Sequence[TokenBatch],
                      slices: Mapping[str, SliceFn], signs: Sequence[float], config: CausalConfig, *, chosen_by: str,
                      selection_scores: Sequence[float], n_boot: int, seed: int, data: str) -> CausalMeasurement:
     """Ablate ``heads`` and ``config.draws`` layer-matched random sets on ``batches`` (one sequence each) and
@@ -188,7 +170,7 @@ def single_rows(batches: Sequence[TokenBatch], n_rows: int, max_len: int,
     return [rows[i] for i in keep]
 
 
-def causal_unavailable(model: Any, info: ModelInfo, config: CausalConfig) -> str:
+def causal_unavailable(model: HookedModel, info: ModelInfo, config: CausalConfig) -> str:
     """Why the causal findings are not measured on ``model`` (``""`` when they are)."""
     if not config.enabled:
         return "not measured: causal.enabled is false"
@@ -218,7 +200,7 @@ def causal_protocol(info: ModelInfo, config: CausalConfig, seed: int) -> list[To
             for _ in range(config.sequences)]
 
 
-def measure_causal(model: Any, *, induction: Sequence[tuple[int, int, float]],
+def measure_causal(model: HookedModel, *, induction: Sequence[tuple[int, int, float]],
                    previous_token: Sequence[tuple[int, int, float]], topic: Sequence[tuple[int, int, float]],
                    text_batches: Sequence[TokenBatch], labels: Tensor, config: CausalConfig, n_boot: int, seed: int
                    ) -> dict[str, CausalMeasurement]:

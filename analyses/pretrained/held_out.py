@@ -147,19 +147,27 @@ def held_out_ordering(selection: KeyTokenAttention, estimation: KeyTokenAttentio
                    float(rho_a[layer, head, ranked_a].nanmean()))
 
 
-def cooccurrence_summary(whole: KeyTokenAttention, best: HeldOut) -> dict[str, Any]:
+@dataclass(frozen=True)
+class CooccurrenceSummary:
     """Mean Spearman over heads and query tokens: distance-matched (the finding's measure) and per occurrence
-    (confounded by position; kept for comparison), plus the held-out best head."""
+    (confounded by position; kept for comparison), the held-out best head with its interval, null and p-value,
+    and how many query and key tokens were ranked."""
+
+    spearman_distance_matched_mean: float
+    spearman_per_occurrence_mean: float
+    best_head: tuple[int, int]
+    best_head_spearman: float
+    best_head_ci: tuple[float, float]
+    null_value: float
+    p_value: float
+    query_tokens: int
+    key_tokens: int
+
+
+def cooccurrence_summary(whole: KeyTokenAttention, best: HeldOut) -> CooccurrenceSummary:
+    """The :class:`CooccurrenceSummary` of the whole ordering probe and its held-out best head."""
     matched, ranked = _ordering_per_head(whole)
     raw = cooccurrence_ordering(whole).spearman.double()
-    return {
-        "spearman_distance_matched_mean": float(matched[:, :, ranked].nanmean()),
-        "spearman_per_occurrence_mean": float(raw[:, :, ranked].nanmean()),
-        "best_head": list(best.chosen_head()),
-        "best_head_spearman": best.value,
-        "best_head_ci": list(best.ci),
-        "null_value": best.null_value,
-        "p_value": best.p_value,
-        "query_tokens": int(ranked.sum()),
-        "key_tokens": int(whole.key_tokens.numel()),
-    }
+    return CooccurrenceSummary(float(matched[:, :, ranked].nanmean()), float(raw[:, :, ranked].nanmean()),
+                               best.chosen_head(), best.value, best.ci, best.null_value, best.p_value,
+                               int(ranked.sum()), int(whole.key_tokens.numel()))

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -30,9 +30,10 @@ from analyses.pretrained.causal import (
     measure_causal,
     topic_gap_top_heads,
 )
-from analyses.pretrained.findings import PRETRAINED_FINDINGS, pretrained_findings
+from analyses.pretrained.findings import pretrained_findings
 from analyses.pretrained.held_out import (
     TOPIC_UNIT_KEYS,
+    CooccurrenceSummary,
     HeldOut,
     cooccurrence_summary,
     halves,
@@ -41,7 +42,8 @@ from analyses.pretrained.held_out import (
     held_out_topic,
     topic_mean_over_heads,
 )
-from analyses.report.interactive import passage_patterns
+from analyses.report.interactive import PassagePatterns, passage_patterns
+from mechprobe import records
 from mechprobe.validation import integer
 from probes import HeadScoreProbe, HeadScores, ModelInfo, TokenBatch, feed_probes, load_model
 from probes.attention.generalized_induction import GeneralizedInductionProbe, GeneralizedInductionScores
@@ -49,8 +51,9 @@ from probes.attention.key_token_attention import KeyTokenAttention, KeyTokenAtte
 from probes.attention.repeated_tokens import repeated_random_tokens
 from probes.attention.topic_attention import TopicAttention, TopicAttentionProbe
 from probes.core.errors import ConfigError, InputError
+from probes.core.model_kind import HookedModel
 from probes.display.verdict_table import verdict_table_html, verdicts_dataframe
-from probes.dynamics.embedding_topics import EmbeddingTopicTest, embedding_topic_test
+from probes.dynamics.embedding_topics import EMBEDDING_MEASURES, EmbeddingTopicTest, embedding_topic_test
 from probes.stats.bootstrap import BatchStateRecorder
 from probes.stats.control_model import random_weight_control
 from probes.stats.findings import Finding
@@ -117,7 +120,7 @@ class ModelMeasurements:
     ordering: KeyTokenAttention
     embedding: EmbeddingTopicTest
     held_out: dict[str, HeldOut]
-    cooccurrence: dict[str, Any]
+    cooccurrence: CooccurrenceSummary
     causal: dict[str, CausalMeasurement] = field(default_factory=dict)
     causal_note: str = ""
 
@@ -140,7 +143,11 @@ class ModelMeasurements:
                 "different_topic_attention": float(self.topic.mean["different_topic"][layer, head]),
                 "pairs": self.topic.pairs,
             },
-            "embedding": self.embedding.to_dict(),
+            "embedding": {m: {"same": self.embedding.same[m], "different": self.embedding.different[m],
+                              "gap": self.embedding.gap[m], "gap_ci": self.embedding.gap_ci[m],
+                              "null_mean_gap": self.embedding.null_mean(m), "p_value": self.embedding.p_value[m]}
+                          for m in EMBEDDING_MEASURES} | {"labelled_tokens": self.embedding.n_tokens,
+                                                          "permutations": self.embedding.n_permutations},
             "cooccurrence": self.cooccurrence,
             "induction_top_heads": [[layer, h, s] for layer, h, s in self.text_heads.top_heads("induction", 5)],
             "induction_chance": self.text_heads.chance["induction"],
@@ -158,14 +165,16 @@ class ModelMeasurements:
                                 "ci": list(h.ci), "null_value": h.null_value, "p_value": h.p_value,
                                 "selection_value": h.selection_value}
                          for name, h in self.held_out.items()},
-            "ablations": {name: m.to_dict() for name, m in self.causal.items()},
+            "ablations": records.dump(self.causal),
             "ablation_note": self.causal_note,
         }
 
 
 @dataclass
 class PretrainedRun:
-    """One pretrained model, its random-weight control, and the findings; :meth:`summary` goes to summary.json."""
+    """One pretrained model, its random-weight control, and the findings; :meth:`summary` goes to summary.json.
+    ``config``: the settings it was probed with; ``passages``: the best heads' attention on a text passage and on
+    repeated random tokens (the report's interactive views)."""
 
     model: str
     info: ModelInfo
@@ -175,7 +184,8 @@ class PretrainedRun:
     findings: dict[str, Finding]
     control_findings: dict[str, Finding]
     n_tokens: int
-    extras: dict[str, Any] = field(default_factory=dict)
+    config: PretrainedConfig | None = None
+    passages: Mapping[str, PassagePatterns] = field(default_factory=dict)
 
     def _repr_html_(self) -> str:
         """The findings as a verdict table, each beside the random-weight control measured the same way."""
@@ -189,10 +199,10 @@ class PretrainedRun:
     def summary(self) -> dict[str, Any]:
         summary = self.measured.summary()
         summary.update({
-            "findings": {name: finding.to_dict() for name, finding in self.findings.items()},
+            "findings": records.dump(self.findings),
             "control": None if self.control is None else {
                 "model": self.control.name,
-                "findings": {name: finding.to_dict() for name, finding in self.control_findings.items()},
+                "findings": records.dump(self.control_findings),
                 **self.control.summary(),
             },
             "topic_words": {"words": self.token_map.n_words, "mapped": self.token_map.n_words_mapped,
@@ -225,7 +235,7 @@ def protocol_batches(info: ModelInfo, config: PretrainedConfig) -> list[TokenBat
                                    generator=generator) for _ in range(config.protocol_batches)]
 
 
-def _run_half(model: Any, batches: Sequence[TokenBatch], labels: Tensor, pair_tokens: list[int],
+def _run_half(model: HookedModel, batches: Sequence[TokenBatch], labels: Tensor, pair_tokens: list[int],
               config: PretrainedConfig, *, data: str, progress: bool):
     """One streamed pass over ``batches``: the probes and each batch's state increments for the bootstrap."""
     probes_list = [HeadScoreProbe(), GeneralizedInductionProbe(config.generalized_n),
@@ -237,7 +247,7 @@ def _run_half(model: Any, batches: Sequence[TokenBatch], labels: Tensor, pair_to
     return probes_list, recorder
 
 
-def measure_model(model: Any, name: str, batches: Sequence[TokenBatch], labels: Tensor, pair_tokens: list[int],
+def measure_model(model: HookedModel, name: str, batches: Sequence[TokenBatch], labels: Tensor, pair_tokens: list[int],
                   config: PretrainedConfig, *, data: str, progress: bool) -> ModelMeasurements:
     """Every statistic of the suite on ``model`` (see the module docstring)."""
     info = ModelInfo.of(model)
@@ -339,5 +349,5 @@ def probe_pretrained(model_spec: Any, documents: Sequence[Any], word_topics: Map
     return PretrainedRun(
         model=name, info=info, token_map=token_map, measured=measured, control=control, findings=findings,
         control_findings=control_findings, n_tokens=int(sum(int(b.valid.sum()) for b in batches)),
-        extras={"config": asdict(config), "findings": list(PRETRAINED_FINDINGS), "passages": passages},
+        config=config, passages=passages,
     )

@@ -12,15 +12,18 @@ import torch
 
 from analyses.induction.result import InductionResult
 from analyses.linear.section import linear_section
-from analyses.paper_result import PaperResult, json_ready
+from analyses.paper_result import PaperResult
 from analyses.pretrained.held_out import HeldOut
 from analyses.pretrained.measure import ModelMeasurements, PretrainedRun
 from analyses.report.causal_section import causal_section
+from analyses.report.config import ReportConfig, ReportSettings
+from analyses.report.corpus import CorpusSummary, TopicHeldOut
 from analyses.report.document import Figure, Report, Section, Table, View
 from analyses.report.figures import layer_head_heatmaps, paired_bars
 from analyses.report.verdicts import compare_findings, verdict_section
 from analyses.scansnap.result import ScanSnapResult
 from analyses.topic.result import TopicResult
+from mechprobe import records
 from probes.display.views import heatmap_view, pattern_view
 from probes.dynamics.embedding_topics import EMBEDDING_MEASURES
 from probes.linear.probe import LinearProbeScores
@@ -158,9 +161,9 @@ def _cooccurrence_section(toy: Mapping[str, ToyRun], runs: Mapping[str, Pretrain
     for label, measured in _measured(runs):
         c = measured.cooccurrence
         rows.append(_held(label, "distance-matched, best head", measured.held_out["cooccurrence_ordering"]))
-        rows.append([label, "distance-matched, mean over heads", "", c["spearman_distance_matched_mean"], "", "", ""])
+        rows.append([label, "distance-matched, mean over heads", "", c.spearman_distance_matched_mean, "", "", ""])
         rows.append([label, "per occurrence (confounded by position), mean over heads", "",
-                     c["spearman_per_occurrence_mean"], "", "", ""])
+                     c.spearman_per_occurrence_mean, "", "", ""])
     return Section(
         "Co-occurrence ordering",
         ["Spearman correlation, per query token, between the attention a key token receives and how often it "
@@ -221,43 +224,43 @@ def _interactive_section(pretrained_runs: Mapping[str, PretrainedRun]) -> Sectio
             for title, table, chance in tables:
                 section.views.append(View(f"{measured.name}: {title}",
                                           heatmap_view(f"{measured.name}: {title}", table.tolist(), chance=chance)))
-        for passage_name, passage in run.extras.get("passages", {}).items():
-            for head_name, pattern in passage["patterns"].items():
-                layer, head = passage["heads"][head_name]
+        for passage_name, passage in run.passages.items():
+            for head_name, pattern in passage.patterns.items():
+                layer, head = passage.heads[head_name]
                 title = f"{label}: best {head_name} head L{layer}H{head} on {passage_name}"
-                section.views.append(View(title, pattern_view(title, passage["tokens"], pattern)))
+                section.views.append(View(title, pattern_view(title, passage.tokens, pattern)))
     return section
 
 
-def _topic_quality(overview: Section, topics: list[list[str]], held_out: Mapping[str, Any]) -> None:
+def _topic_quality(overview: Section, topics: tuple[tuple[str, ...], ...], held_out: TopicHeldOut) -> None:
     """The Setup paragraph and table on the topics: held-out and training NPMI, and which topics the probes use."""
-    used = held_out["used_by_probes"]
+    used = held_out.used_by_probes
     dropped = [str(t) for t, keep in enumerate(used) if not keep]
     overview.paragraphs.append(
         f"Topics: gensim LDA (stop words and corpus-generic words removed) fitted on chunks of consecutive "
-        f"paragraphs of one article, with {held_out['held_out_paragraphs']} of the paragraphs held out (fitted on "
-        f"{held_out['training_paragraphs']}); each topic claims its most likely words. Held-out NPMI: normalised "
+        f"paragraphs of one article, with {held_out.held_out_paragraphs} of the paragraphs held out (fitted on "
+        f"{held_out.training_paragraphs}); each topic claims its most likely words. Held-out NPMI: normalised "
         f"PMI of a topic's top 10 words counted over the held-out paragraphs, co-occurrence in the same paragraph, "
         f"the unit the probes read (-1 to 1; 0 = the words co-occur as often as chance; two words that never share "
-        f"a held-out paragraph score about -0.7). Median held-out NPMI {held_out['median']:.3f}; "
-        f"{held_out['above_0']} of {len(used)} topics above 0. The 10-token column counts gensim's standard "
+        f"a held-out paragraph score about -0.7). Median held-out NPMI {held_out.median:.3f}; "
+        f"{held_out.above_0} of {len(used)} topics above 0. The 10-token column counts gensim's standard "
         f"sliding windows instead, where most pairs of topical words never meet in a held-out text this small; "
         f"training NPMI counts paragraphs of the text LDA was fitted on. "
         + (f"Dropped: topic{'s' if len(dropped) > 1 else ''} {', '.join(dropped)}, whose held-out NPMI is below "
-           f"{held_out['min_held_out_npmi']:g}: their top words do not co-occur in unseen paragraphs more often than "
+           f"{held_out.min_held_out_npmi:g}: their top words do not co-occur in unseen paragraphs more often than "
            f"chance, so they label no word for the topic probes."
-           if dropped else f"Every topic reaches held-out NPMI {held_out['min_held_out_npmi']:g}; none is dropped.")
+           if dropped else f"Every topic reaches held-out NPMI {held_out.min_held_out_npmi:g}; none is dropped.")
         + " A topic-attention finding is only as good as these topics.")
     overview.tables.append(Table(
         ["topic", "top words", "held-out NPMI (paragraphs)", "held-out NPMI (10-token windows)",
          "training NPMI (paragraphs)", "used by the probes"],
-        [[t, ", ".join(words), float(held_out["per_topic"][t]), float(held_out["per_topic_10_token"][t]),
-          float(held_out["training_per_topic"][t]), "yes" if used[t] else "no"] for t, words in enumerate(topics)]))
+        [[t, ", ".join(words), held_out.per_topic[t], held_out.per_topic_10_token[t],
+          held_out.training_per_topic[t], "yes" if used[t] else "no"] for t, words in enumerate(topics)]))
 
 
 def compare(toy_runs: Mapping[str, ToyRun], pretrained_runs: Mapping[str, PretrainedRun], *,
-            folder: str | Path, corpus: Mapping[str, Any] | None = None,
-            settings: Mapping[str, Any] | None = None,
+            folder: str | Path, corpus: CorpusSummary | None = None,
+            settings: ReportSettings | None = None,
             linear: Mapping[str, LinearProbeScores] | None = None) -> Report:
     """The toy-vs-pretrained report; figures are written into ``folder/figures``.
 
@@ -267,17 +270,18 @@ def compare(toy_runs: Mapping[str, ToyRun], pretrained_runs: Mapping[str, Pretra
     folder = Path(folder)
     figures = folder / "figures"
     figures.mkdir(parents=True, exist_ok=True)
-    about = dict(corpus or {})
+    corpus = corpus or CorpusSummary()
     overview = Section("Setup", [
-        f"Corpus: {about.get('name', 'unspecified')} (sha256 {about.get('sha256', '?')[:12]}); "
+        f"Corpus: {corpus.name} (sha256 {corpus.sha256[:12]}); "
         "pretrained models: "
         f"{', '.join(pretrained_runs) or 'none'}; toy settings: {', '.join(toy_runs) or 'none'}."
     ])
-    if corpus and corpus.get("topics"):
-        if corpus.get("topic_held_out"):
-            _topic_quality(overview, corpus["topics"], corpus["topic_held_out"])
+    if corpus.topics:
+        if corpus.topic_held_out is not None:
+            _topic_quality(overview, corpus.topics, corpus.topic_held_out)
         else:  # a report saved before held-out scoring, or topics fitted without held-out text
-            coherence = (corpus.get("topic_coherence") or {}).get("per_topic") or [float("nan")] * len(corpus["topics"])
+            coherence = (corpus.topic_coherence.per_topic if corpus.topic_coherence is not None
+                         else (float("nan"),) * len(corpus.topics))
             overview.paragraphs.append(
                 "Topics: gensim LDA on the corpus (stop words and corpus-generic words removed); each topic claims its "
                 "most likely words. Coherence: NPMI of a topic's top 10 words over 10-token windows of the training "
@@ -285,7 +289,7 @@ def compare(toy_runs: Mapping[str, ToyRun], pretrained_runs: Mapping[str, Pretra
                 "scored on text LDA did not see. A topic-attention finding is only as good as these topics.")
             overview.tables.append(Table(["topic", "top words", "coherence (c_npmi)"],
                                          [[i, ", ".join(words), float(c)]
-                                          for i, (words, c) in enumerate(zip(corpus["topics"], coherence))]))
+                                          for i, (words, c) in enumerate(zip(corpus.topics, coherence))]))
     comparison = compare_findings({name: run.result.toy_findings() for name, run in toy_runs.items()},
                                   pretrained_runs)
     sections = [
@@ -301,18 +305,17 @@ def compare(toy_runs: Mapping[str, ToyRun], pretrained_runs: Mapping[str, Pretra
         sections.insert(sections.index(overview) + 1, causal)
     linear_entry = None
     if linear:
-        linear_settings = dict(settings or {}).get("linear") or {}
-        section, linear_entry = linear_section(linear, figures, n_boot=linear_settings.get("n_boot", 1000),
-                                               seed=dict(settings or {}).get("seed", 0))
+        config = settings if settings is not None else ReportConfig()
+        section, linear_entry = linear_section(linear, figures, n_boot=config.linear.n_boot, seed=config.seed)
         sections.append(section)
     if pretrained_runs:
         sections.append(_interactive_section(pretrained_runs))
     summary = {
-        "toy": {name: json_ready(run.result.summary()) for name, run in toy_runs.items()},
+        "toy": {name: records.dump(run.result) for name, run in toy_runs.items()},
         "pretrained": {name: run.summary() for name, run in pretrained_runs.items()},
-        "comparison": comparison.summary(),
-        "corpus": dict(corpus or {}),
-        "settings": dict(settings or {}),
+        "comparison": records.dump(comparison.rows),
+        "corpus": records.dump(corpus),
+        "settings": records.dump(settings) if settings is not None else {},
     }
     if linear_entry is not None:
         summary["linear"] = linear_entry

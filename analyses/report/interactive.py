@@ -7,16 +7,18 @@ notebook use too.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from probes.core.batch import TokenBatch, as_token_batch
 from probes.core.model_info import ModelInfo, pattern_hook
+from probes.core.model_kind import HookedModel
 from probes.core.runner import capture
 
 
-def token_strings(model: Any, ids: Sequence[int]) -> list[str]:
+def token_strings(model: HookedModel, ids: Sequence[int]) -> list[str]:
     """Readable text of each token id (the tokenizer's own piece, whitespace markers shown as spaces)."""
     tokenizer = getattr(model, "tokenizer", None)
     if tokenizer is None:
@@ -24,11 +26,20 @@ def token_strings(model: Any, ids: Sequence[int]) -> list[str]:
     return [tokenizer.decode([int(i)]) or tokenizer.convert_ids_to_tokens(int(i)) for i in ids]
 
 
-def passage_patterns(model: Any, batch: Any, heads: Mapping[str, tuple[int, int]], *, max_tokens: int = 48
-                     ) -> dict[str, Any]:
-    """The attention of each head in ``heads`` (name -> (layer, head)) on the first sequence of ``batch``,
-    cut to its first ``max_tokens`` valid tokens: ``{"tokens": [...], "patterns": {name: [[q][k]]},
-    "heads": {name: [layer, head]}}`` (JSON-ready, so it can be saved with the run)."""
+@dataclass(frozen=True)
+class PassagePatterns:
+    """The attention of named heads on one passage: its ``tokens`` (text), each head's ``(layer, head)`` and its
+    pattern ``patterns[name][query][key]`` over the passage's tokens."""
+
+    tokens: list[str]
+    patterns: Mapping[str, list[list[float]]]
+    heads: Mapping[str, tuple[int, int]]
+
+
+def passage_patterns(model: HookedModel, batch: Any, heads: Mapping[str, tuple[int, int]], *, max_tokens: int = 48
+                     ) -> PassagePatterns:
+    """The :class:`PassagePatterns` of each head in ``heads`` (name -> (layer, head)) on the first sequence of
+    ``batch``, cut to its first ``max_tokens`` valid tokens."""
     batch = as_token_batch(batch, ModelInfo.of(model))
     keep = batch.attention_mask[0].bool() if batch.attention_mask is not None else torch.ones_like(batch.valid[0])
     positions = keep.nonzero().flatten()[:max_tokens]
@@ -42,5 +53,5 @@ def passage_patterns(model: Any, batch: Any, heads: Mapping[str, tuple[int, int]
     for name, (layer, head) in heads.items():
         full = activations[pattern_hook(layer)][0, head].float().cpu()
         patterns[name] = full[index][:, index].tolist()
-    return {"tokens": token_strings(model, row.tokens[0, index].tolist()), "patterns": patterns,
-            "heads": {name: [int(layer), int(h)] for name, (layer, h) in heads.items()}}
+    return PassagePatterns(token_strings(model, row.tokens[0, index].tolist()), patterns,
+                           {name: (int(layer), int(h)) for name, (layer, h) in heads.items()})

@@ -4,48 +4,40 @@ Layout::
 
     results/report.json                     corpus, settings, the order of models and toy settings
     results/toy/NAME.json                   each toy run's summary.json document (loaded back as its typed result)
-    results/pretrained/NN-MODEL/run.json    model facts, topic map counts, held-out statistics, findings
-    results/pretrained/NN-MODEL/run.safetensors   topic labels per token, embedding null draws
-    results/pretrained/NN-MODEL/{protocol,text_heads,generalized,topic,ordering}/   ProbeResult.save folders
-    results/pretrained/NN-MODEL/control/...  the same for the random-weight control (when it ran)
+    results/pretrained/NN-MODEL/run.json    the whole :class:`~analyses.pretrained.measure.PretrainedRun`: model
+                                            facts, topic map, every probe result of the model and its control,
+                                            held-out statistics, ablations, findings
+    results/pretrained/NN-MODEL/run.safetensors   every tensor of it (all per-head tensors, not only the top heads)
 
-Every per-head tensor is kept (not only the top heads). :func:`load_report_inputs` gives back what
+Everything goes through :mod:`mechprobe.records` (strict JSON; a non-finite number is ``null`` and comes back
+as NaN where the field is a float). :func:`load_report_inputs` gives back what
 :func:`analyses.report.compare.compare` needs, so ``mechprobe render OUT`` rewrites report.md, report.html
-and summary.json byte for byte as the run wrote them. In the pretrained results numbers that are NaN are
-stored as JSON ``NaN`` (Python's reading), so they come back as NaN; toy results follow their summary.json
-(NaN as null, read back as NaN by each result's ``from_summary``).
+and summary.json byte for byte as the run wrote them. A results folder written by another format (mechprobe
+before 0.2 wrote format 1) is refused in one line that says to re-run ``mechprobe report``.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import re
 from pathlib import Path
 from typing import Any
 
 from safetensors.torch import load_file, save_file
+from torch import Tensor
 
 from analyses.experiments import toy_result
-from analyses.paper_result import json_ready
-from analyses.pretrained.causal import CausalMeasurement
-from analyses.pretrained.held_out import HeldOut
-from analyses.pretrained.measure import ModelMeasurements, PretrainedRun
+from analyses.pretrained.measure import PretrainedRun
 from analyses.report.compare import ToyRun
-from probes.attention.generalized_induction import GeneralizedInductionScores
-from probes.attention.head_scores import HeadScores
-from probes.attention.key_token_attention import KeyTokenAttention
-from probes.attention.topic_attention import TopicAttention
+from analyses.report.config import ReportSettings
+from analyses.report.corpus import CorpusSummary
+from mechprobe import records
+from mechprobe.errors import RecordError
 from probes.core.atomic import atomic_write_text
 from probes.core.errors import InputError
-from probes.core.model_info import ModelInfo
-from probes.dynamics.embedding_topics import EmbeddingTopicTest
-from probes.stats.findings import Finding
-from probes.text.token_topics import TokenTopicMap
 
 RESULTS = "results"
-PROBE_RESULTS = ("protocol", "text_heads", "generalized", "topic", "ordering")
-FORMAT = 1
+FORMAT = 2
+RERUN = "re-run mechprobe report."
 
 
 def _slug(index: int, name: str) -> str:
@@ -54,138 +46,82 @@ def _slug(index: int, name: str) -> str:
 
 def _write_json(path: Path, document: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, json.dumps(document, indent=1))
+    atomic_write_text(path, records.to_json(document, indent=1))
 
 
 def _read_json(path: Path) -> Any:
     if not path.is_file():
-        raise InputError(f"{path} is missing: the results folder is incomplete. Re-run mechprobe report.")
+        raise InputError(f"{path} is missing: the results folder is incomplete; {RERUN}")
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise InputError(f"{path} is not valid JSON ({error.msg} at line {error.lineno}); re-run mechprobe report.") \
-            from None
+        return records.strict_json(path.read_text(encoding="utf-8"))
+    except RecordError as error:
+        raise InputError(f"{path}: {error} {RERUN.capitalize()}") from None
+    except ValueError as error:
+        raise InputError(f"{path} is not valid JSON ({error}); {RERUN}") from None
 
 
-def _finding(document: dict[str, Any]) -> Finding:
-    document = dict(document)
-    document["ci"] = tuple(document["ci"])
-    if document.get("control_ci") is not None:
-        document["control_ci"] = tuple(document["control_ci"])
-    return Finding(**document)
+def _check_format(document: Any, where: Path) -> None:
+    found = document.get("format") if isinstance(document, dict) else None
+    if found != FORMAT:
+        raise InputError(f"{where} was saved in results format {found!r}; this mechprobe reads format {FORMAT}. "
+                         f"{RERUN.capitalize()}")
 
 
-def _held_out(document: dict[str, Any]) -> HeldOut:
-    return HeldOut(**{**document, "ci": tuple(document["ci"]),
-                      "head": None if document["head"] is None else tuple(document["head"])})
-
-
-def save_measurements(measured: ModelMeasurements, folder: Path) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    for name in PROBE_RESULTS:
-        getattr(measured, name).save(folder / name)
-    embedding = measured.embedding
-    tensors = {f"null_gaps/{m}": t.contiguous() for m, t in embedding.null_gaps.items()}
-    save_file(tensors, str(folder / "embedding.safetensors"))
-    fields = {f.name: getattr(embedding, f.name) for f in dataclasses.fields(embedding) if f.name != "null_gaps"}
-    _write_json(folder / "measurements.json", {
-        "name": measured.name,
-        "info": dataclasses.asdict(measured.info),
-        "held_out": {name: dataclasses.asdict(h) for name, h in measured.held_out.items()},
-        "cooccurrence": measured.cooccurrence,
-        "causal": {name: m.to_dict() for name, m in measured.causal.items()},
-        "causal_note": measured.causal_note,
-        "embedding": fields,
-        "null_gap_measures": list(embedding.null_gaps),
-    })
-
-
-def load_measurements(folder: Path) -> ModelMeasurements:
-    document = _read_json(folder / "measurements.json")
-    tensors = load_file(str(folder / "embedding.safetensors"))
-    fields = document["embedding"]
-    embedding = EmbeddingTopicTest(**{**fields, "gap_ci": {m: tuple(ci) for m, ci in fields["gap_ci"].items()},
-                                      "null_gaps": {m: tensors[f"null_gaps/{m}"]
-                                                    for m in document["null_gap_measures"]}})
-    return ModelMeasurements(
-        name=document["name"], info=_model_info(document["info"]), embedding=embedding,
-        held_out={name: _held_out(h) for name, h in document["held_out"].items()},
-        cooccurrence=document["cooccurrence"],
-        causal={name: CausalMeasurement.from_dict(m) for name, m in document.get("causal", {}).items()},
-        causal_note=document.get("causal_note", ""), protocol=HeadScores.load(folder / "protocol"),
-        text_heads=HeadScores.load(folder / "text_heads"),
-        generalized=GeneralizedInductionScores.load(folder / "generalized"),
-        topic=TopicAttention.load(folder / "topic"), ordering=KeyTokenAttention.load(folder / "ordering"),
-    )
-
-
-def _model_info(document: dict[str, Any]) -> ModelInfo:
-    return ModelInfo(**{**document, "special_token_ids": tuple(document["special_token_ids"])})
+def _load(kind: type[Any], document: Any, where: Path, tensors: dict[str, Tensor] | None = None) -> Any:
+    try:
+        return records.load(kind, document, tensors, where=str(where))
+    except RecordError as error:
+        raise InputError(f"{error} {RERUN.capitalize()}") from None
 
 
 def save_pretrained_run(run: PretrainedRun, folder: Path) -> None:
     """Everything :class:`PretrainedRun` holds, under ``folder`` (see the module docstring)."""
     folder.mkdir(parents=True, exist_ok=True)
-    save_measurements(run.measured, folder / "measured")
-    if run.control is not None:
-        save_measurements(run.control, folder / "control")
-    save_file({"token_labels": run.token_map.labels.contiguous()}, str(folder / "run.safetensors"))
-    token_map = {f.name: getattr(run.token_map, f.name) for f in dataclasses.fields(run.token_map)
-                 if f.name != "labels"}
-    _write_json(folder / "run.json", {
-        "format": FORMAT, "model": run.model, "info": dataclasses.asdict(run.info), "token_map": token_map,
-        "findings": {name: dataclasses.asdict(f) for name, f in run.findings.items()},
-        "control_findings": {name: dataclasses.asdict(f) for name, f in run.control_findings.items()},
-        "n_tokens": run.n_tokens, "extras": run.extras, "has_control": run.control is not None,
-    })
+    tensors: dict[str, Tensor] = {}
+    document = {"format": FORMAT, "run": records.dump(run, tensors)}
+    save_file(tensors, str(folder / "run.safetensors"))
+    _write_json(folder / "run.json", document)
 
 
 def load_pretrained_run(folder: Path) -> PretrainedRun:
+    """The :class:`PretrainedRun` :func:`save_pretrained_run` wrote into ``folder``."""
     document = _read_json(folder / "run.json")
-    if document.get("format") != FORMAT:
-        raise InputError(f"{folder} was saved in results format {document.get('format')!r}; this mechprobe reads "
-                         f"format {FORMAT}. Re-run mechprobe report.")
-    labels = load_file(str(folder / "run.safetensors"))["token_labels"]
-    return PretrainedRun(
-        model=document["model"], info=_model_info(document["info"]),
-        token_map=TokenTopicMap(labels=labels, **document["token_map"]),
-        measured=load_measurements(folder / "measured"),
-        control=load_measurements(folder / "control") if document["has_control"] else None,
-        findings={name: _finding(f) for name, f in document["findings"].items()},
-        control_findings={name: _finding(f) for name, f in document["control_findings"].items()},
-        n_tokens=document["n_tokens"], extras=document["extras"],
-    )
+    _check_format(document, folder)
+    tensors = load_file(str(folder / "run.safetensors"))
+    run: PretrainedRun = _load(PretrainedRun, document["run"], folder / "run.json", tensors)
+    return run
 
 
 def save_report_inputs(out: Path, toy_runs: dict[str, ToyRun], pretrained: dict[str, PretrainedRun],
-                       corpus: dict[str, Any], settings: dict[str, Any]) -> None:
+                       corpus: CorpusSummary, settings: ReportSettings | None) -> None:
     """Write ``out/results/`` so :func:`load_report_inputs` can rebuild the report from it."""
     root = out / RESULTS
     folders = {spec: _slug(i, spec) for i, spec in enumerate(pretrained)}
     for spec, run in pretrained.items():
         save_pretrained_run(run, root / "pretrained" / folders[spec])
     for name, toy in toy_runs.items():
-        _write_json(root / "toy" / f"{name}.json", {"summary": json_ready(toy.result.summary()),
+        _write_json(root / "toy" / f"{name}.json", {"summary": records.dump(toy.result),
                                                     "folder": toy.folder.relative_to(out).as_posix()})
     _write_json(root / "report.json", {"format": FORMAT, "corpus": corpus, "settings": settings,
                                        "pretrained": folders, "toys": list(toy_runs)})
 
 
-def load_report_inputs(out: Path) -> tuple[dict[str, ToyRun], dict[str, PretrainedRun], dict[str, Any], dict[str, Any]]:
+def load_report_inputs(out: Path
+                       ) -> tuple[dict[str, ToyRun], dict[str, PretrainedRun], CorpusSummary, ReportSettings | None]:
     """``(toy_runs, pretrained_runs, corpus, settings)`` from ``out/results/``, as the report had them."""
     root = out / RESULTS
     if not root.is_dir():
         raise InputError(f"{out} has no {RESULTS}/ folder: render needs a folder written by mechprobe report "
                          f"(reports from before saved results must be re-run).")
     document = _read_json(root / "report.json")
-    if document.get("format") != FORMAT:
-        raise InputError(f"{root} was saved in results format {document.get('format')!r}; this mechprobe reads "
-                         f"format {FORMAT}. Re-run mechprobe report.")
+    _check_format(document, root)
     toys = {}
     for name in document["toys"]:
         toy = _read_json(root / "toy" / f"{name}.json")
         toys[name] = ToyRun(name, toy_result(name, toy["summary"]), out / toy["folder"])
     pretrained = {spec: load_pretrained_run(root / "pretrained" / folder)
                   for spec, folder in document["pretrained"].items()}
-    return toys, pretrained, document["corpus"], document["settings"]
-
+    corpus: CorpusSummary = _load(CorpusSummary, document["corpus"], root / "report.json")
+    settings: ReportSettings | None = (None if document["settings"] is None
+                                       else _load(ReportSettings, document["settings"], root / "report.json"))
+    return toys, pretrained, corpus, settings

@@ -7,7 +7,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from analyses.pretrained.findings import CAUSAL_FINDINGS, PRETRAINED_FINDINGS, THRESHOLDS_TEXT
 from analyses.report.document import Figure, Section, Table
@@ -36,11 +36,6 @@ class Comparison:
 
     columns: tuple[str, ...]
     rows: Mapping[str, Mapping[str, AnyFinding]]
-
-    def summary(self) -> dict[str, dict[str, Any]]:
-        """summary.json's ``comparison``: ``{finding: {column: finding document}}``."""
-        return {name: {column: finding.to_dict() for column, finding in row.items()}
-                for name, row in self.rows.items()}
 
     def by_column(self) -> dict[str, dict[str, AnyFinding]]:
         """``{column: {finding: finding}}``: each toy, model or control's findings."""

@@ -64,7 +64,6 @@ from analyses.scansnap.figures import plot_heatmap, plot_loss
 from analyses.scansnap.findings import FINDINGS, main_run_findings, seed_findings
 from analyses.scansnap.main_run import MainRun, average_statistics, eval_loss, eval_sets, main_run, probe_fact
 from analyses.scansnap.result import (
-    Figure6Trends,
     LossCurve,
     ScanSnapResult,
     StandardModelResult,
@@ -76,6 +75,7 @@ from analyses.timings import write_timings
 from analyses.torch_threads import torch_threads
 from analyses.toy_findings import aggregate_seeds
 from analyses.toy_model_store import save_toy_model
+from mechprobe import records
 from toymodels.errors import ToyConfigError
 from toymodels.scansnap.data import CooccurrenceData
 from toymodels.scansnap.training import train_on_cooccurrence
@@ -117,7 +117,7 @@ def run(config: ScanSnapConfig, out_dir: str | Path, *, progress: bool = True) -
 
 def result_from_summary(document: Mapping[str, Any]) -> ScanSnapResult | WikitextResult:
     """The typed result of a summary document of either kind (the report's way back from summary.json)."""
-    return result_class(document).from_summary(document)
+    return result_class(document).from_document(document)
 
 
 def load(folder: str | Path) -> ScanSnapResult | WikitextResult:
@@ -160,8 +160,8 @@ def _run(config: ScanSnapConfig, out_dir: Path, *, progress: bool) -> ScanSnapRe
             sweep_start = time.perf_counter()
             rows = run_sweep(config, progress=progress)
             timings["sweep"] = time.perf_counter() - sweep_start
-            sweep = tuple(SweepCell.from_dict(row) for row in rows)
-            figure6 = Figure6Trends.from_dict(figure6_trends(rows))
+            sweep = tuple(records.load(SweepCell, row, where="the sweep") for row in rows)
+            figure6 = figure6_trends(rows)
             plot_sweep(rows, out_dir / "entropy_sweep.png")
         result = ScanSnapResult(**main.numbers, snaps=main.snaps, scan_orders=main.scan_orders,
                                 loss_curve=LossCurve(tuple(main.history.steps), tuple(main.history.values["loss"])),

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from analyses.scansnap.result import Figure6Trends, MonotoneRows
 from probes.attention.key_token_attention import entropy_nats
 from probes.dynamics.snap import detect_snap_by_rate
 from probes.text.cooccurrence import spearman
@@ -81,7 +82,7 @@ def run_sweep(config: ScanSnapConfig, *, progress: bool) -> list[dict[str, Any]]
     return rows
 
 
-def figure6_trends(sweep: list[dict[str, Any]]) -> dict[str, Any]:
+def figure6_trends(sweep: list[dict[str, Any]]) -> Figure6Trends:
     """Do the sweep's entropies move as Figure 6 reads? Counts rows where they do, and where they do not.
 
     ``entropy_falls_with_eta_z``: rows (num_last, ratio) whose mean entropy strictly decreases as eta_Z
@@ -95,15 +96,15 @@ def figure6_trends(sweep: list[dict[str, Any]]) -> dict[str, Any]:
             groups.setdefault(tuple(row[k] for k in fixed), []).append((row[moving], row["entropy_mean"]))
         return {k: sorted(v) for k, v in groups.items()}
 
-    def monotone(groups: dict[tuple, list[tuple[float, float]]], sign: int) -> tuple[int, list[list[float]]]:
+    def monotone(groups: dict[tuple, list[tuple[float, float]]], sign: int) -> MonotoneRows:
         holds, failing = 0, []
         for key, points in groups.items():
             values = [e for _, e in points]
             if all(sign * (b - a) > 0 for a, b in itertools.pairwise(values)):
                 holds += 1
             else:
-                failing.append(list(key))
-        return holds, failing
+                failing.append(key)
+        return MonotoneRows(len(groups), holds, tuple(failing))
 
     def mean_spearman(groups: dict[tuple, list[tuple[float, float]]]) -> float:
         values = [float(spearman(torch.tensor([x for x, _ in p]), torch.tensor([e for _, e in p])))
@@ -113,10 +114,5 @@ def figure6_trends(sweep: list[dict[str, Any]]) -> dict[str, Any]:
 
     by_eta_z = rows_by(("num_last", "ratio"), "eta_z")
     by_ratio = rows_by(("num_last", "eta_z"), "ratio")
-    falls, falls_failing = monotone(by_eta_z, -1)
-    rises, rises_failing = monotone(by_ratio, +1)
-    return {"entropy_falls_with_eta_z": {"rows": len(by_eta_z), "holds": falls,
-                                         "failing_num_last_ratio": falls_failing},
-            "entropy_rises_with_ratio": {"rows": len(by_ratio), "holds": rises,
-                                         "failing_num_last_eta_z": rises_failing},
-            "spearman_eta_z": mean_spearman(by_eta_z), "spearman_ratio": mean_spearman(by_ratio)}
+    return Figure6Trends(monotone(by_eta_z, -1), monotone(by_ratio, +1), mean_spearman(by_eta_z),
+                         mean_spearman(by_ratio))

@@ -36,7 +36,6 @@ import dataclasses
 import logging
 import time
 from pathlib import Path
-from typing import Any
 
 import torch
 
@@ -61,6 +60,7 @@ from analyses.toy_model_store import save_toy_model
 from probes.attention.same_token_attention import SameTokenAttention, SameTokenAttentionProbe
 from probes.attention.topic_attention import TopicAttention, TopicAttentionProbe
 from probes.core.errors import ConfigError
+from probes.core.model_kind import HookedModel
 from probes.core.runner import run_probes
 from probes.dynamics.block_structure import block_structure, centre_columns, centred_block_ceiling
 from probes.dynamics.embedding_topics import embedding_topic_similarity
@@ -80,7 +80,7 @@ __all__ = ["FINDINGS", "PRESETS", "PRESET_REFERENCES", "STAGES", "TopicExperimen
 
 log = logging.getLogger(__name__)
 
-result_from_summary = TopicResult.from_summary  # the report's way back from summary.json
+result_from_summary = TopicResult.from_document  # the report's way back from summary.json
 
 CHECKPOINT_EVERY = 500
 
@@ -90,7 +90,7 @@ def _eval_batches(config: TopicExperimentConfig, *, masked: bool) -> list[torch.
     return list(held_out_documents(config, masked=masked).split(32))
 
 
-def measure_topic_attention(model: Any, config: TopicExperimentConfig, *,
+def measure_topic_attention(model: HookedModel, config: TopicExperimentConfig, *,
                             masked: bool = False) -> tuple[TopicAttention, SameTokenAttention]:
     """Topic attention and same-token attention of ``model`` on held-out documents (unmasked unless ``masked``)."""
     labels = config.lda.token_topics()
@@ -117,8 +117,8 @@ def _attention_numbers(measured: tuple[TopicAttention, SameTokenAttention]) -> A
     )
 
 
-def _train(model: Any, config: TopicExperimentConfig, data: MaskedLMData, stage: str, out_dir: Path, progress: bool,
-           callbacks: list | None = None, name: str | None = None) -> History:
+def _train(model: torch.nn.Module, config: TopicExperimentConfig, data: MaskedLMData, stage: str, out_dir: Path,
+           progress: bool, callbacks: list | None = None, name: str | None = None) -> History:
     """Train with ``stage``'s settings; save the history as ``history_{name}.json``."""
     name = name or stage
     started = time.perf_counter()
@@ -157,7 +157,7 @@ def _run(config: TopicExperimentConfig, out_dir: Path, progress: bool) -> TopicR
     data = MaskedLMData(lda, config.masking, config.data, seed=config.seed)
     histories: dict[str, History] = {}
 
-    def train(model: Any, stage: str, callbacks: list | None = None, name: str | None = None) -> History:
+    def train(model: torch.nn.Module, stage: str, callbacks: list | None = None, name: str | None = None) -> History:
         history = _train(model, config, data, stage, out_dir, progress, callbacks, name)
         histories[name or stage] = history
         return history
@@ -226,7 +226,7 @@ def _run(config: TopicExperimentConfig, out_dir: Path, progress: bool) -> TopicR
     ratio_probe_every = max(config.record_every, config.two_stage.n_steps // 20)
     probe_batch = _eval_batches(config, masked=False)[0][:8]
 
-    def attention_ratio(model: Any) -> float:  # same/different-topic ratio on 8 held-out documents
+    def attention_ratio(model: HookedModel) -> float:  # same/different-topic ratio on 8 held-out documents
         (result,) = run_probes(model, [TopicAttentionProbe(labels)], [probe_batch], progress=False)
         return float(result.ratio[0, 0])
 

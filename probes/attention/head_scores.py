@@ -50,6 +50,7 @@ from probes.attention.repeated_tokens import repeated_random_tokens
 from probes.core.batch import TokenBatch
 from probes.core.errors import ConfigError, InputError
 from probes.core.model_info import ModelInfo, pattern_hook
+from probes.core.model_kind import HookedModel
 from probes.core.pattern_sums import KeyMask, is_pattern_block
 from probes.core.probe import LayerwiseProbe
 from probes.core.result import ProbeResult, Provenance
@@ -222,7 +223,7 @@ def _token_batches(tokens: Any, batch_size: int) -> list[Tensor | TokenBatch]:
 
 
 def head_scores(
-    model: Any,
+    model: HookedModel,
     tokens: Any = None,
     *,
     kinds: Sequence[str | HeadPattern] = HEAD_SCORE_KINDS,
@@ -264,5 +265,4 @@ def head_scores(
         batches = _token_batches(tokens, batch_size)
         data = "given tokens"
     (result,) = run_probes(model, [HeadScoreProbe(kinds)], batches, data=data, seed=seed, progress=progress)
-    assert isinstance(result, HeadScores)
     return result

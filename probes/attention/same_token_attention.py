@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 from torch import Tensor
@@ -31,6 +30,7 @@ from torch import Tensor
 from probes.attention.topic_attention import check_pattern_batch, check_token_topics, visible_pairs
 from probes.core.batch import TokenBatch
 from probes.core.model_info import ModelInfo, pattern_hook
+from probes.core.model_kind import HookedModel
 from probes.core.pattern_sums import KeyMask
 from probes.core.probe import LayerwiseProbe
 from probes.core.result import ProbeResult, Provenance
@@ -134,7 +134,7 @@ class SameTokenAttentionProbe(LayerwiseProbe[SameTokenAttention]):
         )
 
 
-def same_token_attention(model: Any, batches: Iterable[Tensor | TokenBatch], token_topics: Tensor, *,
+def same_token_attention(model: HookedModel, batches: Iterable[Tensor | TokenBatch], token_topics: Tensor, *,
                          has_topic: Tensor | None = None, data: str = "given tokens",
                          progress: bool = False) -> SameTokenAttention:
     """Run :class:`SameTokenAttentionProbe` over ``batches`` on ``model``.
@@ -143,5 +143,4 @@ def same_token_attention(model: Any, batches: Iterable[Tensor | TokenBatch], tok
     """
     (result,) = run_probes(model, [SameTokenAttentionProbe(token_topics, has_topic)], batches, data=data,
                            progress=progress)
-    assert isinstance(result, SameTokenAttention)
     return result

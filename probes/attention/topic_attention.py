@@ -46,6 +46,7 @@ from mechprobe.validation import integer
 from probes.core.batch import TokenBatch
 from probes.core.errors import ConfigError, InputError
 from probes.core.model_info import ModelInfo, pattern_hook
+from probes.core.model_kind import HookedModel
 from probes.core.pattern_sums import KeyMask, is_pattern_block, masked_row_class_sums
 from probes.core.probe import LayerwiseProbe
 from probes.core.result import ProbeResult, Provenance
@@ -313,7 +314,7 @@ class TopicAttentionProbe(LayerwiseProbe[TopicAttention]):
         )
 
 
-def topic_attention(model: Any, batches: Iterable[Tensor | TokenBatch], token_topics: Tensor, *,
+def topic_attention(model: HookedModel, batches: Iterable[Tensor | TokenBatch], token_topics: Tensor, *,
                     has_topic: Tensor | None = None, n_permutations: int = 0, permutation_seed: int = 0,
                     data: str = "given tokens", progress: bool = False) -> TopicAttention:
     """Run :class:`TopicAttentionProbe` over ``batches`` on ``model``.
@@ -323,5 +324,4 @@ def topic_attention(model: Any, batches: Iterable[Tensor | TokenBatch], token_to
     probe = TopicAttentionProbe(token_topics, has_topic, n_permutations=n_permutations,
                                 permutation_seed=permutation_seed)
     (result,) = run_probes(model, [probe], batches, data=data, progress=progress)
-    assert isinstance(result, TopicAttention)
     return result

@@ -42,7 +42,7 @@ from probes.causal.token_loss import LossInputs, check_loss, counted_positions, 
 from probes.core.batch import TokenBatch, as_token_batch
 from probes.core.errors import ConfigError, InputError, ModelError
 from probes.core.model_info import ModelInfo
-from probes.core.model_kind import mask_kwargs
+from probes.core.model_kind import HookedModel, mask_kwargs
 from probes.core.runner import model_device
 
 ABLATION_METHODS = ("zero", "mean", "resample")
@@ -64,7 +64,7 @@ def check_method(method: str) -> str:
     return method
 
 
-def check_z_hooks(model: Any, layers: Iterable[int]) -> None:
+def check_z_hooks(model: HookedModel, layers: Iterable[int]) -> None:
     """Raise :class:`ModelError` naming the first ``blocks.{l}.attn.hook_z`` the model lacks."""
     missing = [z_hook(layer) for layer in layers if z_hook(layer) not in model.hook_dict]
     if missing:
@@ -191,7 +191,7 @@ def _copies_per_pass(route: ForwardRoute, batch: TokenBatch, d_vocab: int, max_r
     return copies
 
 
-def batch_ablation_sums(model: Any, batch: TokenBatch, plan: AblationPlan, slices: Mapping[str, SliceFn], *,
+def batch_ablation_sums(model: HookedModel, batch: TokenBatch, plan: AblationPlan, slices: Mapping[str, SliceFn], *,
                         means: HeadMeans | None = None, max_rows: int = 256,
                         route: ForwardRoute = PLAIN) -> AblationSums:
     """The :class:`AblationSums` of one batch: one clean forward pass, then the plan's head sets
@@ -229,7 +229,7 @@ def batch_ablation_sums(model: Any, batch: TokenBatch, plan: AblationPlan, slice
                         masks.sum((1, 2)).double()[None].cpu(), clean[None].cpu(), torch.cat(ablated)[None].cpu())
 
 
-def ablation_sums(model: Any, plan: AblationPlan, batches: Iterable[Any], slices: Mapping[str, SliceFn], *,
+def ablation_sums(model: HookedModel, plan: AblationPlan, batches: Iterable[Any], slices: Mapping[str, SliceFn], *,
                   means: HeadMeans | None = None, max_rows: int = 256, shortcuts: bool = True) -> AblationSums:
     """:func:`batch_ablation_sums` over ``batches``, merged (one row per batch). ``method="mean"`` needs ``means``
     (:func:`probes.causal.means.head_output_means` on the same batches, or others of at least the same length).
@@ -266,7 +266,8 @@ def ablation_sums(model: Any, plan: AblationPlan, batches: Iterable[Any], slices
     return total
 
 
-def batches_as_read(model: Any, batches: Iterable[Any], slices: Mapping[str, SliceFn], loss: str) -> list[TokenBatch]:
+def batches_as_read(model: HookedModel, batches: Iterable[Any], slices: Mapping[str, SliceFn], loss: str
+                    ) -> list[TokenBatch]:
     """``batches`` as the model reads them under ``loss``: unchanged for ``next``; for ``masked`` every position of
     the slices replaced by the mask token (what the mean-ablation means are read on)."""
     info = ModelInfo.of(model)

@@ -13,6 +13,7 @@ from torch import Tensor
 from probes.core.batch import TokenBatch, as_token_batch
 from probes.core.errors import InputError
 from probes.core.model_info import ModelInfo
+from probes.core.model_kind import HookedModel
 from probes.core.runner import capture, model_device
 
 
@@ -56,7 +57,7 @@ def _pad(tensor: Tensor, n: int) -> Tensor:
     return torch.cat([tensor, tensor.new_zeros((n - tensor.shape[0], *tensor.shape[1:]))])
 
 
-def batch_head_sums(model: Any, batch: TokenBatch, layers: tuple[int, ...]) -> HeadMeans:
+def batch_head_sums(model: HookedModel, batch: TokenBatch, layers: tuple[int, ...]) -> HeadMeans:
     """The :class:`HeadMeans` of one batch (the forward pass stops after the last layer read)."""
     z = capture(model, batch, [z_hook(layer) for layer in layers])
     rows = (torch.ones(batch.shape, dtype=torch.float64, device=batch.tokens.device) if batch.attention_mask is None
@@ -65,7 +66,7 @@ def batch_head_sums(model: Any, batch: TokenBatch, layers: tuple[int, ...]) -> H
     return HeadMeans(layers, sums, rows.sum(0))
 
 
-def head_output_means(model: Any, layers: tuple[int, ...], batches: Iterable[Any]) -> HeadMeans:
+def head_output_means(model: HookedModel, layers: tuple[int, ...], batches: Iterable[Any]) -> HeadMeans:
     """Every head's mean output per position in ``layers`` over ``batches`` (the first pass of ``method="mean"``).
 
     Example: ``means = head_output_means(model, (1,), batches); means.mean(1, n_pos)`` is ``[pos head d_head]``.

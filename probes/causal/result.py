@@ -18,6 +18,7 @@ from probes.causal.means import HeadMeans, head_output_means
 from probes.causal.slices import SliceFn
 from probes.core.errors import ConfigError
 from probes.core.model_info import ModelInfo
+from probes.core.model_kind import HookedModel
 from probes.core.result import ProbeResult, Provenance
 from probes.core.runner import model_device
 from probes.stats.bootstrap import bootstrap_interval
@@ -101,7 +102,7 @@ class HeadAblation(ProbeResult):
         )
 
 
-def head_ablation(model: Any, heads: Iterable[tuple[int, int]], batches: Iterable[Any], *,
+def head_ablation(model: HookedModel, heads: Iterable[tuple[int, int]], batches: Iterable[Any], *,
                   slices: Mapping[str, SliceFn], method: str = "mean", n_draws: int = 0, seed: int = 0,
                   means: HeadMeans | None = None, n_boot: int = 1000, level: float = 0.95, max_rows: int = 256,
                   data: str = "unspecified", loss: str | None = None, shortcuts: bool = True) -> HeadAblation:

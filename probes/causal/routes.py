@@ -40,7 +40,7 @@ from probes.causal.token_loss import (
 )
 from probes.core.batch import TokenBatch
 from probes.core.errors import ModelError
-from probes.core.model_kind import model_kind
+from probes.core.model_kind import HookedModel, model_kind
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ def _pass_through(*args: Any, **kwargs: Any) -> Any:
     return _hidden_states(args, kwargs)
 
 
-def block_compute(model: Any, layer: int) -> nn.Module | None:
+def block_compute(model: HookedModel, layer: int) -> nn.Module | None:
     """The module whose call computes block ``layer`` (the HF layer on a bridge), or None."""
     blocks = getattr(model, "blocks", None)
     if not isinstance(blocks, nn.ModuleList) or not 0 <= layer < len(blocks):
@@ -100,7 +100,7 @@ def block_compute(model: Any, layer: int) -> nn.Module | None:
     return module if isinstance(module, nn.Module) else None
 
 
-def _block_computes(model: Any, stop: int) -> list[nn.Module] | None:
+def _block_computes(model: HookedModel, stop: int) -> list[nn.Module] | None:
     """The modules computing blocks ``0..stop-1`` (:func:`block_compute`), or None when one is missing."""
     modules = []
     for layer in range(stop):
@@ -112,7 +112,7 @@ def _block_computes(model: Any, stop: int) -> list[nn.Module] | None:
 
 
 @contextlib.contextmanager
-def _blocks_skipped(model: Any, stop: int) -> Iterator[None]:
+def _blocks_skipped(model: HookedModel, stop: int) -> Iterator[None]:
     """Blocks ``0..stop-1`` return their input unchanged inside the block (an instance ``forward`` of a module,
     e.g. accelerate's, is put back afterwards)."""
     modules = _block_computes(model, stop)
@@ -141,7 +141,7 @@ def _injector(resid: Tensor, copies: int):
     return inject
 
 
-def _run_to_unembed(model: Any, tokens: Tensor, kwargs: dict, hooks: list) -> Any:
+def _run_to_unembed(model: HookedModel, tokens: Tensor, kwargs: dict, hooks: list) -> Any:
     def stop(module: nn.Module, args: tuple, kw: dict) -> None:
         raise _UnembedReached(_hidden_states(args, kw))
 
@@ -155,8 +155,8 @@ def _run_to_unembed(model: Any, tokens: Tensor, kwargs: dict, hooks: list) -> An
     raise ModelError("The forward pass never called model.unembed, so the loss cannot be read from its input.")
 
 
-def token_losses(model: Any, route: ForwardRoute, inputs: LossInputs, kwargs: dict, hooks: Sequence, copies: int,
-                 resid: Tensor | None = None) -> Float[Tensor, "copy token"]:
+def token_losses(model: HookedModel, route: ForwardRoute, inputs: LossInputs, kwargs: dict, hooks: Sequence,
+                 copies: int, resid: Tensor | None = None) -> Float[Tensor, "copy token"]:
     """One forward pass over ``copies`` repeats of the batch with ``hooks``: the loss at each position of the union
     of the slices per copy. A route with ``start_layer`` needs ``resid``, the clean pass's residual there."""
     tokens = inputs.tokens.repeat(copies, 1)
@@ -177,12 +177,12 @@ def token_losses(model: Any, route: ForwardRoute, inputs: LossInputs, kwargs: di
     return token_losses_from_logits(logits, inputs, copies)
 
 
-def _tolerance(model: Any) -> float:
+def _tolerance(model: HookedModel) -> float:
     dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
     return max(CHECK_TOLERANCE, float(torch.finfo(dtype).resolution))
 
 
-def _matches(model: Any, name: str, instead: str, route: ForwardRoute, inputs: LossInputs, kwargs: dict,
+def _matches(model: HookedModel, name: str, instead: str, route: ForwardRoute, inputs: LossInputs, kwargs: dict,
              reference: Tensor, resid: Tensor | None) -> bool:
     """Whether ``route`` gives the clean per-token ``reference`` loss; logs a warning saying ``instead`` if not."""
     tolerance = _tolerance(model)
@@ -200,12 +200,13 @@ def _matches(model: Any, name: str, instead: str, route: ForwardRoute, inputs: L
     return True
 
 
-def _name(model: Any) -> str:
+def _name(model: HookedModel) -> str:
     return str(getattr(getattr(model, "cfg", None), "model_name", None) or type(model).__name__)
 
 
 @torch.inference_mode()
-def choose_route(model: Any, batch: TokenBatch, inputs: LossInputs, kwargs: dict, start_layer: int) -> ForwardRoute:
+def choose_route(model: HookedModel, batch: TokenBatch, inputs: LossInputs, kwargs: dict, start_layer: int
+                 ) -> ForwardRoute:
     """The shortcuts that reproduce the whole forward's clean per-token loss on the first rows of ``batch``
     (``inputs`` and ``kwargs`` its loss inputs and forward arguments) when the ablated layers start at
     ``start_layer``; a warning names each one that cannot be used."""

@@ -25,6 +25,7 @@ from probes.causal.slices import maskable_positions, predicted_positions
 from probes.core.batch import TokenBatch
 from probes.core.errors import ConfigError, ModelError
 from probes.core.model_info import ModelInfo
+from probes.core.model_kind import HookedModel
 
 LOSS_KINDS = ("next", "masked")
 
@@ -49,7 +50,7 @@ def counted_positions(batch: TokenBatch, loss: str) -> Bool[Tensor, "batch pos"]
     return predicted_positions(batch) if loss == "next" else maskable_positions(batch)
 
 
-def mask_token_id(model: Any) -> int:
+def mask_token_id(model: HookedModel) -> int:
     """The id of the model's tokenizer's mask token, else :class:`ModelError`."""
     token = getattr(getattr(model, "tokenizer", None), "mask_token_id", None)
     if isinstance(token, bool) or not isinstance(token, int):
@@ -70,7 +71,7 @@ class LossInputs:
     masks: Bool[Tensor, "slice batch pos"]
 
     @classmethod
-    def of(cls, model: Any, batch: TokenBatch, masks: Bool[Tensor, "slice batch pos"], loss: str) -> LossInputs:
+    def of(cls, model: HookedModel, batch: TokenBatch, masks: Bool[Tensor, "slice batch pos"], loss: str) -> LossInputs:
         """The inputs of ``batch`` with slice ``masks`` under ``loss`` (``model`` gives the mask token)."""
         if loss == "next":
             return cls(loss, batch.tokens, batch.tokens.roll(-1, 1), masks)

@@ -27,7 +27,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from probes.core.model_kind import ModelKind, model_kind, wrapped_model
+from probes.core.model_kind import HookedModel, ModelKind, model_kind, wrapped_model
 
 log = logging.getLogger(__name__)
 
@@ -102,14 +102,14 @@ def _configs(hf_model: Any) -> list[Any]:
     return found
 
 
-def _attention_bridges(model: Any) -> list[Any]:
+def _attention_bridges(model: HookedModel) -> list[Any]:
     from transformer_lens.model_bridge.generalized_components.attention import AttentionBridge
 
     return [block.attn for block in getattr(model, "blocks", [])
             if isinstance(getattr(block, "attn", None), AttentionBridge)]
 
 
-def supports_query_chunks(model: Any) -> bool:
+def supports_query_chunks(model: HookedModel) -> bool:
     """Whether ``model`` is a TransformerBridge over a Hugging Face model whose every layer has an attention
     bridge (the structure :func:`query_chunked_attention` needs; exactness is checked separately)."""
     if model_kind(model) is not ModelKind.HF_BRIDGE or not hasattr(wrapped_model(model), "config"):
@@ -118,7 +118,7 @@ def supports_query_chunks(model: Any) -> bool:
 
 
 @contextlib.contextmanager
-def query_chunked_attention(model: Any, sink: RowSink, *, rows: int = 256) -> Iterator[None]:
+def query_chunked_attention(model: HookedModel, sink: RowSink, *, rows: int = 256) -> Iterator[None]:
     """Within the block, ``model``'s forward runs its attention in blocks of ``rows`` queries and calls
     ``sink(layer, weights, first_row)`` with each block's weights ``[batch head rows k_pos]``; the model's
     output is eager attention's. Hooks inside the attention bridges (``hook_pattern``, ``hook_q`` of the
@@ -155,7 +155,7 @@ def query_chunked_attention(model: Any, sink: RowSink, *, rows: int = 256) -> It
             config._attn_implementation = implementation
 
 
-def rows_match_hook_pattern(model: Any, tokens: Tensor, *, rows: int = 3, atol: float | None = None) -> bool:
+def rows_match_hook_pattern(model: HookedModel, tokens: Tensor, *, rows: int = 3, atol: float | None = None) -> bool:
     """Whether query-chunked attention reproduces every layer's ``hook_pattern`` on ``tokens`` (a short input;
     blocks of ``rows`` queries so several blocks are checked). ``atol`` defaults to 1e-4 (float32) or 1e-2."""
     from probes.core.model_info import pattern_hook

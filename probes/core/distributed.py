@@ -25,6 +25,7 @@ import torch.distributed as dist
 from probes.core.batch import TokenBatch
 from probes.core.errors import ProbeStateError
 from probes.core.model_info import ModelInfo
+from probes.core.model_kind import HookedModel
 from probes.core.probe import Probe, ResultT
 from probes.core.runner import feed_probes
 
@@ -84,9 +85,9 @@ def all_reduce_probes(probes: Sequence[Probe[Any]], *, device: torch.device | st
         probe.load_state_dict(summed)
 
 
-def run_probes_sharded(model: Any, probes: Sequence[Probe[ResultT]], batches: Iterable[torch.Tensor | TokenBatch],
-                       *, data: str = "unspecified", seed: int | None = None,
-                       progress: bool = False) -> list[ResultT]:
+def run_probes_sharded(model: HookedModel, probes: Sequence[Probe[ResultT]],
+                       batches: Iterable[torch.Tensor | TokenBatch], *, data: str = "unspecified",
+                       seed: int | None = None, progress: bool = False) -> list[ResultT]:
     """Probe this rank's shard of ``batches``, sum the states over ranks, return the results (on every rank)."""
     rank, world_size = (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
     own = list(shard(batches, rank, world_size))

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from probes.core.errors import ModelError
-from probes.core.model_kind import ModelKind, hf_attention_is_causal, model_kind
+from probes.core.model_kind import HookedModel, ModelKind, hf_attention_is_causal, model_kind
 
 REQUIRED_CFG_FIELDS = ("n_layers", "n_heads", "n_ctx", "d_vocab")
 
@@ -42,7 +42,7 @@ class ModelInfo:
     special_token_ids: tuple[int, ...]
 
     @classmethod
-    def of(cls, model: Any) -> ModelInfo:
+    def of(cls, model: HookedModel) -> ModelInfo:
         """Read and validate ``model``; raise :class:`ModelError` saying what is missing.
 
         Example: ``ModelInfo.of(probes.load_model("minilm-l6")).n_layers == 6``.

@@ -12,11 +12,24 @@ from __future__ import annotations
 
 import enum
 import functools
-from typing import Any
+from typing import Any, Protocol
 
 from torch import Tensor
 
 from probes.core.errors import InputError, ModelError
+
+
+class HookedModel(Protocol):
+    """A hooked model as the probes use it: a ``HookedTransformer`` / ``HookedEncoder`` (TransformerLens 3.x), a
+    ``TransformerBridge``, or a ``HookedRootModule`` subclass with a ``HookPoint`` at each activation a probe
+    reads. The probes call it, hook it by TransformerLens's hook names (``run_with_hooks``, ``hook_dict``) and
+    read its config; those attributes differ between the families (and a toy model is typed as the
+    ``torch.nn.Module`` it also is), so the type asks for a callable module and :func:`model_kind` /
+    ``ModelInfo.of`` check the hooks at run time, with an error that names what is missing."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
+
+    def __getattr__(self, name: str) -> Any: ...
 
 
 class ModelKind(enum.Enum):
@@ -101,7 +114,7 @@ def accepted_models() -> str:
     return _listed([*_transformer_lens_models(), "a HookedRootModule"])
 
 
-def wrapped_model(model: Any) -> Any:
+def wrapped_model(model: HookedModel) -> Any:
     """The module a bridge wraps (``original_model``), or None where there is none (4.x's RemoteBridge keeps no local
     model, and its driver raises for the attribute)."""
     try:
@@ -110,7 +123,7 @@ def wrapped_model(model: Any) -> Any:
         return None
 
 
-def model_kind(model: Any) -> ModelKind:
+def model_kind(model: HookedModel) -> ModelKind:
     """Which family ``model`` belongs to; a :class:`ModelError` naming what is accepted when it is not a hooked model.
 
     Example: ``model_kind(probes.load_model("minilm-l6")) is ModelKind.HF_BRIDGE``.
@@ -134,7 +147,7 @@ def model_kind(model: Any) -> ModelKind:
     )
 
 
-def mask_kwargs(model: Any, attention_mask: Tensor | None) -> dict[str, Tensor]:
+def mask_kwargs(model: HookedModel, attention_mask: Tensor | None) -> dict[str, Tensor]:
     """The forward keyword arguments that pass ``attention_mask`` [batch pos] to ``model`` (none when it is None);
     an :class:`InputError` for a hooked module, whose forward takes no mask."""
     if attention_mask is None:
@@ -149,7 +162,7 @@ def mask_kwargs(model: Any, attention_mask: Tensor | None) -> dict[str, Tensor]:
     return {keyword: attention_mask}
 
 
-def hf_attention_is_causal(model: Any) -> bool | None:
+def hf_attention_is_causal(model: HookedModel) -> bool | None:
     """For a bridge over a Hugging Face model: whether its attention is causal, read from the ``is_causal`` flag the
     Hugging Face attention modules carry (TransformerLens 3.9's BERT bridge reports ``attention_dir="causal"``, and
     its attention bridges ``is_causal=True``, so TransformerLens's own components are not asked); None when no module

@@ -18,6 +18,8 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import Tensor
 
+from mechprobe import records
+from mechprobe.errors import RecordError
 from probes.core.atomic import atomic_directory, atomic_write_text
 from probes.core.errors import InputError
 
@@ -81,35 +83,24 @@ class ProbeResult:
         raise NotImplementedError(f"{type(self).__name__} does not define to_dataframe()")
 
     def document(self, tensors: dict[str, Tensor] | None = None) -> dict[str, Any]:
-        """The ``result.json`` document. Tensor fields are moved into ``tensors`` (by name) when it is
-        given, else written inline as ``{"dtype", "values"}`` so one JSON file holds the whole result."""
-        fields: dict[str, Any] = {}
-        for f in dataclasses.fields(self):
-            if f.name == "provenance":
-                continue
-            value = getattr(self, f.name)
-            if isinstance(value, Tensor):
-                fields[f.name] = _tensor_entry(f.name, value, tensors)
-            elif isinstance(value, dict) and value and all(isinstance(v, Tensor) for v in value.values()):
-                entries = {key: _tensor_entry(f"{f.name}/{key}", tensor, tensors) for key, tensor in value.items()}
-                fields[f.name] = {"__tensor_dict__": list(value)} if tensors is not None else {
-                    "__tensor_dict__": list(value), "values": entries}
-            else:
-                fields[f.name] = value
-        return {"type": type(self).__name__, "provenance": dataclasses.asdict(self.provenance), "fields": fields}
+        """The ``result.json`` document: ``{"type": class name, "result": its fields}`` (:mod:`mechprobe.records`;
+        a file may hold more keys beside them, such as ``mechprobe heads --json``'s ``command``). Tensors go into
+        ``tensors`` (by their path, e.g. ``"scores/induction"``) when it is given, else inline as ``{"dtype",
+        "shape", "values"}`` so one JSON file holds the whole result."""
+        return {"type": type(self).__name__, "result": records.dump(self, tensors)}
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Save into the folder ``path`` (replaced atomically). Example: ``result.save("runs/heads")``.
 
         A path ending in ``.json`` writes one JSON file instead, tensors inline (the same document)."""
         if Path(path).suffix == ".json":
-            atomic_write_text(path, json.dumps(self.document(), indent=1))
+            atomic_write_text(path, json.dumps(self.document(), indent=1, allow_nan=False))
             return Path(path)
         tensors: dict[str, Tensor] = {}
         document = self.document(tensors)
         with atomic_directory(path) as tmp:
             save_file(tensors, str(tmp / RESULT_TENSORS))
-            (tmp / RESULT_JSON).write_text(json.dumps(document, indent=2), encoding="utf-8")
+            (tmp / RESULT_JSON).write_text(json.dumps(document, indent=2, allow_nan=False), encoding="utf-8")
         return Path(path)
 
     @classmethod
@@ -118,17 +109,13 @@ class ProbeResult:
         ``ProbeResult.load`` returns the saved subclass."""
         path = Path(path)
         if path.is_file() and path.suffix == ".json":
-            try:
-                document = json.loads(path.read_text(encoding="utf-8"))
-            except json.JSONDecodeError as error:
-                raise InputError(f"{path} is not valid JSON ({error.msg}); it is not a saved probe result.") from None
-            return cls.from_document(document, None, where=str(path))
+            return cls.from_document(_read_document(path), None, where=str(path))
         if not (path / RESULT_JSON).is_file() or not (path / RESULT_TENSORS).is_file():
             raise InputError(
                 f"{path} is not a saved probe result: expected {RESULT_JSON} and {RESULT_TENSORS} in it "
                 f"(or a .json file written by save)."
             )
-        document = json.loads((path / RESULT_JSON).read_text(encoding="utf-8"))
+        document = _read_document(path / RESULT_JSON)
         return cls.from_document(document, load_file(str(path / RESULT_TENSORS)), where=str(path))
 
     @classmethod
@@ -136,34 +123,26 @@ class ProbeResult:
                       where: str = "the document") -> Self:
         """The result a :meth:`document` describes (``tensors`` None: the tensors are inline)."""
         result_type = ProbeResult._registry.get(document.get("type", "")) if isinstance(document, Mapping) else None
-        if result_type is None or not issubclass(result_type, cls) or "fields" not in document:
+        if result_type is None or not issubclass(result_type, cls):
             kind = document.get("type") if isinstance(document, Mapping) else type(document).__name__
             raise InputError(f"{where} holds a {kind!r} result, which is not a {cls.__name__}.")
-        values: dict[str, Any] = {}
-        for name, value in document["fields"].items():
-            if isinstance(value, dict) and "__tensor__" in value:
-                values[name] = _tensor_value(value, tensors)
-            elif isinstance(value, dict) and "__tensor_dict__" in value:
-                values[name] = {key: _tensor_value(value["values"][key], tensors) if tensors is None
-                                else tensors[f"{name}/{key}"] for key in value["__tensor_dict__"]}
-            else:
-                values[name] = value
-        return result_type(provenance=Provenance(**document["provenance"]), **values)
+        if "result" not in document:
+            raise InputError(f"{where} was saved by mechprobe < 0.2 (no 'result' entry); run the probe again and "
+                             f"save the result with this version.")
+        try:
+            return records.load(result_type, document["result"], tensors, where=where)
+        except RecordError as error:
+            raise InputError(f"{error} Run the probe again and save the result with this version.") from None
 
 
-def _tensor_entry(name: str, tensor: Tensor, tensors: dict[str, Tensor] | None) -> dict[str, Any]:
-    tensor = tensor.detach().cpu().contiguous()
-    if tensors is not None:
-        tensors[name] = tensor
-        return {"__tensor__": name}
-    return {"__tensor__": name, "dtype": str(tensor.dtype).removeprefix("torch."), "shape": list(tensor.shape),
-            "values": tensor.tolist()}
-
-
-def _tensor_value(entry: Mapping[str, Any], tensors: Mapping[str, Tensor] | None) -> Tensor:
-    if tensors is not None:
-        return tensors[entry["__tensor__"]]
-    return torch.tensor(entry["values"], dtype=getattr(torch, entry["dtype"])).reshape(entry["shape"])
+def _read_document(path: Path) -> Any:
+    try:
+        return records.strict_json(path.read_text(encoding="utf-8"))
+    except RecordError:
+        raise InputError(f"{path} holds NaN, which is not JSON: it was saved by mechprobe < 0.2; run the probe "
+                         f"again and save the result with this version.") from None
+    except json.JSONDecodeError as error:
+        raise InputError(f"{path} is not valid JSON ({error.msg}); it is not a saved probe result.") from None
 
 
 def _values_close(x: Any, y: Any, atol: float, rtol: float) -> bool:

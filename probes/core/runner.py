@@ -15,7 +15,7 @@ from tqdm.auto import tqdm
 from probes.core.batch import TokenBatch, as_token_batch
 from probes.core.errors import InputError, ModelError
 from probes.core.model_info import ModelInfo, pattern_hook
-from probes.core.model_kind import mask_kwargs
+from probes.core.model_kind import HookedModel, mask_kwargs
 from probes.core.probe import LayerwiseProbe, Probe, ResultT
 
 log = logging.getLogger(__name__)
@@ -35,7 +35,7 @@ QUERY_BLOCK_BYTES = 256 * 2**20
 _QUERY_BLOCKS_CHECKED: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
 
 
-def model_device(model: Any) -> torch.device:
+def model_device(model: HookedModel) -> torch.device:
     """The device of the model's first parameter (CPU for a model without parameters)."""
     parameter: Tensor
     for parameter in model.parameters():
@@ -43,7 +43,7 @@ def model_device(model: Any) -> torch.device:
     return torch.device("cpu")
 
 
-def capture(model: Any, batch: TokenBatch, hook_names: Sequence[str]) -> dict[str, Tensor]:
+def capture(model: HookedModel, batch: TokenBatch, hook_names: Sequence[str]) -> dict[str, Tensor]:
     """Run ``model`` on ``batch`` until every hook in ``hook_names`` has fired; return their values.
 
     The forward pass is cut short by an exception raised from the last needed hook, so the
@@ -104,7 +104,7 @@ def _batch_in_all(probes: Sequence[Probe[Any]], batch: TokenBatch, info: ModelIn
         raise
 
 
-def fold_forward(model: Any, probes: Sequence[Probe[Any]], batch: TokenBatch, info: ModelInfo) -> None:
+def fold_forward(model: HookedModel, probes: Sequence[Probe[Any]], batch: TokenBatch, info: ModelInfo) -> None:
     """One forward pass of ``batch`` that folds every probe's hook groups as their last hook fires.
 
     A group's activations are handed to its probe inside the hook and not kept, so the model frees
@@ -151,7 +151,7 @@ def fold_forward(model: Any, probes: Sequence[Probe[Any]], batch: TokenBatch, in
         held.clear()
 
 
-def query_block_rows(model: Any, probes: Sequence[Probe[Any]], batch: TokenBatch, info: ModelInfo,
+def query_block_rows(model: HookedModel, probes: Sequence[Probe[Any]], batch: TokenBatch, info: ModelInfo,
                      max_pattern_bytes: int | None) -> int | None:
     """Query rows per block when ``batch``'s patterns should reach ``probes`` in blocks, else None.
 
@@ -184,7 +184,7 @@ def query_block_rows(model: Any, probes: Sequence[Probe[Any]], batch: TokenBatch
     return max(1, QUERY_BLOCK_BYTES // (n_batch * info.n_heads * n_pos * 4))
 
 
-def fold_forward_in_query_blocks(model: Any, probes: Sequence[Probe[Any]], batch: TokenBatch, info: ModelInfo,
+def fold_forward_in_query_blocks(model: HookedModel, probes: Sequence[Probe[Any]], batch: TokenBatch, info: ModelInfo,
                                  rows: int) -> None:
     """Like :func:`fold_forward`, but the model computes attention ``rows`` queries at a time and each
     layer's pattern reaches the probes block by block (:func:`probes.core.attention_rows.query_chunked_attention`),
@@ -227,7 +227,7 @@ class _AdaptiveFolding:
     whole. The chunk size found is kept for the following batches.
     """
 
-    def __init__(self, model: Any, probes: Sequence[Probe[Any]], info: ModelInfo,
+    def __init__(self, model: HookedModel, probes: Sequence[Probe[Any]], info: ModelInfo,
                  max_pattern_bytes: int | None) -> None:
         self.model, self.probes, self.info = model, probes, info
         self.max_pattern_bytes = max_pattern_bytes
@@ -262,7 +262,7 @@ class _AdaptiveFolding:
 
 
 def feed_probes(
-    model: Any,
+    model: HookedModel,
     probes: Sequence[Probe[Any]],
     batches: Iterable[Tensor | TokenBatch],
     *,
@@ -319,7 +319,7 @@ def feed_probes(
 
 
 def run_probes(
-    model: Any,
+    model: HookedModel,
     probes: Sequence[Probe[ResultT]],
     batches: Iterable[Tensor | TokenBatch],
     *,

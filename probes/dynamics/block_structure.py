@@ -26,7 +26,7 @@ block-diagonal matrix keeps a score below 1 after centring (:func:`centred_block
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import torch
 from jaxtyping import Float, Int
@@ -48,9 +48,6 @@ class BlockStructure:
     n_within: int
     n_between: int
     centred: bool = False
-
-    def to_dict(self) -> dict[str, float | int]:
-        return asdict(self)
 
 
 def centre_columns(matrix: Float[Tensor, "n n"], labels: Int[Tensor, " n"]) -> Float[Tensor, "n n"]:

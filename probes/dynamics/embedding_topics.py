@@ -17,8 +17,7 @@ products) with a bootstrap interval over labelled tokens and a label-permutation
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
 
 import torch
 from jaxtyping import Float, Int
@@ -43,9 +42,6 @@ class EmbeddingTopicSimilarity:
     different_topic_cosine: float
     same_topic_pairs: int
     different_topic_pairs: int
-
-    def to_dict(self) -> dict[str, float | int]:
-        return asdict(self)
 
 
 def _pair_sums(vectors: Tensor, topics: Tensor, n_topics: int) -> tuple[float, float]:
@@ -135,12 +131,6 @@ class EmbeddingTopicTest:
 
     def null_mean(self, measure: str) -> float:
         return float(self.null_gaps[measure].mean()) if self.n_permutations else float("nan")
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready: every number per measure, the null as its mean (the draws are left out)."""
-        return {m: {"same": self.same[m], "different": self.different[m], "gap": self.gap[m],
-                    "gap_ci": list(self.gap_ci[m]), "null_mean_gap": self.null_mean(m), "p_value": self.p_value[m]}
-                for m in EMBEDDING_MEASURES} | {"labelled_tokens": self.n_tokens, "permutations": self.n_permutations}
 
 
 def _per_token_sums(vectors: Tensor, topics: Tensor) -> tuple[Tensor, Tensor]:

@@ -19,7 +19,6 @@ co-occurrence with the query (positive: low co-occurrence peaks first, as the pa
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -41,13 +40,6 @@ class ScanOrder:
     spearman: float
     kendall: float
     tolerance: float
-
-    def to_dict(self) -> dict:
-        def clean(v: float) -> float | None:
-            return None if math.isnan(v) else v
-
-        return {"peak_steps": list(self.peak_steps), "cooccurrence": list(self.cooccurrence),
-                "spearman": clean(self.spearman), "kendall": clean(self.kendall), "tolerance": self.tolerance}
 
 
 def peak_steps(

@@ -45,10 +45,6 @@ class SnapPoint:
     patience: int
     distance_to_final: tuple[float, ...]
 
-    def to_dict(self) -> dict:
-        return {"step": self.step, "index": self.index, "snapped": self.snapped, "tolerance": self.tolerance,
-                "patience": self.patience, "distance_to_final": list(self.distance_to_final)}
-
 
 def detect_snap(
     trajectory: Float[Tensor, "step component"],
@@ -118,11 +114,6 @@ class RateSnap:
     rate: float
     patience: int
     relative_speed: tuple[float, ...]
-
-    def to_dict(self) -> dict:
-        return {"step": self.step, "index": self.index, "snapped": self.snapped, "rate": self.rate,
-                "patience": self.patience,
-                "relative_speed": [None if math.isnan(v) else v for v in self.relative_speed]}
 
 
 def detect_snap_by_rate(

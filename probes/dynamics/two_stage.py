@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypedDict
 
 import torch
@@ -52,9 +52,6 @@ class TwoStage:
     second_progress_at_first_plateau: float
     separated: bool
     events: dict[str, NormEvents]
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 class _NormThresholds(TypedDict, total=False):

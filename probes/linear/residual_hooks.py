@@ -9,10 +9,9 @@ parents of token ``t``). A layer with none of them is skipped.
 
 from __future__ import annotations
 
-from typing import Any
-
 from probes.core.errors import ModelError
 from probes.core.model_info import ModelInfo
+from probes.core.model_kind import HookedModel
 
 EMBEDDING_HOOK = "hook_embed"
 LAYER_HOOKS = ("blocks.{layer}.hook_resid_post", "blocks.{layer}.hook_attn_out", "blocks.{layer}.attn.hook_z")
@@ -23,7 +22,7 @@ def default_residual_hooks(info: ModelInfo) -> tuple[str, ...]:
     return (EMBEDDING_HOOK, *(LAYER_HOOKS[0].format(layer=layer) for layer in range(info.n_layers)))
 
 
-def residual_hooks(model: Any) -> tuple[str, ...]:
+def residual_hooks(model: HookedModel) -> tuple[str, ...]:
     """The hooks of ``model`` a linear probe reads, embeddings first (see the module docstring).
 
     Example: ``residual_hooks(probes.load_model("minilm-l6"))[:2] == ("hook_embed", "blocks.0.hook_resid_post")``.

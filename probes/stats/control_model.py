@@ -45,6 +45,7 @@ from torch import nn
 from probes.core.errors import ConfigError, ModelError
 from probes.core.model_info import ModelInfo
 from probes.core.model_kind import (
+    HookedModel,
     ModelKind,
     accepted_models,
     legacy_class,
@@ -61,7 +62,7 @@ def control_name(name: str, seed: int) -> str:
     return f"{name} (random weights, seed {seed})"
 
 
-def random_weight_control(model: Any, *, seed: int = 0, redraw_unresettable: bool = False) -> Any:
+def random_weight_control(model: HookedModel, *, seed: int = 0, redraw_unresettable: bool = False) -> Any:
     """A new hooked model: ``model``'s architecture, config and tokenizer with random weights.
 
     The original is never modified. The same ``seed`` gives the same weights; the result is in
@@ -340,7 +341,7 @@ def _rename(control: nn.Module, name: str) -> None:
                      type(cfg).__name__)
 
 
-def _check_same_architecture(model: Any, control: Any, info: ModelInfo) -> None:
+def _check_same_architecture(model: HookedModel, control: Any, info: ModelInfo) -> None:
     control_info = ModelInfo.of(control)
     if dataclasses.replace(control_info, name=info.name) != info:
         raise ModelError(

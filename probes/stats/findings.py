@@ -17,9 +17,9 @@ one half of the data and measured on the other); this module only combines the n
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Literal
 
 from probes.core.errors import ConfigError
 from probes.display.verdict_table import verdict_table_html
@@ -50,6 +50,7 @@ class Finding:
     control_ci: tuple[float, float] | None = None
     p_adjusted: float | None = None
     selection: str = ""
+    __record_derived__ = ("holds",)  # written into summary.json for its readers (mechprobe.records)
 
     def __post_init__(self) -> None:
         if self.effect not in ("difference", "ratio"):
@@ -87,46 +88,6 @@ class Finding:
     def _repr_html_(self) -> str:
         """The finding as a one-row verdict table (:mod:`probes.display.verdict_table`)."""
         return verdict_table_html({self.statistic: self})
-
-    def to_dict(self) -> dict[str, Any]:
-        """The summary.json entry: statistic, value, ci, null, control, holds (and how it was decided)."""
-        return {
-            "statistic": self.statistic,
-            "value": _number(self.value),
-            "ci": [_number(self.ci[0]), _number(self.ci[1])],
-            "null": {"kind": self.null_kind, "value": _number(self.null_value), "p_value": _number(self.p_value),
-                     "p_adjusted": _number(self.reported_p)},
-            "control": None if self.control_value is None else {
-                "value": _number(self.control_value),
-                "ci": [_number(c) for c in (self.control_ci or (float("nan"), float("nan")))]},
-            "min_effect": {"kind": self.effect, "value": self.min_effect},
-            "selection": self.selection,
-            "holds": self.holds,
-        }
-
-
-    @classmethod
-    def from_dict(cls, document: Mapping[str, Any]) -> Finding:
-        """The finding :meth:`to_dict` wrote (a missing number, ``null``, comes back as NaN)."""
-        null, control, effect = document["null"], document.get("control"), document["min_effect"]
-        return cls(str(document["statistic"]), _float(document["value"]), _pair(document["ci"]), str(null["kind"]),
-                   _float(null["value"]), _float(null["p_value"]), float(effect["value"]), effect["kind"],
-                   None if control is None else _float(control["value"]),
-                   None if control is None else _pair(control["ci"]), _float(null["p_adjusted"]),
-                   str(document.get("selection", "")))
-
-
-def _float(value: float | None) -> float:
-    return float("nan") if value is None else float(value)
-
-
-def _pair(values: Sequence[float | None]) -> tuple[float, float]:
-    return _float(values[0]), _float(values[1])
-
-
-def _number(value: float | None) -> float | None:
-    """JSON has no NaN: a missing number is null."""
-    return None if value is None or not math.isfinite(float(value)) else float(value)
 
 
 def adjust_family(findings: Mapping[str, Finding]) -> dict[str, Finding]:

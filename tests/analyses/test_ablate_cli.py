@@ -38,7 +38,7 @@ def test_named_heads_are_ablated_on_the_odd_batches(planted, tmp_path, capsys):
                  "--batches", "2", "--batch-size", "4", "--draws", "0", "--no-control", "--out", str(tmp_path)]) == 0
     document = json.loads((tmp_path / "ablation.json").read_text())
     assert document["model"]["chosen"] == {"heads": [[1, 1]]}
-    assert abs(document["model"]["result"]["fields"]["change"]["values"][0]) < 0.01
+    assert abs(document["model"]["result"]["result"]["change"]["values"][0]) < 0.01
 
 
 @pytest.mark.parametrize("flags, words", [

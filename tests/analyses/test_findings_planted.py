@@ -10,6 +10,7 @@ from transformer_lens import HookedRootModule
 
 from analyses.pretrained.findings import PRETRAINED_FINDINGS, model_findings, pretrained_findings
 from analyses.pretrained.measure import PretrainedConfig, measure_model
+from mechprobe import records
 from tests.hooked_models import OracleConfig, pattern_blocks
 
 pytestmark = pytest.mark.slow  # three full measurements of a small model (about 30 s)
@@ -87,7 +88,7 @@ def measured():
 def test_planted_heads_hold_against_the_model_without_them(measured):
     findings, _ = pretrained_findings(measured["planted"], measured["plain"])
     for name in ("induction_protocol", "induction_text", "topic_attention_best_head", "topic_attention_mean"):
-        assert findings[name].holds, (name, findings[name].to_dict())
+        assert findings[name].holds, (name, records.dump(findings[name]))
     assert measured["planted"].held_out["topic_attention_best_head"].head == (0, 0)
     assert measured["planted"].held_out["induction_protocol"].head == (1, 0)
     # W_E is random: no embedding finding, whatever the attention does

@@ -25,7 +25,7 @@ def test_heads_on_minilm_writes_json(tmp_path, capsys):
     assert isinstance(result, probes.HeadScores) and set(result.scores) == {"induction", "previous_token",
                                                                               "duplicate_token"}
     assert result.scores["induction"].shape == (6, 12) and result.provenance.model == "minilm-l6"
-    assert result.scores["induction"].tolist() == document["fields"]["scores"]["values"]["induction"]["values"]
+    assert result.scores["induction"].tolist() == document["result"]["scores"]["induction"]["values"]
 
 
 def test_heads_scores_the_patterns_asked_for(tmp_path, capsys):

@@ -13,9 +13,8 @@ from analyses.toy_findings import (
     aggregate_seeds,
     judge_against_init,
     seed_findings_of,
-    toy_findings_from_dict,
-    toy_findings_to_dict,
 )
+from mechprobe import records
 from probes.core.errors import ConfigError, InputError
 from probes.stats.findings import Finding
 
@@ -73,11 +72,11 @@ def test_the_initialised_toy_is_judged_against_its_null_only_and_one_seed_is_tha
 
 def test_round_trip_and_the_seeds_come_back():
     findings = aggregate_seeds("scansnap", _seeds([0.7, 0.8], [0.0, 0.0]))
-    document = toy_findings_to_dict(findings)
-    assert document["score"]["seeds"] == {"held": 2, "of": 2, "seeds": [0, 1]}
-    assert {"statistic", "value", "ci", "null", "control", "min_effect", "selection", "holds"} <= set(document["score"])
-    assert document["score"]["control"]["holds"] is False
-    assert toy_findings_from_dict(document) == findings
+    document = records.strict_json(records.to_json(findings))
+    assert document["score"]["seeds"] == [0, 1] and document["score"]["held"] == 2
+    assert {"statistic", "value", "ci", "null_value", "control_value", "per_seed", "holds"} <= set(document["score"])
+    assert document["score"]["per_seed"][0]["holds"] is True
+    assert records.load(dict[str, ToyFinding], document) == findings
     assert [s.seed for s in seed_findings_of(findings)] == [0, 1]
     assert aggregate_seeds("scansnap", seed_findings_of(findings)) == findings
 
@@ -90,5 +89,5 @@ def test_bad_seed_lists_are_refused():
         aggregate_seeds("topic", [seeds[0], seeds[0]])
     with pytest.raises(InputError, match="same statistics"):
         SeedFindings(0, {"a": _finding(0.5)}, {})
-    with pytest.raises(InputError, match="format"):
-        ToyFinding.from_dict("score", {"value": 1.0})
+    with pytest.raises(InputError, match="the ToyFinding has no 'toy'"):
+        records.load(ToyFinding, {"value": 1.0})

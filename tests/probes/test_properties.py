@@ -25,6 +25,7 @@ matches sequential feeding to ``F64``, and ``A.merge(B)`` equals ``B.merge(A)`` 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -470,10 +471,10 @@ def test_block_structure_and_embedding_similarity_ignore_the_order_of_indices_an
     topic_ids = torch.tensor([*data.draw(st.permutations(range(3)), label="topic ids"), -1])  # -1 stays -1
     relabelled = topic_ids[labels][order]
     before = (matrix.clone(), labels.clone())
-    expected = probes.block_structure(matrix, labels).to_dict()
-    got = probes.block_structure(matrix[order][:, order], relabelled).to_dict()
+    expected = dataclasses.asdict(probes.block_structure(matrix, labels))
+    got = dataclasses.asdict(probes.block_structure(matrix[order][:, order], relabelled))
     assert got == pytest.approx(expected, rel=1e-9, abs=1e-12, nan_ok=True)
-    expected = probes.embedding_topic_similarity(matrix, labels).to_dict()
-    got = probes.embedding_topic_similarity(matrix[order], relabelled).to_dict()
+    expected = dataclasses.asdict(probes.embedding_topic_similarity(matrix, labels))
+    got = dataclasses.asdict(probes.embedding_topic_similarity(matrix[order], relabelled))
     assert got == pytest.approx(expected, rel=1e-9, abs=1e-12, nan_ok=True)
     assert torch.equal(matrix, before[0]) and torch.equal(labels, before[1]), "inputs were modified"

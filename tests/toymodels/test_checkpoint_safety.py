@@ -126,7 +126,7 @@ def damage(folder: Path, case: str) -> tuple[str, str]:
         meta_path.write_text(json.dumps({**info, "weights": "../weights-6.safetensors"}))
         return str(meta_path), "does not hold a step, the weights and state file names"
     if case == "meta history malformed":
-        meta_path.write_text(json.dumps({**info, "history": {"steps": [1, 2]}}))
+        meta_path.write_text(json.dumps({**info, "history": {"steps": [1, "two"]}}))
         return str(meta_path), "malformed history"
     if case == "optimizer state missing":
         state.unlink()

@@ -14,6 +14,7 @@ from analyses.cli import main
 from analyses.config_overrides import apply_overrides
 from analyses.induction import experiment as toy_induction
 from analyses.induction.trajectory import TRAJECTORY_KEYS, log_growth_fit, trajectory_steps
+from mechprobe import records
 from probes.core.errors import ConfigError
 
 SMALL = ["n_train=256", "n_val=200", "train.stage_steps=10,10,40", "probe_sequences=32",
@@ -32,7 +33,7 @@ def test_tiny_run_writes_the_summary_schema_and_figures(tmp_path, model):
                               "probe_sequences=8", "eval_seq_lens=(10,)", "eval_alphas=(1.0,)", "early_step=3",
                               "checkpoint_every=3"])
     result = toy_induction.run(config, tmp_path, progress=False)
-    summary = result.summary()
+    summary = records.dump(result)
     for key, kind in REQUIRED.items():
         assert isinstance(summary[key], kind), key
     assert result.steps == 6 and len(result.copier_distance) == 3
@@ -78,7 +79,7 @@ def test_standard_model_path_writes_the_same_schema(tmp_path):
                               "probe_sequences=8", "standard.d_model=16", "eval_seq_lens=(10,)", "eval_alphas=(1.0,)",
                               "n_train=32", "standard.attn_only=false", "standard.positional=rotary"])
     result = toy_induction.run(config, tmp_path, progress=False)
-    summary = result.summary()
+    summary = records.dump(result)
     for key, kind in REQUIRED.items():
         assert isinstance(summary[key], kind), key
     assert len(result.copier_distance) == 4
@@ -181,7 +182,7 @@ def test_paper_preset_small_run_records_the_trajectory_and_the_reference(tmp_pat
                               "eval_seq_lens=(50,)", "eval_alphas=(1.0,)", "trajectory_dense_until=20",
                               "trajectory_per_decade=10"])
     result = toy_induction.run(config, tmp_path, progress=False)
-    summary = result.summary()
+    summary = records.dump(result)
     trajectory = summary["trajectory"]
     assert set(trajectory) == {"step", *TRAJECTORY_KEYS}
     assert trajectory["step"] == [*range(21), 25, 32, 40, 50, 60]
@@ -196,6 +197,6 @@ def test_paper_preset_small_run_records_the_trajectory_and_the_reference(tmp_pat
     assert result.objective == "probs_as_logits"
     assert result.val_loss_objective == pytest.approx(trajectory["val_loss"][-1])
     assert result.parent_criterion_population_selected == "{1,2}" == result.parent_criterion_selected
-    assert summary["reference"] == toy_induction.induction_reference(config).to_dict()
+    assert summary["reference"] == records.dump(toy_induction.induction_reference(config))
     assert (tmp_path / "trajectory.png").stat().st_size > 1000
     assert json.loads((tmp_path / "summary.json").read_text())["trajectory"]["step"] == trajectory["step"]

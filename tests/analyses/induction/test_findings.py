@@ -14,6 +14,7 @@ from analyses.experiments import toy_experiment
 from analyses.induction import experiment as toy_induction
 from analyses.induction.findings import FINDINGS, GENERALIZED_MIN_EFFECT, seed_findings
 from analyses.toy_findings import TOY_OF_FINDING, aggregate_seeds
+from mechprobe import records
 
 FAST = toy_induction.PRESETS["fast"]
 INDUCTION = ("induction_protocol", "induction_text", "generalized_induction")
@@ -97,12 +98,12 @@ def test_run_reports_the_findings_of_its_seed_and_the_summary_round_trip_keeps_t
                                     "eval_seq_lens=(50,)", "eval_alphas=(1.0,)"])
     result = toy_induction.run(config, tmp_path, progress=False)
     assert result.toy_findings() == aggregate_seeds("induction", [seed_findings(config, config.seed)])
-    assert toy_induction.InductionResult.from_summary(json.loads(result.to_json())).findings == result.findings
+    assert toy_induction.InductionResult.from_document(json.loads(result.to_json())).findings == result.findings
     assert toy_induction.InductionResult.load(tmp_path).findings == result.findings
-    summary = result.summary()["findings"]
+    summary = records.dump(result)["findings"]
     assert list(summary) == list(FINDINGS) and summary["generalized_induction"]["toy"] == "induction"
-    assert summary["generalized_induction"]["null"]["kind"] == "uniform attention (bootstrap over batches)"
-    assert summary["generalized_induction"]["selection"].startswith("no search")
+    assert summary["generalized_induction"]["per_seed"][0]["null_kind"] == "uniform attention (bootstrap over batches)"
+    assert summary["generalized_induction"]["per_seed"][0]["selection"].startswith("no search")
     module = toy_experiment("induction")  # where the report finds the extra seeds' findings
     assert module.seed_findings is seed_findings and module.FINDINGS == FINDINGS
     assert all(TOY_OF_FINDING[name] == "induction" for name in FINDINGS)

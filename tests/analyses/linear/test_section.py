@@ -81,7 +81,7 @@ def test_section_figure_and_store_round_trip(runs, tmp_path):
     # a result saved before the baselines (its field was "selectivity") fails with what to do
     folder = next(p for p in (tmp_path / "linear").iterdir() if p.is_dir())
     document = json.loads((folder / "result.json").read_text())
-    document["fields"]["selectivity"] = document["fields"].pop("gain")
+    document["result"]["selectivity"] = document["result"].pop("gain")
     (folder / "result.json").write_text(json.dumps(document))
     with pytest.raises(InputError, match="re-run mechprobe report"):
         load_linear_runs(tmp_path / "linear")

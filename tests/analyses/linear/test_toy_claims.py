@@ -156,5 +156,5 @@ def test_next_token_class_is_read_at_the_query_of_a_saved_scansnap_model(tmp_pat
     assert labelled == [1] * len(setup.batches)  # one label per sequence: the query
     summary = run_linear_probe(str(tmp_path), "next", tmp_path / "out", config, progress=False, echo=lambda *_: None)
     # even untrained (uniform attention), the pooled context is the fact's bag of tokens
-    assert summary["results"]["next"]["accuracy"][0] >= 0.9
-    assert np.isclose(summary["results"]["next"]["majority_baseline"], 0.5, atol=0.15)
+    assert summary.results["next"].accuracy[0] >= 0.9
+    assert np.isclose(summary.results["next"].majority_baseline, 0.5, atol=0.15)

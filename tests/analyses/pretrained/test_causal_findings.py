@@ -17,6 +17,7 @@ from analyses.pretrained.causal import (
     single_rows,
 )
 from analyses.pretrained.findings import CAUSAL_FINDINGS
+from mechprobe import records
 from probes.causal.ablation import AblationSums
 from probes.causal.topic_slices import topic_seen_slice, topic_unseen_slice
 from probes.core.batch import TokenBatch
@@ -97,7 +98,7 @@ def test_the_family_is_tested_in_order_and_beside_the_control():
 
 def test_a_measurement_survives_its_document():
     m = _measurement("topic_heads_causal", 0.3, 0.01)
-    back = CausalMeasurement.from_dict(m.to_dict())
+    back = records.load(CausalMeasurement, records.strict_json(records.to_json(m)))
     assert back.heads == m.heads and back.value == m.value and back.ci == m.ci
     assert back.null[:2] == m.null[:2] and math.isnan(back.null[2])
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
+import shutil
 
 import pytest
 import torch
@@ -13,17 +14,23 @@ import probes
 from analyses.cli import main
 from analyses.pretrained.findings import CAUSAL_FINDINGS, PRETRAINED_FINDINGS
 from analyses.pretrained.measure import PretrainedConfig, probe_pretrained
+from analyses.report.build import render_report
 from analyses.report.compare import ToyRun, compare
+from analyses.report.corpus import CorpusSummary
 from analyses.report.render_check import colourful_fraction, find_chromium, screenshot
+from analyses.report.run_store import load_pretrained_run, save_report_inputs
 from analyses.report.verdicts import VERDICT_FINDINGS
 from analyses.topic.experiment import run as run_topic
+from analyses.topic.result import TopicResult
 from analyses.toy_findings import TOY_OF_FINDING
+from mechprobe import records
 from probes.attention.topic_attention import TopicAttentionProbe
 from probes.text.corpora import iter_documents
 from probes.text.text_batches import text_token_batches
 from probes.text.token_topics import token_topic_labels
 from probes.text.topics import LdaTopicConfig, assign_word_topics, fit_lda_topics
 from tests.analyses.topic.test_experiment import tiny as tiny_topic
+from tests.strict_json import assert_strict_json_everywhere
 
 CONFIG = PretrainedConfig(seq_len=64, batch_size=4, max_batches=8, n_pair_tokens=60, n_boot=200,
                           n_permutations=200, protocol_seq_len=20, protocol_batches=4)
@@ -67,14 +74,15 @@ def test_topic_numbers_match_separate_probe_runs(minilm_run, corpus_and_topics, 
 
 @pytest.mark.slow
 def test_summary_schema_and_intervals(minilm_run):
-    summary = json.loads(json.dumps(minilm_run.summary()))
+    summary = records.strict_json(records.to_json(minilm_run.summary()))
     assert set(summary["findings"]) == set(PRETRAINED_FINDINGS) == set(summary["control"]["findings"])
     for finding in [*summary["findings"].values(), *summary["control"]["findings"].values()]:
-        assert {"statistic", "value", "ci", "null", "control", "holds"} <= set(finding)
-        assert {"kind", "value", "p_value"} <= set(finding["null"]) and isinstance(finding["holds"], bool)
+        assert {"statistic", "value", "ci", "null_kind", "null_value", "p_value", "control_value",
+                "holds"} <= set(finding)
+        assert isinstance(finding["holds"], bool)
         assert finding["ci"][0] <= finding["value"] <= finding["ci"][1]
     for finding in summary["findings"].values():
-        assert set(finding["control"]) == {"value", "ci"}
+        assert finding["control_value"] is not None and len(finding["control_ci"]) == 2
     # a random-weight encoder holds nothing
     assert not any(f["holds"] for f in summary["control"]["findings"].values())
     embedding = summary["embedding"]
@@ -93,12 +101,22 @@ def test_report_renders_with_figures(minilm_run, tmp_path):
     toy_result = dataclasses.replace(trained, same_topic_attention=0.03, different_topic_attention=0.01,
                                      attention_ratio=3.0, chance_ratio=1.0, embedding_same_topic_cosine=0.9,
                                      embedding_different_topic_cosine=-0.1)
-    report = compare({"topic": ToyRun("topic", toy_result, toy)}, {"minilm-l6": minilm_run}, folder=tmp_path,
-                     corpus={"name": "wikipedia-excerpt"})
+    toy_result = TopicResult.from_document(json.loads(toy_result.to_json()))  # as the report keeps it (build.py)
+    toys, runs = {"topic": ToyRun("topic", toy_result, toy)}, {"minilm-l6": minilm_run}
+    report = compare(toys, runs, folder=tmp_path, corpus=CorpusSummary("wikipedia-excerpt"))
     page = report.write(tmp_path)
     markdown = (tmp_path / "report.md").read_text()
     assert "| toy: 1-layer masked LM on LDA data (Li et al.) | ratio, its only head | L0H0 | 3.000 |" in markdown
     assert json.loads((tmp_path / "summary.json").read_text())["pretrained"]["minilm-l6"]["n_layers"] == 6
+    # the saved results rebuild the same report, byte for byte, and every JSON written is strict JSON
+    save_report_inputs(tmp_path, toys, runs, CorpusSummary("wikipedia-excerpt"), None)
+    copy = tmp_path / "rendered"
+    outputs = {"rendered", "report.md", "report.html", "summary.json", "figures"}  # what render writes again
+    shutil.copytree(tmp_path, copy, ignore=lambda where, names: outputs & set(names) if where == str(tmp_path) else [])
+    render_report(copy)
+    for name in ("summary.json", "report.md", "report.html"):
+        assert (copy / name).read_bytes() == (tmp_path / name).read_bytes(), name
+    assert assert_strict_json_everywhere(tmp_path) >= 5  # summary.json, results/, the toy's summary and histories
     if find_chromium() is not None:
         assert colourful_fraction(screenshot(page, tmp_path / "shot.png")) > 0.01
 
@@ -175,13 +193,13 @@ def test_main_job_on_the_offline_defaults(tmp_path, capsys):
             assert "toy" not in row and name in CAUSAL_FINDINGS, name
             continue
         toy, init = row["toy"], row["toy (at initialisation)"]
-        assert toy["toy"] == TOY_OF_FINDING[name] and toy["seeds"]["of"] == 5, name
+        assert toy["toy"] == TOY_OF_FINDING[name] and len(toy["seeds"]) == 5, name
         # uniform attention barely moves the Scan and Snap toy's loss (two facts with disjoint tokens: pooled
         # context already names the fact), so that ablation fails its 0.1-nat threshold on every seed
         if name == "scansnap_attention_causal":
-            assert toy["seeds"]["held"] == 0 and not toy["holds"], toy
+            assert toy["held"] == 0 and not toy["holds"], toy
             continue
-        assert toy["seeds"]["held"] >= 4 and toy["holds"], (name, toy)
+        assert toy["held"] >= 4 and toy["holds"], (name, toy)
         # Chen et al.'s initialisation plants the copier (0.73 of head 0's attention at distance 1): the induction
         # toy at initialisation already has a previous-token head; nothing else holds at initialisation
         assert init["holds"] == (name == "previous_token_text"), (name, init)
@@ -191,8 +209,6 @@ def test_main_job_on_the_offline_defaults(tmp_path, capsys):
     assert json.loads((out / "timings.json").read_text())["smollm2-135m_s"] > 0
     assert len(summary["corpus"]["sha256"]) == 64 and "Q4_1" in summary["settings"]["model_weights"]["smollm2-135m"]
     # the saved results rebuild the report without a model, byte for byte
-    import shutil
-
     copy = tmp_path / "rendered"
     shutil.copytree(out, copy)
     for name in ("report.md", "report.html", "summary.json"):
@@ -201,9 +217,9 @@ def test_main_job_on_the_offline_defaults(tmp_path, capsys):
     assert main(["render", str(copy)]) == 0
     for name in ("summary.json", "report.md", "report.html"):
         assert (copy / name).read_bytes() == (out / name).read_bytes(), name
-    smollm2_results = next((out / "results" / "pretrained").glob("*smollm2*"))
-    saved = probes.ProbeResult.load(smollm2_results / "measured" / "text_heads")
-    assert saved.scores["induction"].shape == (30, 9)  # every head, not only the top ones
+    saved = load_pretrained_run(next((out / "results" / "pretrained").glob("*smollm2*")))
+    assert saved.measured.text_heads.scores["induction"].shape == (30, 9)  # every head, not only the top ones
+    assert_strict_json_everywhere(out)
     page = (out / "report.html").read_text()
     assert page.count("data:image/png;base64,") >= 4
     # interactive views: 6 maps per model and per control, 4 attention views per model; nothing fetched

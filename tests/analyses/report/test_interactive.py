@@ -32,10 +32,10 @@ def test_passage_patterns_are_the_heads_own_attention():
     tokens = torch.tensor([[3, 1, 4, 1, 5, 9, 2, 6, 5, 3]])
     passage = passage_patterns(model, tokens, {"previous": (0, 0), "induction": (1, 1)}, max_tokens=8)
     expected = OracleModel.patterns(tokens[:, :8], model.cfg.n_heads)
-    assert passage["tokens"] == [str(t) for t in tokens[0, :8].tolist()]  # no tokenizer: the ids
-    assert torch.allclose(torch.tensor(passage["patterns"]["previous"]), expected[0, 0])
-    assert torch.allclose(torch.tensor(passage["patterns"]["induction"]), expected[0, 1])
-    assert passage["heads"] == {"previous": [0, 0], "induction": [1, 1]}
+    assert passage.tokens == [str(t) for t in tokens[0, :8].tolist()]  # no tokenizer: the ids
+    assert torch.allclose(torch.tensor(passage.patterns["previous"]), expected[0, 0])
+    assert torch.allclose(torch.tensor(passage.patterns["induction"]), expected[0, 1])
+    assert passage.heads == {"previous": (0, 0), "induction": (1, 1)}
 
 
 def drawn_views(dom: str) -> dict[str, list[str]]:

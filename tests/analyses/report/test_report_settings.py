@@ -9,7 +9,7 @@ import pytest
 
 from analyses.cli import build_parser, main, report_config
 from analyses.config_overrides import apply_overrides, toml_assignments
-from analyses.report.build import ReportConfig
+from analyses.report.config import ReportConfig
 from probes.core.errors import ConfigError
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from analyses.report.compare import compare
+from analyses.report.corpus import CorpusSummary
+from mechprobe import records
 
 TOPICS = [["tiger", "zebra"], ["copper", "zinc"], ["red", "blue"]]
 OLD_CORPUS = {"name": "wikipedia-excerpt", "sha256": "0" * 64, "topic_words": 6, "topics": TOPICS,
@@ -13,7 +15,7 @@ HELD_OUT = {"window": "paragraph", "per_topic": [0.42, 0.05, -0.3], "per_topic_1
 
 
 def setup_section(tmp_path, corpus) -> str:
-    compare({}, {}, folder=tmp_path, corpus=corpus).write(tmp_path)
+    compare({}, {}, folder=tmp_path, corpus=records.load(CorpusSummary, corpus)).write(tmp_path)
     markdown = (tmp_path / "report.md").read_text()
     return markdown.split("## Setup")[1].split("\n## ")[0]
 

@@ -10,6 +10,7 @@ from analyses.report.document import Report, inline_html
 from analyses.report.render_check import dump_dom, find_chromium
 from analyses.report.verdicts import TOY, TOY_CONTROL, cell, compare_findings, verdict_section
 from analyses.toy_findings import aggregate_seeds, judge_against_init
+from mechprobe import records
 from probes.stats.findings import Finding
 
 
@@ -41,9 +42,9 @@ def test_the_toy_column_names_its_toy_and_counts_seeds():
     # a toy-only finding has no pretrained cells; a finding nobody measured has no row
     assert set(comparison.rows["generalized_induction"]) == {TOY, TOY_CONTROL}
     assert "cooccurrence_ordering" not in comparison.rows
-    summary = comparison.summary()
-    assert summary["induction_protocol"][TOY]["seeds"]["held"] == 4
-    assert summary["induction_protocol"]["smollm2"]["control"]["value"] == 0.02
+    summary = records.dump(comparison.rows)
+    assert summary["induction_protocol"][TOY]["held"] == 4
+    assert summary["induction_protocol"]["smollm2"]["control_value"] == 0.02
 
 
 def test_the_forest_plot_opens_the_report_and_the_html_has_no_markdown(tmp_path):

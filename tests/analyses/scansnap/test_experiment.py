@@ -17,8 +17,9 @@ from analyses.config_overrides import apply_overrides
 from analyses.scansnap.config import PRESETS, Figure6Sweep, ScanSnapConfig, StandardComparison, WikitextConfig
 from analyses.scansnap.experiment import load, main_run, run
 from analyses.scansnap.reference import reference_for
-from analyses.scansnap.result import ScanSnapResult, WikitextResult
+from analyses.scansnap.result import MonotoneRows, ScanSnapResult, WikitextResult
 from analyses.scansnap.sweep import figure6_trends
+from mechprobe import records
 from probes.core.errors import ConfigError
 from toymodels.errors import ToyConfigError
 from toymodels.scansnap.data import CooccurrenceConfig
@@ -44,7 +45,7 @@ def fast_summary(tmp_path_factory):
 @pytest.mark.slow
 def test_fast_preset_shows_the_paper_claims(fast_summary):
     result, out = fast_summary
-    assert set(result.summary()) >= SUMMARY_KEYS
+    assert set(records.dump(result)) >= SUMMARY_KEYS
     assert result.initial_loss == pytest.approx(math.log(34), abs=1e-4)
     assert result.first_step_below_loss_target <= 10 and result.final_loss < 1e-3
     assert result.distinct_mass > 1.4 * result.common_mass
@@ -89,8 +90,7 @@ def test_small_sweep_entropy_falls_as_eta_z_grows(tmp_path):
     assert rows[2.0, 10.0].snap_step_mean < rows[0.5, 1.0].snap_step_mean
     assert all(row.num_last == 1 and row.num_next == 2 and row.seeds == 2 for row in rows.values())
     assert all(row.entropy_all_mean > row.entropy_mean for row in rows.values())
-    assert result.summary()["figure6"]["entropy_falls_with_eta_z"] == {"rows": 2, "holds": 2,
-                                                                       "failing_num_last_ratio": []}
+    assert records.dump(result)["figure6"]["entropy_falls_with_eta_z"] == {"rows": 2, "holds": 2, "failing": []}
     assert result.reference.experiment.startswith("Figure 6")
     assert (tmp_path / "entropy_sweep.png").is_file()
     assert ScanSnapResult.load(tmp_path).to_json() == result.to_json()
@@ -100,9 +100,9 @@ def test_figure6_trends_on_a_hand_made_grid():
     entropy = {(0.5, 1): 2.0, (0.5, 2): 2.1, (1, 1): 1.8, (1, 2): 1.7}  # (eta_z, ratio): one ratio row breaks the rise
     sweep = [{"num_last": 1, "eta_z": z, "ratio": r, "entropy_mean": e} for (z, r), e in entropy.items()]
     trends = figure6_trends(sweep)
-    assert trends["entropy_falls_with_eta_z"] == {"rows": 2, "holds": 2, "failing_num_last_ratio": []}
-    assert trends["entropy_rises_with_ratio"] == {"rows": 2, "holds": 1, "failing_num_last_eta_z": [[1, 1]]}
-    assert trends["spearman_eta_z"] == pytest.approx(-1.0) and trends["spearman_ratio"] == pytest.approx(0.0)
+    assert trends.entropy_falls_with_eta_z == MonotoneRows(rows=2, holds=2, failing=())
+    assert trends.entropy_rises_with_ratio == MonotoneRows(rows=2, holds=1, failing=((1, 1),))
+    assert trends.spearman_eta_z == pytest.approx(-1.0) and trends.spearman_ratio == pytest.approx(0.0)
 
 
 def test_snap_step_does_not_depend_on_the_run_length():
@@ -223,7 +223,7 @@ def test_wikitext_pipeline_on_a_small_local_text(tmp_path):
     assert list(result.step) == [0, 3, 6] and len(result.entropy) == 3 and result.vocabulary == 41
     assert all(0 < e <= math.log(12) for e in result.entropy)
     assert all(-1 <= r <= 1 for r in result.spearman_count + result.spearman_lift_matched)
-    assert len(result.loss_curve.loss) == 6 and "_example_patterns" not in summary.summary()["wikitext"]
+    assert len(result.loss_curve.loss) == 6 and "_example_patterns" not in records.dump(summary)["wikitext"]
     assert summary.reference.experiment.startswith("WikiText-2")
     assert (tmp_path / "out" / "wikitext.png").stat().st_size > 1000
     assert json.loads((tmp_path / "out" / "summary.json").read_text())["steps"] == 6

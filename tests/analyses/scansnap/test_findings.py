@@ -16,6 +16,7 @@ from analyses.scansnap.experiment import FINDINGS, eval_sets, run, seed_findings
 from analyses.scansnap.findings import frozen_attention_orders, measure
 from analyses.scansnap.result import ScanSnapResult
 from analyses.toy_findings import aggregate_seeds, judge_against_init
+from mechprobe import records
 from probes.dynamics.scan_order import scan_order
 from toymodels.errors import ToyConfigError
 from toymodels.scansnap.data import CooccurrenceData
@@ -106,7 +107,7 @@ def test_run_stores_the_findings_of_its_seed_and_they_round_trip(tmp_path, two_s
     config = dataclasses.replace(FAST, standard=StandardComparison(enabled=False))
     result = run(config, tmp_path, progress=False)
     assert result.toy_findings() == result.findings == aggregate_seeds("scansnap", two_seeds[:1])  # seed 0's
-    assert set(result.summary()["findings"]) == set(FINDINGS)
+    assert set(records.dump(result)["findings"]) == set(FINDINGS)
     loaded = ScanSnapResult.load(tmp_path)
     assert loaded.findings == result.findings and loaded.to_json() == result.to_json()
 

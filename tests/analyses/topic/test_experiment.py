@@ -17,6 +17,7 @@ from analyses.topic.config import TopicModelSettings
 from analyses.topic.experiment import PRESET_REFERENCES, PRESETS, TopicExperimentConfig, run
 from analyses.topic.reference import topic_reference
 from analyses.topic.result import TopicResult
+from mechprobe import records
 from probes.core.errors import ConfigError
 from toymodels.errors import ToyConfigError
 from toymodels.topic.data import LDAConfig
@@ -55,10 +56,10 @@ def test_run_writes_summary_with_the_required_keys_and_figures(tmp_path):
     assert isinstance(written["two_stage"]["wv_moves_at"], int)
     assert written["two_stage"]["wkq_moves_at"] is None or isinstance(written["two_stage"]["wkq_moves_at"], int)
     assert written["settings"]["lda"]["n_topics"] == 3 and written["settings"]["seed"] == 0
-    assert set(written["claims"]) == {"1_embedding_topic_structure", "2_value_block_structure",
+    assert {claim["name"] for claim in written["claims"]} == {"1_embedding_topic_structure", "2_value_block_structure",
                                       "3_topic_attention_joint", "3_topic_attention_fixed_value",
                                       "4_two_stage_dynamics"}
-    for claim in written["claims"].values():
+    for claim in written["claims"]:
         assert {"value", "holds", "setting", "measure"} <= set(claim)
     assert result.attention_ratio == written["attention_ratio"]
     assert written["chance_ratio"] == pytest.approx(1.0)
@@ -92,10 +93,10 @@ def test_result_saves_and_loads_itself(tmp_path):
     (tmp_path / "copy").mkdir()
     result.save(tmp_path / "copy")
     loaded = TopicResult.load(tmp_path / "copy")
-    assert loaded == result and loaded.summary() == result.summary()
+    assert loaded == result and records.dump(loaded) == records.dump(result)
     assert set(loaded.histories) == {"joint", "uniform", "uniform_trained_decoder", "fixed_value", "two_stage"}
     for name, history in result.histories.items():
-        assert json.dumps(loaded.histories[name].to_dict()) == json.dumps(history.to_dict()), name
+        assert records.to_json(loaded.histories[name]) == records.to_json(history), name
     assert loaded.claim("4_two_stage_dynamics").holds == result.two_stage.separated
     assert loaded.config == config
     assert TopicExperimentConfig.from_settings(json.loads(result.to_json())["settings"]) == config
@@ -113,9 +114,9 @@ def test_settings_are_the_nested_config_and_read_back():
     assert (settings["joint"]["batch_size"], settings["uniform"]["batch_size"]) == (8, 32)
     assert (settings["uniform"]["optimizer"], settings["two_stage"]["momentum"]) == ("sgd", 0.5)
     assert TopicExperimentConfig.from_settings(settings) == odd
-    with pytest.raises(ConfigError, match="Unknown TopicExperimentConfig settings bogus"):
+    with pytest.raises(ConfigError, match="settings: unknown key 'bogus' for TopicExperimentConfig"):
         TopicExperimentConfig.from_settings({**fast, "bogus": 1})
-    with pytest.raises(ConfigError, match=re.escape("Unknown LDAConfig settings lda.n_topcs")):
+    with pytest.raises(ConfigError, match=re.escape("settings: lda: unknown key 'n_topcs' for LDAConfig")):
         TopicExperimentConfig.from_settings({**fast, "lda": {**fast["lda"], "n_topcs": 3}})
 
 
@@ -176,7 +177,7 @@ def test_fast_preset_shows_all_four_claims_in_under_two_minutes(fast_toy_run):
     run = fast_toy_run("topic")  # `mechprobe toy topic --preset fast`, shared with test_determinism.py
     summary = json.loads((run.folder / "summary.json").read_text())
     assert json.loads((run.folder / "timings.json").read_text())["total"] < 120
-    assert all(claim["holds"] for claim in summary["claims"].values()), summary["claims"]
+    assert all(claim["holds"] for claim in summary["claims"]), summary["claims"]
     assert summary["attention_ratio"] > 2.0
     assert summary["embedding_same_topic_cosine"] > 0.5 > 0.0 > summary["embedding_different_topic_cosine"]
     assert summary["wv_block_score"] > 0.5 and summary["wv_block_score_ceiling"] == pytest.approx(0.879, abs=1e-3)

@@ -23,6 +23,7 @@ from analyses.topic.findings import (
 )
 from analyses.topic.result import TopicResult
 from analyses.toy_findings import aggregate_seeds, judge_against_init
+from mechprobe import records
 from probes.core.errors import ConfigError
 from probes.dynamics.block_structure import block_structure, centred_block_ceiling
 from tests.analyses.topic.test_experiment import tiny
@@ -55,7 +56,7 @@ def test_trained_toy_holds_every_finding_and_the_toy_at_initialisation_none():
     one = seed_findings(small(), 0)
     assert one.seed == 0 and tuple(one.findings) == FINDINGS
     held = [name for name in FINDINGS if name != CAUSAL]
-    assert _held(one.findings) == held, {n: f.to_dict() for n, f in one.findings.items()}
+    assert _held(one.findings) == held, records.dump(one.findings)
     # 5 topics in 20-30 words: uniform attention already gives the document's topic mix, so the learned topic
     # attention (ratio 1.9) buys no loss (-0.001 nats; on the fast preset 0.04-0.06)
     assert abs(one.findings[CAUSAL].value) < 0.02
@@ -142,7 +143,7 @@ def test_seed_findings_wants_a_topic_config():
 def test_fast_preset_holds_every_finding_on_three_seeds_and_initialisation_holds_nothing():
     seeds = [seed_findings(PRESETS["fast"], seed) for seed in (0, 1, 2)]
     for one in seeds:
-        assert _held(one.findings) == list(FINDINGS), (one.seed, {n: f.to_dict() for n, f in one.findings.items()})
+        assert _held(one.findings) == list(FINDINGS), (one.seed, records.dump(one.findings))
         assert _held(one.control) == [], one.seed
         assert one.findings["value_block_structure"].value > 0.8   # the centred ceiling is 0.879
     over_seeds = aggregate_seeds("topic", seeds)   # the Student-t interval over 3 seeds clears the references

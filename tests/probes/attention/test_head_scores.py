@@ -188,9 +188,11 @@ def test_result_saves_to_one_json_file_with_the_same_document(tmp_path):
     import json
 
     inline, stored = json.loads(single.read_text()), json.loads((folder / "result.json").read_text())
-    assert inline["type"] == stored["type"] and inline["provenance"] == stored["provenance"]
-    assert {k: v for k, v in inline["fields"].items() if not (isinstance(v, dict) and "__tensor_dict__" in v)} == {
-        k: v for k, v in stored["fields"].items() if not (isinstance(v, dict) and "__tensor_dict__" in v)}
+    assert inline["type"] == stored["type"] == "HeadScores"
+    tensors = {"scores", "target_mass"}  # inline in one file, in the safetensors sidecar beside the other
+    assert stored["result"]["scores"]["induction"] == {"__tensor__": "scores/induction"}
+    assert {k: v for k, v in inline["result"].items() if k not in tensors} == {
+        k: v for k, v in stored["result"].items() if k not in tensors}
 
 
 def test_compute_before_any_data_raises():

@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 
+from mechprobe import records
 from probes.core.errors import ConfigError, InputError
 from probes.dynamics.scan_order import peak_steps, scan_order
 
@@ -55,7 +56,7 @@ def test_reference_loop_on_random_curves():
 def test_constant_cooccurrence_gives_nan_and_errors():
     curves = torch.stack([bump(3), bump(9)], 1)
     assert math.isnan(scan_order(curves, torch.tensor([0.5, 0.5])).spearman)
-    assert scan_order(curves, torch.tensor([0.5, 0.5])).to_dict()["spearman"] is None
+    assert records.dump(scan_order(curves, torch.tensor([0.5, 0.5])))["spearman"] is None
     with pytest.raises(InputError, match="one value per trajectory column"):
         scan_order(curves, torch.tensor([0.1, 0.2, 0.3]))
     with pytest.raises(InputError, match=r"\[step, token\]"):

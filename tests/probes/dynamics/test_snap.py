@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 
+from mechprobe import records
 from probes.core.errors import ConfigError, InputError
 from probes.dynamics.snap import detect_snap, detect_snap_by_rate
 
@@ -26,7 +27,7 @@ def test_known_answer_freezes_at_step_5():
     snap = detect_snap(torch.stack(rows), tolerance=0.0, patience=5)
     assert (snap.index, snap.step, snap.snapped) == (5, 5, True)
     assert snap.distance_to_final[0] == pytest.approx(0.5)
-    assert snap.to_dict()["step"] == 5
+    assert records.dump(snap)["step"] == 5
 
 
 def test_tolerance_and_named_steps():
@@ -92,7 +93,7 @@ def test_rate_snap_of_a_ramp_that_stops_is_where_it_stops():
     snap = detect_snap_by_rate(torch.stack(rows), rate=0.01, patience=5)
     assert (snap.index, snap.step, snap.snapped) == (10, 10, True)
     assert snap.relative_speed[1] == pytest.approx(1.0) and snap.relative_speed[5] == pytest.approx(0.2)
-    assert math.isnan(snap.relative_speed[0]) and snap.to_dict()["relative_speed"][0] is None
+    assert math.isnan(snap.relative_speed[0]) and records.dump(snap)["relative_speed"][0] is None
 
 
 def test_rate_snap_of_an_exponential_relaxation_has_the_closed_form_answer():

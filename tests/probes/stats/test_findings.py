@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 
+from mechprobe import records
 from probes.core.errors import ConfigError, InputError
 from probes.stats.findings import Finding, adjust_family
 from probes.stats.nulls import holm_adjust, label_permutations, permutation_p_value
@@ -63,8 +64,8 @@ def test_family_adjustment_can_take_a_finding_below_the_line():
     family = adjust_family({"a": _finding(p_value=0.004), "b": _finding(p_value=0.004), "c": _finding(p_value=0.004)})
     assert all(f.p_adjusted == pytest.approx(0.012) for f in family.values())
     assert not any(f.holds for f in family.values())
-    entry = family["a"].to_dict()
-    assert entry["null"]["p_adjusted"] == pytest.approx(0.012) and entry["control"] is None and entry["holds"] is False
+    entry = records.dump(family["a"])
+    assert entry["p_adjusted"] == pytest.approx(0.012) and entry["control_value"] is None and entry["holds"] is False
     with pytest.raises(ConfigError, match="effect"):
         _finding(effect="percent")
 

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import probes
+from mechprobe import records
 from probes.attention.topic_attention import TopicAttentionProbe
 from toymodels.errors import ToyConfigError
 from toymodels.standard import StandardModelConfig, build_standard_model
@@ -135,8 +136,8 @@ def test_interrupted_run_resumes_to_the_same_weights(tmp_path):
     history = train_topic_model(resumed, training_set, config, checkpointer=checkpointer(resumed))
     for a, b in zip(straight.parameters(), resumed.parameters()):
         assert torch.equal(a, b)
-    assert history.to_dict() == reference.to_dict()
-    assert History.from_dict(history.to_dict()).to_dict() == reference.to_dict()
+    assert history == reference
+    assert records.load(History, records.strict_json(records.to_json(history))) == reference
 
 
 def test_standard_bidirectional_tl_model_trains_and_is_probed():

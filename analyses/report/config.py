@@ -1,0 +1,69 @@
+"""What ``mechprobe report`` trains, reads and probes (:class:`ReportConfig`), and the settings a finished report
+records (:class:`ReportSettings`, ``summary.json["settings"]``: the config and where each model's weights came
+from)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from analyses.experiments import TOY_EXPERIMENTS
+from analyses.linear.section import LinearReportConfig
+from analyses.pretrained.measure import PretrainedConfig
+from mechprobe.validation import integer
+from probes.core.errors import ConfigError
+from probes.text.topics import LdaTopicConfig
+
+
+@dataclass(frozen=True)
+class ReportConfig:
+    """What the report trains, reads and probes (the offline defaults need no network)."""
+
+    models: tuple[str, ...] = ("smollm2-135m", "minilm-l6")
+    corpus: str = "wikipedia-excerpt"
+    text_column: str = "text"
+    toys: tuple[str, ...] = ("topic", "scansnap", "induction")
+    toy_preset: str = "fast"
+    toy_seeds: int = 5
+    max_documents: int = 5000  # the excerpt has 4,544 paragraphs of >= 200 characters: all of them
+    min_chars: int = 200
+    topics: LdaTopicConfig = field(default_factory=LdaTopicConfig)
+    pretrained: PretrainedConfig = field(default_factory=PretrainedConfig)
+    linear: LinearReportConfig = field(default_factory=LinearReportConfig)
+    seed: int = 0
+    device: str = "cpu"
+    dtype: str = "float32"
+
+    def __post_init__(self) -> None:
+        unknown = [t for t in self.toys if t not in TOY_EXPERIMENTS]
+        if unknown:
+            raise ConfigError(f"Unknown toy settings {unknown}; choose from {', '.join(TOY_EXPERIMENTS)}.")
+        if not self.models and not self.toys:
+            raise ConfigError("The report needs at least one pretrained model or one toy setting.")
+        integer("toy_seeds", self.toy_seeds, 1)
+        if self.max_documents < 2 or self.min_chars < 1:
+            raise ConfigError(
+                f"max_documents must be >= 2 and min_chars >= 1; got {self.max_documents}, {self.min_chars}."
+            )
+
+    @classmethod
+    def fast(cls, **changes: Any) -> ReportConfig:
+        """Less text and fewer LDA passes: the whole report in a few minutes on 2 CPU cores."""
+        base = cls(max_documents=2000, pretrained=PretrainedConfig(max_batches=8))
+        return dataclasses.replace(base, **changes)
+
+
+@dataclass(frozen=True)
+class ReportSettings(ReportConfig):
+    """A finished report's settings: its :class:`ReportConfig` and ``model_weights`` (each model spec -> the
+    weights it loaded), written flat as ``summary.json["settings"]``."""
+
+    model_weights: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, config: ReportConfig, model_weights: Mapping[str, str]) -> ReportSettings:
+        """``config`` with the weights each of its models loaded."""
+        values = {f.name: getattr(config, f.name) for f in dataclasses.fields(config) if f.init}
+        return cls(**values, model_weights=dict(model_weights))

@@ -1,0 +1,387 @@
+"""The one serializer: frozen dataclass records to JSON documents and back, driven by their type hints.
+
+:func:`dump` turns a record (or any value made of records, tuples, lists, mappings with text keys,
+numbers, text, enums and tensors) into a JSON-able value; :func:`load` rebuilds a record of a given class
+from such a document, checking every value against the field's type hint; :func:`to_json` writes strict
+JSON text (``allow_nan=False``): every JSON document mechprobe writes goes through it.
+
+The rules, in one place:
+
+- a record is a JSON object of its fields, in field order, keyed by name (or by the key a field names with
+  :func:`key`; a field marked :data:`UNSAVED_FIELD` is left out); fields the record derives itself
+  (``init=False``) and the properties a class lists in ``__record_derived__`` are written too, for readers
+  of the file, and skipped when loading;
+- unknown keys and missing required keys are :class:`~mechprobe.errors.RecordError` (a key missing for a
+  field with a default takes the default, so documents written before a field existed still load);
+- tuples and lists are JSON arrays (``tuple[X, ...]``, ``tuple[X, Y]`` and ``list[X]`` check each item);
+  ``Mapping[str, X]`` / ``dict[str, X]`` are objects (``int`` keys are written as text and read back);
+- a float that is not finite is written as ``null`` and read back as ``nan`` where the type is ``float``;
+  where the type also admits ``None`` (``float | None``: null means "none"), it is written as the string
+  ``"NaN"``, ``"Infinity"`` or ``"-Infinity"`` instead, so both come back as they were;
+- a tensor goes to ``tensors[name]`` (a safetensors sidecar, ``name`` its path in the document) when
+  ``tensors`` is given, written as ``{"__tensor__": name}``; otherwise inline as ``{"dtype", "shape",
+  "values"}`` (non-finite values as above: ``"NaN"``, ``"Infinity"``, ``"-Infinity"``).
+
+Example::
+
+    document = dump(finding)                 # {"statistic": ..., "value": 0.62, "ci": [0.55, 0.7], ...}
+    load(Finding, json.loads(to_json(document))) == finding
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+import math
+import types
+import typing
+from collections.abc import Mapping, MutableMapping, Sequence
+from typing import Any, TypeVar
+
+import torch
+from torch import Tensor
+
+from mechprobe.errors import RecordError
+
+T = TypeVar("T")
+
+KEY = "mechprobe.records.key"
+"""The metadata entry of a field whose JSON key differs from its name (see :func:`key`)."""
+
+UNSAVED = "mechprobe.records.unsaved"
+"""The metadata entry of a field that is not part of the document (see :data:`UNSAVED_FIELD`)."""
+
+TENSOR = "__tensor__"
+_NONFINITE = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
+
+
+def key(name: str) -> dict[str, Any]:
+    """The ``metadata`` of a dataclass field written under the JSON key ``name``.
+
+    Example: ``config: ScanSnapConfig = dataclasses.field(metadata=key("settings"))``.
+    """
+    return {KEY: name}
+
+
+UNSAVED_FIELD: Mapping[str, Any] = types.MappingProxyType({UNSAVED: True})
+"""The ``metadata`` of a dataclass field that :func:`dump` leaves out and :func:`load` leaves at its default
+(it needs one): what the record keeps in files of its own.
+Example: ``histories: dict = dataclasses.field(default_factory=dict, metadata=UNSAVED_FIELD)``."""
+
+
+def to_json(document: Any, *, indent: int | None = 2) -> str:
+    """``document`` (a record or a JSON-able value) as strict JSON text: no ``NaN`` or ``Infinity`` tokens."""
+    return json.dumps(dump(document), indent=indent, allow_nan=False)
+
+
+def strict_json(text: str) -> Any:
+    """``text`` parsed as strict JSON: ``NaN`` / ``Infinity`` tokens raise :class:`RecordError`."""
+    def refuse(token: str) -> Any:
+        raise RecordError(f"the JSON holds {token}, which is not JSON; it was written by an older mechprobe.")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+# -- writing ------------------------------------------------------------------------------------------------
+
+
+def dump(value: Any, tensors: dict[str, Tensor] | None = None) -> Any:
+    """``value`` as a JSON-able value (see the module docstring); tensors go into ``tensors`` when it is given.
+
+    Example: ``dump(LossCurve((0, 1), (2.3, float("nan"))))`` is ``{"steps": [0, 1], "loss": [2.3, None]}``.
+    """
+    return _dump(value, Any, "", tensors)
+
+
+def _admits_none(hint: Any) -> bool:
+    return typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in typing.get_args(hint)
+
+
+def _float_out(value: float, hint: Any) -> float | str | None:
+    if math.isfinite(value):
+        return float(value)
+    if _admits_none(hint):
+        return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
+    return None
+
+
+def _items_hints(hint: Any, n: int) -> list[Any]:
+    """The hint of each of ``n`` items of a sequence typed ``hint``."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    for option in (args if origin in (typing.Union, types.UnionType) else ()):
+        if typing.get_origin(option) in (tuple, list, Sequence):
+            return _items_hints(option, n)
+    if origin is tuple and args and not (len(args) == 2 and args[1] is Ellipsis) and len(args) == n:
+        return list(args)
+    if origin in (tuple, list, Sequence) and args:
+        return [args[0]] * n
+    return [Any] * n
+
+
+def _value_hint(hint: Any) -> Any:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    for option in (args if origin in (typing.Union, types.UnionType) else ()):
+        if typing.get_origin(option) in (dict, Mapping, MutableMapping):
+            return _value_hint(option)
+    return args[1] if origin in (dict, Mapping, MutableMapping) and len(args) == 2 else Any
+
+
+def _dump(value: Any, hint: Any, path: str, tensors: dict[str, Tensor] | None) -> Any:
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, enum.Enum):
+        return _dump(value.value, Any, path, tensors)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return _float_out(value, hint)
+    if isinstance(value, Tensor):
+        return _tensor_out(value, path, tensors)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _record_out(value, path, tensors)
+    if isinstance(value, Mapping):
+        inner = _value_hint(hint)
+        return {str(k): _dump(v, inner, _join(path, str(k)), tensors) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        hints = _items_hints(hint, len(value))
+        return [_dump(v, h, _join(path, str(i)), tensors) for i, (v, h) in enumerate(zip(value, hints))]
+    if hasattr(value, "tolist"):  # numpy arrays and scalars
+        return _dump(value.tolist(), hint, path, tensors)
+    raise RecordError(f"{path or 'the value'}: cannot write a {type(value).__name__} as JSON; records hold "
+                      f"numbers, text, tuples, lists, mappings, enums, tensors and other records.")
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}/{key}" if path else key
+
+
+def _record_out(record: Any, path: str, tensors: dict[str, Tensor] | None) -> dict[str, Any]:
+    hints = _hints(type(record))
+    document: dict[str, Any] = {}
+    for f in dataclasses.fields(record):
+        if f.metadata.get(UNSAVED):
+            continue
+        key = f.metadata.get(KEY, f.name)
+        document[key] = _dump(getattr(record, f.name), hints.get(f.name, Any), _join(path, key), tensors)
+    for name in getattr(type(record), "__record_derived__", ()):
+        document[name] = _dump(getattr(record, name), Any, _join(path, name), tensors)
+    return document
+
+
+def _tensor_out(tensor: Tensor, path: str, tensors: dict[str, Tensor] | None) -> dict[str, Any]:
+    tensor = tensor.detach().cpu().contiguous()
+    if tensors is not None:
+        name = path or "tensor"
+        if name in tensors:
+            raise RecordError(f"two tensors would be stored as {name!r}; give them different keys.")
+        tensors[name] = tensor
+        return {TENSOR: name}
+    values = tensor.tolist()
+    if tensor.is_floating_point():
+        values = _nonfinite_to_text(values)
+    return {"dtype": str(tensor.dtype).removeprefix("torch."), "shape": list(tensor.shape), "values": values}
+
+
+def _nonfinite_to_text(values: Any) -> Any:
+    if isinstance(values, list):
+        return [_nonfinite_to_text(v) for v in values]
+    return _float_out(values, float | None)
+
+
+# -- reading ------------------------------------------------------------------------------------------------
+
+
+def load(cls: type[T], document: Any, tensors: Mapping[str, Tensor] | None = None, *,
+         where: str = "the document") -> T:
+    """The ``cls`` record (or value of type ``cls``) that :func:`dump` wrote as ``document``.
+
+    ``tensors``: the sidecar the tensors went to (None: they are inline). Raises :class:`RecordError` naming
+    ``where`` and the path of the first value that does not fit.
+    Example: ``load(Finding, dump(finding)) == finding``.
+    """
+    return typing.cast(T, _Reader(tensors, where).read(cls, document, ""))
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(cls)
+    except (NameError, TypeError) as error:
+        raise RecordError(f"the fields of {cls.__name__} have type hints that cannot be resolved ({error}).") \
+            from None
+
+
+def _describe(hint: Any) -> str:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join("null" if a is type(None) else _describe(a) for a in args)
+    if origin is typing.Literal:
+        return "one of " + ", ".join(map(repr, args))
+    if origin in (tuple, list, Sequence):
+        return "a list"
+    if origin in (dict, Mapping, MutableMapping):
+        return "an object"
+    if _is_tensor(hint):
+        return "a tensor"
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        return f"a {hint.__name__} object"
+    return {bool: "true or false", int: "an integer", float: "a number (or null)", str: "text"}.get(
+        hint, getattr(hint, "__name__", str(hint)))
+
+
+def _is_tensor(hint: Any) -> bool:
+    return hint is Tensor or getattr(hint, "array_type", None) is Tensor  # jaxtyping's Float[Tensor, "..."]
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+class _Reader:
+    """One :func:`load`: the sidecar tensors and where the document came from, for the error messages."""
+
+    def __init__(self, tensors: Mapping[str, Tensor] | None, where: str) -> None:
+        self.tensors, self.where = tensors, where
+
+    def fail(self, path: str, text: str) -> RecordError:
+        return RecordError(f"{self.where}: {path}: {text}" if path else f"{self.where}: {text}")
+
+    def expected(self, hint: Any, value: Any, path: str) -> RecordError:
+        return self.fail(path, f"expected {_describe(hint)}; got {_short(value)}.")
+
+    def read(self, hint: Any, value: Any, path: str) -> Any:
+        origin, args = typing.get_origin(hint), typing.get_args(hint)
+        if hint is Any or hint is object:
+            return value
+        if origin in (typing.Union, types.UnionType):
+            return self.union(hint, value, path)
+        if origin is typing.Literal:
+            if any(value == a and type(value) is type(a) for a in args):
+                return value
+            raise self.expected(hint, value, path)
+        if hint is type(None):
+            if value is not None:
+                raise self.expected(hint, value, path)
+            return None
+        if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+            return self.record(hint, value, path)
+        if _is_tensor(hint):
+            return self.tensor(value, path)
+        if isinstance(hint, type) and issubclass(hint, enum.Enum):
+            try:
+                return hint(value)
+            except ValueError:
+                raise self.fail(path, f"expected one of {[m.value for m in hint]}; got {_short(value)}.") from None
+        if origin in (tuple, list, Sequence) or hint in (tuple, list):
+            return self.sequence(hint, value, path)
+        if origin in (dict, Mapping, MutableMapping) or hint in (dict, Mapping):
+            return self.mapping(args, value, path)
+        return self.scalar(hint, value, path)
+
+    def union(self, hint: Any, value: Any, path: str) -> Any:
+        args = typing.get_args(hint)
+        options = [a for a in args if a is not type(None)]
+        if value is None and len(options) < len(args):
+            return None
+        if len(options) == 1:
+            return self.read(options[0], value, path)
+        for option in options:
+            try:
+                return self.read(option, value, path)
+            except RecordError:
+                continue
+        raise self.expected(hint, value, path)
+
+    def scalar(self, hint: Any, value: Any, path: str) -> Any:
+        if hint is float:
+            if value is None:
+                return float("nan")
+            if isinstance(value, str) and value in _NONFINITE:
+                return _NONFINITE[value]
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                return float(value)
+        elif hint is int:
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
+        elif hint is bool or hint is str:
+            if isinstance(value, hint):
+                return value
+        else:
+            raise self.fail(path, f"cannot read a value of type {hint!r}.")
+        raise self.expected(hint, value, path)
+
+    def sequence(self, hint: Any, value: Any, path: str) -> Any:
+        if not isinstance(value, (list, tuple)):  # JSON gives lists; a document built in Python may hold tuples
+            raise self.expected(hint, value, path)
+        origin, args = typing.get_origin(hint) or hint, typing.get_args(hint)
+        fixed = origin is tuple and args and not (len(args) == 2 and args[1] is Ellipsis) and args != ((),)
+        if fixed and len(args) != len(value):
+            raise self.fail(path, f"expected a list of {len(args)} items; got {len(value)}.")
+        hints = list(args) if fixed else [args[0] if args and args != ((),) else Any] * len(value)
+        items = [self.read(h, v, _join(path, str(i))) for i, (h, v) in enumerate(zip(hints, value))]
+        return tuple(items) if origin is tuple else items
+
+    def mapping(self, args: tuple[Any, ...], value: Any, path: str) -> dict[Any, Any]:
+        if not isinstance(value, Mapping):
+            raise self.fail(path, f"expected an object; got {_short(value)}.")
+        key_hint, value_hint = args if len(args) == 2 else (str, Any)
+        out = {}
+        for key, item in value.items():
+            if key_hint is int:
+                try:
+                    parsed: Any = int(key)
+                except ValueError:
+                    raise self.fail(_join(path, key), "expected an integer key.") from None
+            else:
+                parsed = key
+            out[parsed] = self.read(value_hint, item, _join(path, str(key)))
+        return out
+
+    def record(self, cls: type, value: Any, path: str) -> Any:
+        if not isinstance(value, Mapping):
+            raise self.expected(cls, value, path)
+        hints = _hints(cls)
+        fields = {f.metadata.get(KEY, f.name): f for f in dataclasses.fields(cls) if not f.metadata.get(UNSAVED)}
+        skipped = {key for key, f in fields.items() if not f.init} | set(getattr(cls, "__record_derived__", ()))
+        unknown = [key for key in value if key not in fields and key not in skipped]
+        if unknown:
+            known = ", ".join(key for key, f in fields.items() if f.init)
+            raise self.fail(path, f"unknown key {unknown[0]!r} for {cls.__name__} (its keys: {known}).")
+        values: dict[str, Any] = {}
+        for key, f in fields.items():
+            if not f.init:
+                continue
+            if key not in value:
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                    raise self.fail(path, f"the {cls.__name__} has no {key!r}, which it needs.")
+                continue
+            values[f.name] = self.read(hints.get(f.name, Any), value[key], _join(path, key))
+        try:
+            return cls(**values)
+        except (ValueError, TypeError) as error:  # the record's own validation
+            raise self.fail(path, f"not a valid {cls.__name__}: {error}") from None
+
+    def tensor(self, value: Any, path: str) -> Tensor:
+        if not isinstance(value, Mapping):
+            raise self.expected(Tensor, value, path)
+        if "values" in value:
+            dtype = getattr(torch, str(value.get("dtype")), None)
+            if not isinstance(dtype, torch.dtype):
+                raise self.fail(path, f"unknown tensor dtype {value.get('dtype')!r}.")
+            values = _text_to_nonfinite(value["values"])
+            return torch.tensor(values, dtype=dtype).reshape(value["shape"])
+        name = str(value.get(TENSOR))
+        if self.tensors is None:
+            raise self.fail(path, "the tensor is in a sidecar file, and none was given.")
+        if name not in self.tensors:
+            raise self.fail(path, f"the sidecar has no tensor {name!r}.")
+        return self.tensors[name]
+
+
+def _text_to_nonfinite(values: Any) -> Any:
+    if isinstance(values, list):
+        return [_text_to_nonfinite(v) for v in values]
+    if values is None:
+        return float("nan")
+    return _NONFINITE.get(values, values) if isinstance(values, str) else values
