@@ -37,6 +37,16 @@ def one_thread():
     torch.set_num_threads(before)
 
 
+@pytest.fixture
+def two_threads():
+    """Two torch threads for one test, also on an xdist worker: for the main job, the suite's longest test, which
+    is still running when the other worker has run everything else (as the suite ran it in one process)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="session")
 def smollm2():
     """The packaged SmolLM2-135M (converted from GGUF once into the mechprobe cache)."""
@@ -115,24 +125,24 @@ SHARES_A_UNIT_WITH = {
 LONGEST_FIRST: tuple[str, ...] = (
     "tests/analyses/pretrained/test_pretrained_report.py::test_main_job_on_the_offline_defaults",
     "tests/analyses/test_determinism.py",
-    "tests/analyses/pretrained/test_pretrained_report.py",
     "tests/analyses/test_random_weights_hold_nothing.py",
-    "tests/analyses/linear/test_section.py",
     "tests/analyses/topic/test_findings.py",
     "tests/toymodels/test_resume_kill.py",
-    "tests/analyses/induction/test_findings.py",
-    "tests/analyses/scansnap/test_findings.py",
-    "tests/analyses/induction/test_causal.py",
-    "tests/probes/stats/test_control_model.py",
-    "tests/analyses/test_random_weights_ablation.py",
-    "tests/probes/test_properties.py",
     "tests/analyses/scansnap/test_experiment.py",
-    "tests/analyses/induction/test_experiment.py",
+    "tests/analyses/pretrained/test_pretrained_report.py",
     "tests/test_examples.py",
-    "tests/probes/core/test_distributed.py",
-    "tests/analyses/test_findings_planted.py",
-    "tests/toymodels/test_checkpoint_safety.py",
+    "tests/probes/test_properties.py",
     "tests/toymodels/induction/test_training.py",
+    "tests/analyses/linear/test_section.py",
+    "tests/probes/stats/test_control_model.py",
+    "tests/analyses/induction/test_experiment.py",
+    "tests/analyses/test_random_weights_ablation.py",
+    "tests/analyses/scansnap/test_findings.py",
+    "tests/analyses/test_toy_device.py",
+    "tests/analyses/induction/test_findings.py",
+    "tests/analyses/induction/test_causal.py",
+    "tests/analyses/test_heads_cli.py",
+    "tests/probes/core/test_distributed.py",
 )
 
 
