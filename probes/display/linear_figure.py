@@ -2,17 +2,40 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol
+
+from torch import Tensor
 
 from probes.core.errors import ConfigError
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from probes.linear.probe import LinearProbeScores
+
+class LinearCurves(Protocol):
+    """What the figure reads of a linear probe's result (``probes.linear.LinearProbeScores`` has it): per label key,
+    accuracy [hook] and its interval [hook, 2], the baseline's accuracy [hook], name and majority-class rate."""
+
+    @property
+    def hooks(self) -> Sequence[str]: ...
+    @property
+    def keys(self) -> Sequence[str]: ...
+    @property
+    def baseline(self) -> Mapping[str, str]: ...
+    @property
+    def statistic(self) -> Mapping[str, str]: ...
+    @property
+    def accuracy(self) -> Mapping[str, Tensor]: ...
+    @property
+    def accuracy_ci(self) -> Mapping[str, Tensor]: ...
+    @property
+    def baseline_accuracy(self) -> Mapping[str, Tensor]: ...
+    @property
+    def majority_baseline(self) -> Mapping[str, float]: ...
 
 
-def linear_scores_figure(result: LinearProbeScores, key: str | None = None) -> Figure:
+def linear_scores_figure(result: LinearCurves, key: str | None = None) -> Figure:
     """One panel per label key (only ``key`` when given): accuracy per hook (embeddings first) with its 95%
     interval, the baseline it is measured against (dashed) and the majority class (dotted). The figure is closed
     in pyplot, so a notebook shows it once."""
