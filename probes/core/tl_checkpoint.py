@@ -127,7 +127,8 @@ def _load_file(path: Path) -> Any:
             raise ModelError(
                 f"{path} holds pickled Python objects, which mechprobe does not unpickle (torch.load weights_only). "
                 f"Save the config as a dict: torch.save({{'config': model.cfg.to_dict(), 'state_dict': "
-                f"model.state_dict()}}, path) (for a file you trust: read it once with torch.load and weights_only off, then save it so)."
+                f"model.state_dict()}}, path) (for a file you trust: read it once with torch.load and weights_only "
+                f"off, then save it so)."
             ) from None
         raise ModelError(f"{path} is not a checkpoint torch.load can read ({text[:200]}); expected "
                          f"{CHECKPOINT_FORMS}.") from None
