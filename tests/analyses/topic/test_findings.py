@@ -160,6 +160,6 @@ def test_run_measures_the_findings_on_its_own_models_and_the_summary_keeps_them(
     assert result.toy_findings() is result.findings
     written = json.loads((tmp_path / "summary.json").read_text())
     assert tuple(written["findings"]) == FINDINGS
-    assert written["findings"]["value_block_structure"]["seeds"]["seeds"] == [config.seed]
+    assert written["findings"]["value_block_structure"]["seeds"] == [config.seed]
     loaded = TopicResult.load(tmp_path)
     assert loaded.findings == result.findings and loaded == result
