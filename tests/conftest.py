@@ -37,16 +37,6 @@ def one_thread():
     torch.set_num_threads(before)
 
 
-@pytest.fixture
-def two_threads():
-    """Two torch threads for one test, also on an xdist worker: for the main job, the suite's longest test, which
-    is still running when the other worker has run everything else (as the suite ran it in one process)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="session")
 def smollm2():
     """The packaged SmolLM2-135M (converted from GGUF once into the mechprobe cache)."""

@@ -160,7 +160,6 @@ def test_report_with_a_model_that_is_not_hookable(tmp_path, capsys):
 
 
 @pytest.mark.slow
-@pytest.mark.usefixtures("two_threads")  # tests/conftest.py: the longest test, last to finish under make test
 def test_main_job_on_the_offline_defaults(tmp_path, capsys):
     """mechprobe report --fast: both packaged models, the three toy settings, the embedded corpus."""
     out = tmp_path / "report"
