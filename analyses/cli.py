@@ -85,7 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "file or a folder of .txt files")
     report.add_argument("--text-column", metavar="NAME",
                         help="column holding the text in hf: datasets and .jsonl/.parquet files (default text)")
-    report.add_argument("--fast", action="store_true", help="less text and fewer LDA passes (a few minutes)")
+    report.add_argument("--fast", action="store_true",
+                        help="less text: 2,000 paragraphs and 8 batches per model (the head ablations, most of "
+                             "the time on a decoder, stay the same)")
     report.add_argument("--toy-preset", metavar="P", help="preset of the toy models (default fast)")
     report.add_argument("--toy-seeds", type=int, metavar="N",
                         help="seeds each toy's findings are judged over (default 5; the full toy run is on the first)")

@@ -50,7 +50,7 @@ from probes.stats.control_model import random_weight_control
 from probes.text.corpora import Document, iter_documents
 from probes.text.text_batches import text_token_batches
 from probes.text.token_topics import token_topic_labels
-from probes.text.topics import LdaTopicConfig, assign_word_topics, fit_lda_topics, words_of
+from probes.text.topics import LdaTopicConfig, LdaTopics, assign_word_topics, fit_lda_topics, words_of
 
 log = logging.getLogger(__name__)
 TARGETS = ("parent", "topic", "next")
@@ -173,7 +173,7 @@ def corpus_documents(config: LinearProbeConfig) -> list[Document]:
     return documents
 
 
-def dominant_topics(topic_model: Any, documents: list[Document]) -> torch.Tensor:
+def dominant_topics(topic_model: LdaTopics, documents: list[Document]) -> torch.Tensor:
     """The most probable LDA topic of each document: -1 for a document with no dictionary word, and for one whose
     topic was dropped as incoherent (:meth:`probes.text.topics.LdaTopics.kept_topics`), like its words."""
     stop = topic_model.config.stop_words()
@@ -195,7 +195,7 @@ def check_pretrained_target(target: str) -> None:
 
 
 def pretrained_setup(model: HookedModel, target: str, config: LinearProbeConfig, documents: list[Document], *,
-                     word_topics: dict[str, int] | None = None, topic_model: Any = None) -> ProbeSetup:
+                     word_topics: dict[str, int] | None = None, topic_model: LdaTopics | None = None) -> ProbeSetup:
     """Batches and labels of ``target`` on a pretrained model over ``documents`` (LDA fitted here when
     ``topic_model`` is not given)."""
     check_pretrained_target(target)

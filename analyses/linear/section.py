@@ -45,6 +45,8 @@ from probes.linear.labels import CombinedLabels
 from probes.linear.probe import LinearProbeScores
 from probes.stats.control_model import random_weight_control
 from probes.stats.findings import Finding, adjust_family
+from probes.text.corpora import Document
+from probes.text.topics import LdaTopics
 
 MIN_EFFECT = 0.05
 CONTROL_SUFFIX = " (random weights)"
@@ -146,7 +148,7 @@ def best_of_draws(draws: list[LinearProbeScores], *, n_boot: int, seed: int) -> 
                                fit_seconds=sum(d.fit_seconds for d in draws))
 
 
-def run_linear_section(models: Mapping[str, Any], documents: list[Any], topic_model: Any,
+def run_linear_section(models: Mapping[str, HookedModel], documents: list[Document], topic_model: LdaTopics | None,
                        word_topics: Mapping[str, int], toy_folders: Mapping[str, Path], config: LinearReportConfig,
                        *, seed: int, progress: bool) -> dict[str, LinearProbeScores]:
     """Every model's and control's linear probes: ``{label: scores}``, toys first."""
