@@ -7,10 +7,11 @@ head sets are ablated in groups, each group one forward pass over the batch repe
 row of sums (:class:`AblationSums`), so halves merge into the whole and the bootstrap resamples batches.
 
 The loss is next-token for causal models and masked-token for encoders (:mod:`probes.causal.token_loss`; the plan's
-``loss``). The grouped passes skip the blocks below the lowest ablated layer and apply the unembedding at the slice
-positions only, where :func:`probes.causal.routes.choose_route` finds that this reproduces the whole forward on the
-model at hand (checked once per :func:`ablation_sums`); otherwise full logits are computed, a few copies of the batch
-per pass (at most :data:`PLAIN_LOGIT_BYTES` of them).
+``loss``). The grouped passes skip the blocks below the lowest ablated layer, apply the unembedding at the slice
+positions only and, under next-token loss, leave out the positions after the last measured one, where
+:func:`probes.causal.routes.choose_route` finds that this reproduces the whole forward on the model at hand (checked
+once per :func:`ablation_sums`); otherwise full logits are computed, a few copies of the batch per pass (at most
+:data:`PLAIN_LOGIT_BYTES` of them).
 
 Methods (on the head's output ``z`` [batch pos head d_head], before ``W_O``):
 ``zero``: set to 0; ``mean``: the head's mean output at that position over the probed batches
@@ -36,7 +37,14 @@ from torch import Tensor
 
 from probes.causal.head_sets import Heads, check_heads, derangement, head_layers, head_mask, layer_matched_head_sets
 from probes.causal.means import HeadMeans, z_hook
-from probes.causal.routes import PLAIN, ForwardRoute, choose_route, resid_hook, token_losses
+from probes.causal.routes import (
+    PLAIN,
+    ForwardRoute,
+    choose_route,
+    cut_after_last_measured,
+    resid_hook,
+    token_losses,
+)
 from probes.causal.slices import SliceFn
 from probes.causal.token_loss import LossInputs, check_loss, counted_positions, default_loss, slice_sums
 from probes.core.batch import TokenBatch, as_token_batch
@@ -199,6 +207,8 @@ def batch_ablation_sums(model: HookedModel, batch: TokenBatch, plan: AblationPla
     :data:`PLAIN_LOGIT_BYTES`), each group one forward pass over the repeated batch along ``route``
     (:func:`probes.causal.routes.choose_route`; the default computes full logits)."""
     masks = _slice_masks(batch, slices, plan.loss)
+    if route.cut_tail:
+        batch, masks = cut_after_last_measured(batch, masks)
     inputs = LossInputs.of(model, batch, masks, plan.loss)
     kwargs = mask_kwargs(model, batch.attention_mask)
     n_rows = batch.shape[0]
@@ -213,7 +223,7 @@ def batch_ablation_sums(model: HookedModel, batch: TokenBatch, plan: AblationPla
     keepers = [(z_hook(layer), keep(clean_z, layer)) for layer in plan.layers] if plan.method == "resample" else []
     if route.start_layer:
         keepers.append((resid_hook(route.start_layer), keep(kept, "resid")))
-    clean_route = ForwardRoute(unembed=route.unembed)
+    clean_route = ForwardRoute(unembed=route.unembed, cut_tail=route.cut_tail)
     clean = slice_sums(token_losses(model, clean_route, inputs, kwargs, keepers, 1), inputs)[0]
     replacements = {layer: _replacement(plan, layer, batch, means, clean_z) for layer in plan.layers}
     sets = plan.sets.to(batch.tokens.device)

@@ -5,6 +5,10 @@ on the model at hand before they are used.
 pre-hook that ends the pass there) and ``model.unembed`` is applied at the slice positions only, in chunks, instead
 of the model computing ``[rows pos d_vocab]`` logits everywhere.
 
+``cut_tail`` (next-token loss): the positions after the last measured position's target are not run. In a causal
+model the loss at a position reads no later token, so a row whose slices end early (the report's topic rows: a few
+topic words in 64 tokens) is cut there, in the clean pass and every ablated copy.
+
 ``start_layer`` L > 0 (prefix sharing): every head set ablates layers >= L only, so the residual entering block L
 (``blocks.{L}.hook_resid_pre``) is the clean pass's in every ablated copy. The grouped passes put the clean residual
 there (repeated per copy), and the blocks below L return their input without computing: for the pass, their
@@ -29,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from jaxtyping import Float
+from jaxtyping import Bool, Float
 from torch import Tensor, nn
 
 from probes.causal.token_loss import (
@@ -54,19 +58,35 @@ CHECK_TOLERANCE = 1e-4
 @dataclass(frozen=True)
 class ForwardRoute:
     """``unembed``: loss from the unembedding's input at the slice positions; ``start_layer``: blocks below it
-    skipped and the clean residual put in at ``blocks.{start_layer}.hook_resid_pre`` (0: nothing skipped)."""
+    skipped and the clean residual put in at ``blocks.{start_layer}.hook_resid_pre`` (0: nothing skipped);
+    ``cut_tail``: each batch cut after its last measured position's target (:func:`cut_after_last_measured`)."""
 
     unembed: bool = False
     start_layer: int = 0
+    cut_tail: bool = False
 
     def describe(self) -> str:
         parts = ["unembedding at the slice positions" if self.unembed else "full logits"]
         if self.start_layer:
             parts.append(f"blocks 0..{self.start_layer - 1} shared with the clean pass")
+        if self.cut_tail:
+            parts.append("positions after the last measured one not run")
         return ", ".join(parts)
 
 
 PLAIN = ForwardRoute()
+
+
+def cut_after_last_measured(batch: TokenBatch, masks: Bool[Tensor, "slice batch pos"]
+                            ) -> tuple[TokenBatch, Bool[Tensor, "slice batch pos"]]:
+    """``batch`` and its slice ``masks`` without the positions after the last marked one's next token (at least two
+    positions kept): under next-token loss on a causal model the losses at the marked positions are unchanged."""
+    marked = masks.any(0).any(0).nonzero()
+    keep = min(batch.shape[1], int(marked.max()) + 2 if marked.numel() else 2)
+    if keep == batch.shape[1]:
+        return batch, masks
+    mask = None if batch.attention_mask is None else batch.attention_mask[:, :keep]
+    return TokenBatch(batch.tokens[:, :keep], batch.valid[:, :keep], mask), masks[..., :keep]
 
 
 def resid_hook(layer: int) -> str:
@@ -258,6 +278,37 @@ def choose_route(model: HookedModel, batch: TokenBatch, inputs: LossInputs, kwar
                       ForwardRoute(unembed=unembed, start_layer=start_layer), check, kwargs, reference,
                       kept["resid"]):
             start = start_layer
-    route = ForwardRoute(unembed=unembed, start_layer=start)
+    cut_tail = inputs.loss == "next" and _tail_cut_matches(model, check, kwargs, reference)
+    route = ForwardRoute(unembed=unembed, start_layer=start, cut_tail=cut_tail)
     log.info("%s: head ablation route: %s", _name(model), route.describe())
     return route
+
+
+def _tail_cut_matches(model: HookedModel, check: LossInputs, kwargs: dict, reference: Tensor) -> bool:
+    """Whether the check rows cut to their first half (plus one position) give the whole forward's clean loss at
+    the counted positions before the cut; logs a warning when they do not (a model that is not causal)."""
+    n_pos = check.tokens.shape[1]
+    keep = n_pos // 2 + 1
+    counted = check.masks[0]
+    before = counted.clone()
+    before[:, keep - 1 :] = False
+    if keep >= n_pos or not bool(before.any()):
+        return False
+    cut = LossInputs(check.loss, check.tokens[:, :keep], check.targets[:, :keep], before[None, :, :keep])
+    cut_kwargs = {key: value[:, :keep] if isinstance(value, Tensor) and value.ndim == 2 else value
+                  for key, value in kwargs.items()}
+    expected = reference[before[counted]]
+    instead = "every ablated pass runs the whole rows"
+    tolerance = _tolerance(model)
+    try:
+        losses = token_losses(model, PLAIN, cut, cut_kwargs, [], 1)[0]
+    except (ModelError, RuntimeError, TypeError, ValueError, AttributeError) as error:
+        log.warning("%s: cutting the rows after the last measured position fails on this model (%s: %s); %s.",
+                    _name(model), type(error).__name__, error, instead)
+        return False
+    if not torch.allclose(losses, expected, rtol=tolerance, atol=tolerance):
+        worst = float((losses - expected).abs().max())
+        log.warning("%s: cutting the rows after the last measured position changes the clean loss before the cut by up "
+                    "to %.3g nats (the model is not causal?); %s.", _name(model), worst, instead)
+        return False
+    return True

@@ -48,14 +48,15 @@ def _both_ways(model, batches, method, heads=HEADS, slices=SLICES, **kwargs):
 @pytest.mark.parametrize("method", ["zero", "mean", "resample"])
 def test_shortcuts_give_the_whole_forwards_sums_and_skip_the_lower_block(batches, method):
     model = PlantedInductionModel()
-    assert _route(model, batches[0]) == ForwardRoute(unembed=True, start_layer=1)
+    assert _route(model, batches[0]) == ForwardRoute(unembed=True, start_layer=1, cut_tail=True)
     plan = AblationPlan.build(ModelInfo.of(model), HEADS, method=method, n_draws=5, seed=2)
     means = head_output_means(model, plan.layers, batches) if method == "mean" else None
     model.calls[:] = [0, 0]
     fast = ablation_sums(model, plan, batches, SLICES, means=means, max_rows=8)
-    # the check runs block 0 twice (the whole forward, the unembedding shortcut) and block 1 three times; then per
-    # batch the clean pass runs both, and each of the 3 grouped passes (6 sets, 2 per pass) block 1 only
-    assert model.calls == [2 + 4, 3 + 4 * (1 + 3)]
+    # the check runs block 0 three times (the whole forward, the unembedding shortcut, the rows cut in half) and
+    # block 1 four times; then per batch the clean pass runs both, and each of the 3 grouped passes (6 sets, 2 per
+    # pass) block 1 only (the slices reach the last predicted position: nothing is cut)
+    assert model.calls == [3 + 4, 4 + 4 * (1 + 3)]
     whole = ablation_sums(model, plan, batches, SLICES, means=means, max_rows=8, shortcuts=False)
     torch.testing.assert_close(fast.clean, whole.clean, rtol=1e-6, atol=1e-9)
     torch.testing.assert_close(fast.ablated, whole.ablated, rtol=1e-6, atol=1e-9)
@@ -69,16 +70,19 @@ def test_the_unembedding_sees_bounded_chunks_of_slice_positions(batches, monkeyp
     fast, whole = _both_ways(model, batches, "zero", max_rows=4)
     torch.testing.assert_close(fast.ablated, whole.ablated, rtol=1e-6, atol=1e-9)
     # completed calls of the unembedding: the whole forward's 4 rows x 17 positions in the check's reference and on the
-    # whole route (per batch: clean + 6 sets, one per pass), else chunks of at most 5 positions
+    # whole route (per batch: clean + 6 sets, one per pass), 4 rows x 9 positions in the check of cut rows, else
+    # chunks of at most 5 positions
     whole_calls = [n for n in sizes if n > 5]
-    assert set(whole_calls) == {4 * (2 * SEQ_LEN + 1)} and len(whole_calls) == 1 + 4 * (1 + 6)
+    assert sorted(set(whole_calls)) == [4 * (SEQ_LEN + 1), 4 * (2 * SEQ_LEN + 1)]
+    assert len(whole_calls) == 1 + 1 + 4 * (1 + 6)
     assert len(sizes) > len(whole_calls)
 
 
 @pytest.mark.parametrize("model, warning, route", [
-    (PlantedInductionModel(head="softcap"), "changes the clean per-token loss", ForwardRoute(start_layer=1)),
-    (PlantedInductionModel(head="inline"), "no model.unembed", ForwardRoute(start_layer=1)),
-    (PlantedInductionModel(resid_hook=False), "no blocks.1.hook_resid_pre", ForwardRoute(unembed=True)),
+    (PlantedInductionModel(head="softcap"), "changes the clean per-token loss", ForwardRoute(start_layer=1,
+                                                                                           cut_tail=True)),
+    (PlantedInductionModel(head="inline"), "no model.unembed", ForwardRoute(start_layer=1, cut_tail=True)),
+    (PlantedInductionModel(resid_hook=False), "no blocks.1.hook_resid_pre", ForwardRoute(unembed=True, cut_tail=True)),
 ])
 def test_a_shortcut_that_does_not_reproduce_the_forward_falls_back_with_a_warning(batches, caplog, model, warning,
                                                                                   route):
@@ -94,8 +98,55 @@ def test_a_shortcut_that_does_not_reproduce_the_forward_falls_back_with_a_warnin
 
 def test_heads_in_layer_0_share_nothing_and_need_no_warning(batches, caplog):
     with caplog.at_level(logging.WARNING, logger="probes.causal.routes"):
-        assert _route(PlantedInductionModel(), batches[0], heads=[(0, 1), (1, 0)]) == ForwardRoute(unembed=True)
+        assert _route(PlantedInductionModel(), batches[0], heads=[(0, 1), (1, 0)]) == ForwardRoute(unembed=True,
+                                                                                                  cut_tail=True)
     assert caplog.text == ""
+
+
+def _early(batch: TokenBatch) -> torch.Tensor:
+    """Positions 2..5: a slice that ends long before the rows do."""
+    mask = torch.zeros(batch.shape, dtype=torch.bool)
+    mask[:, 2:6] = True
+    return mask
+
+
+def test_rows_are_cut_after_the_last_measured_positions_target_and_give_the_whole_rows_sums(batches):
+    """A slice ending at position 5 of 17: the clean pass and every ablated copy run positions 0..6 only (the loss at
+    5 predicts token 6); the sums equal the whole rows' for each method."""
+    model = PlantedInductionModel()
+    lengths = []
+    model.blocks[1].register_forward_pre_hook(lambda module, args: lengths.append(args[0].shape[1]))
+    for method in ("zero", "mean", "resample"):
+        lengths.clear()
+        fast, whole = _both_ways(model, batches, method, slices={"early": _early}, max_rows=8)
+        torch.testing.assert_close(fast.ablated, whole.ablated, rtol=1e-6, atol=1e-9)
+        torch.testing.assert_close(fast.clean, whole.clean, rtol=1e-6, atol=1e-9)
+        assert fast.count.sum() == whole.count.sum() == 4 * 4 * 4  # 4 positions x 4 rows x 4 batches
+        # (mean: the means' pass over the 4 whole batches) the fast measurement's check (17, 17, 17, 9 positions),
+        # then 4 batches x (clean + 3 grouped passes) cut to 7; the whole measurement's 4 x (1 + 3) passes of 17
+        means = [17] * 4 if method == "mean" else []
+        assert lengths == means + [17, 17, 17, 9] + [7] * 16 + [17] * 16, (method, lengths)
+
+
+class ReadsLaterTokens(PlantedInductionModel):
+    """Layer 1's uniform heads attend to every position, later ones included: not a causal model."""
+
+    def patterns(self, tokens: torch.Tensor) -> list[torch.Tensor]:
+        layer0, layer1 = super().patterns(tokens)
+        n = tokens.shape[1]
+        layer1 = layer1.clone()
+        layer1[:, 1:] = 1.0 / n
+        return [layer0, layer1]
+
+
+def test_a_model_that_reads_later_tokens_keeps_its_rows_whole(batches, caplog):
+    model = ReadsLaterTokens()
+    with caplog.at_level(logging.WARNING, logger="probes.causal.routes"):
+        route = _route(model, batches[0])
+    assert route == ForwardRoute(unembed=True, start_layer=1)
+    assert "cutting the rows after the last measured position changes the clean loss" in caplog.text
+    fast, whole = _both_ways(model, batches, "zero", slices={"early": _early}, max_rows=8)
+    torch.testing.assert_close(fast.ablated, whole.ablated, rtol=1e-6, atol=1e-9)
 
 
 def test_a_position_free_check_is_the_plain_route(caplog):
