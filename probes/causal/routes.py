@@ -286,7 +286,8 @@ def choose_route(model: HookedModel, batch: TokenBatch, inputs: LossInputs, kwar
 
 def _tail_cut_matches(model: HookedModel, check: LossInputs, kwargs: dict, reference: Tensor) -> bool:
     """Whether the check rows cut to their first half (plus one position) give the whole forward's clean loss at
-    the counted positions before the cut; logs a warning when they do not (a model that is not causal)."""
+    the counted positions before the cut (:func:`_matches`: a warning when they do not, e.g. a model that is not
+    causal)."""
     n_pos = check.tokens.shape[1]
     keep = n_pos // 2 + 1
     counted = check.masks[0]
@@ -297,18 +298,5 @@ def _tail_cut_matches(model: HookedModel, check: LossInputs, kwargs: dict, refer
     cut = LossInputs(check.loss, check.tokens[:, :keep], check.targets[:, :keep], before[None, :, :keep])
     cut_kwargs = {key: value[:, :keep] if isinstance(value, Tensor) and value.ndim == 2 else value
                   for key, value in kwargs.items()}
-    expected = reference[before[counted]]
-    instead = "every ablated pass runs the whole rows"
-    tolerance = _tolerance(model)
-    try:
-        losses = token_losses(model, PLAIN, cut, cut_kwargs, [], 1)[0]
-    except (ModelError, RuntimeError, TypeError, ValueError, AttributeError) as error:
-        log.warning("%s: cutting the rows after the last measured position fails on this model (%s: %s); %s.",
-                    _name(model), type(error).__name__, error, instead)
-        return False
-    if not torch.allclose(losses, expected, rtol=tolerance, atol=tolerance):
-        worst = float((losses - expected).abs().max())
-        log.warning("%s: cutting the rows after the last measured position changes the clean loss before the cut by up "
-                    "to %.3g nats (the model is not causal?); %s.", _name(model), worst, instead)
-        return False
-    return True
+    return _matches(model, "cutting the rows after the last measured position", "every ablated pass runs the whole "
+                    "rows", PLAIN, cut, cut_kwargs, reference[before[counted]], None)

@@ -144,7 +144,7 @@ def test_a_model_that_reads_later_tokens_keeps_its_rows_whole(batches, caplog):
     with caplog.at_level(logging.WARNING, logger="probes.causal.routes"):
         route = _route(model, batches[0])
     assert route == ForwardRoute(unembed=True, start_layer=1)
-    assert "cutting the rows after the last measured position changes the clean loss" in caplog.text
+    assert "cutting the rows after the last measured position changes the clean per-token loss" in caplog.text
     fast, whole = _both_ways(model, batches, "zero", slices={"early": _early}, max_rows=8)
     torch.testing.assert_close(fast.ablated, whole.ablated, rtol=1e-6, atol=1e-9)
 
