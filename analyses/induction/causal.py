@@ -64,12 +64,13 @@ from analyses.induction.config import InductionExperimentConfig
 from analyses.pretrained.findings import finding_from_spec
 from analyses.pretrained.held_out import halves
 from analyses.toy_causal import paired_loss_change
+from mechprobe.forward import model_device
 from probes import ModelInfo
 from probes.causal import AblationPlan, ablation_sums, head_output_means, predicted_positions
 from probes.causal.head_sets import head_mask
 from probes.core.batch import as_token_batch
 from probes.core.errors import ConfigError
-from probes.core.runner import capture, model_device
+from probes.core.runner import capture
 from probes.stats.findings import Finding
 from toymodels.induction.data import MarkovConfig
 

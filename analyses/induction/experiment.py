@@ -63,11 +63,12 @@ from analyses.timings import write_timings
 from analyses.torch_threads import torch_threads
 from analyses.toy_findings import aggregate_seeds
 from analyses.toy_model_store import save_toy_model
+from mechprobe.forward import model_device
 from probes.attention.copier import CopierProbe, CopierProfile
 from probes.attention.generalized_induction import GeneralizedInductionProbe, GeneralizedInductionScores
 from probes.attention.selector import ParentSubsetAttention, ParentSubsetAttentionProbe, SelectorWeightProbe
 from probes.core.probe import Probe
-from probes.core.runner import feed_probes, model_device, run_probes
+from probes.core.runner import feed_probes, run_probes
 from probes.text.parent_criterion import chi_square_parent_criterion, population_parent_criterion
 from toymodels.induction.data import bayes_optimal_loss, sample_markov_icl
 from toymodels.induction.simplified import SUBSET_WEIGHTS_HOOK, SimplifiedInductionModel

@@ -12,10 +12,11 @@ from typing import Any
 import torch
 
 from analyses.plot_backend import use_file_backend
+from mechprobe.forward import model_device
 from probes.attention.generalized_induction import parent_match_mask
 from probes.core.batch import as_token_batch
 from probes.core.model_info import ModelInfo
-from probes.core.runner import capture, model_device
+from probes.core.runner import capture
 from toymodels.training import History
 
 

@@ -75,9 +75,10 @@ from analyses.scansnap.main_run import MainRun, eval_sets, main_run
 from analyses.torch_threads import torch_threads
 from analyses.toy_causal import paired_loss_change
 from analyses.toy_findings import SeedFindings, judge_against_init
+from mechprobe import forward
+from mechprobe.forward import model_device
 from probes import feed_probes
 from probes.attention.key_token_attention import KeyTokenAttention, KeyTokenAttentionProbe
-from probes.core.runner import model_device
 from probes.dynamics.scan_order import ScanOrder, scan_order
 from probes.stats.bootstrap import BatchStateRecorder, bootstrap_draws, percentile_interval
 from probes.stats.findings import Finding
@@ -228,8 +229,7 @@ def query_losses(model: YZTransformer, tokens: Tensor, label: Tensor, *, uniform
     trained attention or (``uniform``) attention made uniform over the context."""
     hooks: list[tuple[str | Callable[..., Any], Callable[..., Any]]] = (
         [("blocks.0.attn.hook_attn_scores", _uniform_scores)] if uniform else [])
-    with torch.no_grad():
-        logits = model.run_with_hooks(tokens, fwd_hooks=hooks)[:, -1]
+    logits = forward.run(model, tokens, fwd_hooks=hooks)[:, -1]
     return F.cross_entropy(logits.double(), label.expand(len(tokens)), reduction="none").cpu()
 
 

@@ -16,8 +16,9 @@ from torch import nn
 
 from analyses.scansnap.config import ScanSnapConfig
 from analyses.scansnap.result import STATISTICS
+from mechprobe.forward import model_device
 from probes.attention.key_token_attention import KeyTokenAttention, KeyTokenAttentionProbe, entropy_nats
-from probes.core.runner import model_device, run_probes
+from probes.core.runner import run_probes
 from probes.dynamics.scan_order import ScanOrder, scan_order
 from probes.dynamics.snap import RateSnap, detect_snap_by_rate
 from probes.text.cooccurrence import cooccurrence_ordering

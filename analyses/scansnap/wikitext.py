@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from analyses.scansnap.result import LossCurve, ShuffledLiftNull, WikitextTrace
+from mechprobe import forward
 from probes.attention.key_token_attention import KeyTokenAttentionProbe
 from probes.core.runner import run_probes
 from probes.dynamics.scan_order import scan_order
@@ -146,9 +147,7 @@ def wikitext_run(config: ScanSnapConfig, *,
         probe = KeyTokenAttentionProbe(queries, keys, query_position="all", distance_matched=True)
         (result,) = run_probes(trained, [probe], probe_windows.split(PROBE_BATCH), data="wikitext probe windows",
                                progress=False)
-        with torch.no_grad():
-            _, cache = trained.run_with_cache(probe_windows[:1].to(config.device),
-                                              names_filter="blocks.0.attn.hook_pattern")
+        _, cache = forward.cached(trained, probe_windows[:1], names=["blocks.0.attn.hook_pattern"])
         example_patterns.append(cache["blocks.0.attn.hook_pattern"][0, 0].float().cpu())
         trained.train(was_training)
         rows = result.rows.double()

@@ -64,6 +64,8 @@ from analyses.topic.config import TopicExperimentConfig
 from analyses.torch_threads import torch_threads
 from analyses.toy_causal import paired_loss_change
 from analyses.toy_findings import SeedFindings, judge_against_init
+from mechprobe import forward
+from mechprobe.forward import on_model
 from probes import feed_probes
 from probes.attention.topic_attention import TopicAttentionProbe
 from probes.core.errors import ConfigError
@@ -204,11 +206,10 @@ def masked_token_losses(model: TopicModel, masked: MaskedDocuments, key_mask: Te
         [(UNIFORM_HOOK, _uniform_scores)] if uniform else [])
     targets = masked.targets.masked_fill(~masked.selected, 0)  # unselected positions (padding too) are not counted
     sums = []
-    with torch.no_grad():
-        for rows in torch.arange(masked.inputs.shape[0]).split(CAUSAL_CHUNK):
-            logits = model.run_with_hooks(masked.inputs[rows], key_mask=key_mask[rows], fwd_hooks=hooks)
-            loss = F.cross_entropy(logits.transpose(1, 2), targets[rows], reduction="none")
-            sums.append((loss.double() * masked.selected[rows]).sum(1).cpu())
+    for rows in torch.arange(masked.inputs.shape[0]).split(CAUSAL_CHUNK):
+        logits = forward.run(model, masked.inputs[rows], key_mask=key_mask[rows], fwd_hooks=hooks)
+        loss = F.cross_entropy(logits.transpose(1, 2), on_model(model, targets[rows]), reduction="none")
+        sums.append((loss.double() * on_model(model, masked.selected[rows])).sum(1).cpu())
     return torch.cat(sums)
 
 

@@ -35,6 +35,7 @@ import torch
 from jaxtyping import Bool, Float
 from torch import Tensor
 
+from mechprobe.forward import model_device
 from probes.causal.head_sets import Heads, check_heads, derangement, head_layers, head_mask, layer_matched_head_sets
 from probes.causal.means import HeadMeans, z_hook
 from probes.causal.routes import (
@@ -51,7 +52,6 @@ from probes.core.batch import TokenBatch, as_token_batch
 from probes.core.errors import ConfigError, InputError, ModelError
 from probes.core.model_info import ModelInfo
 from probes.core.model_kind import HookedModel, mask_kwargs
-from probes.core.runner import model_device
 
 ABLATION_METHODS = ("zero", "mean", "resample")
 

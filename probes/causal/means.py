@@ -10,11 +10,12 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from mechprobe.forward import model_device
 from probes.core.batch import TokenBatch, as_token_batch
 from probes.core.errors import InputError
 from probes.core.model_info import ModelInfo
 from probes.core.model_kind import HookedModel
-from probes.core.runner import capture, model_device
+from probes.core.runner import capture
 
 
 def z_hook(layer: int) -> str:

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from mechprobe.forward import model_device
 from probes.causal.ablation import AblationPlan, AblationSums, ablation_sums, batches_as_read, reusable_batches
 from probes.causal.head_sets import mask_heads
 from probes.causal.means import HeadMeans, head_output_means
@@ -20,7 +21,6 @@ from probes.core.errors import ConfigError
 from probes.core.model_info import ModelInfo
 from probes.core.model_kind import HookedModel
 from probes.core.result import ProbeResult, Provenance
-from probes.core.runner import model_device
 from probes.stats.bootstrap import bootstrap_interval
 from probes.stats.nulls import permutation_p_value
 

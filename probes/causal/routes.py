@@ -36,6 +36,7 @@ import torch
 from jaxtyping import Bool, Float
 from torch import Tensor, nn
 
+from mechprobe import forward
 from probes.causal.token_loss import (
     LossInputs,
     counted_positions,
@@ -167,7 +168,7 @@ def _run_to_unembed(model: HookedModel, tokens: Tensor, kwargs: dict, hooks: lis
 
     handle = model.unembed.register_forward_pre_hook(stop, with_kwargs=True)
     try:
-        model.run_with_hooks(tokens, fwd_hooks=hooks, **kwargs)
+        forward.run(model, tokens, fwd_hooks=hooks, **kwargs)
     except _UnembedReached as reached:
         return reached.hidden
     finally:
@@ -191,7 +192,7 @@ def token_losses(model: HookedModel, route: ForwardRoute, inputs: LossInputs, kw
         if route.unembed:
             hidden = _run_to_unembed(model, tokens, kwargs, hooks)
         else:
-            logits = model.run_with_hooks(tokens, fwd_hooks=hooks, **kwargs)
+            logits = forward.run(model, tokens, fwd_hooks=hooks, **kwargs)
     if route.unembed:
         return token_losses_from_unembed_input(model.unembed, hidden, inputs, copies, int(model.cfg.d_vocab))
     return token_losses_from_logits(logits, inputs, copies)

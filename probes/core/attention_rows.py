@@ -1,19 +1,29 @@
-"""Attention in query chunks for long sequences: each layer's pattern arrives a block of query rows at a time.
+"""Attention reductions for the probes without a ``[T, T]`` pattern: a fused kernel's row log-sum-exp, gathered
+``q . k`` entries and label sums taken in the model's own attention call.
 
-TransformerLens's bridge computes every layer's full ``[batch, head, T, T]`` scores and pattern (it
-forces eager attention so ``hook_pattern`` exists), which at 32k tokens is tens of GiB per layer.
-:func:`query_chunked_attention` instead runs the Hugging Face attention modules themselves with an
-attention function registered in ``transformers`` (``AttentionInterface``) that, for each block of
-``rows`` queries, computes the scores from the layer's own ``q`` and ``k`` (after its position
-handling: RoPE is applied by the module before the call), with the module's own ``scaling``,
-soft-capping and mask (causal, sliding window, padding, built by the model as for SDPA), softmaxes
-them in float32 like eager attention, hands the rows to a callback and multiplies them by ``v``. A
-layer then needs O(rows x T) memory besides the boolean mask.
+TransformerLens's bridge computes every layer's full ``[batch, head, T, T]`` scores and pattern (it forces eager
+attention so ``hook_pattern`` exists): at 8k tokens that is most of the forward's time and memory, at 32k tens of
+GiB per layer. What the attention probes need from a head is far less (DESIGN.md, "Reductions, not patterns"):
 
-It is only as exact as the model's attention module is standard, so :func:`rows_match_hook_pattern`
-compares it once per model with ``hook_pattern`` on a short input; the runner falls back to
-``hook_pattern`` where they disagree (attention sinks, relative position biases, ALiBi, models whose
-attention bypasses ``AttentionInterface``).
+- a few softmax entries per query (previous token, induction target, duplicate, the n-gram-matched keys):
+  ``p[q, k] = exp(scale * q . k - lse[q])``, from the layer's own ``q`` and ``k`` and the row's log-sum-exp;
+- sums of the softmax over keys grouped by a label (topic, key-token class): one attention call whose values are
+  the labels' one-hot columns.
+
+:func:`reduced_attention` runs the Hugging Face attention modules themselves with an attention function registered
+in ``transformers`` (``AttentionInterface``) that computes the module's output with a fused kernel returning the
+row log-sum-exp (on the CPU ``aten._scaled_dot_product_flash_attention_for_cpu``, on CUDA
+``aten._scaled_dot_product_efficient_attention``), with the probes' label columns appended to ``v`` (``q`` and
+``k`` zero-padded to the same width, which changes no score), so the label sums come out of the model's own call.
+Each layer's :class:`LayerAttention` (``q``, ``k``, log-sum-exp, label sums, mask) goes to a sink. Where the fused
+kernel cannot run (soft-capping, another device, a failing private op) a blocked eager computation gives the same
+quantities a block of query rows at a time (logged once). A probe that needs a dense part of the pattern gets it a
+block of rows at a time from :meth:`LayerAttention.rows`, never a whole ``[T, T]`` layer.
+
+It is only as exact as the model's attention module is standard, so :func:`reductions_match_hook_pattern`
+compares it once per model with ``hook_pattern`` on a short input; the runner falls back to ``hook_pattern``
+(the materialising reference every probe is tested against) where they disagree (attention sinks, relative
+position biases, ALiBi, models whose attention bypasses ``AttentionInterface``).
 """
 
 from __future__ import annotations
@@ -22,20 +32,103 @@ import contextlib
 import logging
 import types
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import torch
+from jaxtyping import Float
 from torch import Tensor
 
+from mechprobe import forward
 from probes.core.model_kind import HookedModel, ModelKind, model_kind, wrapped_model
 
 log = logging.getLogger(__name__)
 
-IMPLEMENTATION = "mechprobe_query_chunks"
-RowSink = Callable[[int, Tensor, int], None]  # (layer, rows [batch head rows k_pos], first row)
+IMPLEMENTATION = "mechprobe_reductions"
+ROW_BLOCK_BYTES = 256 * 2**20
+"""Size of one float32 block of query rows ``[batch head rows k_pos]`` wherever rows are materialised."""
 
-_sink: RowSink | None = None
-_rows_per_chunk = 256
+
+@dataclass(frozen=True)
+class LayerAttention:
+    """One layer's attention as the probes read it, without its ``[batch head q_pos k_pos]`` pattern.
+
+    ``query`` / ``key`` are the scores' operands after the module's position handling (key heads repeated to the
+    query heads), ``lse`` the row log-sum-exp of the scaled (soft-capped, masked) scores in float32, ``allowed``
+    the boolean ``[batch 1 q_pos k_pos]`` mask (True = may attend) or None when only ``causal`` restricts keys,
+    and ``column_mass[b, h, q, c] = sum_k p[b, h, q, k] * columns[b, k, c]`` for the label columns asked for
+    (None when none were).
+    """
+
+    layer: int
+    query: Float[Tensor, "batch head q_pos d_head"]
+    key: Float[Tensor, "batch head k_pos d_head"]
+    lse: Float[Tensor, "batch head q_pos"]
+    scaling: float
+    softcap: float | None
+    allowed: Tensor | None
+    causal: bool
+    column_mass: Float[Tensor, "batch head q_pos column"] | None = None
+
+    @property
+    def shape(self) -> tuple[int, int, int, int]:
+        """The pattern's shape ``(batch, head, q_pos, k_pos)``."""
+        return (*self.query.shape[:3], self.key.shape[2])
+
+    def _scores(self, scores: Tensor) -> Tensor:
+        scores = scores * self.scaling
+        if self.softcap is not None:
+            scores = torch.tanh(scores / self.softcap) * self.softcap
+        return scores
+
+    def entries(self, b: Tensor, q: Tensor, k: Tensor) -> Float[Tensor, "entry head"]:
+        """``p[b, :, q, k]`` for each ``(b, q, k)`` entry, in float32 (0 where the mask forbids the key)."""
+        scores = (self.query[b, :, q].float() * self.key[b, :, k].float()).sum(-1)  # [entry head]
+        weights = torch.exp(self._scores(scores) - self.lse[b, :, q])
+        ok = torch.ones_like(b, dtype=torch.bool)
+        if self.causal:
+            ok &= k <= q
+        if self.allowed is not None:
+            ok &= self.allowed[b, 0, q, k]
+        return weights * ok[:, None]
+
+    def rows(self, start: int, stop: int) -> Float[Tensor, "batch head rows k_pos"]:
+        """The pattern's query rows ``start:stop``, in float32 (the materialising path, a block at a time)."""
+        scores = self._scores(torch.matmul(self.query[:, :, start:stop].float(), self.key.float().transpose(2, 3)))
+        return torch.exp(_masked(scores, start, self.causal, self.allowed) - self.lse[:, :, start:stop, None])
+
+    def row_blocks(self) -> Iterator[tuple[int, Tensor]]:
+        """``(start, rows)`` over all query rows, blocks of at most :data:`ROW_BLOCK_BYTES`."""
+        n_batch, n_heads, n_pos, n_keys = self.shape
+        step = max(1, ROW_BLOCK_BYTES // (4 * n_batch * n_heads * n_keys))
+        for start in range(0, n_pos, step):
+            yield start, self.rows(start, min(n_pos, start + step))
+
+
+def _masked(scores: Tensor, start: int, causal: bool, allowed: Tensor | None) -> Tensor:
+    """Float32 ``scores`` of query rows ``start ...`` with forbidden keys at the float32 minimum (as eager attention
+    does: a row with every key forbidden becomes uniform, not NaN)."""
+    low = torch.finfo(scores.dtype).min
+    if causal:
+        rows = torch.arange(start, start + scores.shape[2], device=scores.device)
+        scores = scores.masked_fill(rows[:, None] < torch.arange(scores.shape[3], device=scores.device), low)
+    if allowed is not None:
+        scores = scores.masked_fill(~allowed[:, :, start : start + scores.shape[2]], low)
+    return scores
+
+
+LayerSink = Callable[[LayerAttention], None]
+
+
+@dataclass
+class _Active:
+    sink: LayerSink
+    columns: Tensor | None  # [batch k_pos column] label columns appended to v
+    fused: bool  # try the fused kernel (False: blocked eager, the reference the fused kernel is tested against)
+
+
+_active: _Active | None = None
+_fallback_logged: set[str] = set()
 
 
 def _repeat_kv(states: Tensor, groups: int) -> Tensor:
@@ -45,51 +138,97 @@ def _repeat_kv(states: Tensor, groups: int) -> Tensor:
     return states[:, :, None].expand(batch, heads, groups, n_pos, dim).reshape(batch, heads * groups, n_pos, dim)
 
 
-def chunked_attention_forward(module: Any, query: Tensor, key: Tensor, value: Tensor, attention_mask: Tensor | None,
+def _fused(query: Tensor, key: Tensor, value: Tensor, allowed: Tensor | None, causal: bool,
+           scaling: float) -> tuple[Tensor, Tensor]:
+    """(output, row log-sum-exp) from the device's fused kernel; ``value`` may be wider than ``query``."""
+    width = -(-max(query.shape[-1], value.shape[-1]) // 8) * 8  # a multiple of 8, as the CUDA kernels want
+    query, key, value = (torch.nn.functional.pad(t, (0, width - t.shape[-1])) for t in (query, key, value))
+    bias = None
+    if allowed is not None:  # an additive mask in the query's dtype (min, not -inf: a fully masked row stays finite)
+        bias = torch.zeros(allowed.shape, dtype=query.dtype, device=query.device)
+        bias = bias.masked_fill(~allowed, torch.finfo(query.dtype).min)
+    if query.device.type == "cpu":
+        output, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+            query, key, value, 0.0, causal, attn_mask=bias, scale=scaling)
+    elif query.device.type == "cuda":
+        if bias is not None:
+            bias = bias.expand(query.shape[0], query.shape[1], *bias.shape[2:])
+        output, lse, _, _ = torch.ops.aten._scaled_dot_product_efficient_attention(
+            query, key, value, bias, True, 0.0, causal, scale=scaling)
+    else:
+        raise NotImplementedError(f"no fused attention with log-sum-exp on {query.device.type}")
+    return output, lse[..., : query.shape[2]].float()
+
+
+def _blocked(query: Tensor, key: Tensor, value: Tensor, allowed: Tensor | None, causal: bool, scaling: float,
+             softcap: float | None) -> tuple[Tensor, Tensor]:
+    """(output, row log-sum-exp) computed eagerly a block of query rows at a time (float32 softmax)."""
+    n_batch, n_heads, n_pos, _ = query.shape
+    output = torch.empty(n_batch, n_heads, n_pos, value.shape[-1], dtype=query.dtype, device=query.device)
+    lse = torch.empty(n_batch, n_heads, n_pos, dtype=torch.float32, device=query.device)
+    probe = LayerAttention(0, query, key, lse, scaling, softcap, allowed, causal)
+    step = max(1, ROW_BLOCK_BYTES // (4 * n_batch * n_heads * key.shape[2]))
+    for start in range(0, n_pos, step):
+        rows = slice(start, min(n_pos, start + step))
+        scores = _masked(probe._scores(torch.matmul(query[:, :, rows], key.transpose(2, 3)).float()), start, causal,
+                         allowed)
+        lse[:, :, rows] = torch.logsumexp(scores, dim=-1)
+        weights = torch.exp(scores - lse[:, :, rows, None]).to(value.dtype)
+        output[:, :, rows] = torch.matmul(weights, value)
+    return output, lse
+
+
+def _log_fallback_once(reason: str) -> None:
+    if reason not in _fallback_logged:
+        _fallback_logged.add(reason)
+        log.info("attention reductions: blocked eager attention instead of the fused kernel (%s)", reason)
+
+
+def reduced_attention_forward(module: Any, query: Tensor, key: Tensor, value: Tensor, attention_mask: Tensor | None,
                               dropout: float = 0.0, scaling: float | None = None, softcap: float | None = None,
                               **kwargs: Any) -> tuple[Tensor, None]:
-    """Eager attention (scores, soft-cap, mask, float32 softmax, weights @ v) a block of queries at a time;
-    the signature of ``transformers``' attention functions. Each block's weights go to the active sink."""
+    """The module's attention output (the signature of ``transformers``' attention functions); the layer's
+    :class:`LayerAttention` goes to the active sink."""
     if getattr(module, "sinks", None) is not None:
-        raise NotImplementedError("attention sinks are not supported by query-chunked attention")
+        raise NotImplementedError("attention sinks are not supported by attention reductions")
     scaling = module.head_dim**-0.5 if scaling is None else scaling
     groups = getattr(module, "num_key_value_groups", 1)
     key, value = _repeat_kv(key, groups), _repeat_kv(value, groups)
-    n_pos = query.shape[2]
-    output = torch.empty(*query.shape[:3], value.shape[-1], dtype=query.dtype, device=query.device)
+    n_pos, d_value = query.shape[2], value.shape[-1]
+    allowed = None if attention_mask is None else attention_mask[:, :, :, : key.shape[2]]
+    if allowed is not None and allowed.dtype != torch.bool:
+        allowed = allowed == 0  # an additive float mask: 0 where allowed
+    causal = allowed is None and n_pos > 1 and bool(getattr(module, "is_causal", True))
+    active = _active
+    columns = None if active is None else active.columns
+    extended = value
+    if columns is not None:
+        extra = columns[:, None].to(value.dtype).expand(value.shape[0], value.shape[1], *columns.shape[1:])
+        extended = torch.cat([value, extra], dim=-1)
+    result = None
+    if active is not None and active.fused and softcap is None:
+        try:
+            result = _fused(query, key, extended, allowed, causal, scaling)
+        except (RuntimeError, NotImplementedError) as error:
+            _log_fallback_once(f"{type(error).__name__}: {str(error)[:120]}")
+    elif softcap is not None:
+        _log_fallback_once("soft-capped scores")
+    if result is None:
+        result = _blocked(query, key, extended, allowed, causal, scaling, softcap)
+    output, lse = result
     layer = getattr(module, "layer_idx", None)
-    for start in range(0, n_pos, _rows_per_chunk):
-        rows = slice(start, start + _rows_per_chunk)
-        scores = torch.matmul(query[:, :, rows], key.transpose(2, 3)) * scaling
-        if softcap is not None:
-            scores = torch.tanh(scores / softcap) * softcap
-        if attention_mask is not None:
-            mask = attention_mask[:, :, rows, : key.shape[2]]
-            if mask.dtype == torch.bool:
-                scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
-            else:
-                scores = scores + mask
-        weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
-        del scores
-        if _sink is not None and layer is not None:
-            _sink(layer, weights, start)
-        output[:, :, rows] = torch.matmul(weights, value)
-    return output.transpose(1, 2).contiguous(), None
-
-
-def _bool_mask(*args: Any, **kwargs: Any) -> Tensor | None:
-    from transformers.masking_utils import sdpa_mask
-
-    kwargs["allow_is_causal_skip"] = False  # always a mask: the chunks need it explicitly
-    return sdpa_mask(*args, **kwargs)
+    if active is not None and layer is not None:
+        mass = None if columns is None else output[..., d_value : d_value + columns.shape[-1]].float()
+        active.sink(LayerAttention(int(layer), query, key, lse, scaling, softcap, allowed, causal, mass))
+    return output[..., :d_value].transpose(1, 2).contiguous(), None
 
 
 def _register() -> None:
     from transformers import AttentionInterface
-    from transformers.masking_utils import AttentionMaskInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
-    AttentionInterface.register(IMPLEMENTATION, chunked_attention_forward)
-    AttentionMaskInterface.register(IMPLEMENTATION, _bool_mask)
+    AttentionInterface.register(IMPLEMENTATION, reduced_attention_forward)
+    AttentionMaskInterface.register(IMPLEMENTATION, sdpa_mask)  # None where plain causal attention needs no mask
 
 
 def _configs(hf_model: Any) -> list[Any]:
@@ -109,77 +248,85 @@ def _attention_bridges(model: HookedModel) -> list[Any]:
             if isinstance(getattr(block, "attn", None), AttentionBridge)]
 
 
-def supports_query_chunks(model: HookedModel) -> bool:
+def supports_reductions(model: HookedModel) -> bool:
     """Whether ``model`` is a TransformerBridge over a Hugging Face model whose every layer has an attention
-    bridge (the structure :func:`query_chunked_attention` needs; exactness is checked separately)."""
+    bridge (the structure :func:`reduced_attention` needs; exactness is checked separately)."""
     if model_kind(model) is not ModelKind.HF_BRIDGE or not hasattr(wrapped_model(model), "config"):
         return False
     return bool(len(_attention_bridges(model)) == model.cfg.n_layers)
 
 
 @contextlib.contextmanager
-def query_chunked_attention(model: HookedModel, sink: RowSink, *, rows: int = 256) -> Iterator[None]:
-    """Within the block, ``model``'s forward runs its attention in blocks of ``rows`` queries and calls
-    ``sink(layer, weights, first_row)`` with each block's weights ``[batch head rows k_pos]``; the model's
-    output is eager attention's. Hooks inside the attention bridges (``hook_pattern``, ``hook_q`` of the
-    bridge's own implementation) do not fire; ``hook_in``/``hook_out`` and every other hook do.
+def reduced_attention(model: HookedModel, sink: LayerSink, *, columns: Tensor | None = None,
+                      fused: bool = True) -> Iterator[None]:
+    """Within the block, ``model``'s forward computes its attention through :func:`reduced_attention_forward` and
+    calls ``sink`` with each layer's :class:`LayerAttention`; ``columns`` ``[batch k_pos column]`` are the label
+    columns whose attention mass each layer reports. ``fused=False`` uses the blocked eager computation throughout.
+    Hooks inside the attention bridges (``hook_pattern``, ``hook_q`` of the bridge's own implementation) do not
+    fire; ``hook_in``/``hook_out`` and every other hook do.
 
     Example::
 
-        with query_chunked_attention(bridge, lambda layer, w, start: print(layer, start, w.shape)):
-            bridge(tokens)
+        with reduced_attention(bridge, lambda layer: print(layer.layer, layer.lse.shape)):
+            forward.run(bridge, tokens)
     """
-    global _sink, _rows_per_chunk
-    if not supports_query_chunks(model):
-        raise TypeError("query-chunked attention needs a TransformerBridge over a Hugging Face model")
+    global _active
+    if not supports_reductions(model):
+        raise TypeError("attention reductions need a TransformerBridge over a Hugging Face model")
     from transformer_lens.model_bridge.generalized_components.attention import AttentionBridge
 
     _register()
     configs = _configs(model.original_model)
     before = [config._attn_implementation for config in configs]
     bridges = _attention_bridges(model)
-    previous = (_sink, _rows_per_chunk)
+    previous = _active
     try:
         for config in configs:
             config._attn_implementation = IMPLEMENTATION
         for bridge in bridges:  # delegate to the wrapped HF module, which calls the registered function
             # bridges redirect setattr
             object.__setattr__(bridge, "forward", types.MethodType(AttentionBridge.forward, bridge))
-        _sink, _rows_per_chunk = sink, max(1, int(rows))
+        _active = _Active(sink, columns, fused)
         yield
     finally:
-        _sink, _rows_per_chunk = previous
+        _active = previous
         for bridge in bridges:
             bridge.__dict__.pop("forward", None)
         for config, implementation in zip(configs, before):
             config._attn_implementation = implementation
 
 
-def rows_match_hook_pattern(model: HookedModel, tokens: Tensor, *, rows: int = 3, atol: float | None = None) -> bool:
-    """Whether query-chunked attention reproduces every layer's ``hook_pattern`` on ``tokens`` (a short input;
-    blocks of ``rows`` queries so several blocks are checked). ``atol`` defaults to 1e-4 (float32) or 1e-2."""
+def reductions_match_hook_pattern(model: HookedModel, tokens: Tensor, *, atol: float | None = None) -> bool:
+    """Whether the reductions reproduce every layer's ``hook_pattern`` on ``tokens`` (a short input): the rows
+    rebuilt from ``q``, ``k`` and the fused kernel's log-sum-exp, and a label column's mass. ``atol`` defaults
+    to 1e-4 (float32) or 1e-2."""
     from probes.core.model_info import pattern_hook
 
     n_layers = model.cfg.n_layers
     names = [pattern_hook(layer) for layer in range(n_layers)]
+    columns = (tokens % 2).to(torch.float32)[..., None]
+    got: dict[int, tuple[Tensor, Tensor | None]] = {}
+
+    def keep(attention: LayerAttention) -> None:
+        got[attention.layer] = (attention.rows(0, attention.shape[2]), attention.column_mass)
+
     with torch.inference_mode():
-        _, cache = model.run_with_cache(tokens, names_filter=lambda name: name in names)
-        got: dict[int, list[tuple[int, Tensor]]] = {}
+        _, cache = forward.cached(model, tokens, names=names)
         try:
-            with query_chunked_attention(
-                    model, lambda layer, w, start: got.setdefault(layer, []).append((start, w.clone())), rows=rows):
-                model(tokens)
+            with reduced_attention(model, keep, columns=forward.on_model(model, columns)):
+                forward.run(model, tokens)
         except Exception as error:  # any failure means: not this model
-            log.info("query-chunked attention does not run on %s: %s", model.cfg.model_name, error)
+            log.info("attention reductions do not run on %s: %s", model.cfg.model_name, error)
             return False
     if sorted(got) != list(range(n_layers)):
         return False
     for layer in range(n_layers):
-        chunks = sorted(got[layer], key=lambda item: item[0])
-        rebuilt = torch.cat([w for _, w in chunks], dim=2)
-        expected = cache[names[layer]]
-        tolerance = atol if atol is not None else (1e-4 if expected.dtype == torch.float32 else 1e-2)
-        if rebuilt.shape != expected.shape or not torch.allclose(rebuilt.float(), expected.float(), atol=tolerance):
-            log.info("query-chunked attention differs from hook_pattern at layer %d on %s", layer, model.cfg.model_name)
+        rows, mass = got[layer]
+        expected = cache[names[layer]].float()
+        tolerance = atol if atol is not None else (1e-4 if cache[names[layer]].dtype == torch.float32 else 1e-2)
+        expected_mass = expected @ forward.on_model(model, columns)[:, None]
+        if (rows.shape != expected.shape or not torch.allclose(rows, expected, atol=tolerance)
+                or mass is None or not torch.allclose(mass, expected_mass, atol=tolerance)):
+            log.info("attention reductions differ from hook_pattern at layer %d on %s", layer, model.cfg.model_name)
             return False
     return True

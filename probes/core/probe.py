@@ -37,6 +37,8 @@ from probes.core.settings import constructor_settings
 if TYPE_CHECKING:
     from typing_extensions import Self
 
+    from probes.core.attention_rows import LayerAttention
+
 ResultT = TypeVar("ResultT", bound=ProbeResult, covariant=True)
 """The result class a probe computes: ``HeadScoreProbe`` is a ``Probe[HeadScores]``."""
 
@@ -271,9 +273,15 @@ class LayerwiseProbe(Probe[ResultT]):
     checks; ``first`` is the first activation folded, for shape checks: for attention patterns it may
     hold only the first block of query rows) and either ``_update_layer(index, activation, batch,
     context)`` or, for attention patterns that can arrive a block of query rows at a time (long
-    sequences, :mod:`probes.core.attention_rows`), ``_update_rows(index, rows, start, batch, context)``
-    with ``rows`` = ``pattern[:, :, start:start + n]``. Both add a layer's sums with
-    ``self._add_at(key, index, len(hook_names), value)``; only per-head partial sums reach float64.
+    sequences), ``_update_rows(index, rows, start, batch, context)`` with ``rows`` =
+    ``pattern[:, :, start:start + n]``. Both add a layer's sums with ``self._add_at(key, index, len(hook_names),
+    value)``; only per-head partial sums reach float64.
+
+    A probe that folds query rows also takes a layer as reductions (:mod:`probes.core.attention_rows`: the row
+    log-sum-exp, gathered entries and label sums of a fused attention call, no ``[T, T]`` pattern). By default
+    ``_update_attention`` materialises the layer's rows a block at a time and hands them to ``_update_rows``; a
+    probe that can do with entries and label sums overrides it (and ``key_columns`` for the label columns it
+    needs), keeping ``_update_rows`` as the reference it is tested against.
     """
 
     _context: Any = None
@@ -297,6 +305,33 @@ class LayerwiseProbe(Probe[ResultT]):
     def _update_rows(self, index: int, rows: Tensor, start: int, batch: TokenBatch, context: Any) -> None:
         """Fold query rows ``start ...`` of the pattern of hook ``hook_names(info)[index]``."""
         raise NotImplementedError(f"{type(self).__name__} folds whole layers only")
+
+    def key_columns(self, batch: TokenBatch) -> Tensor | None:
+        """Label columns ``[batch k_pos column]`` whose attention mass per query ``_update_attention`` reads from
+        ``attention.column_mass`` (taken in the model's own attention call); None (the default) for none."""
+        return None
+
+    def _update_attention(self, index: int, attention: LayerAttention, batch: TokenBatch, context: Any) -> None:
+        """Fold the layer of hook ``hook_names(info)[index]`` given as reductions (default: its rows, a block at a
+        time, through ``_update_rows``)."""
+        for start, rows in attention.row_blocks():
+            self._update_rows(index, rows, start, batch, context)
+
+    def fold_attention(self, name: str, attention: LayerAttention, batch: TokenBatch) -> None:
+        """Fold hook ``name``'s layer of the open batch from its reductions (:mod:`probes.core.attention_rows`)."""
+        if self._pending is None:
+            raise ProbeStateError(f"{type(self).__name__}.fold_attention() needs an open batch: call "
+                                  f"begin_batch(batch) first.")
+        if not self.folds_query_rows():
+            raise ProbeStateError(f"{type(self).__name__} folds whole layers only; feed it with fold().")
+        if name in self._folded:
+            raise ProbeStateError(f"{type(self).__name__} was fed {name} twice for one batch.")
+        if self._context is None:
+            self._context = self._batch_context(batch, attention.rows(0, 1))
+        self._update_attention(self.hook_names(self.info).index(name), attention, batch, self._context)
+        self._folded.add(name)
+        if self._activations is None:
+            self._activations = (str(attention.query.device), str(attention.query.dtype).removeprefix("torch."))
 
     @classmethod
     def folds_query_rows(cls) -> bool:

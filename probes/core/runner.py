@@ -1,8 +1,10 @@
-"""The only place that runs models: cache just the declared hooks, stop early, stream batches."""
+"""Where probes meet models: cache just the declared hooks, stop early, stream batches (every forward pass through
+:mod:`mechprobe.forward`, which moves the batch to the model's device)."""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence, Sized
@@ -12,6 +14,8 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from mechprobe import forward
+from mechprobe.forward import model_device
 from probes.core.batch import TokenBatch, as_token_batch
 from probes.core.errors import InputError, ModelError
 from probes.core.model_info import ModelInfo, pattern_hook
@@ -25,29 +29,19 @@ class _AllHooksCaptured(Exception):
     """Raised from inside the forward pass once every needed hook has fired."""
 
 
-MAX_PATTERN_BYTES = 2**30
-"""Default memory budget of one layer's ``[batch head q_pos k_pos]`` pattern: above it, patterns reach the
-probes a block of query rows at a time, where the model and the probes allow it (:mod:`probes.core.attention_rows`)."""
+MAX_PATTERN_BYTES = 64 * 2**20
+"""Default size of one layer's ``[batch head q_pos k_pos]`` pattern above which attention reaches the probes as
+reductions of a fused kernel instead of ``hook_pattern``, where the model and the probes allow it
+(:mod:`probes.core.attention_rows`)."""
 
-QUERY_BLOCK_BYTES = 256 * 2**20
-"""Size of one block of query rows of a float32 pattern when patterns come in blocks."""
-
-_QUERY_BLOCKS_CHECKED: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
-
-
-def model_device(model: HookedModel) -> torch.device:
-    """The device of the model's first parameter (CPU for a model without parameters)."""
-    parameter: Tensor
-    for parameter in model.parameters():
-        return parameter.device
-    return torch.device("cpu")
+_REDUCTIONS_CHECKED: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
 
 
 def capture(model: HookedModel, batch: TokenBatch, hook_names: Sequence[str]) -> dict[str, Tensor]:
     """Run ``model`` on ``batch`` until every hook in ``hook_names`` has fired; return their values.
 
     The forward pass is cut short by an exception raised from the last needed hook, so the
-    layers after it (and the unembedding) never run.
+    layers after it (and the unembedding) never run. ``batch`` may sit on any device: it is moved to the model's.
     """
     needed = set(hook_names)
     captured: dict[str, Tensor] = {}
@@ -62,7 +56,7 @@ def capture(model: HookedModel, batch: TokenBatch, hook_names: Sequence[str]) ->
 
     kwargs = mask_kwargs(model, batch.attention_mask)
     with contextlib.suppress(_AllHooksCaptured):
-        model.run_with_hooks(batch.tokens, fwd_hooks=[(name, keeper(name)) for name in needed], **kwargs)
+        forward.run(model, batch.tokens, fwd_hooks=[(name, keeper(name)) for name in needed], **kwargs)
     if len(captured) != len(needed):
         raise ModelError(
             f"The forward pass never fired {sorted(needed - set(captured))}. The model has these "
@@ -139,8 +133,8 @@ def fold_forward(model: HookedModel, probes: Sequence[Probe[Any]], batch: TokenB
         with _batch_in_all(probes, batch, info):
             if needed:
                 with contextlib.suppress(_AllHooksCaptured):
-                    model.run_with_hooks(batch.tokens, fwd_hooks=[(name, keeper(name)) for name in sorted(needed)],
-                                         **mask_kwargs(model, batch.attention_mask))
+                    forward.run(model, batch.tokens, fwd_hooks=[(name, keeper(name)) for name in sorted(needed)],
+                                **mask_kwargs(model, batch.attention_mask))
                 silent = sorted(set().union(*unfired))
                 if silent:
                     raise ModelError(
@@ -151,72 +145,78 @@ def fold_forward(model: HookedModel, probes: Sequence[Probe[Any]], batch: TokenB
         held.clear()
 
 
-def query_block_rows(model: HookedModel, probes: Sequence[Probe[Any]], batch: TokenBatch, info: ModelInfo,
-                     max_pattern_bytes: int | None) -> int | None:
-    """Query rows per block when ``batch``'s patterns should reach ``probes`` in blocks, else None.
+def reductions_apply(model: HookedModel, probes: Sequence[Probe[Any]], batch: TokenBatch, info: ModelInfo,
+                     max_pattern_bytes: int | None) -> bool:
+    """Whether ``batch``'s attention should reach ``probes`` as reductions (:mod:`probes.core.attention_rows`)
+    rather than as ``hook_pattern``.
 
-    Blocks are used when one layer's pattern would exceed ``max_pattern_bytes``, every hook the probes
-    read is an attention pattern read by a probe that folds query rows, and query-chunked attention
-    reproduces ``hook_pattern`` on this model (checked once per model on a short input)."""
+    Reductions are used when one layer's pattern would exceed ``max_pattern_bytes``, every hook the probes read is
+    an attention pattern read by a probe that folds query rows, and the reductions reproduce ``hook_pattern`` on
+    this model (checked once per model on a short input)."""
     from probes.core import attention_rows
 
     n_batch, n_pos = batch.tokens.shape
     dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
     layer_bytes = n_batch * info.n_heads * n_pos * n_pos * torch.finfo(dtype).bits // 8
     if max_pattern_bytes is None or layer_bytes <= max_pattern_bytes:
-        return None
+        return False
     patterns = {pattern_hook(layer) for layer in range(info.n_layers)}
     readers = [probe for probe in probes if set(probe.hook_names(info))]
     if not all(isinstance(probe, LayerwiseProbe) and probe.folds_query_rows()
                and set(probe.hook_names(info)) <= patterns for probe in readers):
         log.info("patterns of %d MiB per layer, but a probe here needs whole layers: using hook_pattern",
                  layer_bytes >> 20)
-        return None
-    if model not in _QUERY_BLOCKS_CHECKED:
+        return False
+    if model not in _REDUCTIONS_CHECKED:
         short = batch.tokens[:1, : min(n_pos, 48)]
-        ok = attention_rows.supports_query_chunks(model) and attention_rows.rows_match_hook_pattern(model, short)
-        _QUERY_BLOCKS_CHECKED[model] = ok
+        ok = attention_rows.supports_reductions(model) and attention_rows.reductions_match_hook_pattern(model, short)
+        _REDUCTIONS_CHECKED[model] = ok
         if not ok:
-            log.warning("%s: query-chunked attention does not reproduce hook_pattern; whole patterns are used",
-                        info.name)
-    if not _QUERY_BLOCKS_CHECKED[model]:
-        return None
-    return max(1, QUERY_BLOCK_BYTES // (n_batch * info.n_heads * n_pos * 4))
+            log.warning("%s: attention reductions do not reproduce hook_pattern; whole patterns are used", info.name)
+    return _REDUCTIONS_CHECKED[model]
 
 
-def fold_forward_in_query_blocks(model: HookedModel, probes: Sequence[Probe[Any]], batch: TokenBatch, info: ModelInfo,
-                                 rows: int) -> None:
-    """Like :func:`fold_forward`, but the model computes attention ``rows`` queries at a time and each
-    layer's pattern reaches the probes block by block (:func:`probes.core.attention_rows.query_chunked_attention`),
-    so no ``[batch head q_pos k_pos]`` tensor is ever made. Every probe must fold query rows."""
-    from probes.core.attention_rows import query_chunked_attention
+def fold_forward_reduced(model: HookedModel, probes: Sequence[Probe[Any]], batch: TokenBatch, info: ModelInfo) -> None:
+    """Like :func:`fold_forward`, but each layer reaches the probes as reductions of a fused attention call
+    (:func:`probes.core.attention_rows.reduced_attention`): no ``[batch head q_pos k_pos]`` tensor is made unless a
+    probe asks for rows, and then a block at a time. Every probe must fold query rows."""
+    from probes.core.attention_rows import LayerAttention, reduced_attention
 
-    n_pos = batch.tokens.shape[1]
     readers: dict[str, list[LayerwiseProbe[Any]]] = {}
     for probe in probes:
-        if isinstance(probe, LayerwiseProbe):  # query_block_rows admits no other probe that reads a hook
+        if isinstance(probe, LayerwiseProbe):  # reductions_apply admits no other probe that reads a hook
             for name in probe.hook_names(info):
                 readers.setdefault(name, []).append(probe)
     remaining = set(readers)
 
-    def sink(layer: int, weights: Tensor, start: int) -> None:
-        name = pattern_hook(layer)
-        for probe in readers.get(name, ()):
-            probe.fold_rows(name, weights, start, batch)
-        if start + weights.shape[2] >= n_pos:
+    with _batch_in_all(probes, batch, info):
+        if not remaining:
+            return
+        columns: dict[int, slice] = {}  # id(probe) -> its label columns in the concatenation
+        parts: list[Tensor] = []
+        width = 0
+        for probe in {id(p): p for group in readers.values() for p in group}.values():
+            part = probe.key_columns(batch)
+            if part is not None:
+                columns[id(probe)] = slice(width, width + part.shape[-1])
+                parts.append(part.to(torch.float32))
+                width += part.shape[-1]
+
+        def sink(attention: LayerAttention) -> None:
+            name = pattern_hook(attention.layer)
+            for probe in readers.get(name, ()):
+                where = columns.get(id(probe))
+                mass = None if where is None or attention.column_mass is None else attention.column_mass[..., where]
+                probe.fold_attention(name, dataclasses.replace(attention, column_mass=mass), batch)
             remaining.discard(name)
             if not remaining:
                 raise _AllHooksCaptured
 
-    with _batch_in_all(probes, batch, info):
+        with contextlib.suppress(_AllHooksCaptured), reduced_attention(
+                model, sink, columns=forward.on_model(model, torch.cat(parts, -1)) if parts else None):
+            forward.run(model, batch.tokens, **mask_kwargs(model, batch.attention_mask))
         if remaining:
-            try:
-                with query_chunked_attention(model, sink, rows=rows):
-                    model(batch.tokens, **mask_kwargs(model, batch.attention_mask))
-            except _AllHooksCaptured:
-                pass
-            if remaining:
-                raise ModelError(f"The forward pass never computed the attention of {sorted(remaining)}.")
+            raise ModelError(f"The forward pass never computed the attention of {sorted(remaining)}.")
 
 
 class _AdaptiveFolding:
@@ -239,11 +239,10 @@ class _AdaptiveFolding:
             stop = n_rows if self.max_rows is None else min(n_rows, start + self.max_rows)
             part = batch if (start, stop) == (0, n_rows) else _rows(batch, start, stop)
             try:
-                block = query_block_rows(self.model, self.probes, part, self.info, self.max_pattern_bytes)
-                if block is None:
-                    fold_forward(self.model, self.probes, part, self.info)
+                if reductions_apply(self.model, self.probes, part, self.info, self.max_pattern_bytes):
+                    fold_forward_reduced(self.model, self.probes, part, self.info)
                 else:
-                    fold_forward_in_query_blocks(self.model, self.probes, part, self.info, block)
+                    fold_forward(self.model, self.probes, part, self.info)
             except Exception as error:
                 if not is_out_of_memory(error):
                     raise
@@ -280,8 +279,8 @@ def feed_probes(
     ``on_batch(i, probes)`` runs after batch ``i`` is folded in (e.g. to snapshot per-batch
     state for a bootstrap). A batch that does not fit in memory is run in smaller row chunks
     (halved until it fits; the same result, since probe state is additive). Where one layer's pattern
-    would exceed ``max_pattern_bytes`` (None: never), attention is computed a block of query rows at a
-    time and the probes fold the blocks (see :func:`query_block_rows` for when this applies).
+    would exceed ``max_pattern_bytes`` (None: never), attention reaches the probes as reductions of a fused
+    kernel, no ``[T, T]`` pattern made (see :func:`reductions_apply` for when this applies).
     """
     info = ModelInfo.of(model)
     if not probes:
@@ -334,7 +333,7 @@ def run_probes(
     Only the union of the probes' hooks is kept, the forward pass stops after the last of them,
     nothing but the probes' running sums outlives a batch, and it all runs under
     ``torch.inference_mode()``. Long sequences (one layer's pattern over ``max_pattern_bytes``) are
-    probed a block of query rows at a time where the model and probes allow it.
+    probed from reductions of a fused attention kernel where the model and probes allow it.
 
     Example::
 

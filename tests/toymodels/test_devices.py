@@ -13,12 +13,13 @@ import warnings
 import pytest
 import torch
 
+from mechprobe.forward import model_device
 from toymodels.induction import FullInductionModel, SimplifiedInductionConfig, SimplifiedInductionModel
 from toymodels.scansnap.data import CooccurrenceConfig, CooccurrenceData
 from toymodels.scansnap.model import YZModelConfig, YZTransformer
 from toymodels.scansnap.training import TwoRateConfig, make_two_rate_optimizers, train_on_cooccurrence
 from toymodels.topic.model import TopicModel, TopicModelConfig
-from toymodels.training import Checkpointer, model_device
+from toymodels.training import Checkpointer
 
 BUILDERS = {
     "topic": lambda device: TopicModel(TopicModelConfig(d_vocab=14, n_words=12, pad_id=13, words_per_topic=4,

@@ -26,12 +26,13 @@ import torch.nn.functional as F
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
+from mechprobe.forward import model_device
 from mechprobe.validation import at_least, one_of, positive
 from toymodels.errors import ToyConfigError
 from toymodels.induction.data import MarkovConfig, sample_markov_icl
 from toymodels.induction.simplified import SimplifiedInductionModel
 from toymodels.induction.windows import WindowBatch
-from toymodels.training import Callback, Checkpointer, History, model_device, train
+from toymodels.training import Callback, Checkpointer, History, train
 
 STAGES = ("c", "w", "a")
 LOSSES = ("nll", "probs_as_logits")

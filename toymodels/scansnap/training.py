@@ -28,10 +28,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from mechprobe.forward import model_device
 from toymodels.errors import ToyConfigError
 from toymodels.scansnap.data import CooccurrenceData
 from toymodels.scansnap.model import YZTransformer
-from toymodels.training import Callback, Checkpointer, History, make_optimizer, model_device, train
+from toymodels.training import Callback, Checkpointer, History, make_optimizer, train
 
 
 @dataclass(frozen=True)

@@ -33,8 +33,9 @@ import torch.nn.functional as F
 from jaxtyping import Int
 from torch import Tensor, nn
 
+from mechprobe.forward import model_device
 from toymodels.errors import ToyConfigError
-from toymodels.training import Callback, Checkpointer, History, model_device, train
+from toymodels.training import Callback, Checkpointer, History, train
 
 UNKNOWN = "<unk>"
 _PATTERNS = [(re.compile(p), r) for p, r in (

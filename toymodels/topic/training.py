@@ -30,11 +30,12 @@ import torch.nn.functional as F
 from jaxtyping import Bool, Float, Int
 from torch import Tensor, nn
 
+from mechprobe.forward import model_device
 from mechprobe.validation import at_least, fraction, one_of, positive
 from toymodels.errors import ToyConfigError
 from toymodels.topic.data import Documents, LDAConfig, MaskedDocuments, MaskingConfig, mask_documents, sample_documents
 from toymodels.topic.model import TopicModel
-from toymodels.training import Callback, Checkpointer, History, make_optimizer, model_device, train
+from toymodels.training import Callback, Checkpointer, History, make_optimizer, train
 
 LossKind = Literal["squared", "cross_entropy"]
 

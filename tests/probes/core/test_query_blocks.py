@@ -1,10 +1,11 @@
-"""Long sequences: attention computed and probed a block of query rows at a time (probes.core.attention_rows).
+"""Long sequences: attention reaches the probes as reductions of a fused kernel (probes.core.attention_rows).
 
-- The blocks reproduce ``hook_pattern`` on three architectures (rotary + GQA, soft-capped sliding-window
-  Gemma2, a RoBERTa encoder) and the model's own output.
-- The probe suite fed in blocks (``max_pattern_bytes=0``, several blocks per layer) equals the suite fed
-  whole patterns, padded encoder batches included, and never makes a ``[batch head q k]`` pattern.
-- Where the blocks would be wrong or a probe needs whole layers, the runner falls back to ``hook_pattern``.
+- The reductions (rows rebuilt from q, k and the row log-sum-exp; label sums taken in the model's own call)
+  reproduce ``hook_pattern`` on three architectures (rotary, soft-capped sliding-window Gemma2, a RoBERTa
+  encoder), the fused kernel equals the blocked eager computation, and the model's output is unchanged.
+- The probe suite fed reductions (``max_pattern_bytes=0``, rows materialised in several blocks where a probe asks
+  for them) equals the suite fed whole patterns, padded encoder batches included, and never fires ``hook_pattern``.
+- Where the reductions would be wrong or a probe needs whole layers, the runner falls back to ``hook_pattern``.
 """
 
 from __future__ import annotations
@@ -33,9 +34,9 @@ def checkpoints(tmp_path_factory):
 
 @pytest.fixture(autouse=True)
 def fresh_checks(monkeypatch):
-    """Blocks of 5 query rows (several per layer) and no verdict remembered from another test."""
-    monkeypatch.setattr(runner, "QUERY_BLOCK_BYTES", 5 * 4 * 4 * 2 * 40)  # 5 rows at batch 2, 4 heads, 40 keys
-    monkeypatch.setattr(runner, "_QUERY_BLOCKS_CHECKED", type(runner._QUERY_BLOCKS_CHECKED)())
+    """Materialised rows in blocks of 5 (several per layer) and no verdict remembered from another test."""
+    monkeypatch.setattr(attention_rows, "ROW_BLOCK_BYTES", 5 * 4 * 4 * 2 * 40)  # 5 rows at batch 2, 4 heads, 40 keys
+    monkeypatch.setattr(runner, "_REDUCTIONS_CHECKED", type(runner._REDUCTIONS_CHECKED)())
 
 
 def _tokens(n_rows: int = 2, n_pos: int = 40, seed: int = 0) -> torch.Tensor:
@@ -55,15 +56,25 @@ def _suite(d_vocab: int) -> list[probes.Probe]:
 
 
 @pytest.mark.parametrize("kind", checkpoint_kinds())
-def test_blocks_reproduce_hook_pattern_and_the_models_output(checkpoints, kind):
+def test_reductions_reproduce_hook_pattern_and_the_models_output(checkpoints, kind):
     model = checkpoints[kind]
     tokens = _tokens()
-    assert attention_rows.rows_match_hook_pattern(model, tokens, rows=7)
+    assert attention_rows.reductions_match_hook_pattern(model, tokens)
+    columns = torch.nn.functional.one_hot(tokens % 3, 3).float()
+    layers: dict[bool, list] = {True: [], False: []}
     with torch.inference_mode():
         expected = model(tokens)
-        with attention_rows.query_chunked_attention(model, lambda layer, weights, start: None, rows=7):
-            got = model(tokens)
-    assert torch.allclose(got, expected, atol=1e-5)
+        for fused in (True, False):
+            with attention_rows.reduced_attention(model, layers[fused].append, columns=columns, fused=fused):
+                got = model(tokens)
+            assert torch.allclose(got, expected, atol=1e-5)
+    for fused, blocked in zip(layers[True], layers[False]):  # the fused kernel against the blocked reference
+        assert torch.allclose(fused.lse, blocked.lse, atol=1e-5)
+        assert torch.allclose(fused.column_mass, blocked.column_mass, atol=1e-5)
+        rows = blocked.rows(0, 40)
+        assert torch.allclose(rows @ columns[:, None], blocked.column_mass, atol=1e-5)
+        b, q, k = torch.tensor([0, 1, 1, 0]), torch.tensor([5, 39, 0, 3]), torch.tensor([4, 2, 0, 3])
+        assert torch.allclose(fused.entries(b, q, k), rows[b, :, q, k], atol=1e-6)
 
 
 @pytest.mark.parametrize("kind", checkpoint_kinds())
@@ -89,7 +100,7 @@ def test_the_suite_in_blocks_equals_the_suite_on_whole_patterns(checkpoints, kin
     for a, b in zip(blocks, whole):
         assert results_close(a, b, rtol=1e-4, atol=1e-6), type(a).__name__
         assert a.provenance.n_tokens == b.provenance.n_tokens
-    # only the short verification pass went through hook_pattern: the probed batches never made a whole pattern
+    # only the short verification pass went through hook_pattern: the probed batches never fired it
     assert len(fired_in_blocks_run) == info.n_layers
 
 
@@ -113,26 +124,26 @@ def test_a_probe_that_needs_whole_layers_keeps_the_whole_patterns(checkpoints, c
     assert all(results_close(a, b, rtol=1e-12, atol=1e-12) for a, b in zip(got, expected))
 
 
-def test_blocks_that_disagree_with_hook_pattern_fall_back(checkpoints, monkeypatch, caplog):
+def test_reductions_that_disagree_with_hook_pattern_fall_back(checkpoints, monkeypatch, caplog):
     model = checkpoints["gemma2"]
-    correct = attention_rows.chunked_attention_forward
+    correct = attention_rows.reduced_attention_forward
 
     def wrong_scale(module, query, key, value, attention_mask, scaling=None, **kwargs):
         return correct(module, query, key, value, attention_mask, scaling=2 * (scaling or module.head_dim**-0.5),
                        **kwargs)
 
-    monkeypatch.setattr(attention_rows, "chunked_attention_forward", wrong_scale)
+    monkeypatch.setattr(attention_rows, "reduced_attention_forward", wrong_scale)
     info = probes.ModelInfo.of(model)
     with caplog.at_level("WARNING", logger="probes.core.runner"):
         got = probes.run_probes(model, _suite(info.d_vocab), [_tokens()], progress=False, max_pattern_bytes=0)
-    assert "does not reproduce hook_pattern" in caplog.text
+    assert "do not reproduce hook_pattern" in caplog.text
     expected = probes.run_probes(model, _suite(info.d_vocab), [_tokens()], progress=False, max_pattern_bytes=None)
     assert all(results_close(a, b, rtol=1e-12, atol=1e-12) for a, b in zip(got, expected))
 
 
 def test_models_without_hugging_face_attention_use_whole_patterns():
     model = OracleModel()
-    assert not attention_rows.supports_query_chunks(model)
+    assert not attention_rows.supports_reductions(model)
     got = probes.run_probes(model, [probes.HeadScoreProbe()], [_tokens(n_pos=12) % 50], progress=False,
                             max_pattern_bytes=0)
     assert got[0].scores["induction"].shape == (2, 4)
