@@ -198,6 +198,8 @@ def main() -> None:
     parser.add_argument("--shapes", nargs="+", default=["smollm2"], choices=sorted(SHAPES))
     parser.add_argument("--lengths", type=int, nargs="+", default=[512, 2048])
     parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--n-layers", type=int, default=None,
+                        help="layers of every shape in the main table (default: the shape's own count)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--layers", type=int, nargs="*", default=[4, 8, 16, 30],
                         help="layer counts of the SmolLM2 shape for the flat-in-layers check (empty: skip)")
@@ -221,7 +223,7 @@ def main() -> None:
           + f" {'suite/bare':>10}")
     for shape in args.shapes:
         for length in args.lengths:
-            got = {route: _measure({**common, "shape": shape, "layers": None, "length": length, "route": route})
+            got = {route: _measure({**common, "shape": shape, "layers": args.n_layers, "length": length, "route": route})
                    if route in args.routes else _skipped(route) for route in ROUTES}
             rows.extend(got.values())
             times = " ".join(f"{_cell(got[r], 'seconds', '.3f'):>9}" for r in ROUTES)

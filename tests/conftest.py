@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import contextlib
-import io
 import importlib.util
+import io
 import os
 from dataclasses import dataclass
 from pathlib import Path

@@ -30,15 +30,20 @@ bypasses: list[str] = []
 
 
 def _call_site() -> str | None:
-    """``file:line`` of the project code that called the model, or None when a test (or nothing of ours) did."""
+    """``file:line`` of the project code that started the model, or None when a test (or nothing of ours) did: the
+    first frame of ours outside the outermost module method on the stack (the model's own code is not a caller)."""
+    frames = []
     frame = sys._getframe(2)
     while frame is not None:
+        frames.append(frame)
+        frame = frame.f_back
+    inside = [i for i, f in enumerate(frames) if isinstance(f.f_locals.get("self"), nn.Module)]
+    for frame in frames[max(inside) + 1 if inside else 0:]:
         name = frame.f_code.co_filename
         if name.startswith(TESTS):
             return None
         if name.startswith(PROJECT):
             return f"{Path(name).relative_to(ROOT)}:{frame.f_lineno} ({frame.f_code.co_name})"
-        frame = frame.f_back
     return None
 
 

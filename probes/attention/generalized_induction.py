@@ -31,6 +31,7 @@ from jaxtyping import Bool, Int
 from torch import Tensor
 
 from probes.attention.head_scores import visible_keys
+from probes.core.attention_rows import LayerAttention
 from probes.core.batch import TokenBatch
 from probes.core.errors import ConfigError, InputError
 from probes.core.model_info import ModelInfo, pattern_hook
@@ -164,6 +165,11 @@ class GeneralizedInductionProbe(LayerwiseProbe[GeneralizedInductionScores]):
                      context: list[tuple[str, KeyMask]]) -> None:
         for name, mask in context:  # queries without a target contribute 0
             self._add_at(f"{name}/mass", index, self.info.n_layers, mask.pattern_sum(rows, start))
+
+    def _update_attention(self, index: int, attention: LayerAttention, batch: TokenBatch,
+                          context: list[tuple[str, KeyMask]]) -> None:
+        for name, mask in context:
+            self._add_at(f"{name}/mass", index, self.info.n_layers, mask.attention_sum(attention))
 
     def _compute(self, state: Mapping[str, Tensor], info: ModelInfo,
                  provenance: Provenance) -> GeneralizedInductionScores:

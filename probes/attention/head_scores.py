@@ -47,6 +47,7 @@ from torch import Tensor
 
 from probes.attention.head_patterns import HEAD_PATTERNS, HeadPattern, head_pattern
 from probes.attention.repeated_tokens import repeated_random_tokens
+from probes.core.attention_rows import LayerAttention
 from probes.core.batch import TokenBatch
 from probes.core.errors import ConfigError, InputError
 from probes.core.model_info import ModelInfo, pattern_hook
@@ -178,6 +179,12 @@ class HeadScoreProbe(LayerwiseProbe[HeadScores]):
         n_layers = len(self.hook_names(self.info))
         for kind, mask in context:
             self._add_at(f"{kind}/mass", index, n_layers, mask.pattern_sum(rows, start))
+
+    def _update_attention(self, index: int, attention: LayerAttention, batch: TokenBatch,
+                          context: list[tuple[str, KeyMask]]) -> None:
+        n_layers = len(self.hook_names(self.info))
+        for kind, mask in context:
+            self._add_at(f"{kind}/mass", index, n_layers, mask.attention_sum(attention))
 
     def _compute(self, state: Mapping[str, Tensor], info: ModelInfo, provenance: Provenance) -> HeadScores:
         scores, masses, counts, chance = {}, {}, {}, {}

@@ -43,6 +43,7 @@ from jaxtyping import Bool, Int
 from torch import Tensor
 
 from mechprobe.validation import integer
+from probes.core.attention_rows import LayerAttention
 from probes.core.batch import TokenBatch
 from probes.core.errors import ConfigError, InputError
 from probes.core.model_info import ModelInfo, pattern_hook
@@ -284,6 +285,41 @@ class TopicAttentionProbe(LayerwiseProbe[TopicAttention]):
                 mass += values.T @ same[:, inside].to(torch.float64).T
                 first += same.shape[1]
             self._add_at("null/same_topic/mass", index, n_layers, mass)
+
+    def key_columns(self, batch: TokenBatch) -> Tensor | None:
+        """Each key's topic, one-hot ``[batch k_pos topic]`` (zero rows for unlabelled keys and padding); none when
+        the permutation null needs the pattern's pairs anyway."""
+        if self.n_permutations:
+            return None
+        topics = torch.where(batch.valid, self.token_topics.to(batch.tokens.device)[batch.tokens], -1)
+        return torch.nn.functional.one_hot(topics.clamp(min=0), self.n_topics).float() * (topics >= 0)[..., None]
+
+    def _update_attention(self, index: int, attention: LayerAttention, batch: TokenBatch,
+                          context: dict[str, Any]) -> None:
+        """From the topic columns' attention mass per query (``m[t]``), the query's own entry ``p[q, q]`` and the
+        (sparse) same-token entries, for each labelled query ``q`` of topic ``s``: same-token = same-token keys
+        but itself; same-topic = ``m[s]`` - same-token - ``p[q, q]``; different-topic = ``sum_t m[t] - m[s]``;
+        by topic ``t``: ``m[t]`` less ``p[q, q]`` where ``t = s``."""
+        if attention.column_mass is None:  # the null needs the pairs: rows, a block at a time
+            super()._update_attention(index, attention, batch, context)
+            return
+        n_layers = self.info.n_layers
+        one_hot = context["one_hot"].to(torch.float32)  # [batch q topic], zero for unlabelled queries
+        mass = attention.column_mass  # [batch head q topic]
+        own_topic = (mass * one_hot[:, None]).sum(-1)  # [batch head q]
+        labelled = one_hot.sum(-1) > 0
+        b, q = labelled.nonzero(as_tuple=True)
+        itself = torch.zeros_like(own_topic)
+        itself[b, :, q] = attention.entries(b, q, q)
+        same_token = context["masks"]["same_token"].attention_sum(attention)
+        self._add_at("same_token/mass", index, n_layers, same_token)
+        self._add_at("same_topic/mass", index, n_layers,
+                     own_topic.double().sum((0, 2)) - same_token - itself.double().sum((0, 2)))
+        self._add_at("different_topic/mass", index, n_layers,
+                     (mass.sum(-1) * labelled[:, None] - own_topic).double().sum((0, 2)))
+        to_topics = mass - itself[..., None] * one_hot[:, None]  # [batch head q topic]
+        self._add_at("by_topic/mass", index, n_layers,
+                     torch.einsum("bqs,bhqt->hst", one_hot.double(), to_topics.double()))
 
     def _compute(self, state: Mapping[str, Tensor], info: ModelInfo, provenance: Provenance) -> TopicAttention:
         mean, pairs, chance = {}, {}, {}

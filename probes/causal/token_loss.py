@@ -21,6 +21,7 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
+from mechprobe import forward
 from probes.causal.slices import maskable_positions, predicted_positions
 from probes.core.batch import TokenBatch
 from probes.core.errors import ConfigError, ModelError
@@ -130,4 +131,4 @@ def token_losses_from_unembed_input(unembed: Any, hidden: Float[Tensor, "row pos
     picked = hidden.reshape(copies, n_rows, n_pos, -1)[:, union]  # [copy, token, d_model]
     flat = picked.reshape(-1, picked.shape[-1])
     targets = inputs.targets[union].repeat(copies)
-    return _chunked_nll(lambda part: unembed(flat[part][None])[0], targets, d_vocab).view(copies, -1)
+    return _chunked_nll(lambda part: forward.run(unembed, flat[part][None])[0], targets, d_vocab).view(copies, -1)

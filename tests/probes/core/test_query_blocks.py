@@ -49,6 +49,7 @@ def _suite(d_vocab: int) -> list[probes.Probe]:
     tracked = _tokens(seed=0)[0, :12].unique().tolist()  # tokens the probed batches hold
     return [probes.HeadScoreProbe(), probes.GeneralizedInductionProbe(3),
             probes.TopicAttentionProbe(labels, n_permutations=6, permutation_seed=2),
+            probes.TopicAttentionProbe(labels),  # from label sums in the model's own call (no null: no pairs)
             probes.SameTokenAttentionProbe(labels),
             probes.CopierProbe(max_distance=3),
             probes.KeyTokenAttentionProbe(tracked, tracked, distance_matched=True),
