@@ -38,6 +38,7 @@ from probes.core.model_info import ModelInfo, pattern_hook
 from probes.core.pattern_sums import KeyMask, is_pattern_block
 from probes.core.probe import LayerwiseProbe
 from probes.core.result import ProbeResult, Provenance
+from probes.core.token_pairs import Pairs, equal_pairs, per_query_counts, shifted
 from probes.display.head_maps import HeadMap, HeadMapDisplay
 
 
@@ -76,6 +77,23 @@ def parent_match_mask(
         match = (query_tok[:, :, None] == key_tok[:, None, :]) & query_ok[:, :, None] & key_ok[:, None, :]
         mask = mask & match
     return mask
+
+
+def parent_match_pairs(
+    tokens: Int[Tensor, "batch pos"], valid: Bool[Tensor, "batch pos"], distances: Sequence[int]
+) -> Pairs:
+    """The True entries ``(b, q, k)`` of :func:`parent_match_mask`, found by joining on the first distance's tokens
+    and checking the others per pair (no ``[batch q_pos k_pos]`` mask), ordered as ``mask.nonzero()``."""
+    first, *others = distances
+    key_tok, key_ok = shifted(tokens, valid, first)  # the token at k - j
+    query_tok, query_ok = shifted(tokens, valid, first - 1)  # the token at q + 1 - j
+    b, q, k = equal_pairs(query_tok, key_tok, query_ok & valid, key_ok & valid, keys="up_to")
+    for j in others:
+        key_tok, key_ok = shifted(tokens, valid, j)
+        query_tok, query_ok = shifted(tokens, valid, j - 1)
+        keep = key_ok[b, k] & query_ok[b, q] & (key_tok[b, k] == query_tok[b, q])
+        b, q, k = b[keep], q[keep], k[keep]
+    return b, q, k
 
 
 @dataclass(frozen=True)
@@ -150,14 +168,20 @@ class GeneralizedInductionProbe(LayerwiseProbe[GeneralizedInductionScores]):
             )
         info = self.info
         causal = info.is_causal(first)
-        full = parent_match_mask(batch.tokens, batch.valid, self.distances)
-        last = parent_match_mask(batch.tokens, batch.valid, (1,)) & ~full
-        has_target = full.any(-1)
+        full = parent_match_pairs(batch.tokens, batch.valid, self.distances)  # pairs, no [batch q k] mask
+        b, q, k = parent_match_pairs(batch.tokens, batch.valid, (1,))
+        index = (b * n_pos + q) * n_pos + k
+        not_full = ~torch.isin(index, (full[0] * n_pos + full[1]) * n_pos + full[2])
+        last = (b[not_full], q[not_full], k[not_full])
+        has_target = per_query_counts(full, n_batch, n_pos) > 0
         visible = visible_keys(batch.valid, causal, batch.attention_mask)
         context = []
-        for name, mask in (("full", full), ("last", last)):
-            self._add(f"{name}/chance_mass", (mask.sum(-1) / visible)[has_target].sum())
-            context.append((name, KeyMask.of(mask & has_target[:, :, None])))  # rows with a target
+        for name, (b, q, k) in (("full", full), ("last", last)):
+            counts = per_query_counts((b, q, k), n_batch, n_pos)
+            self._add(f"{name}/chance_mass", (counts / visible)[has_target].sum())
+            with_target = has_target[b, q]  # rows with a target
+            context.append((name, KeyMask.from_pairs((b[with_target], q[with_target], k[with_target]), n_batch,
+                                                     n_pos)))
         self._add("rows_with_target", has_target.sum())
         return context
 

@@ -30,8 +30,10 @@ from jaxtyping import Bool, Int
 from torch import Tensor
 
 from probes.core.errors import ConfigError, InputError
+from probes.core.token_pairs import Pairs, equal_pairs, sorted_pairs
 
 TargetFunction = Callable[[Tensor, Tensor], Tensor]
+PairFunction = Callable[[Tensor, Tensor], Pairs]
 _NAME = re.compile(r"[A-Za-z0-9_.:+-]+")
 
 
@@ -46,6 +48,40 @@ def _offset(distance: int) -> TargetFunction:
         return _tri(n, tokens.device, -distance).expand(tokens.shape[0], n, n)
 
     return targets
+
+
+def _offset_pairs(distance: int) -> PairFunction:
+    def pairs(tokens: Tensor, valid: Tensor) -> Pairs:
+        n_batch, n_pos = tokens.shape
+        start = max(distance, 0)
+        q = torch.arange(start, max(start, min(n_pos, n_pos + distance)), device=tokens.device)
+        b, q = torch.arange(n_batch, device=tokens.device).repeat_interleave(len(q)), q.repeat(n_batch)
+        return b, q, q - distance
+
+    return pairs
+
+
+def _duplicate_pairs(tokens: Tensor, valid: Tensor) -> Pairs:
+    return equal_pairs(tokens, tokens, valid, valid, keys="before")
+
+
+def _induction_pairs(distance: int) -> PairFunction:
+    def pairs(tokens: Tensor, valid: Tensor) -> Pairs:
+        b, q, copy = _duplicate_pairs(tokens, valid)
+        k = copy + distance
+        keep = k < tokens.shape[1]
+        return sorted_pairs(b[keep], q[keep], k[keep], tokens.shape[1])
+
+    return pairs
+
+
+def _first_token_pairs(tokens: Tensor, valid: Tensor) -> Pairs:
+    n_batch, n_pos = tokens.shape
+    has_valid = valid.any(-1)
+    first = valid.int().argmax(-1)
+    b = torch.arange(n_batch, device=tokens.device)[has_valid].repeat_interleave(n_pos)
+    q = torch.arange(n_pos, device=tokens.device).repeat(int(has_valid.sum()))
+    return b, q, first[b]
 
 
 def _duplicate(tokens: Tensor, valid: Tensor) -> Tensor:
@@ -76,12 +112,15 @@ class HeadPattern:
     """A named target set: ``targets(tokens [b, n], valid [b, n]) -> bool mask [b, q, k]``.
 
     ``name`` identifies the pattern in results (``scores[name]``) and in merges, so two different
-    patterns must not share a name. ``description`` is shown in tables and saved results.
+    patterns must not share a name. ``description`` is shown in tables and saved results. ``pairs``
+    (optional, the built-ins have it) lists the same targets as ``(b, q, k)`` without building the mask
+    (:mod:`probes.core.token_pairs`); :meth:`target_pairs` uses it where given.
     """
 
     name: str
     targets: TargetFunction
     description: str = ""
+    pairs: PairFunction | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
@@ -108,6 +147,15 @@ class HeadPattern:
             out = out != 0
         return out.to(valid.device) & valid[:, :, None] & valid[:, None, :]
 
+    def target_pairs(self, tokens: Int[Tensor, "batch pos"], valid: Bool[Tensor, "batch pos"]) -> Pairs:
+        """The pairs of :meth:`mask` (valid query and key) as ``(b, q, k)``, ordered as ``mask.nonzero()``."""
+        if self.pairs is None:
+            b, q, k = self.mask(tokens, valid).nonzero(as_tuple=True)
+            return b, q, k
+        b, q, k = self.pairs(tokens, valid)
+        keep = valid[b, q] & valid[b, k]
+        return sorted_pairs(b[keep], q[keep], k[keep], tokens.shape[1])
+
     @classmethod
     def from_matrix(cls, name: str, matrix: Tensor, description: str = "") -> HeadPattern:
         """A fixed ``[q, k]`` target matrix for sequences of exactly its length (nonzero = target), like
@@ -128,11 +176,14 @@ class HeadPattern:
 
 
 HEAD_PATTERNS: dict[str, HeadPattern] = {
-    "induction": HeadPattern("induction", _induction(1), "the token after an earlier copy of the current token"),
-    "previous_token": HeadPattern("previous_token", _offset(1), "the previous position"),
-    "duplicate_token": HeadPattern("duplicate_token", _duplicate, "earlier copies of the current token"),
-    "self": HeadPattern("self", _offset(0), "the query's own position"),
-    "first_token": HeadPattern("first_token", _first_token, "the first valid (non-special) position"),
+    "induction": HeadPattern("induction", _induction(1), "the token after an earlier copy of the current token",
+                             _induction_pairs(1)),
+    "previous_token": HeadPattern("previous_token", _offset(1), "the previous position", _offset_pairs(1)),
+    "duplicate_token": HeadPattern("duplicate_token", _duplicate, "earlier copies of the current token",
+                                   _duplicate_pairs),
+    "self": HeadPattern("self", _offset(0), "the query's own position", _offset_pairs(0)),
+    "first_token": HeadPattern("first_token", _first_token, "the first valid (non-special) position",
+                               _first_token_pairs),
 }
 _PARAMETRISED = re.compile(r"(offset|induction):(-?\d+)")
 
@@ -149,9 +200,11 @@ def head_pattern(spec: str | HeadPattern) -> HeadPattern:
             kind, distance = match.group(1), int(match.group(2))
             if kind == "offset":
                 return HeadPattern(spec, _offset(distance), f"the position {distance} before the query"
-                                   if distance >= 0 else f"the position {-distance} after the query")
+                                   if distance >= 0 else f"the position {-distance} after the query",
+                                   _offset_pairs(distance))
             if distance >= 1:
-                return HeadPattern(spec, _induction(distance), f"{distance} after an earlier copy of the current token")
+                return HeadPattern(spec, _induction(distance), f"{distance} after an earlier copy of the current token",
+                                   _induction_pairs(distance))
     close = difflib.get_close_matches(spec, list(HEAD_PATTERNS), n=1) if isinstance(spec, str) else []
     guess = f" Did you mean {close[0]}?" if close else ""
     raise ConfigError(

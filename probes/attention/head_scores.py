@@ -56,6 +56,7 @@ from probes.core.pattern_sums import KeyMask, is_pattern_block
 from probes.core.probe import LayerwiseProbe
 from probes.core.result import ProbeResult, Provenance
 from probes.core.runner import run_probes
+from probes.core.token_pairs import per_query_counts
 from probes.display.head_maps import HeadMap, HeadMapDisplay
 
 HEAD_SCORE_KINDS = ("induction", "previous_token", "duplicate_token")
@@ -165,11 +166,12 @@ class HeadScoreProbe(LayerwiseProbe[HeadScores]):
         self._add("rows", batch.valid.sum())
         masks = []
         for kind, pattern in zip(self.kinds, self.patterns):
-            mask = pattern.mask(batch.tokens, batch.valid)
-            has_target = mask.any(-1)
+            pairs = pattern.target_pairs(batch.tokens, batch.valid)  # no [batch q k] mask for the built-ins
+            counts = per_query_counts(pairs, n_batch, n_pos)
+            has_target = counts > 0
             self._add(f"{kind}/rows_with_target", has_target.sum())
-            self._add(f"{kind}/chance_mass", (mask.sum(-1) / visible)[has_target].sum())
-            masks.append((kind, KeyMask.of(mask)))
+            self._add(f"{kind}/chance_mass", (counts / visible)[has_target].sum())
+            masks.append((kind, KeyMask.from_pairs(pairs, n_batch, n_pos)))
         return masks
 
     def _update_rows(self, index: int, rows: Tensor, start: int, batch: TokenBatch,

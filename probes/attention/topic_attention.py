@@ -43,15 +43,17 @@ from jaxtyping import Bool, Int
 from torch import Tensor
 
 from mechprobe.validation import integer
+from probes.attention.head_scores import visible_keys
 from probes.core.attention_rows import LayerAttention
 from probes.core.batch import TokenBatch
 from probes.core.errors import ConfigError, InputError
 from probes.core.model_info import ModelInfo, pattern_hook
 from probes.core.model_kind import HookedModel
-from probes.core.pattern_sums import KeyMask, is_pattern_block, masked_row_class_sums
+from probes.core.pattern_sums import KeyMask, float_at_least_32, is_pattern_block
 from probes.core.probe import LayerwiseProbe
 from probes.core.result import ProbeResult, Provenance
 from probes.core.runner import run_probes
+from probes.core.token_pairs import equal_pairs, per_query_counts
 from probes.display.head_maps import HeadMap, HeadMapDisplay
 from probes.stats.nulls import label_permutations
 
@@ -244,47 +246,84 @@ class TopicAttentionProbe(LayerwiseProbe[TopicAttention]):
         return tuple(pattern_hook(layer) for layer in range(info.n_layers))
 
     def _batch_context(self, batch: TokenBatch, first: Tensor) -> dict[str, Any]:
+        """Per-query pair counts from per-topic key counts and the (sparse) same-token pairs, no ``[batch q k]``
+        mask: for a labelled query of topic ``s``, its visible labelled keys but itself number ``n[t]`` per topic
+        ``t``; same-token = its same-token pairs, same-topic = ``n[s]`` - same-token, different-topic =
+        ``sum_t n[t] - n[s]`` (the categories of the module docstring)."""
         causal = check_pattern_batch(self.info, self.token_topics, first, batch)
+        n_batch, n_pos = batch.tokens.shape
         labels = self.token_topics.to(batch.tokens.device)
         topics = torch.where(batch.valid, labels[batch.tokens], torch.full_like(batch.tokens, -1))
-        visible = visible_pairs(batch, causal)
-        inverse_visible = 1.0 / visible.sum(-1).clamp(min=1).to(torch.float64)  # [batch q]
-        masks = topic_pair_masks(batch.tokens, topics, visible)
-        pairs = masks["same_topic"] | masks["different_topic"] | masks["same_token"]  # the categories are disjoint
+        labelled = topics >= 0
         one_hot = torch.nn.functional.one_hot(topics.clamp(min=0), self.n_topics).to(torch.float64)
-        one_hot = one_hot * (topics >= 0)[..., None]
-        for kind, mask in masks.items():  # [batch q_pos k_pos] stays bool; only per-row counts are float
-            per_row = mask.sum(-1).to(torch.float64)
-            self._add(f"{kind}/pairs", per_row.sum())
-            self._add(f"{kind}/chance_mass", (per_row * inverse_visible).sum())
-        # counts of keys per (query, topic) are exact in float32 (<= k_pos)
-        to_topic = (pairs.to(torch.float32) @ one_hot.to(torch.float32)).double()  # [batch q topic]
-        self._add("by_topic/pairs", torch.einsum("bqs,bqt->st", one_hot, to_topic))
-        context = {"masks": {kind: KeyMask.of(mask) for kind, mask in masks.items()}, "pairs": pairs,
-                   "one_hot": one_hot}
-        if self.n_permutations:
+        one_hot = one_hot * labelled[..., None]  # [batch pos topic], zero rows for unlabelled positions
+        seen = labelled if batch.attention_mask is None else labelled & batch.attention_mask.bool()
+        keys = one_hot * seen[..., None]  # the labelled keys a query may see (attention_mask kept)
+        per_topic = keys.cumsum(1) if causal else keys.sum(1, keepdim=True).expand_as(keys)
+        per_topic = (per_topic - keys) * labelled[..., None]  # [batch q topic]: other keys, labelled queries only
+        same_token = equal_pairs(batch.tokens, batch.tokens, labelled, seen, keys="before" if causal else "any_other")
+        own_topic = (per_topic * one_hot).sum(-1)
+        counts = {"same_token": per_query_counts(same_token, n_batch, n_pos).to(torch.float64)}
+        counts["same_topic"] = own_topic - counts["same_token"]
+        counts["different_topic"] = per_topic.sum(-1) - own_topic
+        inverse_visible = 1.0 / visible_keys(batch.valid, causal, batch.attention_mask).clamp(min=1)  # [batch q]
+        for kind in TOPIC_PAIR_KINDS:
+            self._add(f"{kind}/pairs", counts[kind].sum())
+            self._add(f"{kind}/chance_mass", (counts[kind] * inverse_visible).sum())
+        self._add("by_topic/pairs", torch.einsum("bqs,bqt->st", one_hot, per_topic))
+        b, q = labelled.nonzero(as_tuple=True)
+        context = {"one_hot": one_hot, "keys": keys.to(torch.float32), "labelled": (b, q), "causal": causal,
+                   "same_token": KeyMask.from_pairs(same_token, n_batch, n_pos)}
+        if self.n_permutations:  # the null scores every labelled pair of distinct tokens: those need the grid
+            masks = topic_pair_masks(batch.tokens, topics, visible_pairs(batch, causal))
             context["null"] = self._null_pairs(batch.tokens, masks["same_topic"] | masks["different_topic"])
         return context
 
-    def _update_rows(self, index: int, rows: Tensor, start: int, batch: TokenBatch, context: dict[str, Any]) -> None:
+    def _fold_topic_mass(self, index: int, mass: Tensor, itself: Tensor, same_token: Tensor, start: int,
+                         context: dict[str, Any]) -> None:
+        """Fold query rows ``start ...`` of one layer from ``mass[b, h, q, t]`` (attention of each query to the
+        visible labelled keys of topic ``t``), ``itself[b, h, q]`` (each labelled query's weight on itself, zero
+        for the others) and the same-token mass per head (the decomposition of :meth:`_batch_context`)."""
         n_layers = self.info.n_layers
-        block = slice(start, start + rows.shape[2])
-        for kind, mask in context["masks"].items():  # reduced over keys in float32, rows summed in float64
-            self._add_at(f"{kind}/mass", index, n_layers, mask.pattern_sum(rows, start))
-        one_hot = context["one_hot"][:, block]
-        to_topics = masked_row_class_sums(rows, context["pairs"][:, block], context["one_hot"])  # [batch head q topic]
-        self._add_at("by_topic/mass", index, n_layers, torch.einsum("bqs,bhqt->hst", one_hot, to_topics))
+        one_hot = context["one_hot"][:, start : start + mass.shape[2]].to(torch.float32)  # [batch q topic]
+        labelled = one_hot.sum(-1)
+        own_topic = (mass * one_hot[:, None]).sum(-1)  # [batch head q]
+        self._add_at("same_token/mass", index, n_layers, same_token)
+        # reduced over queries in float32 to per-head sums, which alone reach float64
+        self._add_at("same_topic/mass", index, n_layers,
+                     own_topic.sum((0, 2)).double() - same_token - itself.sum((0, 2)).double())
+        self._add_at("different_topic/mass", index, n_layers,
+                     (mass.sum(-1) * labelled[:, None] - own_topic).sum((0, 2)).double())
+        to_topics = mass * labelled[:, None, :, None] - itself[..., None] * one_hot[:, None]  # [batch head q topic]
+        self._add_at("by_topic/mass", index, n_layers, torch.einsum("bqs,bhqt->hst", one_hot, to_topics).double())
+
+    def _update_rows(self, index: int, rows: Tensor, start: int, batch: TokenBatch, context: dict[str, Any]) -> None:
+        n_rows, n_keys = rows.shape[2], rows.shape[3]
+        block = float_at_least_32(rows)
+        if context["causal"]:  # only visible keys count, whatever a hand-made pattern holds above the diagonal
+            above = torch.arange(start, start + n_rows, device=rows.device)[:, None] < torch.arange(
+                n_keys, device=rows.device)
+            block = block.masked_fill(above, 0.0)
+        mass = block @ context["keys"][:, None].to(block.dtype)  # [batch head rows topic]; keys hold the mask
+        b, q = context["labelled"]
+        inside = (q >= start) & (q < start + n_rows)
+        itself = torch.zeros(mass.shape[:3], dtype=block.dtype, device=rows.device)
+        itself[b[inside], :, q[inside] - start] = block[b[inside], :, q[inside] - start, q[inside]]
+        self._fold_topic_mass(index, mass, itself, context["same_token"].pattern_sum(rows, start), start, context)
         if self.n_permutations:
-            (b, q, k), same_chunks = context["null"]
-            mass = torch.zeros(self.info.n_heads, self.n_permutations, dtype=torch.float64, device=rows.device)
-            first = 0
-            for same in same_chunks:  # only the gathered pair values reach float64, never the whole pattern
-                part = slice(first, first + same.shape[1])
-                inside = (q[part] >= block.start) & (q[part] < block.start + rows.shape[2])
-                values = rows[b[part][inside], :, q[part][inside] - block.start, k[part][inside]].to(torch.float64)
-                mass += values.T @ same[:, inside].to(torch.float64).T
-                first += same.shape[1]
-            self._add_at("null/same_topic/mass", index, n_layers, mass)
+            self._fold_null_rows(index, rows, start, context)
+
+    def _fold_null_rows(self, index: int, rows: Tensor, start: int, context: dict[str, Any]) -> None:
+        (b, q, k), same_chunks = context["null"]
+        mass = torch.zeros(self.info.n_heads, self.n_permutations, dtype=torch.float64, device=rows.device)
+        first = 0
+        for same in same_chunks:  # only the gathered pair values reach float64, never the whole pattern
+            part = slice(first, first + same.shape[1])
+            inside = (q[part] >= start) & (q[part] < start + rows.shape[2])
+            values = rows[b[part][inside], :, q[part][inside] - start, k[part][inside]].to(torch.float64)
+            mass += values.T @ same[:, inside].to(torch.float64).T
+            first += same.shape[1]
+        self._add_at("null/same_topic/mass", index, self.info.n_layers, mass)
 
     def key_columns(self, batch: TokenBatch) -> Tensor | None:
         """Each key's topic, one-hot ``[batch k_pos topic]`` (zero rows for unlabelled keys and padding); none when
@@ -296,30 +335,15 @@ class TopicAttentionProbe(LayerwiseProbe[TopicAttention]):
 
     def _update_attention(self, index: int, attention: LayerAttention, batch: TokenBatch,
                           context: dict[str, Any]) -> None:
-        """From the topic columns' attention mass per query (``m[t]``), the query's own entry ``p[q, q]`` and the
-        (sparse) same-token entries, for each labelled query ``q`` of topic ``s``: same-token = same-token keys
-        but itself; same-topic = ``m[s]`` - same-token - ``p[q, q]``; different-topic = ``sum_t m[t] - m[s]``;
-        by topic ``t``: ``m[t]`` less ``p[q, q]`` where ``t = s``."""
+        """The topic columns' mass per query from the model's own attention call, each labelled query's entry on
+        itself and the same-token entries gathered from ``q . k``: no row of the pattern is made."""
         if attention.column_mass is None:  # the null needs the pairs: rows, a block at a time
             super()._update_attention(index, attention, batch, context)
             return
-        n_layers = self.info.n_layers
-        one_hot = context["one_hot"].to(torch.float32)  # [batch q topic], zero for unlabelled queries
-        mass = attention.column_mass  # [batch head q topic]
-        own_topic = (mass * one_hot[:, None]).sum(-1)  # [batch head q]
-        labelled = one_hot.sum(-1) > 0
-        b, q = labelled.nonzero(as_tuple=True)
-        itself = torch.zeros_like(own_topic)
-        itself[b, :, q] = attention.entries(b, q, q)
-        same_token = context["masks"]["same_token"].attention_sum(attention)
-        self._add_at("same_token/mass", index, n_layers, same_token)
-        self._add_at("same_topic/mass", index, n_layers,
-                     own_topic.double().sum((0, 2)) - same_token - itself.double().sum((0, 2)))
-        self._add_at("different_topic/mass", index, n_layers,
-                     (mass.sum(-1) * labelled[:, None] - own_topic).double().sum((0, 2)))
-        to_topics = mass - itself[..., None] * one_hot[:, None]  # [batch head q topic]
-        self._add_at("by_topic/mass", index, n_layers,
-                     torch.einsum("bqs,bhqt->hst", one_hot.double(), to_topics.double()))
+        labelled = context["one_hot"].sum(-1).to(torch.float32)  # [batch q]: 1 for labelled queries
+        itself = attention.diagonal() * labelled[:, None]
+        self._fold_topic_mass(index, attention.column_mass, itself, context["same_token"].attention_sum(attention), 0,
+                              context)
 
     def _compute(self, state: Mapping[str, Tensor], info: ModelInfo, provenance: Provenance) -> TopicAttention:
         mean, pairs, chance = {}, {}, {}

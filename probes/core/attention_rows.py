@@ -29,6 +29,7 @@ position biases, ALiBi, models whose attention bypasses ``AttentionInterface``).
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import types
 from collections.abc import Callable, Iterator
@@ -81,9 +82,28 @@ class LayerAttention:
             scores = torch.tanh(scores / self.softcap) * self.softcap
         return scores
 
+    @functools.cached_property
+    def _heads_first(self) -> tuple[Tensor, Tensor]:
+        """``query`` and ``key`` as ``[head, batch * pos, d_head]``: each gathered row is one contiguous vector
+        (a view for one sequence; a copy, once per layer, for several)."""
+        n_batch, n_heads, n_pos, d_head = self.query.shape
+        return (self.query.transpose(0, 1).reshape(n_heads, n_batch * n_pos, d_head),
+                self.key.transpose(0, 1).reshape(n_heads, n_batch * self.key.shape[2], d_head))
+
+    def diagonal(self) -> Float[Tensor, "batch head q_pos"]:
+        """``p[b, h, q, q]``, each query's weight on its own position, in float32."""
+        n_pos = self.query.shape[2]
+        scores = (self.query.float() * self.key[:, :, :n_pos].float()).sum(-1)
+        weights = torch.exp(self._scores(scores) - self.lse)
+        if self.allowed is not None:
+            weights = weights * self.allowed[:, 0].diagonal(dim1=-2, dim2=-1)[:, None, :n_pos]
+        return weights
+
     def entries(self, b: Tensor, q: Tensor, k: Tensor) -> Float[Tensor, "entry head"]:
         """``p[b, :, q, k]`` for each ``(b, q, k)`` entry, in float32 (0 where the mask forbids the key)."""
-        scores = (self.query[b, :, q].float() * self.key[b, :, k].float()).sum(-1)  # [entry head]
+        queries, keys = self._heads_first
+        scores = (queries.index_select(1, b * self.query.shape[2] + q).float()
+                  * keys.index_select(1, b * self.key.shape[2] + k).float()).sum(-1).T  # [entry head]
         weights = torch.exp(self._scores(scores) - self.lse[b, :, q])
         ok = torch.ones_like(b, dtype=torch.bool)
         if self.causal:
@@ -138,11 +158,22 @@ def _repeat_kv(states: Tensor, groups: int) -> Tensor:
     return states[:, :, None].expand(batch, heads, groups, n_pos, dim).reshape(batch, heads * groups, n_pos, dim)
 
 
+def _padded(tensors: tuple[Tensor, ...], width: int) -> tuple[Tensor, ...]:
+    """Each of ``tensors`` zero-padded on its last axis to ``width`` (one allocation for all; zeros in ``q`` and
+    ``k`` change no score)."""
+    if all(t.shape[-1] == width for t in tensors):
+        return tensors
+    out = tensors[0].new_zeros((len(tensors), *tensors[0].shape[:-1], width))
+    for slot, tensor in zip(out, tensors):
+        slot[..., : tensor.shape[-1]] = tensor
+    return tuple(out)
+
+
 def _fused(query: Tensor, key: Tensor, value: Tensor, allowed: Tensor | None, causal: bool,
            scaling: float) -> tuple[Tensor, Tensor]:
     """(output, row log-sum-exp) from the device's fused kernel; ``value`` may be wider than ``query``."""
     width = -(-max(query.shape[-1], value.shape[-1]) // 8) * 8  # a multiple of 8, as the CUDA kernels want
-    query, key, value = (torch.nn.functional.pad(t, (0, width - t.shape[-1])) for t in (query, key, value))
+    query, key, value = _padded((query, key, value), width)
     bias = None
     if allowed is not None:  # an additive mask in the query's dtype (min, not -inf: a fully masked row stays finite)
         bias = torch.zeros(allowed.shape, dtype=query.dtype, device=query.device)
@@ -202,9 +233,10 @@ def reduced_attention_forward(module: Any, query: Tensor, key: Tensor, value: Te
     active = _active
     columns = None if active is None else active.columns
     extended = value
-    if columns is not None:
-        extra = columns[:, None].to(value.dtype).expand(value.shape[0], value.shape[1], *columns.shape[1:])
-        extended = torch.cat([value, extra], dim=-1)
+    if columns is not None:  # the label columns ride along as extra value dimensions of every head
+        extended = value.new_empty((*value.shape[:-1], d_value + columns.shape[-1]))
+        extended[..., :d_value] = value
+        extended[..., d_value:] = columns[:, None].to(value.dtype)
     result = None
     if active is not None and active.fused and softcap is None:
         try:

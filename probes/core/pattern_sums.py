@@ -109,6 +109,20 @@ class KeyMask:
         dense = None if bool(sparse.all()) else mask & ~sparse[:, None, None]
         return cls(dense, entries, mask.shape[1])
 
+    @classmethod
+    def from_pairs(cls, pairs: tuple[Tensor, Tensor, Tensor], n_batch: int, n_pos: int) -> KeyMask:
+        """The :class:`KeyMask` of the mask whose True entries are ``pairs`` ``(b, q, k)``, built without the mask
+        for the sparse sequences (:mod:`probes.core.token_pairs`)."""
+        b, q, k = pairs
+        sparse = torch.bincount(b, minlength=n_batch) <= SPARSE_SHARE * n_pos * n_pos
+        if bool(sparse.all()):
+            return cls(None, (b, q, k), n_pos)
+        keep = sparse[b]
+        entries = (b[keep], q[keep], k[keep]) if bool(sparse.any()) else None
+        dense = torch.zeros(n_batch, n_pos, n_pos, dtype=torch.bool, device=b.device)
+        dense[b[~keep], q[~keep], k[~keep]] = True
+        return cls(dense, entries, n_pos)
+
     def pattern_sum(self, rows: Float[Tensor, "batch head q_rows k_pos"], start: int = 0) -> Float[Tensor, " head"]:
         """``sum_{b, q, k} rows[b, h, q - start, k] * mask[b, q, k]`` over the queries ``rows`` holds, in float64."""
         n_rows = rows.shape[2]
