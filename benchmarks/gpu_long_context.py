@@ -223,8 +223,9 @@ def main() -> None:
           + f" {'suite/bare':>10}")
     for shape in args.shapes:
         for length in args.lengths:
-            got = {route: _measure({**common, "shape": shape, "layers": args.n_layers, "length": length, "route": route})
-                   if route in args.routes else _skipped(route) for route in ROUTES}
+            spec = {**common, "shape": shape, "layers": args.n_layers, "length": length}
+            got = {route: _measure({**spec, "route": route}) if route in args.routes else _skipped(route)
+                   for route in ROUTES}
             rows.extend(got.values())
             times = " ".join(f"{_cell(got[r], 'seconds', '.3f'):>9}" for r in ROUTES)
             peaks = " ".join(f"{_cell(got[r], 'peak_mib', '.0f'):>11}" for r in ROUTES)

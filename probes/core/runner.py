@@ -212,9 +212,10 @@ def fold_forward_reduced(model: HookedModel, probes: Sequence[Probe[Any]], batch
             if not remaining:
                 raise _AllHooksCaptured
 
+        kwargs: dict[str, Any] = mask_kwargs(model, batch.attention_mask)
         with contextlib.suppress(_AllHooksCaptured), reduced_attention(
                 model, sink, columns=forward.on_model(model, torch.cat(parts, -1)) if parts else None):
-            forward.run(model, batch.tokens, **mask_kwargs(model, batch.attention_mask))
+            forward.run(model, batch.tokens, **kwargs)
         if remaining:
             raise ModelError(f"The forward pass never computed the attention of {sorted(remaining)}.")
 
