@@ -206,10 +206,10 @@ def report_command(python: str, checkpoint: Path, device: str, dtype: str, out: 
     command = [python, "-m", "analyses.cli", "report", "--fast", "--no-toys", "--no-progress", "--model",
                str(checkpoint), "--device", device, "--dtype", dtype, "--out", str(out)]
     if quick:
-        command += ["--max-batches", "4", "--seq-len", "64"]
+        command += ["--max-batches", "4", "--seq-len", "32", "--no-control"]
         for setting in ("max_documents=600", "topics.passes=2", "topics.chunk_words=0", "topics.no_below=5",
                         "topics.held_out_fraction=0", "pretrained.n_permutations=100", "pretrained.n_boot=100",
-                        "pretrained.protocol_batches=2", "pretrained.causal.enabled=false", "linear.enabled=false"):
+                        "pretrained.protocol_batches=4", "pretrained.causal.enabled=false", "linear.enabled=false"):
             command += ["--set", setting]
     return command
 
@@ -237,7 +237,7 @@ def build_parts(args: argparse.Namespace, work: Path) -> list[Part]:
     parts = [Part("checkpoint", [python, "-c", build, str(checkpoint)], 45, read_nothing),
              Part("tests", tests, 150, read_tests, env=(("OMP_NUM_THREADS", "4"),) if cuda else ()),
              Part(device_report, report_command(python, checkpoint, args.device, dtype, work / device_report, quick),
-                  120 if quick else 70, read_report(device_report)),
+                  240 if quick else 70, read_report(device_report)),
              Part("long-context", long_context, 165, read_long_context),
              Part("ablation-null", ablation, 50 if not quick else 120, read_ablation)]
     if cuda:
