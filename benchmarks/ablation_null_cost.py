@@ -130,6 +130,7 @@ def main() -> None:
     parser.add_argument("--no-shortcuts", action="store_true", help="every pass through the whole model, full logits")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--json", default="", help="also write both processes' measurements to this file")
     parser.add_argument("--role", choices=("suite", "ablation"), help=argparse.SUPPRESS)
     parser.add_argument("--heads-json", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -156,6 +157,10 @@ def main() -> None:
           f"{suite['peak_mib']:.0f} MiB; ratio {run['peak_mib'] / suite['peak_mib']:.2f}x")
     q99 = run["null_q99"]
     print(f"loss change of the heads {run['change']:+.3f}; null q99 {q99 if q99 is None else f'{q99:+.3f}'}")
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as handle:
+            json.dump({"suite": suite, "ablation": run, "heads": heads, "draws": args.draws, "x_bare_forward": ratio,
+                       "peak_x_suite": run["peak_mib"] / suite["peak_mib"]}, handle, indent=1)
 
 
 if __name__ == "__main__":

@@ -171,12 +171,23 @@ def child(spec: dict) -> dict:
     return {**spec, "seconds": statistics.median(times[1:]), "peak_mib": peak, "error": None}
 
 
-def _measure(spec: dict) -> dict:
-    done = subprocess.run([sys.executable, __file__, "--child", json.dumps(spec)], capture_output=True, text=True)
+def _measure(spec: dict, timeout: float | None) -> dict:
+    try:
+        done = subprocess.run([sys.executable, __file__, "--child", json.dumps(spec)], capture_output=True, text=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {**spec, "seconds": None, "peak_mib": None, "error": f"over {timeout:g} s"}
     if done.returncode != 0:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
         return {**spec, "seconds": None, "peak_mib": None, "error": tail[:120]}
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _save(path: str | None, rows: list[dict]) -> None:
+    """Write the measurements so far to ``path`` (when given): a run stopped part way keeps what it measured."""
+    if path:
+        with open(path, "w", encoding="utf-8") as handle:
+            json.dump(rows, handle, indent=1)
 
 
 def _skipped(route: str) -> dict:
@@ -207,7 +218,9 @@ def main() -> None:
     parser.add_argument("--routes", nargs="+", default=list(ROUTES), choices=ROUTES,
                         help="routes to run (default all; cache runs out of memory first at long lengths)")
     parser.add_argument("--threads", type=int, default=0, help="torch threads in each child (0 = default)")
-    parser.add_argument("--json", help="also write every measurement to this file")
+    parser.add_argument("--timeout", type=float, default=None,
+                        help="seconds each measurement's process may take (default: no limit)")
+    parser.add_argument("--json", help="also write every measurement to this file (rewritten after each one)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -224,8 +237,11 @@ def main() -> None:
     for shape in args.shapes:
         for length in args.lengths:
             spec = {**common, "shape": shape, "layers": args.n_layers, "length": length}
-            got = {route: _measure({**spec, "route": route}) if route in args.routes else _skipped(route)
-                   for route in ROUTES}
+            got = {}
+            for route in ROUTES:
+                got[route] = _measure({**spec, "route": route}, args.timeout) if route in args.routes \
+                    else _skipped(route)
+                _save(args.json, [*rows, *got.values()])
             rows.extend(got.values())
             times = " ".join(f"{_cell(got[r], 'seconds', '.3f'):>9}" for r in ROUTES)
             peaks = " ".join(f"{_cell(got[r], 'peak_mib', '.0f'):>11}" for r in ROUTES)
@@ -239,13 +255,11 @@ def main() -> None:
         print(f"{'layers':>7} " + " ".join(f"{r + ' MiB':>11}" for r in ROUTES))
         for n_layers in args.layers:
             got = {route: _measure({**common, "repeats": 1, "shape": "smollm2", "layers": n_layers,
-                                    "length": args.layers_length, "route": route})
+                                    "length": args.layers_length, "route": route}, args.timeout)
                    if route in args.routes else _skipped(route) for route in ROUTES}
             rows.extend(got.values())
+            _save(args.json, rows)
             print(f"{n_layers:>7} " + " ".join(f"{_cell(got[r], 'peak_mib', '.0f'):>11}" for r in ROUTES))
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as handle:
-            json.dump(rows, handle, indent=1)
 
 
 if __name__ == "__main__":

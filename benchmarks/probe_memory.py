@@ -42,7 +42,8 @@ def child(n_batches: int, seq_len: int, batch_size: int) -> None:
     model = probes.load_model("minilm-l6")
     info = probes.ModelInfo.of(model)
     lda_docs = list(iter_documents("wikipedia-excerpt", min_chars=200, max_documents=600))
-    topic_model = fit_lda_topics(lda_docs, LdaTopicConfig(n_topics=10, passes=2, iterations=50))
+    topic_model = fit_lda_topics(lda_docs, LdaTopicConfig(n_topics=10, passes=2, iterations=50, chunk_words=0,
+                                                         no_below=5, held_out_fraction=0.0))  # small-corpus settings
     labels = token_topic_labels(assign_word_topics(topic_model), model.tokenizer, info.d_vocab).labels
     del lda_docs, topic_model
     pair_tokens = sorted(int(t) for t in torch.nonzero(labels >= 0).flatten()[:100])

@@ -36,6 +36,11 @@ from probes.text.token_topics import token_topic_labels
 from probes.text.topics import LdaTopicConfig, assign_word_topics, fit_lda_topics
 
 DETECT_KINDS = ("induction_head", "previous_token_head", "duplicate_token_head")
+# A small LDA on a few hundred paragraphs: every paragraph its own chunk, nothing held out. LdaTopicConfig()'s
+# defaults are for the whole excerpt (400-word article chunks, words in >= 10 of them, 20 % held out); on 600
+# paragraphs they leave ~100 words, which 10 topics x 50 top words claim several times over: no word is assigned.
+SMALL_CORPUS_TOPICS = LdaTopicConfig(n_topics=10, passes=2, iterations=50, chunk_words=0, no_below=5,
+                                     held_out_fraction=0.0)
 
 
 def timed(fn) -> float:
@@ -73,7 +78,7 @@ def main() -> None:
     model = probes.load_model(args.model)
     info = probes.ModelInfo.of(model)
     documents = list(iter_documents("wikipedia-excerpt", min_chars=200, max_documents=args.lda_documents))
-    topic_model = fit_lda_topics(documents, LdaTopicConfig(n_topics=10, passes=2, iterations=50))
+    topic_model = fit_lda_topics(documents, SMALL_CORPUS_TOPICS)
     labels = token_topic_labels(assign_word_topics(topic_model), model.tokenizer, info.d_vocab).labels
     batches = list(probes.text_token_batches(documents, model.tokenizer, info, seq_len=args.seq_len,
                                              batch_size=args.batch_size, max_batches=args.batches))

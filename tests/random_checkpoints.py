@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import copy
 import functools
+import importlib.util
 import logging
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -161,3 +163,66 @@ def make_random_checkpoint(kind: str, folder: Path, seed: int = 0) -> Path:
     log.info("Saved a random %s (seed %d, %d parameters) in %s", spec.architecture, seed,
              sum(p.numel() for p in model.parameters()), folder)
     return folder
+
+
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt", ".pth")
+
+
+def packaged_weights_present(spec: str) -> bool:
+    """Whether ``probes.load_model(spec)`` finds the packaged model's weights on this machine (no conversion run)."""
+    from probes.core.loading import PACKAGED_MODELS, cache_dir
+
+    entry = PACKAGED_MODELS[spec]
+    if entry.gguf_file is not None and (cache_dir() / "models" / entry.short_name / "model.safetensors").is_file():
+        return True
+    return importlib.util.find_spec(entry.package) is not None
+
+
+def packaged_shape_dir(spec: str) -> Path:
+    """The packaged model's config and tokenizer without weights: ``cache_dir()/models/<spec>`` (what
+    ``benchmarks/gpu_check.py --pack-configs`` writes), else the installed package's own folder."""
+    from probes.core.loading import PACKAGED_MODELS, _package_dir, cache_dir, converted_gguf_dir
+
+    entry = PACKAGED_MODELS[spec]
+    cached = cache_dir() / "models" / entry.short_name
+    if (cached / "config.json").is_file() and (cached / "tokenizer_config.json").is_file():
+        return cached
+    if importlib.util.find_spec(entry.package) is None:
+        raise FileNotFoundError(
+            f"Neither {spec}'s package ({entry.install}) nor its config and tokenizer in {cached} are here. On a "
+            f"machine with the package run `python benchmarks/gpu_check.py --pack-configs DIR`, carry DIR and set "
+            f"MECHPROBE_CACHE=DIR (benchmarks/README.md)."
+        )
+    return converted_gguf_dir(entry) if entry.gguf_file is not None else _package_dir(entry) / (entry.subdir or "")
+
+
+def same_shape_random_checkpoint(spec: str, folder: Path, seed: int = 0) -> Path:
+    """Save a random-weight checkpoint of packaged model ``spec``'s exact shape (its config and tokenizer, the
+    architecture's own seeded initialisation) in ``folder``; return ``folder`` for ``probes.load_model``.
+
+    Example: ``same_shape_random_checkpoint("smollm2-135m", tmp_path / "smollm2-random")``.
+    """
+    from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
+
+    source = packaged_shape_dir(spec)
+    config = AutoConfig.from_pretrained(source)
+    causal = any(name.endswith("ForCausalLM") for name in config.architectures or ())
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = (AutoModelForCausalLM if causal else AutoModel).from_config(config, dtype=torch.float32)
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(folder, safe_serialization=True)
+    AutoTokenizer.from_pretrained(source).save_pretrained(folder)
+    log.info("Saved a random-weight %s of %s's shape (seed %d) in %s", type(model).__name__, spec, seed, folder)
+    return folder
+
+
+def packaged_or_random(spec: str, folder: Path, seed: int = 0) -> str:
+    """``spec`` when its packaged weights are here, else a :func:`same_shape_random_checkpoint` in ``folder``
+    (with a warning that says so): tests that need the weights still run where they cannot be carried."""
+    if packaged_weights_present(spec):
+        return spec
+    warnings.warn(f"{spec}: packaged weights absent; running on a random-weight model of the same shape",
+                  stacklevel=2)
+    return str(same_shape_random_checkpoint(spec, folder, seed))

@@ -5,6 +5,10 @@ the same command: ``heads`` in float32 and bfloat16 (scores within float toleran
 a random-weight checkpoint in both dtypes (the same verdicts: none holds) and on the default models
 in float32 (the same verdicts, numbers within 1e-3), the probe suite on one batch, and every toy
 preset on a tiny setting (``tests/analyses/test_toy_device.py`` compares the fast presets' numbers).
+
+Where the packaged weights are absent (a GPU machine they cannot be carried to), the tests that need them run on
+a random-weight model of the same shape, built from the packaged config and tokenizer, and warn that they do
+(``tests.random_checkpoints.packaged_or_random``; ``benchmarks/gpu_check.py`` runs this file that way).
 """
 
 from __future__ import annotations
@@ -19,9 +23,21 @@ import torch
 import probes
 from analyses.cli import main
 from analyses.experiments import TOY_EXPERIMENTS, toy_experiment
-from tests.random_checkpoints import make_random_checkpoint
+from tests.random_checkpoints import make_random_checkpoint, packaged_or_random
 
 pytestmark = [pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"), pytest.mark.slow]
+
+
+@pytest.fixture(scope="session")
+def smollm2_spec(tmp_path_factory) -> str:
+    """``smollm2-135m``, or a random-weight checkpoint of its shape where the packaged weights are absent."""
+    return packaged_or_random("smollm2-135m", tmp_path_factory.mktemp("smollm2-random"))
+
+
+@pytest.fixture(scope="session")
+def minilm_spec(tmp_path_factory) -> str:
+    """``minilm-l6``, or a random-weight checkpoint of its shape where the packaged weights are absent."""
+    return packaged_or_random("minilm-l6", tmp_path_factory.mktemp("minilm-random"))
 
 
 def _report(tmp_path: Path, name: str, *extra: str) -> dict:
@@ -36,10 +52,10 @@ def _verdicts(summary: dict) -> dict[str, bool]:
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_heads_on_cuda_agree_with_the_cpu(tmp_path, capsys, dtype):
+def test_heads_on_cuda_agree_with_the_cpu(tmp_path, capsys, dtype, smollm2_spec):
     on_cpu, on_gpu = tmp_path / "cpu.json", tmp_path / "gpu.json"
-    assert main(["heads", "--model", "smollm2-135m", "--batches", "2", "--json", str(on_cpu)]) == 0
-    assert main(["heads", "--model", "smollm2-135m", "--batches", "2", "--device", "cuda", "--dtype", dtype,
+    assert main(["heads", "--model", smollm2_spec, "--batches", "2", "--json", str(on_cpu)]) == 0
+    assert main(["heads", "--model", smollm2_spec, "--batches", "2", "--device", "cuda", "--dtype", dtype,
                  "--json", str(on_gpu)]) == 0
     cpu = probes.ProbeResult.load(on_cpu)
     gpu = probes.ProbeResult.load(on_gpu)
@@ -59,9 +75,10 @@ def test_report_on_a_random_weight_checkpoint_on_cuda(tmp_path, capsys, dtype):
     assert not any(_verdicts(gpu).values())  # random weights: nothing holds on either device
 
 
-def test_report_on_the_default_models_on_cuda_matches_the_cpu(tmp_path, capsys):
-    cpu = _report(tmp_path, "cpu", "--no-toys")
-    gpu = _report(tmp_path, "gpu", "--no-toys", "--device", "cuda")
+def test_report_on_the_default_models_on_cuda_matches_the_cpu(tmp_path, capsys, smollm2_spec, minilm_spec):
+    models = ["--no-toys", "--model", smollm2_spec, "--model", minilm_spec]
+    cpu = _report(tmp_path, "cpu", *models)
+    gpu = _report(tmp_path, "gpu", *models, "--device", "cuda")
     assert _verdicts(gpu) == _verdicts(cpu)
     for model, entry in cpu["pretrained"].items():
         for name, finding in entry["findings"].items():
@@ -70,7 +87,8 @@ def test_report_on_the_default_models_on_cuda_matches_the_cpu(tmp_path, capsys):
                 assert other == pytest.approx(value, rel=1e-3, abs=1e-4), (model, name)
 
 
-def test_the_probe_suite_on_cuda_equals_the_cpu(smollm2):
+def test_the_probe_suite_on_cuda_equals_the_cpu(smollm2_spec):
+    smollm2 = probes.load_model(smollm2_spec)
     info = probes.ModelInfo.of(smollm2)
     tokens = torch.randint(3, 2000, (2, 256), generator=torch.Generator().manual_seed(0))
     labels = torch.randint(0, 8, (info.d_vocab,), generator=torch.Generator().manual_seed(1))
@@ -80,7 +98,7 @@ def test_the_probe_suite_on_cuda_equals_the_cpu(smollm2):
                 probes.TopicAttentionProbe(labels, n_permutations=10)]
 
     on_cpu = probes.run_probes(smollm2, suite(), [tokens], progress=False)
-    gpu_model = probes.load_model("smollm2-135m", device="cuda")
+    gpu_model = probes.load_model(smollm2_spec, device="cuda")
     on_gpu = probes.run_probes(gpu_model, suite(), [tokens], progress=False)
     for a, b in zip(on_cpu, on_gpu):
         assert probes.core.result.results_close(a, b, rtol=1e-3, atol=1e-5), type(a).__name__
@@ -113,8 +131,8 @@ def test_every_toy_preset_runs_on_cuda(tmp_path, capsys, toy, preset):
     assert json.loads((out / "summary.json").read_text())["settings"]["device"] == "cuda"
 
 
-def test_long_sequences_in_query_blocks_on_cuda_equal_whole_patterns_in_less_memory(smollm2):
-    model = probes.load_model("smollm2-135m", device="cuda", dtype=torch.bfloat16)
+def test_long_sequences_in_query_blocks_on_cuda_equal_whole_patterns_in_less_memory(smollm2_spec):
+    model = probes.load_model(smollm2_spec, device="cuda", dtype=torch.bfloat16)
     info = probes.ModelInfo.of(model)
     tokens = torch.randint(3, 2000, (1, 4096), generator=torch.Generator().manual_seed(0)).cuda()
     labels = torch.randint(0, 8, (info.d_vocab,), generator=torch.Generator().manual_seed(1))

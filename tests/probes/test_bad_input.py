@@ -173,6 +173,8 @@ def test_token_topic_labels_arguments():
         probes.token_topic_labels({"river": -1}, CharTokenizer(), 50)
     with pytest.raises(InputError, match="tokenizer must have encode"):
         probes.token_topic_labels({"river": 0}, None, 50)
+    with pytest.raises(InputError, match=r"assignment is empty.*top_words_per_topic words of exactly one topic"):
+        probes.token_topic_labels({}, CharTokenizer(), 50)
     with pytest.raises(InputError, match="d_vocab must be a positive integer"):
         probes.token_topic_labels({"river": 0}, CharTokenizer(), -1)
 

@@ -1,0 +1,339 @@
+"""One command that checks mechprobe's device paths and their speed on a machine with one NVIDIA GPU (no network).
+
+Parts, in order, each in its own process with its own time budget (the process group is killed when it runs
+over); a part that fails or runs over is recorded as such and the next part runs. The whole stays within
+``--budget`` seconds (default 480, 8 minutes); the CPU report runs only if its whole budget is still left.
+
+1. ``checkpoint``: a random-weight checkpoint of SmolLM2-135M's exact shape, from the packaged config and tokenizer;
+2. ``tests``: ``pytest tests/test_gpu.py`` (its tests that need the packaged weights run on random-weight models
+   of the same shape where the weights are absent, and warn that they do);
+3. ``report-<device>``: ``mechprobe report --fast --no-toys --device <device>`` on the checkpoint of part 1;
+4. ``long-context``: ``benchmarks/gpu_long_context.py`` (bf16; SmolLM2 and Llama-1B shapes; 2k, 8k and 32k tokens;
+   bare SDPA, bridge and suite routes; 2 repeats; no layers sweep);
+5. ``ablation-null``: ``benchmarks/ablation_null_cost.py`` with 200 draws on the checkpoint of part 1;
+6. ``report-cpu``: part 3 on the CPU, if time allows; its verdicts are compared with part 3's.
+
+It prints one table and writes every part's status, seconds and numbers to ``--out`` (JSON); the parts' logs and
+outputs go to ``--work`` (default ``gpu_check_work``). ``--quick --device cpu`` shrinks every part so the whole runs
+on a 2-core CPU in a few minutes (what CI-less development runs to test this script).
+
+On the GPU machine (torch 2.11 and transformers 5.17 installed, no network) carry ``.whl/`` (35 MB: 31 MB of
+wheels, 4 MB of configs and tokenizers; benchmarks/README.md lists them) and run from the repository root::
+
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \\
+        .whl/*.whl && export PYTHONPATH=/tmp/site
+    python3 benchmarks/gpu_check.py --device cuda --configs .whl/mechprobe-cache --out gpu_check.json
+
+Prepare ``.whl/`` here (a machine with the packaged models and PyPI)::
+
+    .venv/bin/python benchmarks/gpu_check.py --pack-configs .whl/mechprobe-cache   # configs + tokenizers, no weights
+    python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \\
+        --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 -d .whl \\
+        transformer-lens==4.3.0 datasets==5.2.0 gensim==4.4.0 dill==0.4.1 multiprocess==0.70.19 smart_open==9.0.2
+    .venv/bin/python -m pip wheel --no-deps -w .whl .
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ElementTree
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGED = ("smollm2-135m", "minilm-l6")
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt", ".pth")
+MIN_START_S = 10.0  # a part is not started with less time than this left
+GRACE_S = 15.0  # a part over its budget is interrupted (SIGINT: pytest still writes its XML), killed this much later
+PartReader = Callable[[Path, str], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Part:
+    """One step of the check: a command run from the repository root, its budget and how to read its numbers."""
+
+    name: str
+    command: list[str]
+    budget_s: float
+    read: PartReader
+    needs_whole_budget: bool = False  # run only if the whole budget is still left (the optional CPU report)
+    env: tuple[tuple[str, str], ...] = ()  # extra environment variables
+
+
+def pack_configs(target: Path) -> Path:
+    """Write the packaged models' configs and tokenizers, without weights, as a mechprobe cache at ``target``."""
+    from probes.core.loading import PACKAGED_MODELS, _package_dir, converted_gguf_dir
+
+    for spec in PACKAGED:
+        entry = PACKAGED_MODELS[spec]
+        source = converted_gguf_dir(entry) if entry.gguf_file else _package_dir(entry) / (entry.subdir or "")
+        folder = target / "models" / spec
+        folder.mkdir(parents=True, exist_ok=True)
+        for file in source.iterdir():
+            if file.is_file() and file.suffix not in WEIGHT_SUFFIXES:
+                shutil.copy2(file, folder / file.name)
+    return target
+
+
+def run_part(part: Part, timeout: float, work: Path, env: dict[str, str]) -> dict[str, Any]:
+    """Run ``part`` for at most ``timeout`` seconds (its whole process group killed past that); its result row."""
+    log = work / f"{part.name}.log"
+    start = time.perf_counter()
+    with log.open("w", encoding="utf-8") as handle:
+        process = subprocess.Popen(part.command, cwd=ROOT, env={**env, **dict(part.env)}, stdout=handle,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
+        code = stop_at(process, time.perf_counter() + timeout)
+    seconds = time.perf_counter() - start
+    output = log.read_text(encoding="utf-8", errors="replace")
+    status = "timeout" if code is None else "passed" if code == 0 else "failed"
+    try:
+        numbers = part.read(work, output)
+    except (OSError, ValueError, KeyError, TypeError, ElementTree.ParseError) as error:
+        numbers = {"unreadable": f"{type(error).__name__}: {error}"}
+    row = {"part": part.name, "status": status, "seconds": round(seconds, 1), "budget_s": round(timeout, 1),
+           "returncode": code, "numbers": numbers, "log": str(log)}
+    if status != "passed":
+        row["tail"] = output[-2000:]
+    return row
+
+
+def stop_at(process: subprocess.Popen, deadline: float) -> int | None:
+    """Wait for ``process`` until ``deadline``; past it interrupt its process group, then kill it ``GRACE_S`` later.
+    Its exit code, or ``None`` when it had to be stopped."""
+    try:
+        return process.wait(timeout=max(deadline - time.perf_counter() - GRACE_S, 1.0))
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGINT)
+    try:
+        process.wait(timeout=GRACE_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    return None
+
+
+def skipped(part: Part, why: str) -> dict[str, Any]:
+    """The row of a part that was not run."""
+    return {"part": part.name, "status": "skipped", "seconds": 0.0, "budget_s": part.budget_s, "returncode": None,
+            "numbers": {}, "why": why}
+
+
+def run_parts(parts: list[Part], budget_s: float, work: Path, env: dict[str, str]) -> list[dict[str, Any]]:
+    """Run ``parts`` in order within ``budget_s`` seconds in all, each within its own budget."""
+    deadline = time.perf_counter() + budget_s
+    rows = []
+    for part in parts:
+        left = deadline - time.perf_counter()
+        if left < MIN_START_S or (part.needs_whole_budget and left < part.budget_s):
+            rows.append(skipped(part, f"{left:.0f} s of the {budget_s:.0f} s budget left"))
+            continue
+        rows.append(run_part(part, min(part.budget_s, left), work, env))
+        print(f"{part.name}: {rows[-1]['status']} in {rows[-1]['seconds']:.0f} s", flush=True)
+    return rows
+
+
+def read_tests(work: Path, output: str) -> dict[str, Any]:
+    """pytest's counts from its JUnit XML, the failed tests' names and the packaged models run as random stand-ins."""
+    suite = ElementTree.parse(work / "tests.xml").getroot()
+    suite = suite if suite.tag == "testsuite" else suite[0]
+    counts = {key: int(suite.get(key, 0)) for key in ("tests", "failures", "errors", "skipped")}
+    failed = [f"{case.get('classname')}::{case.get('name')}" for case in suite.iter("testcase")
+              if case.find("failure") is not None or case.find("error") is not None]
+    stand_ins = sorted(set(re.findall(r"(\S+): packaged weights absent", output)))
+    passed = counts["tests"] - counts["failures"] - counts["errors"] - counts["skipped"]
+    return {"passed": passed, **counts, "failed_tests": failed, "random_weight_stand_ins": stand_ins}
+
+
+def read_report(name: str) -> PartReader:
+    """Reader of a report part: every finding's verdict, how many hold, and the report's own timings."""
+    def read(work: Path, output: str) -> dict[str, Any]:
+        folder = work / name
+        summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
+        verdicts = {f"{model} {finding}": bool(entry["holds"]) for model, run in summary["pretrained"].items()
+                    for finding, entry in run["findings"].items()}
+        timings = folder / "timings.json"
+        return {"verdicts": verdicts, "holds": sum(verdicts.values()),
+                "timings_s": json.loads(timings.read_text(encoding="utf-8")) if timings.is_file() else {}}
+    return read
+
+
+def read_long_context(work: Path, output: str) -> dict[str, Any]:
+    """Every (shape, tokens, route) measurement, and the suite's time and memory over the bare SDPA forward."""
+    rows = json.loads((work / "long_context.json").read_text(encoding="utf-8"))
+    measured = [{key: row.get(key) for key in ("shape", "length", "route", "seconds", "peak_mib", "error")}
+                for row in rows if "shape" in row]
+    cells: dict[tuple[str, int], dict[str, dict]] = {}
+    for row in measured:
+        cells.setdefault((row["shape"], row["length"]), {})[row["route"]] = row
+    ratios = {}
+    for (shape, length), routes in cells.items():
+        bare, suite = routes.get("bare", {}), routes.get("suite", {})
+        if bare.get("seconds") and suite.get("seconds"):
+            ratios[f"{shape} {length}"] = {"time_x_bare": suite["seconds"] / bare["seconds"],
+                                           "memory_x_bare": suite["peak_mib"] / bare["peak_mib"]
+                                           if bare.get("peak_mib") else None}
+    return {"rows": measured, "suite_over_bare": ratios}
+
+
+def read_ablation(work: Path, output: str) -> dict[str, Any]:
+    """The null's cost: seconds, x one bare forward, peak memory x the probe suite's."""
+    run = json.loads((work / "ablation_null.json").read_text(encoding="utf-8"))
+    return {"draws": run["draws"], "bare_s": run["ablation"]["bare"], "null_s": run["ablation"]["null"],
+            "x_bare_forward": run["x_bare_forward"], "peak_mib": run["ablation"]["peak_mib"],
+            "suite_peak_mib": run["suite"]["peak_mib"], "peak_x_suite": run["peak_x_suite"],
+            "route": run["ablation"]["route"]}
+
+
+def read_nothing(work: Path, output: str) -> dict[str, Any]:
+    """Parts whose result is their exit status alone."""
+    return {}
+
+
+def report_command(python: str, checkpoint: Path, device: str, dtype: str, out: Path, quick: bool) -> list[str]:
+    """``mechprobe report --fast --no-toys`` on ``checkpoint`` (with ``quick``: a few batches, small LDA, no
+    ablations and no linear section)."""
+    command = [python, "-m", "analyses.cli", "report", "--fast", "--no-toys", "--no-progress", "--model",
+               str(checkpoint), "--device", device, "--dtype", dtype, "--out", str(out)]
+    if quick:
+        command += ["--max-batches", "4", "--seq-len", "32", "--no-control"]
+        for setting in ("max_documents=600", "topics.passes=2", "topics.chunk_words=0", "topics.no_below=5",
+                        "topics.held_out_fraction=0", "pretrained.n_permutations=100", "pretrained.n_boot=100",
+                        "pretrained.protocol_batches=4", "pretrained.causal.enabled=false", "linear.enabled=false"):
+            command += ["--set", setting]
+    return command
+
+
+def build_parts(args: argparse.Namespace, work: Path) -> list[Part]:
+    """The parts for ``args``' device, shrunk with ``--quick``."""
+    python, quick, cuda = sys.executable, args.quick, args.device.startswith("cuda")
+    checkpoint = work / "smollm2-135m-random"
+    dtype = "bfloat16" if cuda else "float32"
+    build = ("import sys; from pathlib import Path; from tests.random_checkpoints import same_shape_random_checkpoint;"
+             " same_shape_random_checkpoint('smollm2-135m', Path(sys.argv[1]))")
+    tests = [python, "-m", "pytest", "tests/test_gpu.py", "-m", "slow or not slow", "-p", "no:cacheprovider",
+             "-ra", "-q", f"--junitxml={work / 'tests.xml'}", *(["-k", "probe_suite or heads"] if quick else [])]
+    if cuda and importlib.util.find_spec("xdist") is not None:
+        tests += ["-n", "4", "--dist", "load"]  # the tests' CPU halves (reports, toys) in parallel, 4 threads each
+    lengths, shapes = (["256"], ["smollm2"]) if quick else (["2048", "8192", "32768"], ["smollm2", "llama1b"])
+    long_context = [python, "benchmarks/gpu_long_context.py", "--device", args.device, "--dtype", dtype,
+                    "--shapes", *shapes, "--lengths", *lengths, "--routes", "bare", "bridge", "suite",
+                    "--repeats", "1" if quick else "2", "--layers", "--timeout", "60" if quick else "25",
+                    "--json", str(work / "long_context.json")]
+    draws = ["--draws", "10", "--batches", "1", "--batch-size", "2", "--seq-len", "10"] if quick else ["--draws", "200"]
+    ablation = [python, "benchmarks/ablation_null_cost.py", "--model", str(checkpoint), "--device", args.device,
+                *draws, "--json", str(work / "ablation_null.json")]
+    device_report = f"report-{args.device.split(':')[0]}"
+    parts = [Part("checkpoint", [python, "-c", build, str(checkpoint)], 45, read_nothing),
+             Part("tests", tests, 150, read_tests, env=(("OMP_NUM_THREADS", "4"),) if cuda else ()),
+             Part(device_report, report_command(python, checkpoint, args.device, dtype, work / device_report, quick),
+                  240 if quick else 70, read_report(device_report)),
+             Part("long-context", long_context, 165, read_long_context),
+             Part("ablation-null", ablation, 50 if not quick else 120, read_ablation)]
+    if cuda:
+        parts.append(Part("report-cpu", report_command(python, checkpoint, "cpu", "float32", work / "report-cpu",
+                                                       quick), 90, read_report("report-cpu"), needs_whole_budget=True))
+    return parts
+
+
+def compare_verdicts(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Whether the device report's verdicts equal the CPU report's (``None`` when either did not finish)."""
+    reports = {row["part"]: row["numbers"].get("verdicts") for row in rows if row["part"].startswith("report-")}
+    device = next((v for name, v in reports.items() if name != "report-cpu"), None)
+    cpu = reports.get("report-cpu")
+    if device is None or cpu is None or len(reports) < 2:
+        return {"verdicts_match": None, "why": "both reports are needed"}
+    return {"verdicts_match": device == cpu, "differing": sorted(k for k in device if device.get(k) != cpu.get(k))}
+
+
+def headline(row: dict[str, Any]) -> str:
+    """The few numbers of a part's row worth a line in the table."""
+    numbers = row["numbers"]
+    if "unreadable" in numbers:
+        return f"numbers unreadable ({numbers['unreadable'][:60]})"
+    if row["part"] == "tests" and numbers:
+        stand_ins = ", ".join(numbers["random_weight_stand_ins"]) or "-"
+        return (f"{numbers['passed']} passed, {numbers['failures'] + numbers['errors']} failed, "
+                f"{numbers['skipped']} skipped; random stand-ins: {stand_ins}")
+    if row["part"].startswith("report-") and numbers:
+        return f"{numbers['holds']} of {len(numbers['verdicts'])} findings hold"
+    if row["part"] == "long-context" and numbers:
+        return "; ".join(f"{cell} suite {r['time_x_bare']:.1f}x time" for cell, r in numbers["suite_over_bare"].items())
+    if row["part"] == "ablation-null" and numbers:
+        return f"{numbers['draws']} draws {numbers['x_bare_forward']:.1f}x forward, {numbers['peak_x_suite']:.2f}x peak"
+    return row.get("why", "")
+
+
+def summarise(rows: list[dict[str, Any]], meta: dict[str, Any], out: Path) -> dict[str, Any]:
+    """Print the table of ``rows`` and write them, with ``meta`` and the verdict comparison, to ``out`` (JSON)."""
+    summary = {**meta, "parts": rows, "report_cpu_vs_device": compare_verdicts(rows),
+               "all_passed": all(row["status"] == "passed" for row in rows)}
+    print(f"\n{'part':<14} {'status':<8} {'seconds':>8} {'budget':>7}  numbers")
+    for row in rows:
+        print(f"{row['part']:<14} {row['status']:<8} {row['seconds']:>8.1f} {row['budget_s']:>7.0f}  {headline(row)}")
+    print(f"report verdicts on the device vs the CPU: {summary['report_cpu_vs_device']}")
+    out.write_text(json.dumps(summary, indent=1), encoding="utf-8")
+    print(f"wrote {out}")
+    return summary
+
+
+def child_env(configs: Path | None, work: Path) -> dict[str, str]:
+    """The parts' environment: offline, this checkout first on the path, and the packed configs as a private
+    mechprobe cache (a copy, so nothing is ever converted into the packed folder)."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONUNBUFFERED": "1",
+           "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
+    if configs is not None:
+        if not (configs / "models").is_dir():
+            raise SystemExit(f"--configs {configs} holds no models/ folder; write it with --pack-configs {configs}.")
+        cache = work / "mechprobe-cache"
+        shutil.rmtree(cache, ignore_errors=True)
+        shutil.copytree(configs, cache)
+        env["MECHPROBE_CACHE"] = str(cache)
+    return env
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line (see the module docstring)."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--device", default="cuda", help="cuda (default), cuda:N, or cpu to test this script")
+    parser.add_argument("--quick", action="store_true", help="shrink every part (a few minutes on a 2-core CPU)")
+    parser.add_argument("--budget", type=float, default=480.0, help="seconds for all parts together (default 480)")
+    parser.add_argument("--configs", type=Path, help="packed configs and tokenizers (--pack-configs) used as the "
+                        "mechprobe cache where the packaged weights are absent")
+    parser.add_argument("--work", type=Path, default=Path("gpu_check_work"), help="the parts' logs and outputs")
+    parser.add_argument("--out", type=Path, default=Path("gpu_check.json"), help="the JSON summary")
+    parser.add_argument("--pack-configs", type=Path, metavar="DIR",
+                        help="write the packaged models' configs and tokenizers (no weights) to DIR and exit")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.pack_configs:
+        print(f"packed configs and tokenizers in {pack_configs(args.pack_configs)}")
+        return 0
+    work = args.work.resolve()
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    env = child_env(args.configs, work)
+    meta = {"device": args.device, "quick": args.quick, "budget_s": args.budget, "python": sys.version.split()[0],
+            "started": time.strftime("%Y-%m-%d %H:%M:%S"), "work": str(work)}
+    start = time.perf_counter()
+    rows = run_parts(build_parts(args, work), args.budget, work, env)
+    meta["seconds"] = round(time.perf_counter() - start, 1)
+    summary = summarise(rows, meta, args.out)
+    return 0 if summary["all_passed"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,72 @@
+"""benchmarks/gpu_check.py without a GPU or a model: its arguments, its parts' runner and its JSON summary."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def gpu_check():
+    spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "benchmarks" / "gpu_check.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["gpu_check"] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_arguments_default_to_cuda_within_eight_minutes(gpu_check):
+    args = gpu_check.parse_args([])
+    assert (args.device, args.quick, args.budget, args.out) == ("cuda", False, 480.0, Path("gpu_check.json"))
+    args = gpu_check.parse_args(["--device", "cpu", "--quick", "--out", "x.json"])
+    assert (args.device, args.quick, args.out) == ("cpu", True, Path("x.json"))
+
+
+def test_the_full_parts_fit_the_budget_and_run_what_the_issue_names(gpu_check, tmp_path):
+    parts = gpu_check.build_parts(gpu_check.parse_args(["--device", "cuda"]), tmp_path)
+    assert [p.name for p in parts] == ["checkpoint", "tests", "report-cuda", "long-context", "ablation-null",
+                                       "report-cpu"]
+    assert sum(p.budget_s for p in parts if not p.needs_whole_budget) <= 480
+    commands = {p.name: " ".join(p.command) for p in parts}
+    assert "--lengths 2048 8192 32768" in commands["long-context"] and "--shapes smollm2 llama1b" in commands[
+        "long-context"]
+    assert "--draws 200" in commands["ablation-null"]
+    assert "--device cuda --dtype bfloat16" in commands["report-cuda"] and "--fast" in commands["report-cuda"]
+
+
+def test_a_failed_and_a_skipped_part_are_recorded_not_dropped(gpu_check, tmp_path, capsys):
+    def read(work, output):
+        return {"said": output.strip()}
+
+    python = sys.executable
+    parts = [gpu_check.Part("ok", [python, "-c", "print('fine')"], 20, read),
+             gpu_check.Part("broken", [python, "-c", "raise SystemExit(3)"], 20, read),
+             gpu_check.Part("optional", [python, "-c", "pass"], 10_000, read, needs_whole_budget=True)]
+    rows = gpu_check.run_parts(parts, 60, tmp_path, {"PATH": "/usr/bin:/bin"})
+    out = tmp_path / "summary.json"
+    summary = gpu_check.summarise(rows, {"device": "cpu"}, out)
+    written = json.loads(out.read_text())
+    assert written == json.loads(json.dumps(summary))
+    assert [(p["part"], p["status"], p["returncode"]) for p in written["parts"]] == [
+        ("ok", "passed", 0), ("broken", "failed", 3), ("optional", "skipped", None)]
+    assert written["parts"][0]["numbers"] == {"said": "fine"}
+    assert "tail" in written["parts"][1] and written["all_passed"] is False
+    assert written["report_cpu_vs_device"]["verdicts_match"] is None
+    table = capsys.readouterr().out
+    assert "broken" in table and "failed" in table and "skipped" in table
+
+
+def test_verdicts_are_compared_between_the_device_and_the_cpu_report(gpu_check):
+    def row(name, verdicts):
+        return {"part": name, "numbers": {"verdicts": verdicts}}
+
+    same = gpu_check.compare_verdicts([row("report-cuda", {"m a": False}), row("report-cpu", {"m a": False})])
+    differ = gpu_check.compare_verdicts([row("report-cuda", {"m a": True}), row("report-cpu", {"m a": False})])
+    assert same == {"verdicts_match": True, "differing": []}
+    assert differ == {"verdicts_match": False, "differing": ["m a"]}
