@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import signal
 import traceback
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from analyses.cli import main
 from tests.analyses.cli_fuzz import generate, resolve
 from tests.random_checkpoints import make_random_checkpoint
 
+LIMIT_S = 60  # the longest accepted case (a tiny toy or linear probe) takes about 10 s
 CORPUS = Path(__file__).with_name("cli_fuzz_corpus.json")
 CASES = json.loads(CORPUS.read_text(encoding="utf-8"))
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_thread")]
@@ -50,16 +52,30 @@ def snapshot(folder: Path) -> dict[str, bytes | None]:
     return {str(p.relative_to(folder)): p.read_bytes() if p.is_file() else None for p in folder.rglob("*")}
 
 
+class RanOver(Exception):
+    """A run that took more than LIMIT_S (a hang: e.g. a loop over a huge count)."""
+
+
+def _ran_over(signum, frame):
+    raise RanOver(f"ran over {LIMIT_S} s")
+
+
 def run(argv: list[str]) -> tuple[int | str, str, str]:
-    """``mechprobe ARGV`` in this process: (exit code or the uncaught exception's traceback, stdout, stderr)."""
+    """``mechprobe ARGV`` in this process: (exit code or the uncaught exception's traceback, stdout, stderr);
+    stopped after LIMIT_S seconds."""
     out, err = io.StringIO(), io.StringIO()
+    before = signal.signal(signal.SIGALRM, _ran_over)
+    signal.setitimer(signal.ITIMER_REAL, LIMIT_S)
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
             code: int | str = main(argv)
         except SystemExit as exit_:
             code = exit_.code if isinstance(exit_.code, int) else 1
-        except Exception:  # what the fuzz test looks for: a traceback instead of one line
+        except Exception:  # what the fuzz test looks for: a traceback instead of one line (or a hang)
             code = traceback.format_exc()
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, before)
     return code, out.getvalue(), err.getvalue()
 
 
