@@ -150,7 +150,8 @@ def ablate_flags() -> dict[str, list[Value]]:
 
 def linear_set_values() -> list[Value]:
     return [_ok("--set", "seed=3")] * 3 + [
-        _bad("seed", "--set", "seed=-1"), _bad("seed", "--set", f"seed={HUGE}"), _bad("seed", "--set", f"seed={SEED_PAST}"),
+        _bad("seed", "--set", "seed=-1"), _bad("seed", "--set", f"seed={HUGE}"),
+        _bad("seed", "--set", f"seed={SEED_PAST}"),
         _bad("batch_size", "--set", f"batch_size={HUGE}"), _bad("n_folds", "--set", "n_folds=nan"),
         _bad("distances", "--set", "distances=1,,2"), _bad("", "--set", "\u00fcnknown=1"), _bad("", "--set", "="),
         _bad("", "--set", ""),
