@@ -56,7 +56,10 @@ def check_pattern_name(flag: str, spec: str) -> None:
     if match and not -(2**63) <= int(match.group(1)) < 2**63:
         raise ConfigError(f"{flag} {spec}: the distance does not fit in 64 bits; give one shorter than the "
                           f"sequence, e.g. {spec.split(':')[0]}:1.")
-    head_pattern(spec)  # an unknown name fails here, naming the known ones
+    try:
+        head_pattern(spec)  # an unknown name fails here, naming the known ones
+    except ConfigError as error:
+        raise ConfigError(f"{flag}: {error}") from None
 
 
 def check_pattern_targets(flag: str, spec: str, info: ModelInfo, seq_len: int) -> None:

@@ -178,9 +178,9 @@ def toy_flags() -> dict[str, list[Value]]:
         "--preset": [_ok("--preset", "fast")] * 3 + [_bad("", "--preset", ""), _bad("", "--preset", "\u2603")],
         "--out": out_values(),
         "--seeds": integer_values("--seeds", [1], 1),
-        "--set": [_ok("--set", "train.seed=2")] * 2 + [
-            _bad("seed", "--set", "train.seed=-1"), _bad("seed", "--set", f"train.seed={HUGE}"),
-            _bad("seed", "--set", f"train.seed={SEED_PAST}"), _bad("", "--set", "train.n_steps=nan"),
+        "--set": [_ok("--set", "seed=2")] * 2 + [
+            _bad("seed", "--set", "seed=-1"), _bad("seed", "--set", f"seed={HUGE}"),
+            _bad("seed", "--set", f"seed={SEED_PAST}"), _bad("", "--set", "train.n_steps=nan"),
             _bad("", "--set", "x=\u2603"), _bad("", "--set", "")],
         "--device": device_values(),
     }
@@ -206,13 +206,13 @@ def render_flags() -> dict[str, list[Value]]:
 
 COMMANDS = {"heads": heads_flags, "ablate": ablate_flags, "probe-linear": linear_flags, "toy": toy_flags,
             "report": report_flags, "render": render_flags}
-REQUIRED = {"heads": {"--model"}, "ablate": {"--model", "--heads|--top", "--out"},
+# Required flags, and those whose default would make an accepted run long (ablate's 200 null draws).
+REQUIRED = {"heads": {"--model"}, "ablate": {"--model", "--heads|--top", "--out", "--draws"},
             "probe-linear": {"--model", "--target", "--out"}, "toy": {"experiment", "--out"},
             "report": {"--out"}, "render": {"folder"}}
 FIXED = {"heads": ("--no-progress",), "ablate": ("--no-progress", "--no-control"),
          "probe-linear": ("--no-progress", "--set", "max_batches=1", "--set", "max_examples=10",
-                          "--set", "control=false", "--set", "n_boot=10", "--set", "seq_len=16",
-                          "--set", "distances=1"),
+                          "--set", "control=false", "--set", "n_boot=10", "--set", "distances=1"),
          "toy": ("--no-progress",), "report": ("--no-progress", "--no-toys", "--fast", "--model", "@model"),
          "render": ()}
 # A command whose every value is accepted runs in full: report and the topic and induction toys (minutes) always
@@ -252,8 +252,10 @@ def case_of(command: str, chosen: dict[str, Value]) -> dict[str, Any]:
     labels = [v.label for v in chosen.values()]
     expect = "refuse" if "bad" in labels else "any" if "any" in labels else "accept"
     out = next((v.args[1] for flag, v in chosen.items() if flag == "--out"), None)
+    # The error must name a refused value's flag only when no value may be refused too (an ``any`` one).
+    names = sorted({v.names for v in chosen.values() if v.label == "bad"}) if "any" not in labels else []
     return {"argv": [command, *positional, *options, *fixed], "expect": expect, "out": out,
-            "names": sorted({v.names for v in chosen.values() if v.label == "bad"})}
+            "names": [] if "" in names else names}
 
 
 def generate(seed: int = SEED) -> list[dict[str, Any]]:

@@ -97,15 +97,16 @@ def problems(case: dict, code: int | str, stdout: str, stderr: str, before: dict
         lines = [line for line in stderr.strip().splitlines() if line.strip()]
         if not lines or not lines[-1].startswith("mechprobe") or "error" not in lines[-1]:
             found.append(f"no one-line error: {stderr!r}")
-        elif "" not in case["names"] and not any(name in lines[-1] for name in case["names"]):
+        elif case["names"] and not any(name in lines[-1] for name in case["names"]):
             found.append(f"error does not name {case['names']}: {lines[-1]}")
         if after != before:
             found.append(f"a refusal changed files: {sorted(set(after.items()) ^ set(before.items()))[:5]}")
     changed = [name for name, content in before.items() if after.get(name, b"gone") != content]
     if changed:
         found.append(f"changed or removed files of the user's: {changed}")
-    outside = [name for name in set(after) - set(before)
-               if not any((sandbox / name).resolve().is_relative_to(w.resolve()) for w in written)]
+    outside = [name for name in set(after) - set(before)  # the output, or a parent folder made for it
+               if not any((sandbox / name).resolve().is_relative_to(w.resolve())
+                          or w.resolve().is_relative_to((sandbox / name).resolve()) for w in written)]
     if code == 0 and outside:
         found.append(f"wrote outside --out: {sorted(outside)[:5]}")
     return found
