@@ -11,22 +11,27 @@ from typing import Any
 
 import torch
 
+from analyses.cli_checks import check_head_count, check_pattern_name, check_pattern_targets
 from analyses.paper_result import write_json
-from probes import ModelInfo, head_pattern, head_scores, load_model, random_weight_control, repeated_random_tokens
+from mechprobe import validation
+from probes import ModelInfo, head_scores, load_model, random_weight_control, repeated_random_tokens
 from probes.causal import HeadAblation, check_heads, head_ablation, repeated_half
 from probes.causal.ablation import check_method
-from probes.core.errors import ConfigError, InputError
+from probes.core.errors import ConfigError
 from probes.core.loading import check_device, torch_dtype
 from probes.core.model_kind import HookedModel
 
 RESULT_FILE = "ablation.json"
+# The command-line flag of each setting, named in errors as the user typed it.
+FLAGS = {"seq_len": "--seq-len", "batches": "--batches", "batch_size": "--batch-size", "n_draws": "--draws",
+         "max_rows": "--max-rows"}
 SLICE = "repeated_half"
 
 
 def parse_heads(text: str) -> list[tuple[int, int]]:
-    """``"17.3,18.6"`` -> ``[(17, 3), (18, 6)]``."""
-    pairs = [part.strip() for part in text.split(",") if part.strip()]
-    if not pairs or not all(re.fullmatch(r"\d+\.\d+", p) for p in pairs):
+    """``"17.3,18.6"`` -> ``[(17, 3), (18, 6)]``; an empty item (``"1.0,,1.1"``) is refused, not dropped."""
+    pairs = [part.strip() for part in text.split(",")]
+    if not all(re.fullmatch(r"\d+\.\d+", p) for p in pairs):
         raise ConfigError(f"--heads must be LAYER.HEAD pairs separated by commas, e.g. 17.3,18.6; got {text!r}.")
     return [(int(p.split(".")[0]), int(p.split(".")[1])) for p in pairs]
 
@@ -36,7 +41,7 @@ def parse_top(text: str) -> tuple[str, int]:
     match = re.fullmatch(r"([a-z_]+(?::-?\d+)?):(\d+)", text.strip())
     if not match or int(match.group(2)) < 1:
         raise ConfigError(f"--top must be KIND:K with K >= 1, e.g. induction:5; got {text!r}.")
-    head_pattern(match.group(1))  # an unknown kind fails here, naming the known ones
+    check_pattern_name("--top", match.group(1))  # an unknown kind fails here, naming the known ones
     return match.group(1), int(match.group(2))
 
 
@@ -64,9 +69,10 @@ class AblateSettings:
                               "(induction:5).")
         for name, low in (("seq_len", 2), ("batches", 2), ("batch_size", 2 if self.method == "resample" else 1),
                           ("n_draws", 0), ("n_boot", 1), ("max_rows", 1)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ConfigError(f"{name} must be an integer >= {low}; got {value!r}.")
+            flag = f"{FLAGS[name]} ({name})" if name in FLAGS else name
+            validation.integer(flag, getattr(self, name), low)
+            validation.int64(flag, getattr(self, name))
+        validation.seed("--seed", self.seed)
 
 
 def ablate_model(model: HookedModel, settings: AblateSettings, *, data_label: str = ""
@@ -76,6 +82,12 @@ def ablate_model(model: HookedModel, settings: AblateSettings, *, data_label: st
     Returns the result and how the heads were chosen (``{"heads": ..., "scores": ...}``)."""
     info = ModelInfo.of(model)
     named = None if settings.heads is None else list(check_heads(settings.heads, info))  # before any work
+    if named is not None:
+        check_head_count("--heads", ",".join(f"{layer}.{head}" for layer, head in named), len(named), info)
+    if settings.top is not None:
+        kind, k = settings.top
+        check_head_count("--top", f"{kind}:{k}", k, info)
+        check_pattern_targets("--top", kind, info, settings.seq_len)
     generator = torch.Generator().manual_seed(settings.seed)
     made = [repeated_random_tokens(info, seq_len=settings.seq_len, n_sequences=settings.batch_size, generator=generator)
             for _ in range(2 * settings.batches)]
@@ -112,13 +124,10 @@ def format_table(rows: list[tuple[str, HeadAblation]]) -> str:
     return "\n".join(lines)
 
 
-def run_ablate(model_spec: str, settings: AblateSettings, *, out: str, control: bool = True, control_seed: int = 0,
-               device: str = "cpu", dtype: str = "float32") -> dict[str, Any]:
+def run_ablate(model_spec: str, settings: AblateSettings, *, out: str | Path, control: bool = True,
+               control_seed: int = 0, device: str = "cpu", dtype: str = "float32") -> dict[str, Any]:
     """Load ``model_spec``, ablate, print the table and write ``OUT/ablation.json`` (each result's document,
-    readable back with ``probes.ProbeResult.from_document``)."""
-    folder = Path(out)
-    if folder.exists() and not folder.is_dir():
-        raise InputError(f"--out {out} is a file; give a folder (it is created).")
+    readable back with ``probes.ProbeResult.from_document``) in the folder ``out``, which exists."""
     torch_dtype(dtype)
     check_device(device)
     model = load_model(model_spec, device=device, dtype=torch_dtype(dtype))
@@ -130,8 +139,6 @@ def run_ablate(model_spec: str, settings: AblateSettings, *, out: str, control: 
         **{k: v for k, v in settings.__dict__.items()}, "control": control, "device": device, "dtype": dtype}},
         **{role: {"chosen": chosen, "result": result.document()} for role, (result, chosen) in measured.items()}}
     print(format_table([(result.provenance.model, result) for result, _ in measured.values()]))
-    folder.mkdir(parents=True, exist_ok=True)
-    path = write_json(folder / RESULT_FILE, document)
-    print(f"wrote {path}")
+    write_json(Path(out) / RESULT_FILE, document)
     return document
 

@@ -12,9 +12,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import probes
+from analyses.cli_checks import check_output_folder, int_arg, seed_arg, written_atomically
 from analyses.experiments import TOY_EXPERIMENTS, toy_experiment
 from mechprobe import records
-from probes.core.errors import ConfigError, InputError, MechprobeError
+from probes.core.errors import ConfigError, MechprobeError
 from probes.core.loading import check_device
 from probes.text.corpora import check_corpus_spec
 from toymodels.errors import TrainingDiverged, TrainingInterrupted
@@ -57,11 +58,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     heads.add_argument("--model", required=True, metavar="SPEC",
                        help="packaged name (smollm2-135m, minilm-l6), local checkpoint folder or hub name")
-    heads.add_argument("--seq-len", type=int, default=50, metavar="N", help="length of the repeated block (default 50)")
-    heads.add_argument("--batches", type=int, default=4, metavar="B", help="number of batches (default 4)")
-    heads.add_argument("--batch-size", type=int, default=8, metavar="R", help="sequences per batch (default 8)")
-    heads.add_argument("--seed", type=int, default=0, metavar="S", help="random seed of the tokens (default 0)")
-    heads.add_argument("--top", type=int, default=5, metavar="K", help="heads to print per kind (default 5)")
+    heads.add_argument("--seq-len", type=int_arg, default=50, metavar="N",
+                       help="length of the repeated block (default 50)")
+    heads.add_argument("--batches", type=int_arg, default=4, metavar="B", help="number of batches (default 4)")
+    heads.add_argument("--batch-size", type=int_arg, default=8, metavar="R", help="sequences per batch (default 8)")
+    heads.add_argument("--seed", type=seed_arg, default=0, metavar="S", help="random seed of the tokens (default 0)")
+    heads.add_argument("--top", type=int_arg, default=5, metavar="K", help="heads to print per kind (default 5)")
     heads.add_argument("--json", metavar="PATH", help="write all scores as JSON to PATH")
     heads.add_argument("--html", metavar="PATH", help="write interactive views (layer x head maps, the top heads' "
                        "attention on a scored sequence) as one self-contained HTML file to PATH")
@@ -89,16 +91,16 @@ def build_parser() -> argparse.ArgumentParser:
                         help="less text: 2,000 paragraphs and 8 batches per model (the head ablations, most of "
                              "the time on a decoder, stay the same)")
     report.add_argument("--toy-preset", metavar="P", help="preset of the toy models (default fast)")
-    report.add_argument("--toy-seeds", type=int, metavar="N",
+    report.add_argument("--toy-seeds", type=int_arg, metavar="N",
                         help="seeds each toy's findings are judged over (default 5; the full toy run is on the first)")
     report.add_argument("--no-toys", action="store_true", help="skip the toy models")
     report.add_argument("--out", metavar="DIR", help="output folder, replaced when the report is complete (required)")
-    report.add_argument("--seed", type=int, metavar="S",
+    report.add_argument("--seed", type=seed_arg, metavar="S",
                         help="one seed for the document shuffle, LDA and the probes (default 0; each alone: --set "
                         "seed=, topics.seed=, pretrained.seed=)")
-    report.add_argument("--seq-len", type=int, metavar="N", help="tokens per text sequence on pretrained models")
-    report.add_argument("--batch-size", type=int, metavar="R", help="sequences per batch on pretrained models")
-    report.add_argument("--max-batches", type=int, metavar="B", help="batches of text per pretrained model")
+    report.add_argument("--seq-len", type=int_arg, metavar="N", help="tokens per text sequence on pretrained models")
+    report.add_argument("--batch-size", type=int_arg, metavar="R", help="sequences per batch on pretrained models")
+    report.add_argument("--max-batches", type=int_arg, metavar="B", help="batches of text per pretrained model")
     report.add_argument("--control", action=argparse.BooleanOptionalAction, default=None,
                         help="probe each pretrained model's random-weight control (same architecture, built from its "
                         "config) on the same batches and show it beside the model (default: on)")
@@ -157,16 +159,17 @@ def build_parser() -> argparse.ArgumentParser:
                         help="replace each head's output by 0, its mean over the batches, or its output on another "
                         "sequence (default mean)")
     ablate.add_argument("--out", required=True, metavar="DIR", help="output folder (created)")
-    ablate.add_argument("--seq-len", type=int, default=20, metavar="N",
+    ablate.add_argument("--seq-len", type=int_arg, default=20, metavar="N",
                         help="length of the repeated block (default 20)")
-    ablate.add_argument("--batches", type=int, default=4, metavar="B",
+    ablate.add_argument("--batches", type=int_arg, default=4, metavar="B",
                         help="batches ablated (as many more choose --top heads; default 4)")
-    ablate.add_argument("--batch-size", type=int, default=4, metavar="R", help="sequences per batch (default 4)")
-    ablate.add_argument("--draws", type=int, default=200, metavar="N",
+    ablate.add_argument("--batch-size", type=int_arg, default=4, metavar="R", help="sequences per batch (default 4)")
+    ablate.add_argument("--draws", type=int_arg, default=200, metavar="N",
                         help="random head sets of the null (default 200)")
-    ablate.add_argument("--max-rows", type=int, default=256, metavar="R",
+    ablate.add_argument("--max-rows", type=int_arg, default=256, metavar="R",
                         help="rows per forward pass: batch rows x head sets ablated together (default 256)")
-    ablate.add_argument("--seed", type=int, default=0, metavar="S", help="tokens, null draws, derangement (default 0)")
+    ablate.add_argument("--seed", type=seed_arg, default=0, metavar="S",
+                        help="tokens, null draws, derangement (default 0)")
     ablate.add_argument("--control", action=argparse.BooleanOptionalAction, default=True,
                         help="also measure the random-weight control (same architecture; default: on)")
     _add_device_flags(ablate)
@@ -180,7 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
     toy.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                      help="override one field of the preset's config (repeatable)")
     toy.add_argument("--out", metavar="DIR", help="output folder (required unless --list-presets)")
-    toy.add_argument("--seeds", type=int, default=1, metavar="N",
+    toy.add_argument("--seeds", type=int_arg, default=1, metavar="N",
                      help="judge the findings over N seeds: seed, seed+1, ... (default 1; the full run is on the "
                      "first)")
     toy.add_argument("--list-presets", action="store_true", help="print the presets and their settings, then exit")
@@ -191,6 +194,11 @@ def build_parser() -> argparse.ArgumentParser:
     for command in (heads, report, linear, ablate, toy):  # --debug also after the command name
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show the full traceback")
     return parser
+
+
+def _is_toy_folder(folder: Path) -> bool:
+    """A folder an earlier ``mechprobe toy`` wrote (finished, or stopped with its checkpoints to resume from)."""
+    return any((folder / name).exists() for name in ("summary.json", "checkpoint", "checkpoints"))
 
 
 def _run_toy(args: argparse.Namespace) -> int:
@@ -224,10 +232,7 @@ def _run_toy(args: argparse.Namespace) -> int:
     if args.seeds < 1:
         raise ConfigError(f"--seeds must be >= 1; got {args.seeds}.")
     config = apply_overrides(presets[args.preset], overrides)
-    out = Path(args.out)
-    existing = next(p for p in (out, *out.parents) if p.exists())
-    if not existing.is_dir():
-        raise InputError(f"--out {out}: {existing} is a file, not a folder; give a folder path (it is created if new).")
+    out = check_output_folder("--out", args.out, earlier_output=_is_toy_folder)
     created = next((p for p in reversed((out, *out.parents)) if not p.exists()), None)
     out.mkdir(parents=True, exist_ok=True)
     try:
@@ -256,11 +261,11 @@ def _run_linear(args: argparse.Namespace) -> int:
 
     config = apply_overrides(LinearProbeConfig(), args.overrides)
     check_device(args.device)
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise InputError(f"--out {out} exists and is not a folder; give a folder path (it is created if new).")
-    summary = run_linear_probe(args.model, args.target, out, config, device=args.device, dtype=torch_dtype(args.dtype),
-                               progress=not args.no_progress)
+    out = check_output_folder("--out", args.out, earlier_output=lambda folder: (folder / "summary.json").is_file()
+                              and (folder / "result").is_dir())
+    with written_atomically(out) as tmp:
+        summary = run_linear_probe(args.model, args.target, tmp, config, device=args.device,
+                                   dtype=torch_dtype(args.dtype), progress=not args.no_progress)
     for key, curve in summary.results.items():
         cells = " ".join(f"{a:.2f}/{g:+.2f}" for a, g in zip(curve.accuracy, curve.gain))
         print(f"{args.target} {key} (accuracy/{curve.statistic} per layer, majority "
@@ -270,31 +275,23 @@ def _run_linear(args: argparse.Namespace) -> int:
 
 
 def _run_ablate(args: argparse.Namespace) -> int:
-    from analyses.ablate import AblateSettings, parse_heads, parse_top, run_ablate
+    from analyses.ablate import RESULT_FILE, AblateSettings, parse_heads, parse_top, run_ablate
 
     settings = AblateSettings(
         method=args.method, heads=None if args.heads is None else tuple(parse_heads(args.heads)),
         top=None if args.top is None else parse_top(args.top), seq_len=args.seq_len, batches=args.batches,
         batch_size=args.batch_size, n_draws=args.draws, seed=args.seed, max_rows=args.max_rows)
     check_device(args.device)
-    run_ablate(args.model, settings, out=args.out, control=args.control, device=args.device, dtype=args.dtype)
+    out = check_output_folder("--out", args.out, earlier_output=lambda folder: (folder / RESULT_FILE).is_file())
+    with written_atomically(out) as tmp:
+        run_ablate(args.model, settings, out=tmp, control=args.control, device=args.device, dtype=args.dtype)
+    print(f"wrote {out / RESULT_FILE}")
     return 0
 
 
-def _check_report_out(out: Path) -> None:
-    """The report's --out must be a folder or a new name in an existing folder: checked before any work."""
-    if not str(out).strip() or out.resolve() in (Path.cwd(), *Path.cwd().parents):
-        raise InputError(
-            f"--out {str(out)!r} would replace the current folder or one above it (the report replaces --out "
-            f"when complete); give a new folder such as runs/report."
-        )
-    if out.exists() and not out.is_dir():
-        raise InputError(f"--out {out} exists and is not a folder; give a folder path (it is created if new).")
-    if not out.exists() and not out.parent.is_dir():
-        raise InputError(
-            f"--out {out}: the folder {out.parent} does not exist. Create it first (mkdir -p {out.parent}) "
-            f"or choose another --out."
-        )
+def _is_report_folder(folder: Path) -> bool:
+    """A folder an earlier ``mechprobe report`` wrote (the new report replaces it when complete)."""
+    return (folder / "results").is_dir() and (folder / "report.md").is_file()
 
 
 def report_config(args: argparse.Namespace):
@@ -335,10 +332,10 @@ def _run_report(args: argparse.Namespace) -> int:
     if args.out is None:
         raise ConfigError("mechprobe report needs --out DIR (the folder the report is written to).")
     # Everything that can be checked without loading a model or reading text is checked first.
-    _check_report_out(Path(args.out))
+    check_output_folder("--out", args.out, earlier_output=_is_report_folder, make_parents=False)
     check_device(args.device)
     for flag, value, low in (("--batch-size", args.batch_size, 1), ("--max-batches", args.max_batches, 4),
-                             ("--seq-len", args.seq_len, 2), ("--seed", args.seed, 0)):
+                             ("--seq-len", args.seq_len, 2)):
         if value is not None and value < low:
             why = " (two halves of 2: one picks the best head, the other measures it)" if low == 4 else ""
             raise ConfigError(f"{flag} must be >= {low}{why}; got {value}.")

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from mechprobe import records
+from mechprobe import records, validation
 from mechprobe.errors import RecordError
 from probes.core.errors import ConfigError
 
@@ -98,6 +98,16 @@ def _parse(text: str, annotation: Any) -> Any:
     raise TypeError(annotation)
 
 
+def _check_integers(name: str, value: Any) -> None:
+    """Integers set from text fit in 64 bits, and a seed (a setting named ``seed`` or ``*_seed``) lies in
+    ``0 <= seed < 2**32``, as every command's ``--seed`` does."""
+    for item in value if isinstance(value, (tuple, list)) else (value,):
+        if isinstance(item, int) and not isinstance(item, bool):
+            validation.int64(name, item)
+            if name.rpartition(".")[2].rpartition(" ")[2] == "seed" or name.endswith("_seed"):
+                validation.seed(name, item)
+
+
 def _example(value: Any) -> str:
     if isinstance(value, (tuple, list)):
         return ",".join(map(str, value))
@@ -159,6 +169,7 @@ def _apply(config: C, assignments: Sequence[str], flag: str, prefix: str) -> C:
             hint = f", e.g. {flag} {prefix}{key}={example} (the current value)" if example else ""
             raise ConfigError(
                 f"{flag} {prefix}{key}={value.strip()}: expected {_describe(annotation)}{hint}.") from None
+        _check_integers(f"{flag} {prefix}{key}", changes[key])
     for head, inner in nested.items():
         if head in changes:
             raise ConfigError(f"{flag} {prefix}{head} is given twice; give each setting once.")

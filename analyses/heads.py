@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from analyses.cli_checks import check_pattern_name, check_pattern_targets
 from analyses.paper_result import write_json
 from analyses.report.interactive import passage_patterns
 from probes import (
@@ -14,7 +15,6 @@ from probes import (
     HeadScores,
     ModelInfo,
     TokenBatch,
-    head_pattern,
     head_scores,
     load_model,
     repeated_random_tokens,
@@ -87,13 +87,15 @@ def run_heads(model_spec: str, *, seq_len: int, batches: int, batch_size: int, s
         if value < low:
             raise ConfigError(f"{flag} ({what}) must be >= {low}; got {value}.")
     for kind in kinds:
-        head_pattern(kind)  # unknown names fail before the model loads
+        check_pattern_name("--pattern", kind)  # unknown names fail before the model loads
     torch_dtype(dtype)
     check_device(device)
     for flag, path, example in (("--json", json_path, "heads.json"), ("--html", html_path, "heads.html")):
         if path is not None:
             _check_output(flag, path, example)
     model = load_model(model_spec, device=device, dtype=torch_dtype(dtype))
+    for kind in kinds:
+        check_pattern_targets("--pattern", kind, ModelInfo.of(model), seq_len)
     result = head_scores(model, kinds=kinds, seq_len=seq_len, n_batches=batches, batch_size=batch_size, seed=seed,
                          progress=progress)
     settings = {"protocol": "repeated_random_tokens", "seq_len": seq_len, "batches": batches,

@@ -21,6 +21,24 @@ def integer(name: str, value: Any, minimum: int = 1, *, error: type[Exception] =
     return value
 
 
+INT64 = 2**63
+SEEDS = 2**32
+
+
+def int64(name: str, value: Any, *, error: type[Exception] = ConfigError) -> int:
+    """``value`` itself when it is an int that fits in 64 bits (what torch and numpy take)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not -INT64 <= value < INT64:
+        raise error(f"{name} must be an integer between -2**63 and 2**63 - 1; got {value!r}.")
+    return value
+
+
+def seed(name: str, value: Any, *, error: type[Exception] = ConfigError) -> int:
+    """``value`` itself when it is a seed: an int with ``0 <= value < 2**32`` (numpy's range; every command's)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < SEEDS:
+        raise error(f"{name} must be an integer with 0 <= seed < 2**32 (4294967296); got {value!r}.")
+    return value
+
+
 def integers(owner: Any, names: Iterable[str], minimum: int = 1, *, prefix: str = "",
              error: type[Exception] = ConfigError) -> None:
     """Each attribute ``names`` of ``owner`` is an int >= ``minimum`` (named ``prefix + name`` in errors: the

@@ -46,7 +46,7 @@ def test_named_heads_are_ablated_on_the_odd_batches(planted, tmp_path, capsys):
     (["--heads", "5.0"], "layers 0..1"),
     (["--top", "induction:0"], "KIND:K"),
     (["--top", "nonsense:2"], "nonsense"),
-    (["--heads", "1.0", "--method", "resample", "--batch-size", "1"], "batch_size must be an integer >= 2"),
+    (["--heads", "1.0", "--method", "resample", "--batch-size", "1"], "--batch-size (batch_size) must be"),
 ])
 def test_bad_input_exits_2_with_one_line(planted, tmp_path, capsys, flags, words):
     assert main(["ablate", "--model", "planted", *flags, "--seq-len", "8", "--no-control",

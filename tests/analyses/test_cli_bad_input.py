@@ -251,13 +251,15 @@ def test_report_unknown_toy_preset_fails_before_any_work(tmp_path, capsys):
 def test_report_out_that_is_a_file_a_missing_folder_or_the_current_one(tmp_path, capsys):
     target = tmp_path / "file"
     target.write_text("keep me", encoding="utf-8")
-    fails_in_one_line(["report", "--no-toys", "--out", str(target)], capsys, "is not a folder", error=InputError)
+    fails_in_one_line(["report", "--no-toys", "--out", str(target)], capsys, "is a file, not a folder",
+                      error=InputError)
     assert target.read_text(encoding="utf-8") == "keep me"
     fails_in_one_line(["report", "--no-toys", "--out", str(tmp_path / "missing" / "r")], capsys,
                       "does not exist", "mkdir -p", error=InputError)
-    for current in (".", "", ".."):
-        fails_in_one_line(["report", "--no-toys", "--out", current], capsys, "would replace the current folder",
-                          error=InputError)
+    for current in (".", ".."):
+        fails_in_one_line(["report", "--no-toys", "--out", current], capsys,
+                          "would write into the current folder or one above it", error=InputError)
+    fails_in_one_line(["report", "--no-toys", "--out", ""], capsys, "--out is empty", error=InputError)
 
 
 def test_report_corpus_folder_without_text(tmp_path, capsys):
@@ -287,3 +289,133 @@ def test_render_of_a_folder_without_results(tmp_path, capsys):
     (tmp_path / "results" / "report.json").write_text("{broken", encoding="utf-8")
     fails_in_one_line(["render", str(tmp_path)], capsys, "is not valid JSON", "re-run mechprobe report",
                       error=InputError)
+
+
+# ---- every command: output folders, integers and seeds, head sets (issue 38) --------------------------------------
+
+def out_argv(command: str, out: str) -> list[str]:
+    """A command line of ``command`` whose only bad input is ``--out OUT`` (the model is never loaded)."""
+    return {"ablate": ["ablate", "--model", "not-loaded-xyz", "--heads", "1.0", "--no-progress"],
+            "probe-linear": ["probe-linear", "--model", "not-loaded-xyz", "--target", "parent", "--no-progress"],
+            "toy": ["toy", "scansnap", "--no-progress"],
+            "report": ["report", "--no-toys", "--fast", "--no-progress", "--model", "not-loaded-xyz"]}[command] + [
+        "--out", out]
+
+
+def user_files(folder) -> dict[str, bytes | None]:
+    return {str(p.relative_to(folder)): p.read_bytes() if p.is_file() else None for p in folder.rglob("*")}
+
+
+@pytest.mark.parametrize("command", ["ablate", "probe-linear", "toy", "report"])
+@pytest.mark.parametrize("out, words", [
+    ("", ["--out is empty"]),
+    (".", ["--out '.' would write into the current folder or one above it"]),
+    ("..", ["would write into the current folder or one above it"]),
+    ("file", ["--out", "is a file, not a folder"]),
+    ("file/sub", ["is a file, not a folder"]),
+    ("full", ["--out full is a folder that holds other files", "new or empty folder"]),
+    ("/proc/mechprobe/out", ["--out /proc/mechprobe/out: cannot write in /proc"]),
+])
+def test_every_out_folder_is_checked_before_any_work_and_nothing_is_touched(tmp_path, capsys, monkeypatch, command,
+                                                                            out, words):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "file").write_text("keep", encoding="utf-8")
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "notes.txt").write_text("keep", encoding="utf-8")
+    (tmp_path / "summary.json").write_text("keep", encoding="utf-8")  # `--out ''` once overwrote it
+    before = user_files(tmp_path)
+    fails_in_one_line(out_argv(command, out), capsys, *words, error=InputError)
+    assert user_files(tmp_path) == before
+
+
+def test_an_earlier_output_of_the_same_command_is_replaced_whole(tmp_path, capsys, monkeypatch):
+    import analyses.ablate
+    from tests.probes.causal.planted_models import PlantedInductionModel
+
+    monkeypatch.setattr(analyses.ablate, "load_model", lambda spec, **kwargs: PlantedInductionModel())
+    out = tmp_path / "new" / "run"  # parent folders are made (at the end)
+    argv = ["ablate", "--model", "planted", "--heads", "1.0", "--seq-len", "4", "--batches", "2", "--draws", "3",
+            "--no-control", "--no-progress", "--out", str(out)]
+    assert main(argv) == 0
+    (out / "stale.txt").write_text("from before", encoding="utf-8")
+    assert main(argv) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["ablation.json"]
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["heads", "--model", "x", "--seed", "99999999999999999999999"],
+     ["argument --seed: 99999999999999999999999 does not fit in 64 bits"]),
+    (["heads", "--model", "x", "--batches", "-99999999999999999999999"], ["argument --batches", "64 bits"]),
+    (["heads", "--model", "x", "--seed", "-1"], ["argument --seed", "0 <= seed < 2**32", "got -1"]),
+    (["ablate", "--model", "x", "--heads", "1.0", "--out", "o", "--seed", "4294967296"],
+     ["argument --seed", "0 <= seed < 2**32", "got 4294967296"]),
+    (["ablate", "--model", "x", "--heads", "1.0", "--out", "o", "--draws", str(2**63)],
+     ["argument --draws", "64 bits"]),
+    (["toy", "scansnap", "--out", "o", "--seeds", str(2**64)], ["argument --seeds", "64 bits"]),
+    (["report", "--no-toys", "--out", "o", "--seed", "-1"], ["argument --seed", "0 <= seed < 2**32"]),
+    (["report", "--no-toys", "--out", "o", "--max-batches", str(2**70)], ["argument --max-batches", "64 bits"]),
+])
+def test_integers_past_64_bits_and_seeds_out_of_range_are_usage_errors(tmp_path, capsys, monkeypatch, argv, words):
+    monkeypatch.chdir(tmp_path)
+    fails_in_one_line(argv, capsys, *words, error=UsageError)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["toy", "scansnap", "--set", "train.seed=-1"], ["--set train.seed", "0 <= seed < 2**32", "got -1"]),
+    (["toy", "scansnap", "--set", "train.seed=99999999999999999999999"], ["--set train.seed", "2**63"]),
+    (["probe-linear", "--model", "x", "--target", "parent", "--set", "seed=4294967296"],
+     ["--set seed", "0 <= seed < 2**32"]),
+    (["probe-linear", "--model", "x", "--target", "parent", "--set", f"max_batches={2**63}"],
+     ["--set max_batches", "2**63"]),
+    (["report", "--no-toys", "--set", "topics.seed=-3"], ["--set topics.seed", "0 <= seed < 2**32", "got -3"]),
+])
+def test_set_integers_and_seeds_have_the_same_range_as_the_flags(tmp_path, capsys, monkeypatch, argv, words):
+    monkeypatch.chdir(tmp_path)
+    fails_in_one_line([*argv, "--out", "o"], capsys, *words, error=ConfigError)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.fixture
+def planted_everywhere(monkeypatch):
+    """`mechprobe heads` and `ablate` load the planted 2 x 4-head model (context 64) whatever --model says."""
+    import analyses.ablate
+    import analyses.heads
+    from tests.probes.causal.planted_models import PlantedInductionModel
+
+    for module in (analyses.ablate, analyses.heads):
+        monkeypatch.setattr(module, "load_model", lambda spec, **kwargs: PlantedInductionModel())
+
+
+ABLATE = ["ablate", "--model", "planted", "--seq-len", "4", "--batches", "2", "--draws", "3", "--no-control",
+          "--no-progress"]
+
+
+@pytest.mark.parametrize("flags, words", [
+    (["--top", "induction:8"], ["--top induction:8: 8 heads, but the model has 8 (2 layers x 4)", "fewer than 8"]),
+    (["--top", "induction:100"], ["--top induction:100", "the model has 8"]),
+    (["--heads", "0.0,0.1,0.2,0.3,1.0,1.1,1.2,1.3"], ["--heads", "8 heads, but the model has 8"]),
+    (["--top", "offset:1000:2"], ["--top offset:1000: the pattern has no target", "|X| = 4"]),
+    (["--top", f"offset:{2**64}:2"], ["--top offset:18446744073709551616: the distance does not fit in 64 bits"]),
+    (["--heads", "1.0,,1.1"], ["--heads must be LAYER.HEAD pairs", "'1.0,,1.1'"]),
+    (["--heads", "1.0,"], ["--heads must be LAYER.HEAD pairs"]),
+    (["--heads", "1.0", "--draws", "-1"], ["--draws (n_draws) must be an integer >= 0; got -1"]),
+    (["--heads", "1.0", "--max-rows", "0"], ["--max-rows (max_rows) must be an integer >= 1"]),
+])
+def test_ablate_head_sets_the_model_cannot_take_are_refused(planted_everywhere, tmp_path, capsys, flags, words):
+    fails_in_one_line([*ABLATE, *flags, "--out", str(tmp_path / "run")], capsys, *words, error=ConfigError)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("pattern, words", [
+    ("offset:1000", ["--pattern offset:1000: the pattern has no target in X X with |X| = 3 (6 positions)"]),
+    ("induction:50", ["--pattern induction:50: the pattern has no target"]),
+    (f"offset:{2**63}", ["the distance does not fit in 64 bits"]),
+])
+def test_heads_pattern_without_a_target_at_this_length_is_refused(planted_everywhere, tmp_path, capsys, pattern,
+                                                                  words):
+    json_path = tmp_path / "scores.json"
+    fails_in_one_line(["heads", "--model", "planted", *TINY_HEADS[:-1], "--seq-len", "3", "--pattern", pattern,
+                       "--json", str(json_path)], capsys, *words, error=ConfigError)
+    assert not json_path.exists()

@@ -1,0 +1,131 @@
+"""The checked entry of the command line's inputs: integers and seeds (argparse types), output folders (checked
+before any work, written in one rename at the end), head-pattern names and targets, and head counts.
+
+Every check raises (or makes argparse raise) one error that names the flag as the user typed it, says what was
+expected and what was got; ``mechprobe`` prints it in one line and exits 2.
+
+Example: ``parser.add_argument("--seed", type=seed_arg, default=0)``;
+``check_output_folder("--out", Path(args.out), earlier_output=lambda p: (p / "ablation.json").is_file())``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import re
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import torch
+
+from mechprobe import validation
+from probes import ModelInfo, head_pattern, repeated_random_tokens
+from probes.core.atomic import atomic_directory
+from probes.core.errors import ConfigError, InputError
+
+_PARAMETRISED = re.compile(r"[a-z_]+:(-?\d+)")
+
+
+def int_arg(text: str) -> int:
+    """argparse type of every integer flag: an int that fits in 64 bits (torch and numpy take no larger)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    try:
+        return validation.int64("value", value)
+    except ConfigError:
+        raise argparse.ArgumentTypeError(
+            f"{text} does not fit in 64 bits; give an integer between -2**63 and 2**63 - 1") from None
+
+
+def seed_arg(text: str) -> int:
+    """argparse type of every ``--seed``: an integer with ``0 <= seed < 2**32`` (numpy's range of seeds)."""
+    value = int_arg(text)
+    try:
+        return validation.seed("seed", value)
+    except ConfigError as error:
+        raise argparse.ArgumentTypeError(str(error).rstrip(".")) from None
+
+
+def check_pattern_name(flag: str, spec: str) -> None:
+    """``spec`` names a head pattern (``offset:D`` and ``induction:D`` with D within 64 bits), before any work."""
+    match = _PARAMETRISED.fullmatch(spec)
+    if match and not -(2**63) <= int(match.group(1)) < 2**63:
+        raise ConfigError(f"{flag} {spec}: the distance does not fit in 64 bits; give one shorter than the "
+                          f"sequence, e.g. {spec.split(':')[0]}:1.")
+    try:
+        head_pattern(spec)  # an unknown name fails here, naming the known ones
+    except ConfigError as error:
+        raise ConfigError(f"{flag}: {error}") from None
+
+
+def check_pattern_targets(flag: str, spec: str, info: ModelInfo, seq_len: int) -> None:
+    """``spec`` has at least one target in ``[BOS] X X`` with ``|X| = seq_len`` (else every score is 0/0)."""
+    sample = repeated_random_tokens(info, seq_len=seq_len, n_sequences=1, generator=torch.Generator().manual_seed(0))
+    if not bool(head_pattern(spec).mask(sample.tokens, sample.valid).any()):
+        bos = "[BOS] " if sample.shape[1] > 2 * seq_len else ""
+        raise ConfigError(
+            f"{flag} {spec}: the pattern has no target in {bos}X X with |X| = {seq_len} ({sample.shape[1]} "
+            f"positions), so its scores would be undefined; give a smaller distance or a larger --seq-len."
+        )
+
+
+def check_head_count(flag: str, given: str, k: int, info: ModelInfo) -> None:
+    """``k`` heads ablated leave at least one head of the model to draw the null's random head sets from."""
+    total = info.n_layers * info.n_heads
+    if k >= total:
+        raise ConfigError(
+            f"{flag} {given}: {k} heads, but the model has {total} ({info.n_layers} layers x {info.n_heads}); "
+            f"ablate fewer than {total} so that random heads remain for the null."
+        )
+
+
+def _nearest_existing(path: Path) -> Path:
+    return next(p for p in (path, *path.parents) if p.exists())
+
+
+def check_output_folder(flag: str, out: str, *, earlier_output: Callable[[Path], bool] = lambda _: False,
+                        make_parents: bool = True) -> Path:
+    """``out`` as a folder this command may write: not empty text, not the working folder (or one above it),
+    not a file nor under one, writable, and either new, empty or ``earlier_output`` of this command (which the
+    new output replaces). With ``make_parents=False`` its parent folder must exist. Checked before any work."""
+    if not out.strip():
+        raise InputError(f"{flag} is empty; give a new folder such as runs/out.")
+    path = Path(out)
+    if path.resolve() in (Path.cwd(), *Path.cwd().parents):
+        raise InputError(f"{flag} {out!r} would write into the current folder or one above it; give a new folder "
+                         f"such as runs/out.")
+    existing = _nearest_existing(path.resolve())
+    if not existing.is_dir():
+        where = "" if existing == path.resolve() else f": {existing}"
+        raise InputError(f"{flag} {out}{where} is a file, not a folder; give a folder path (it is created if new).")
+    try:
+        tempfile.TemporaryDirectory(dir=existing).cleanup()
+    except OSError as error:
+        raise InputError(f"{flag} {out}: cannot write in {existing} ({error.strerror}); choose another {flag}."
+                         ) from None
+    if not make_parents and not path.exists() and not path.parent.is_dir():
+        raise InputError(f"{flag} {out}: the folder {path.parent} does not exist. Create it first (mkdir -p "
+                         f"{path.parent}) or choose another {flag}.")
+    if path.is_dir() and any(path.iterdir()) and not earlier_output(path):
+        raise InputError(f"{flag} {out} is a folder that holds other files; give a new or empty folder (nothing of "
+                         f"yours is overwritten).")
+    return path
+
+
+@contextlib.contextmanager
+def written_atomically(out: Path) -> Iterator[Path]:
+    """A temporary folder that replaces ``out`` in one rename when the block succeeds; on error nothing is left
+    (not the parent folders made for it either)."""
+    made = [p for p in out.parents if not p.exists()]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with atomic_directory(out) as tmp:
+            yield tmp
+    except BaseException:
+        if made:
+            shutil.rmtree(made[-1], ignore_errors=True)
+        raise
