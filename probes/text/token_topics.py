@@ -56,7 +56,8 @@ def token_topic_labels(word_topics: Mapping[str, int], tokenizer: Any, d_vocab: 
             "The word -> topic assignment is empty. From assign_word_topics: with the default top_words rule a "
             "word must be among the top_words_per_topic words of exactly one topic, so on a small corpus (few "
             "dictionary words) use fewer topics or top words, chunk_words=0 or a lower no_below; topics below "
-            "min_held_out_npmi get no words (lower it, or held_out_fraction=0); with the threshold rule, lower threshold."
+            "min_held_out_npmi get no words (lower it, or held_out_fraction=0); with the threshold rule, lower "
+            "threshold."
         )
     bad = next(((w, t) for w, t in word_topics.items()
                 if not isinstance(w, str) or isinstance(t, bool) or not isinstance(t, (int, np.integer)) or t < 0),
