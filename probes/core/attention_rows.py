@@ -95,8 +95,8 @@ class LayerAttention:
         n_pos = self.query.shape[2]
         scores = (self.query.float() * self.key[:, :, :n_pos].float()).sum(-1)
         weights = torch.exp(self._scores(scores) - self.lse)
-        if self.allowed is not None:
-            weights = weights * self.allowed[:, 0].diagonal(dim1=-2, dim2=-1)[:, None, :n_pos]
+        if self.allowed is not None:  # where, not a product: a row with every key forbidden has an lse near -inf
+            weights = torch.where(self.allowed[:, 0].diagonal(dim1=-2, dim2=-1)[:, None, :n_pos], weights, 0.0)
         return weights
 
     def entries(self, b: Tensor, q: Tensor, k: Tensor) -> Float[Tensor, "entry head"]:
@@ -110,7 +110,7 @@ class LayerAttention:
             ok &= k <= q
         if self.allowed is not None:
             ok &= self.allowed[b, 0, q, k]
-        return weights * ok[:, None]
+        return torch.where(ok[:, None], weights, 0.0)
 
     def rows(self, start: int, stop: int) -> Float[Tensor, "batch head rows k_pos"]:
         """The pattern's query rows ``start:stop``, in float32 (the materialising path, a block at a time)."""

@@ -163,3 +163,48 @@ def test_rows_arrive_once_each_in_order():
     whole.begin_batch(batch)
     with pytest.raises(probes.ProbeStateError, match="whole layers only"):
         whole.fold_rows(pattern_hook(0), pattern, 0, batch)
+
+
+@pytest.fixture(scope="module")
+def windowed_gqa(tmp_path_factory):
+    """A tiny random Mistral: grouped-query attention (4 query heads on 2 key heads) and a sliding window of 8."""
+    from transformers import MistralConfig, MistralForCausalLM
+
+    from tests.random_checkpoints import smollm2_tokenizer
+
+    tokenizer = smollm2_tokenizer()
+    config = MistralConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                           num_attention_heads=4, num_key_value_heads=2, sliding_window=8,
+                           max_position_embeddings=512, bos_token_id=tokenizer.bos_token_id,
+                           eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+    config.architectures = ["MistralForCausalLM"]
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(3)
+        model = MistralForCausalLM(config)
+    folder = tmp_path_factory.mktemp("mistral")
+    model.save_pretrained(folder, safe_serialization=True)
+    tokenizer.save_pretrained(folder)
+    return probes.load_model(folder)
+
+
+def test_windowed_gqa_with_padding_and_bos_uses_the_fused_kernel_and_equals_whole_patterns(windowed_gqa, monkeypatch):
+    """Sliding window and grouped-query attention on the fused path (the blocked fallback would fail this test),
+    a right-padded row and a BOS at position 0: the suite equals the suite on whole patterns."""
+    model = windowed_gqa
+    info = probes.ModelInfo.of(model)
+    tokens = _tokens(n_pos=40)
+    tokens[:, 0] = model.tokenizer.bos_token_id
+    mask = torch.ones(2, 40, dtype=torch.long)
+    mask[1, 30:] = 0
+    tokens[1, 30:] = model.tokenizer.pad_token_id
+    batch = TokenBatch(tokens, mask.bool() & (torch.arange(40) > 0), mask)
+    whole = probes.run_probes(model, _suite(info.d_vocab), [batch], progress=False, max_pattern_bytes=None)
+
+    def no_fallback(*args, **kwargs):
+        raise AssertionError("the blocked fallback ran where the fused kernel should have")
+
+    monkeypatch.setattr(attention_rows, "_blocked", no_fallback)
+    assert attention_rows.reductions_match_hook_pattern(model, tokens[:1])
+    reduced = probes.run_probes(model, _suite(info.d_vocab), [batch], progress=False, max_pattern_bytes=0)
+    for a, b in zip(reduced, whole):
+        assert results_close(a, b, rtol=1e-4, atol=1e-6), type(a).__name__
