@@ -131,7 +131,7 @@ def test_every_toy_preset_runs_on_cuda(tmp_path, capsys, toy, preset):
     assert json.loads((out / "summary.json").read_text())["settings"]["device"] == "cuda"
 
 
-def test_long_sequences_in_query_blocks_on_cuda_equal_whole_patterns_in_less_memory(smollm2_spec):
+def test_long_sequences_from_reductions_on_cuda_equal_whole_patterns_in_less_memory(smollm2_spec):
     model = probes.load_model(smollm2_spec, device="cuda", dtype=torch.bfloat16)
     info = probes.ModelInfo.of(model)
     tokens = torch.randint(3, 2000, (1, 4096), generator=torch.Generator().manual_seed(0)).cuda()
