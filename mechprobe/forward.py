@@ -60,7 +60,10 @@ def inside_run() -> bool:
 
 
 @contextlib.contextmanager
-def _measuring(model: Any) -> Iterator[None]:
+def measuring(model: Any) -> Iterator[None]:
+    """The block measures ``model``: eval mode, no autograd, marked as mechprobe's. For code that calls a model's
+    own methods (a fast path such as ``final_log_probs``) and moves its inputs itself (:func:`on_model`);
+    :func:`run` and :func:`cached` enter it for a plain forward."""
     was_training = bool(getattr(model, "training", False))
     token = _INSIDE.set(True)
     if was_training and isinstance(model, nn.Module):
@@ -79,7 +82,7 @@ def run(model: Any, *args: Any, fwd_hooks: Sequence[tuple[Any, Any]] = (), **kwa
     every tensor argument on the model's device."""
     device = model_device(model)
     args, kwargs = to_device(args, device), to_device(kwargs, device)
-    with _measuring(model):
+    with measuring(model):
         if fwd_hooks:
             return model.run_with_hooks(*args, fwd_hooks=list(fwd_hooks), **kwargs)
         return model(*args, **kwargs)
@@ -91,5 +94,5 @@ def cached(model: Any, *args: Any, names: Sequence[str], **kwargs: Any) -> tuple
     wanted = set(names)
     device = model_device(model)
     args, kwargs = to_device(args, device), to_device(kwargs, device)
-    with _measuring(model):
+    with measuring(model):
         return model.run_with_cache(*args, names_filter=lambda name: name in wanted, **kwargs)

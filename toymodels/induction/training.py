@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
+from mechprobe import forward
 from mechprobe.forward import model_device
 from mechprobe.validation import at_least, one_of, positive
 from toymodels.errors import ToyConfigError
@@ -125,7 +126,7 @@ def last_token_loss(model: nn.Module, tokens: Int[Tensor, "batch pos"], *, batch
     """
     total, count = 0.0, 0
     device = model_device(model)
-    with torch.no_grad():
+    with forward.measuring(model):
         for chunk in tokens.split(batch_size):
             chunk = chunk.to(device)
             logp = last_token_log_probs(model, chunk[:, :-1])
@@ -141,7 +142,7 @@ def all_token_loss(model: nn.Module, tokens: Int[Tensor, "batch pos"], *, batch_
     """
     total, count = 0.0, 0
     device = model_device(model)
-    with torch.no_grad():
+    with forward.measuring(model):
         for chunk in tokens.split(batch_size):
             chunk = chunk.to(device)
             logp = F.log_softmax(model(chunk[:, :-1]).float(), dim=-1)
