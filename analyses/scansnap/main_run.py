@@ -16,6 +16,7 @@ from torch import nn
 
 from analyses.scansnap.config import ScanSnapConfig
 from analyses.scansnap.result import STATISTICS
+from mechprobe import forward
 from mechprobe.forward import model_device
 from probes.attention.key_token_attention import KeyTokenAttention, KeyTokenAttentionProbe, entropy_nats
 from probes.core.runner import run_probes
@@ -77,7 +78,7 @@ def eval_loss(model: nn.Module, data: CooccurrenceData, eval_sets: list[torch.Te
     The sequences are moved to the model's device.
     """
     device = model_device(model)
-    with torch.no_grad():
+    with forward.measuring(model):
         losses = [F.cross_entropy(query_logits(model, tokens.to(device)),
                                   data.fact_next[f].expand(len(tokens)).to(device))
                   for f, tokens in enumerate(eval_sets)]

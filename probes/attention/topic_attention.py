@@ -289,13 +289,15 @@ class TopicAttentionProbe(LayerwiseProbe[TopicAttention]):
         labelled = one_hot.sum(-1)
         own_topic = (mass * one_hot[:, None]).sum(-1)  # [batch head q]
         self._add_at("same_token/mass", index, n_layers, same_token)
-        # reduced over queries in float32 to per-head sums, which alone reach float64
+        # per-row values (reduced over keys in float32) are summed over rows in float64, as every probe does: the
+        # sums then do not depend on how the rows were batched
         self._add_at("same_topic/mass", index, n_layers,
-                     own_topic.sum((0, 2)).double() - same_token - itself.sum((0, 2)).double())
+                     own_topic.double().sum((0, 2)) - same_token - itself.double().sum((0, 2)))
         self._add_at("different_topic/mass", index, n_layers,
-                     (mass.sum(-1) * labelled[:, None] - own_topic).sum((0, 2)).double())
+                     (mass.sum(-1) * labelled[:, None] - own_topic).double().sum((0, 2)))
         to_topics = mass * labelled[:, None, :, None] - itself[..., None] * one_hot[:, None]  # [batch head q topic]
-        self._add_at("by_topic/mass", index, n_layers, torch.einsum("bqs,bhqt->hst", one_hot, to_topics).double())
+        self._add_at("by_topic/mass", index, n_layers,
+                     torch.einsum("bqs,bhqt->hst", one_hot.double(), to_topics.double()))
 
     def _update_rows(self, index: int, rows: Tensor, start: int, batch: TokenBatch, context: dict[str, Any]) -> None:
         n_rows, n_keys = rows.shape[2], rows.shape[3]
