@@ -34,7 +34,7 @@ not another pass over the [q_pos k_pos] grid per permutation.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,7 +49,7 @@ from probes.core.batch import TokenBatch
 from probes.core.errors import ConfigError, InputError
 from probes.core.model_info import ModelInfo, pattern_hook
 from probes.core.model_kind import HookedModel
-from probes.core.pattern_sums import KeyMask, float_at_least_32, is_pattern_block
+from probes.core.pattern_sums import float_at_least_32, is_pattern_block
 from probes.core.probe import LayerwiseProbe
 from probes.core.result import ProbeResult, Provenance
 from probes.core.runner import run_probes
@@ -273,7 +273,8 @@ class TopicAttentionProbe(LayerwiseProbe[TopicAttention]):
         self._add("by_topic/pairs", torch.einsum("bqs,bqt->st", one_hot, per_topic))
         b, q = labelled.nonzero(as_tuple=True)
         context = {"one_hot": one_hot, "keys": keys.to(torch.float32), "labelled": (b, q), "causal": causal,
-                   "same_token": KeyMask.from_pairs(same_token, n_batch, n_pos)}
+                   "same_token": same_token, "has_pairs": {kind: counts[kind] > 0 for kind in TOPIC_PAIR_KINDS},
+                   "has_topic_pairs": per_topic > 0}
         if self.n_permutations:  # the null scores every labelled pair of distinct tokens: those need the grid
             masks = topic_pair_masks(batch.tokens, topics, visible_pairs(batch, causal))
             context["null"] = self._null_pairs(batch.tokens, masks["same_topic"] | masks["different_topic"])
@@ -282,22 +283,38 @@ class TopicAttentionProbe(LayerwiseProbe[TopicAttention]):
     def _fold_topic_mass(self, index: int, mass: Tensor, itself: Tensor, same_token: Tensor, start: int,
                          context: dict[str, Any]) -> None:
         """Fold query rows ``start ...`` of one layer from ``mass[b, h, q, t]`` (attention of each query to the
-        visible labelled keys of topic ``t``), ``itself[b, h, q]`` (each labelled query's weight on itself, zero
-        for the others) and the same-token mass per head (the decomposition of :meth:`_batch_context`)."""
+        visible labelled keys of topic ``t``), ``itself[b, h, q]`` (each labelled query's weight on itself) and
+        ``same_token[b, h, q]`` (its weight on its same-token pairs): the decomposition of :meth:`_batch_context`.
+        A row without pairs of a kind adds exactly 0 to it (not a rounding residue of the subtraction)."""
         n_layers = self.info.n_layers
-        one_hot = context["one_hot"][:, start : start + mass.shape[2]].to(torch.float32)  # [batch q topic]
-        labelled = one_hot.sum(-1)
+        rows = slice(start, start + mass.shape[2])
+        one_hot = context["one_hot"][:, rows].to(mass.dtype)  # [batch q topic]
+        has = {kind: mask[:, None, rows] for kind, mask in context["has_pairs"].items()}  # [batch 1 q]
         own_topic = (mass * one_hot[:, None]).sum(-1)  # [batch head q]
-        self._add_at("same_token/mass", index, n_layers, same_token)
-        # per-row values (reduced over keys in float32) are summed over rows in float64, as every probe does: the
-        # sums then do not depend on how the rows were batched
-        self._add_at("same_topic/mass", index, n_layers,
-                     own_topic.double().sum((0, 2)) - same_token - itself.double().sum((0, 2)))
-        self._add_at("different_topic/mass", index, n_layers,
-                     (mass.sum(-1) * labelled[:, None] - own_topic).double().sum((0, 2)))
-        to_topics = mass * labelled[:, None, :, None] - itself[..., None] * one_hot[:, None]  # [batch head q topic]
+        per_row = {
+            "same_token": same_token,
+            "same_topic": torch.where(has["same_topic"], own_topic - same_token - itself, 0.0),
+            "different_topic": torch.where(has["different_topic"], mass.sum(-1) - own_topic, 0.0),
+        }
+        for kind, values in per_row.items():  # reduced over keys in float32; rows summed in float64
+            self._add_at(f"{kind}/mass", index, n_layers, values.double().sum((0, 2)))
+        to_topics = torch.where(context["has_topic_pairs"][:, None, rows], mass - itself[..., None] * one_hot[:, None],
+                                0.0)  # [batch head q topic]
         self._add_at("by_topic/mass", index, n_layers,
                      torch.einsum("bqs,bhqt->hst", one_hot.double(), to_topics.double()))
+
+    def _same_token_rows(self, values: Callable[[Tensor, Tensor, Tensor], Tensor], start: int, n_rows: int,
+                         context: dict[str, Any]) -> Tensor:
+        """Each query row's weight on its same-token pairs ``[batch head rows]`` for rows ``start ...``, from
+        ``values(b, q, k) -> [pair head]`` (gathered from rows of the pattern, or from ``q . k``)."""
+        b, q, k = context["same_token"]
+        inside = (q >= start) & (q < start + n_rows)
+        b, q, k = b[inside], q[inside], k[inside]
+        n_batch, n_heads = context["one_hot"].shape[0], self.info.n_heads
+        found = float_at_least_32(values(b, q, k))
+        out = torch.zeros(n_batch * n_rows, n_heads, dtype=found.dtype, device=b.device)
+        out.index_add_(0, b * n_rows + q - start, found)
+        return out.view(n_batch, n_rows, n_heads).transpose(1, 2)
 
     def _update_rows(self, index: int, rows: Tensor, start: int, batch: TokenBatch, context: dict[str, Any]) -> None:
         n_rows, n_keys = rows.shape[2], rows.shape[3]
@@ -311,7 +328,8 @@ class TopicAttentionProbe(LayerwiseProbe[TopicAttention]):
         inside = (q >= start) & (q < start + n_rows)
         itself = torch.zeros(mass.shape[:3], dtype=block.dtype, device=rows.device)
         itself[b[inside], :, q[inside] - start] = block[b[inside], :, q[inside] - start, q[inside]]
-        self._fold_topic_mass(index, mass, itself, context["same_token"].pattern_sum(rows, start), start, context)
+        same_token = self._same_token_rows(lambda b, q, k: block[b, :, q - start, k], start, n_rows, context)
+        self._fold_topic_mass(index, mass, itself, same_token.to(mass.dtype), start, context)
         if self.n_permutations:
             self._fold_null_rows(index, rows, start, context)
 
@@ -344,8 +362,8 @@ class TopicAttentionProbe(LayerwiseProbe[TopicAttention]):
             return
         labelled = context["one_hot"].sum(-1).to(torch.float32)  # [batch q]: 1 for labelled queries
         itself = attention.diagonal() * labelled[:, None]
-        self._fold_topic_mass(index, attention.column_mass, itself, context["same_token"].attention_sum(attention), 0,
-                              context)
+        same_token = self._same_token_rows(attention.entries, 0, attention.shape[2], context)
+        self._fold_topic_mass(index, attention.column_mass, itself, same_token, 0, context)
 
     def _compute(self, state: Mapping[str, Tensor], info: ModelInfo, provenance: Provenance) -> TopicAttention:
         mean, pairs, chance = {}, {}, {}
