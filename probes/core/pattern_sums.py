@@ -61,24 +61,6 @@ def masked_row_sums(
     return out
 
 
-def masked_row_class_sums(
-    pattern: Float[Tensor, "batch head q_pos k_pos"], mask: Tensor, key_classes: Float[Tensor, "batch k_pos n"]
-) -> Float[Tensor, "batch head q_pos n"]:
-    """``out[b, h, q, c] = sum_k pattern[b, h, q, k] * mask[b, q, k] * key_classes[b, k, c]`` in float64
-    (e.g. attention from each query to the keys of each topic); float32 over keys, in query chunks.
-    """
-    n_batch, n_heads, n_pos, n_keys = pattern.shape
-    mask = mask.expand(n_batch, n_pos, n_keys)
-    out = torch.empty(n_batch, n_heads, n_pos, key_classes.shape[-1], dtype=torch.float64, device=pattern.device)
-    step = rows_per_chunk(pattern)
-    for start in range(0, n_pos, step):
-        rows = slice(start, start + step)
-        chunk = float_at_least_32(pattern[:, :, rows])
-        masked = chunk * mask[:, None, rows].to(chunk.dtype)
-        out[:, :, rows] = (masked @ key_classes[:, None].to(chunk.dtype)).double()
-    return out
-
-
 @dataclass(frozen=True)
 class KeyMask:
     """A ``[batch q_pos k_pos]`` mask prepared once per batch for :meth:`pattern_sum` on every layer. The
