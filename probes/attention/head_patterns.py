@@ -30,7 +30,7 @@ from jaxtyping import Bool, Int
 from torch import Tensor
 
 from probes.core.errors import ConfigError, InputError
-from probes.core.token_pairs import Pairs, equal_pairs, sorted_pairs
+from probes.core.token_pairs import Pairs, equal_pairs
 
 TargetFunction = Callable[[Tensor, Tensor], Tensor]
 PairFunction = Callable[[Tensor, Tensor], Pairs]
@@ -69,8 +69,8 @@ def _induction_pairs(distance: int) -> PairFunction:
     def pairs(tokens: Tensor, valid: Tensor) -> Pairs:
         b, q, copy = _duplicate_pairs(tokens, valid)
         k = copy + distance
-        keep = k < tokens.shape[1]
-        return sorted_pairs(b[keep], q[keep], k[keep], tokens.shape[1])
+        keep = k < tokens.shape[1]  # k = copy + distance keeps the order of the copies
+        return b[keep], q[keep], k[keep]
 
     return pairs
 
@@ -113,8 +113,9 @@ class HeadPattern:
 
     ``name`` identifies the pattern in results (``scores[name]``) and in merges, so two different
     patterns must not share a name. ``description`` is shown in tables and saved results. ``pairs``
-    (optional, the built-ins have it) lists the same targets as ``(b, q, k)`` without building the mask
-    (:mod:`probes.core.token_pairs`); :meth:`target_pairs` uses it where given.
+    (optional, the built-ins have it) lists the same targets as ``(b, q, k)`` in the order of
+    ``mask.nonzero()``, without building the mask (:mod:`probes.core.token_pairs`); :meth:`target_pairs` uses
+    it where given.
     """
 
     name: str
@@ -154,7 +155,7 @@ class HeadPattern:
             return b, q, k
         b, q, k = self.pairs(tokens, valid)
         keep = valid[b, q] & valid[b, k]
-        return sorted_pairs(b[keep], q[keep], k[keep], tokens.shape[1])
+        return b[keep], q[keep], k[keep]
 
     @classmethod
     def from_matrix(cls, name: str, matrix: Tensor, description: str = "") -> HeadPattern:

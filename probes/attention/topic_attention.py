@@ -252,11 +252,9 @@ class TopicAttentionProbe(LayerwiseProbe[TopicAttention]):
         ``sum_t n[t] - n[s]`` (the categories of the module docstring)."""
         causal = check_pattern_batch(self.info, self.token_topics, first, batch)
         n_batch, n_pos = batch.tokens.shape
-        labels = self.token_topics.to(batch.tokens.device)
-        topics = torch.where(batch.valid, labels[batch.tokens], torch.full_like(batch.tokens, -1))
+        topics = self._topics(batch)
         labelled = topics >= 0
-        one_hot = torch.nn.functional.one_hot(topics.clamp(min=0), self.n_topics).to(torch.float64)
-        one_hot = one_hot * labelled[..., None]  # [batch pos topic], zero rows for unlabelled positions
+        one_hot = self._one_hot(topics).to(torch.float64)  # [batch pos topic], zero rows for unlabelled positions
         seen = labelled if batch.attention_mask is None else labelled & batch.attention_mask.bool()
         keys = one_hot * seen[..., None]  # the labelled keys a query may see (attention_mask kept)
         per_topic = keys.cumsum(1) if causal else keys.sum(1, keepdim=True).expand_as(keys)
@@ -348,10 +346,15 @@ class TopicAttentionProbe(LayerwiseProbe[TopicAttention]):
     def key_columns(self, batch: TokenBatch) -> Tensor | None:
         """Each key's topic, one-hot ``[batch k_pos topic]`` (zero rows for unlabelled keys and padding); none when
         the permutation null needs the pattern's pairs anyway."""
-        if self.n_permutations:
-            return None
-        topics = torch.where(batch.valid, self.token_topics.to(batch.tokens.device)[batch.tokens], -1)
-        return torch.nn.functional.one_hot(topics.clamp(min=0), self.n_topics).float() * (topics >= 0)[..., None]
+        return None if self.n_permutations else self._one_hot(self._topics(batch)).float()
+
+    def _topics(self, batch: TokenBatch) -> Tensor:
+        """Each position's topic ``[batch pos]`` (-1 for unlabelled tokens and invalid positions)."""
+        return torch.where(batch.valid, self.token_topics.to(batch.tokens.device)[batch.tokens], -1)
+
+    def _one_hot(self, topics: Tensor) -> Tensor:
+        """``topics`` one-hot ``[batch pos topic]`` (int64), zero rows where there is no topic."""
+        return torch.nn.functional.one_hot(topics.clamp(min=0), self.n_topics) * (topics >= 0)[..., None]
 
     def _update_attention(self, index: int, attention: LayerAttention, batch: TokenBatch,
                           context: dict[str, Any]) -> None:

@@ -77,10 +77,7 @@ class LayerAttention:
         return (*self.query.shape[:3], self.key.shape[2])
 
     def _scores(self, scores: Tensor) -> Tensor:
-        scores = scores * self.scaling
-        if self.softcap is not None:
-            scores = torch.tanh(scores / self.softcap) * self.softcap
-        return scores
+        return _scaled(scores, self.scaling, self.softcap)
 
     @functools.cached_property
     def _heads_first(self) -> tuple[Tensor, Tensor]:
@@ -123,6 +120,12 @@ class LayerAttention:
         step = max(1, ROW_BLOCK_BYTES // (4 * n_batch * n_heads * n_keys))
         for start in range(0, n_pos, step):
             yield start, self.rows(start, min(n_pos, start + step))
+
+
+def _scaled(scores: Tensor, scaling: float, softcap: float | None) -> Tensor:
+    """``q . k`` scores scaled and soft-capped as the module does before its softmax."""
+    scores = scores * scaling
+    return scores if softcap is None else torch.tanh(scores / softcap) * softcap
 
 
 def _masked(scores: Tensor, start: int, causal: bool, allowed: Tensor | None) -> Tensor:
@@ -197,12 +200,11 @@ def _blocked(query: Tensor, key: Tensor, value: Tensor, allowed: Tensor | None, 
     n_batch, n_heads, n_pos, _ = query.shape
     output = torch.empty(n_batch, n_heads, n_pos, value.shape[-1], dtype=query.dtype, device=query.device)
     lse = torch.empty(n_batch, n_heads, n_pos, dtype=torch.float32, device=query.device)
-    probe = LayerAttention(0, query, key, lse, scaling, softcap, allowed, causal)
     step = max(1, ROW_BLOCK_BYTES // (4 * n_batch * n_heads * key.shape[2]))
     for start in range(0, n_pos, step):
         rows = slice(start, min(n_pos, start + step))
-        scores = _masked(probe._scores(torch.matmul(query[:, :, rows], key.transpose(2, 3)).float()), start, causal,
-                         allowed)
+        scores = _masked(_scaled(torch.matmul(query[:, :, rows], key.transpose(2, 3)).float(), scaling, softcap),
+                         start, causal, allowed)
         lse[:, :, rows] = torch.logsumexp(scores, dim=-1)
         weights = torch.exp(scores - lse[:, :, rows, None]).to(value.dtype)
         output[:, :, rows] = torch.matmul(weights, value)

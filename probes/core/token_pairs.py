@@ -17,7 +17,7 @@ import torch
 from jaxtyping import Bool, Int
 from torch import Tensor
 
-Pairs = tuple[Tensor, Tensor, Tensor]  # (batch, query, key) indices, int64, sorted by (batch, query, key)
+Pairs = tuple[Tensor, Tensor, Tensor]  # (batch, query, key) indices, int64, in the order of mask.nonzero()
 KeySide = Literal["before", "up_to", "any", "any_other"]
 
 
@@ -31,21 +31,16 @@ def _relation_holds(q: Tensor, k: Tensor, keys: KeySide) -> Tensor:
     return torch.ones_like(q, dtype=torch.bool)
 
 
-def sorted_pairs(b: Tensor, q: Tensor, k: Tensor, n_pos: int) -> Pairs:
-    """The pairs ordered by (batch, query, key), as ``nonzero`` of the mask would list them."""
-    order = torch.argsort((b * n_pos + q) * n_pos + k)
-    return b[order], q[order], k[order]
-
-
 def equal_pairs(query_values: Int[Tensor, "batch pos"], key_values: Int[Tensor, "batch pos"],
                 query_ok: Bool[Tensor, "batch pos"], key_ok: Bool[Tensor, "batch pos"], *,
                 keys: KeySide) -> Pairs:
     """Every ``(b, q, k)`` with ``query_values[b, q] == key_values[b, k]``, both ok, and ``k`` on the ``keys``
-    side of ``q`` (``before``: k < q; ``up_to``: k <= q; ``any_other``: k != q; ``any``)."""
+    side of ``q`` (``before``: k < q; ``up_to``: k <= q; ``any_other``: k != q; ``any``), ordered by (b, q, k): the
+    queries are enumerated in order and a stable sort keeps each run of equal keys in position order."""
     n_batch, n_pos = key_values.shape
     device = key_values.device
     # values of rows that are not ok never match: keys take a sentinel below every value, queries another
-    low = torch.minimum(query_values.min(), key_values.min()) if key_values.numel() else torch.tensor(0)
+    low = torch.minimum(query_values.min(), key_values.min()) if key_values.numel() else 0
     key_values = torch.where(key_ok, key_values, low - 1)
     query_values = torch.where(query_ok, query_values, low - 2)
     sorted_values, order = torch.sort(key_values, dim=-1, stable=True)
@@ -61,7 +56,7 @@ def equal_pairs(query_values: Int[Tensor, "batch pos"], key_values: Int[Tensor, 
     b, q = rows // n_pos, rows % n_pos
     k = order[b, first.flatten()[rows] + within]
     keep = _relation_holds(q, k, keys)
-    return sorted_pairs(b[keep], q[keep], k[keep], n_pos)
+    return b[keep], q[keep], k[keep]
 
 
 def shifted(values: Int[Tensor, "batch pos"], ok: Bool[Tensor, "batch pos"], shift: int
