@@ -3,15 +3,17 @@ heads (and, for the null, many random sets matched layer by layer) is knocked ou
 
 Per batch, one clean forward pass gives the clean loss (and, for ``resample``, the clean head outputs); then the
 head sets are ablated in groups, each group one forward pass over the batch repeated along the batch axis, copy
-``g`` ablating set ``g`` through one hook per layer that indexes per row. Everything a batch leaves behind is a
+``g`` ablating set ``g`` through one hook per layer that indexes per row. A group holds as many copies as fit a
+byte budget of activations (:class:`probes.causal.pass_size.PassSize`; halved after an out-of-memory error), so
+the peak memory is the budget's whatever the number of draws. Everything a batch leaves behind is a
 row of sums (:class:`AblationSums`), so halves merge into the whole and the bootstrap resamples batches.
 
 The loss is next-token for causal models and masked-token for encoders (:mod:`probes.causal.token_loss`; the plan's
 ``loss``). The grouped passes skip the blocks below the lowest ablated layer, apply the unembedding at the slice
-positions only and, under next-token loss, leave out the positions after the last measured one, where
-:func:`probes.causal.routes.choose_route` finds that this reproduces the whole forward on the model at hand (checked
-once per :func:`ablation_sums`); otherwise full logits are computed, a few copies of the batch per pass (at most
-:data:`PLAIN_LOGIT_BYTES` of them).
+positions only, compute attention with a fused kernel (TransformerBridges) and, under next-token loss, leave out
+the positions after the last measured one, where :func:`probes.causal.routes.choose_route` finds that this
+reproduces the whole forward on the model at hand (checked once per :func:`ablation_sums`); otherwise the whole
+forward runs, full logits included (counted in each copy's bytes).
 
 Methods (on the head's output ``z`` [batch pos head d_head], before ``W_O``):
 ``zero``: set to 0; ``mean``: the head's mean output at that position over the probed batches
@@ -38,6 +40,7 @@ from torch import Tensor
 from mechprobe.forward import model_device
 from probes.causal.head_sets import Heads, check_heads, derangement, head_layers, head_mask, layer_matched_head_sets
 from probes.causal.means import HeadMeans, z_hook
+from probes.causal.pass_size import PASS_BYTES, PassSize
 from probes.causal.routes import (
     PLAIN,
     ForwardRoute,
@@ -52,19 +55,9 @@ from probes.core.batch import TokenBatch, as_token_batch
 from probes.core.errors import ConfigError, InputError, ModelError
 from probes.core.model_info import ModelInfo
 from probes.core.model_kind import HookedModel, mask_kwargs
+from probes.core.runner import is_out_of_memory
 
 ABLATION_METHODS = ("zero", "mean", "resample")
-
-PLAIN_LOGIT_BYTES = 128 * 2**20
-"""On the plain route (full logits), copies of the batch per forward pass are limited to this many bytes of float32
-logits (at least one copy)."""
-
-CPU_PASS_TOKENS = 2048
-"""On CPU, copies of the batch per forward pass are limited to this many tokens (at least one copy): there the cost
-of a pass grows with its rows, so bigger groups only add memory (SmolLM2, 64 sets of 4 x 41 tokens: passes of 48,
-64, 96 or 256 rows take the same time; the peak RSS grows from +220 to +550 MiB over a bare forward, mostly freed
-activations the allocator keeps)."""
-
 
 def check_method(method: str) -> str:
     if method not in ABLATION_METHODS:
@@ -189,23 +182,13 @@ def _ablating_hook(set_mask: Bool[Tensor, "copy head"], replacement: Tensor | fl
     return hook
 
 
-def _copies_per_pass(route: ForwardRoute, batch: TokenBatch, d_vocab: int, max_rows: int) -> int:
-    n_rows, n_pos = batch.shape
-    copies = max(1, max_rows // n_rows)
-    if not route.unembed:
-        copies = min(copies, max(1, PLAIN_LOGIT_BYTES // (4 * n_rows * n_pos * d_vocab)))
-    if batch.tokens.device.type == "cpu":
-        copies = min(copies, max(1, CPU_PASS_TOKENS // (n_rows * n_pos)))
-    return copies
-
-
 def batch_ablation_sums(model: HookedModel, batch: TokenBatch, plan: AblationPlan, slices: Mapping[str, SliceFn], *,
-                        means: HeadMeans | None = None, max_rows: int = 256,
+                        means: HeadMeans | None = None, size: PassSize | None = None,
                         route: ForwardRoute = PLAIN) -> AblationSums:
-    """The :class:`AblationSums` of one batch: one clean forward pass, then the plan's head sets
-    ``max(1, max_rows // batch_rows)`` at a time (fewer on CPU and on the full-logits route: :data:`CPU_PASS_TOKENS`,
-    :data:`PLAIN_LOGIT_BYTES`), each group one forward pass over the repeated batch along ``route``
-    (:func:`probes.causal.routes.choose_route`; the default computes full logits)."""
+    """The :class:`AblationSums` of one batch: one clean forward pass, then the plan's head sets ``size.copies``
+    at a time (:class:`probes.causal.pass_size.PassSize`: a byte budget, default :data:`PASS_BYTES`), each group
+    one forward pass over the repeated batch along ``route`` (:func:`probes.causal.routes.choose_route`; the
+    default computes full logits). A group that runs out of memory is retried in halves."""
     masks = _slice_masks(batch, slices, plan.loss)
     if route.cut_tail:
         batch, masks = cut_after_last_measured(batch, masks)
@@ -227,21 +210,34 @@ def batch_ablation_sums(model: HookedModel, batch: TokenBatch, plan: AblationPla
     clean = slice_sums(token_losses(model, clean_route, inputs, kwargs, keepers, 1), inputs)[0]
     replacements = {layer: _replacement(plan, layer, batch, means, clean_z) for layer in plan.layers}
     sets = plan.sets.to(batch.tokens.device)
-    group = _copies_per_pass(route, batch, int(model.cfg.d_vocab), max_rows)
+    size = PassSize() if size is None else size
+    n_pos = inputs.tokens.shape[1]
+    group = size.copies(model, route, n_rows, n_pos, batch.tokens.device)
     ablated = []
-    for start in range(0, sets.shape[0], group):
+    start = 0
+    while start < sets.shape[0]:
         chunk = sets[start : start + group]
         hooks = [(z_hook(layer), _ablating_hook(chunk[:, i], replacements[layer], n_rows))
                  for i, layer in enumerate(plan.layers)]
-        losses = token_losses(model, route, inputs, kwargs, hooks, chunk.shape[0], kept.get("resid"))
+        try:
+            losses = token_losses(model, route, inputs, kwargs, hooks, chunk.shape[0], kept.get("resid"))
+        except Exception as error:
+            if not is_out_of_memory(error):
+                raise
+            group = size.after_out_of_memory(chunk.shape[0], n_rows, n_pos, error)
+            continue
         ablated.append(slice_sums(losses, inputs))
+        start += chunk.shape[0]
     return AblationSums(tuple(slices), torch.tensor([float(n_rows)], dtype=torch.float64),
                         masks.sum((1, 2)).double()[None].cpu(), clean[None].cpu(), torch.cat(ablated)[None].cpu())
 
 
 def ablation_sums(model: HookedModel, plan: AblationPlan, batches: Iterable[Any], slices: Mapping[str, SliceFn], *,
-                  means: HeadMeans | None = None, max_rows: int = 256, shortcuts: bool = True) -> AblationSums:
-    """:func:`batch_ablation_sums` over ``batches``, merged (one row per batch). ``method="mean"`` needs ``means``
+                  means: HeadMeans | None = None, max_rows: int = 256, pass_bytes: int = PASS_BYTES,
+                  shortcuts: bool = True) -> AblationSums:
+    """:func:`batch_ablation_sums` over ``batches``, merged (one row per batch); each grouped pass holds at most
+    ``max_rows`` rows and about ``pass_bytes`` of activations (:class:`probes.causal.pass_size.PassSize`).
+    ``method="mean"`` needs ``means``
     (:func:`probes.causal.means.head_output_means` on the same batches, or others of at least the same length).
     ``shortcuts``: skip the blocks below the ablated layers and unembed at the slice positions only where the first
     batch shows this reproduces the whole forward (:func:`probes.causal.routes.choose_route`); ``False`` runs every
@@ -253,6 +249,7 @@ def ablation_sums(model: HookedModel, plan: AblationPlan, batches: Iterable[Any]
                          "plan.layers, batches).")
     info = ModelInfo.of(model)
     check_z_hooks(model, plan.layers)
+    size = PassSize(max_rows, pass_bytes)
     device = model_device(model)
     total: AblationSums | None = None
     route: ForwardRoute | None = None if shortcuts else PLAIN
@@ -266,7 +263,7 @@ def ablation_sums(model: HookedModel, plan: AblationPlan, batches: Iterable[Any]
                     inputs = LossInputs.of(model, batch, _slice_masks(batch, slices, plan.loss), plan.loss)
                     kwargs = mask_kwargs(model, batch.attention_mask)
                     route = choose_route(model, batch, inputs, kwargs, min(plan.layers))
-                part = batch_ablation_sums(model, batch, plan, slices, means=means, max_rows=max_rows, route=route)
+                part = batch_ablation_sums(model, batch, plan, slices, means=means, size=size, route=route)
                 total = part if total is None else total.merge(part)
     finally:
         if was_training:

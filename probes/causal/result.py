@@ -16,6 +16,7 @@ from mechprobe.forward import model_device
 from probes.causal.ablation import AblationPlan, AblationSums, ablation_sums, batches_as_read, reusable_batches
 from probes.causal.head_sets import mask_heads
 from probes.causal.means import HeadMeans, head_output_means
+from probes.causal.pass_size import PASS_BYTES
 from probes.causal.slices import SliceFn
 from probes.core.errors import ConfigError
 from probes.core.model_info import ModelInfo
@@ -105,12 +106,14 @@ class HeadAblation(ProbeResult):
 def head_ablation(model: HookedModel, heads: Iterable[tuple[int, int]], batches: Iterable[Any], *,
                   slices: Mapping[str, SliceFn], method: str = "mean", n_draws: int = 0, seed: int = 0,
                   means: HeadMeans | None = None, n_boot: int = 1000, level: float = 0.95, max_rows: int = 256,
-                  data: str = "unspecified", loss: str | None = None, shortcuts: bool = True) -> HeadAblation:
+                  pass_bytes: int = PASS_BYTES, data: str = "unspecified", loss: str | None = None,
+                  shortcuts: bool = True) -> HeadAblation:
     """Ablate ``heads`` of ``model`` on ``batches`` and measure the per-token loss change on each slice, beside
     ``n_draws`` random head sets with the same number of heads in each layer (the null; ``seed`` draws them,
     fixes the resample derangement and the bootstrap). ``method="mean"`` computes the heads' means on ``batches``
     (as the model reads them: masked, for the masked loss) in a first pass unless ``means`` is given. ``max_rows``
-    bounds the rows of one forward pass (batch rows x head sets ablated together). ``loss``: ``"next"``
+    bounds the rows of one forward pass (batch rows x head sets ablated together), ``pass_bytes`` its activations
+    (:class:`probes.causal.pass_size.PassSize`). ``loss``: ``"next"``
     (next-token) or ``"masked"`` (the slice positions replaced by the mask token and predicted in place); by default
     the model's direction decides (encoders: masked; a warning names an encoder no better than uniform on them).
     ``shortcuts``: see :func:`probes.causal.ablation.ablation_sums`.
@@ -126,7 +129,8 @@ def head_ablation(model: HookedModel, heads: Iterable[tuple[int, int]], batches:
     batches = reusable_batches(batches, method)
     if method == "mean" and means is None:
         means = head_output_means(model, plan.layers, batches_as_read(model, batches, slices, plan.loss))
-    sums = ablation_sums(model, plan, batches, slices, means=means, max_rows=max_rows, shortcuts=shortcuts)
+    sums = ablation_sums(model, plan, batches, slices, means=means, max_rows=max_rows,
+                         pass_bytes=pass_bytes, shortcuts=shortcuts)
     clean = float(sums.clean.sum() / sums.count.sum())
     if plan.loss == "masked" and clean >= math.log(info.d_vocab):
         log.warning("%s predicts masked tokens no better than uniform (clean loss %.2f nats >= log d_vocab = %.2f): "

@@ -9,6 +9,10 @@ of the model computing ``[rows pos d_vocab]`` logits everywhere.
 model the loss at a position reads no later token, so a row whose slices end early (the report's topic rows: a few
 topic words in 64 tokens) is cut there, in the clean pass and every ablated copy.
 
+``fused`` (TransformerBridges over Hugging Face models): every layer's attention is computed by the fused kernel of
+:func:`probes.core.attention_rows.reduced_attention` instead of the bridge's eager softmax, so no ``[T, T]`` pattern
+is made (``hook_pattern`` does not fire; ``hook_z`` does, which is all an ablation reads).
+
 ``start_layer`` L > 0 (prefix sharing): every head set ablates layers >= L only, so the residual entering block L
 (``blocks.{L}.hook_resid_pre``) is the clean pass's in every ablated copy. The grouped passes put the clean residual
 there (repeated per copy), and the blocks below L return their input without computing: for the pass, their
@@ -19,9 +23,9 @@ it still runs blocks 0..L-1 and feeds the residual as ``inputs_embeds``, which l
 
 :func:`choose_route` checks each shortcut once per measurement on the first rows of the first batch: the clean
 per-token loss through the shortcut must equal the whole forward's (relative and absolute tolerance 1e-4, or the
-parameters' dtype resolution if coarser); else, or when a hook or module is missing, a warning is logged and the
-plain path is used. Logit soft-capping after the unembedding (Gemma 2) or an unembedding the model does not call
-as ``model.unembed`` fail that check.
+parameters' dtype resolution if coarser), and under ``fused`` the lowest ablated layer's ``hook_z`` must still
+fire; else, or when a hook or module is missing, a warning is logged and the plain path is used. Logit soft-capping
+after the unembedding (Gemma 2) or an unembedding the model does not call as ``model.unembed`` fail that check.
 """
 
 from __future__ import annotations
@@ -37,12 +41,14 @@ from jaxtyping import Bool, Float
 from torch import Tensor, nn
 
 from mechprobe import forward
+from probes.causal.means import z_hook
 from probes.causal.token_loss import (
     LossInputs,
     counted_positions,
     token_losses_from_logits,
     token_losses_from_unembed_input,
 )
+from probes.core.attention_rows import reduced_attention, supports_reductions
 from probes.core.batch import TokenBatch
 from probes.core.errors import ModelError
 from probes.core.model_kind import HookedModel, model_kind
@@ -60,14 +66,18 @@ CHECK_TOLERANCE = 1e-4
 class ForwardRoute:
     """``unembed``: loss from the unembedding's input at the slice positions; ``start_layer``: blocks below it
     skipped and the clean residual put in at ``blocks.{start_layer}.hook_resid_pre`` (0: nothing skipped);
-    ``cut_tail``: each batch cut after its last measured position's target (:func:`cut_after_last_measured`)."""
+    ``cut_tail``: each batch cut after its last measured position's target (:func:`cut_after_last_measured`);
+    ``fused``: attention through the fused kernel, no pattern made."""
 
     unembed: bool = False
     start_layer: int = 0
     cut_tail: bool = False
+    fused: bool = False
 
     def describe(self) -> str:
         parts = ["unembedding at the slice positions" if self.unembed else "full logits"]
+        if self.fused:
+            parts.append("fused attention")
         if self.start_layer:
             parts.append(f"blocks 0..{self.start_layer - 1} shared with the clean pass")
         if self.cut_tail:
@@ -189,6 +199,8 @@ def token_losses(model: HookedModel, route: ForwardRoute, inputs: LossInputs, kw
                 raise ModelError(f"Skipping blocks below {route.start_layer} needs the clean residual there.")
             hooks.append((resid_hook(route.start_layer), _injector(resid, copies)))
             stack.enter_context(_blocks_skipped(model, route.start_layer))
+        if route.fused:
+            stack.enter_context(reduced_attention(model, _no_reductions))
         if route.unembed:
             hidden = _run_to_unembed(model, tokens, kwargs, hooks)
         else:
@@ -198,20 +210,30 @@ def token_losses(model: HookedModel, route: ForwardRoute, inputs: LossInputs, kw
     return token_losses_from_logits(logits, inputs, copies)
 
 
+def _no_reductions(layer: Any) -> None:
+    """The sink of a fused pass: the layers' reductions are not needed, only the model's output."""
+
+
 def _tolerance(model: HookedModel) -> float:
     dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
     return max(CHECK_TOLERANCE, float(torch.finfo(dtype).resolution))
 
 
 def _matches(model: HookedModel, name: str, instead: str, route: ForwardRoute, inputs: LossInputs, kwargs: dict,
-             reference: Tensor, resid: Tensor | None) -> bool:
-    """Whether ``route`` gives the clean per-token ``reference`` loss; logs a warning saying ``instead`` if not."""
+             reference: Tensor, resid: Tensor | None, fires: str | None = None) -> bool:
+    """Whether ``route`` gives the clean per-token ``reference`` loss (and fires the hook ``fires``); logs a warning
+    saying ``instead`` if not."""
     tolerance = _tolerance(model)
+    fired: list[str] = []
+    hooks = [] if fires is None else [(fires, lambda x, hook: fired.append(hook.name))]
     try:
-        losses = token_losses(model, route, inputs, kwargs, [], 1, resid)[0]
+        losses = token_losses(model, route, inputs, kwargs, hooks, 1, resid)[0]
     except (ModelError, RuntimeError, TypeError, ValueError, AttributeError) as error:
         log.warning("%s: %s fails on this model (%s: %s); %s.", _name(model), name, type(error).__name__, error,
                     instead)
+        return False
+    if fires is not None and not fired:
+        log.warning("%s: %s never fires %s; %s.", _name(model), name, fires, instead)
         return False
     if not torch.allclose(losses, reference, rtol=tolerance, atol=tolerance):
         worst = float((losses - reference).abs().max())
@@ -266,6 +288,9 @@ def choose_route(model: HookedModel, batch: TokenBatch, inputs: LossInputs, kwar
         log.info("%s has no model.unembed module; %s.", _name(model), full_logits)
     unembed = unembed and _matches(model, "reading the loss from model.unembed's input", full_logits,
                                    ForwardRoute(unembed=True), check, kwargs, reference, None)
+    fused = supports_reductions(model) and z_hook(start_layer) in model.hook_dict and _matches(
+        model, "fused attention", "head ablation computes each layer's attention pattern",
+        ForwardRoute(unembed=unembed, fused=True), check, kwargs, reference, None, fires=z_hook(start_layer))
     start = 0
     unshared = f"blocks 0..{start_layer - 1}, below the ablated layers, run in every ablated copy"
     if start_layer > 0:
@@ -276,11 +301,11 @@ def choose_route(model: HookedModel, batch: TokenBatch, inputs: LossInputs, kwar
             log.info("%s: block %d does not return a tensor of its input's shape; %s.", _name(model),
                         start_layer - 1, unshared)
         elif _matches(model, f"sharing blocks 0..{start_layer - 1} with the clean pass", unshared,
-                      ForwardRoute(unembed=unembed, start_layer=start_layer), check, kwargs, reference,
+                      ForwardRoute(unembed=unembed, start_layer=start_layer, fused=fused), check, kwargs, reference,
                       kept["resid"]):
             start = start_layer
     cut_tail = inputs.loss == "next" and _tail_cut_matches(model, check, kwargs, reference)
-    route = ForwardRoute(unembed=unembed, start_layer=start, cut_tail=cut_tail)
+    route = ForwardRoute(unembed=unembed, start_layer=start, cut_tail=cut_tail, fused=fused)
     log.info("%s: head ablation route: %s", _name(model), route.describe())
     return route
 

@@ -177,7 +177,7 @@ def test_a_bridge_with_left_and_right_padding_gives_the_whole_forwards_sums(brid
     with caplog.at_level(logging.INFO, logger="probes.causal.routes"):
         fast, whole = _both_ways(bridge, batches, "resample", heads=[(1, 0), (1, 3)],
                                  slices={"all": probes.predicted_positions}, max_rows=8)
-    assert "unembedding at the slice positions, blocks 0..0 shared with the clean pass" in caplog.text
+    assert "unembedding at the slice positions, fused attention, blocks 0..0 shared with the clean pass" in caplog.text
     torch.testing.assert_close(fast.clean, whole.clean, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(fast.ablated, whole.ablated, rtol=1e-5, atol=1e-6)
     assert fast.count.tolist() == [[4 * 11 - 3 - 4]] * 2  # 4 rows of 11 queries, less 3 right- and 4 left-padded

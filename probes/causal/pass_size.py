@@ -1,0 +1,103 @@
+"""How many copies of a batch one grouped ablation pass carries: as many as fit a byte budget of activations, so the
+peak memory of a head-ablation null is set by the budget, never by the number of draws.
+
+:func:`copy_bytes` estimates what one copy of a batch holds at the peak of a forward pass along a route (counted
+from the model's config and parameter dtype, generously: see its docstring); :class:`PassSize` divides the budget
+by it, caps the rows at ``max_rows`` (and, on CPU, the tokens at :data:`CPU_PASS_TOKENS`), and halves the count
+after an out-of-memory error, keeping the smaller count for the batches that follow.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import torch
+
+from probes.causal.routes import ForwardRoute
+from probes.core.errors import ConfigError, ModelError
+from probes.core.model_kind import HookedModel
+
+log = logging.getLogger(__name__)
+
+PASS_BYTES = 256 * 2**20
+"""Default budget of activations one grouped pass may hold (beyond the weights and the clean pass's keepsakes)."""
+
+CPU_PASS_TOKENS = 2048
+"""On CPU, copies of the batch per forward pass are limited to this many tokens (at least one copy): there the cost
+of a pass grows with its rows, so bigger groups only add memory (SmolLM2, 64 sets of 4 x 41 tokens: passes of 48,
+64, 96 or 256 rows take the same time; the peak RSS grows from +220 to +550 MiB over a bare forward, mostly freed
+activations the allocator keeps)."""
+
+
+def _element_bytes(model: HookedModel) -> int:
+    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
+    return torch.finfo(dtype).bits // 8
+
+
+def _width(cfg: object, name: str) -> int:
+    value = getattr(cfg, name, None)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def copy_bytes(model: HookedModel, route: ForwardRoute, n_rows: int, n_pos: int) -> int:
+    """Bytes one copy of an ``n_rows x n_pos`` batch holds at the peak of a forward pass along ``route``.
+
+    Per token, in the parameters' dtype: the residual stream and its normalised copy, the attention's input and
+    output, the ablated head outputs and the clean residual put back (8 ``d_model``), queries, keys, values and
+    head outputs (4 ``n_heads d_head``) and the MLP's hidden activations (3 ``d_mlp``: gate, up, product). Where
+    the attention is eager (``route.fused`` False), each query row's scores and float32 pattern over ``n_pos`` keys
+    per head; on the full-logits route, every position's logits. Inference frees one block's activations before
+    the next, so one block is counted, not ``n_layers``. A width the config does not give (a hand-built
+    ``HookedRootModule``) counts as 0, leaving ``max_rows`` to bound the pass."""
+    cfg = model.cfg
+    n_heads = _width(cfg, "n_heads")
+    d_model = _width(cfg, "d_model")
+    d_heads = n_heads * (_width(cfg, "d_head") or d_model // max(1, n_heads))
+    size = _element_bytes(model)
+    per_token = size * (8 * d_model + 4 * d_heads + 3 * _width(cfg, "d_mlp"))
+    if not route.fused:
+        per_token += n_heads * n_pos * (size + 4)
+    if not route.unembed:
+        per_token += size * _width(cfg, "d_vocab")
+    return n_rows * n_pos * per_token
+
+
+@dataclass
+class PassSize:
+    """Copies of a batch per grouped forward pass: ``pass_bytes / copy_bytes`` (at least one), at most ``max_rows``
+    rows, at most :data:`CPU_PASS_TOKENS` tokens on CPU; after an out-of-memory error, half of what failed, kept
+    for the following batches (:meth:`after_out_of_memory`)."""
+
+    max_rows: int = 256
+    pass_bytes: int = PASS_BYTES
+    _ceiling: int | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        for name in ("max_rows", "pass_bytes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{name} must be a positive integer; got {value!r}.")
+
+    def copies(self, model: HookedModel, route: ForwardRoute, n_rows: int, n_pos: int, device: torch.device
+               ) -> int:
+        """Copies of an ``n_rows x n_pos`` batch one pass on ``device`` carries."""
+        copies = min(max(1, self.max_rows // n_rows),
+                     max(1, self.pass_bytes // max(1, copy_bytes(model, route, n_rows, n_pos))))
+        if device.type == "cpu":
+            copies = min(copies, max(1, CPU_PASS_TOKENS // (n_rows * n_pos)))
+        return copies if self._ceiling is None else min(copies, self._ceiling)
+
+    def after_out_of_memory(self, copies: int, n_rows: int, n_pos: int, error: BaseException) -> int:
+        """The copies to retry with after a pass of ``copies`` ran out of memory; :class:`ModelError` when one copy
+        already did."""
+        if copies == 1:
+            raise ModelError(f"Out of memory ablating heads on one copy of a batch of {n_rows} x {n_pos} tokens. Use "
+                             f"fewer rows per batch, shorter sequences, weights in bfloat16 (dtype=...), or another "
+                             f"device.") from error
+        self._ceiling = copies // 2
+        log.warning("out of memory ablating %d head sets in one pass; retrying with %d per pass", copies,
+                    self._ceiling)
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        return self._ceiling
