@@ -12,6 +12,8 @@ its null only: it should never hold). :func:`aggregate_seeds` turns the seeds in
 - it *holds* when the interval clears the null, the control and the effect threshold: the interval's lower
   end exceeds the larger of the null and the control's upper end (its value with one seed), and
   ``low - reference >= min_effect`` (``low / reference`` for ratios);
+- otherwise it is *absent* when the interval's upper end lies below that threshold, else *inconclusive*
+  (``units_to_settle``: the seeds an interval of the observed spread would need);
 - with one seed there is no interval over seeds: the value, interval and verdict are that seed's;
 - ``seeds``: how many seeds held on their own (per-seed verdicts are kept in ``per_seed``).
 
@@ -31,7 +33,7 @@ from typing import Literal
 from scipy.stats import t as student_t
 
 from probes.core.errors import ConfigError, InputError
-from probes.stats.findings import Finding, adjust_family
+from probes.stats.findings import Finding, adjust_family, threshold_above, units_to_settle, verdict_of
 
 LEVEL = 0.95
 
@@ -111,7 +113,7 @@ class ToyFinding:
     control_per_seed: tuple[Finding, ...]
     # what summary.json's readers need besides the fields (mechprobe.records writes them, and skips them on load)
     __record_derived__ = ("statistic", "value", "ci", "null_value", "p_value", "control_value", "control_ci",
-                          "held", "holds")
+                          "held", "holds", "verdict", "threshold", "units_to_settle")
 
     def __post_init__(self) -> None:
         if not self.seeds or len(self.seeds) != len(self.per_seed) or \
@@ -201,6 +203,27 @@ class ToyFinding:
         if self.effect == "ratio":
             return reference > 0 and low / reference >= self.min_effect
         return low - reference >= self.min_effect
+
+    @property
+    def threshold(self) -> float:
+        """What the interval must clear: :attr:`reference` plus (times, for a ratio) the minimum effect."""
+        if len(self.seeds) == 1:
+            return self.first.threshold
+        return threshold_above(self.reference, self.min_effect, self.effect)
+
+    @property
+    def verdict(self) -> str:
+        """``holds``, ``absent`` (the interval over seeds lies below :attr:`threshold`) or ``inconclusive``."""
+        if len(self.seeds) == 1:
+            return self.first.verdict
+        return verdict_of(self.holds, self.ci, self.threshold)
+
+    @property
+    def units_to_settle(self) -> int | None:
+        """Seeds that would settle an inconclusive finding at the observed spread (one seed: the seed's own units)."""
+        if len(self.seeds) == 1:
+            return self.first.units_to_settle
+        return None if self.holds else units_to_settle(self.value, self.ci, self.threshold, len(self.seeds))
 
     def control_finding(self) -> ToyFinding:
         """The initialised toy's own finding over the same seeds (its control slot empty): it should not hold."""

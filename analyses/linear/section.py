@@ -40,6 +40,7 @@ from probes.core.atomic import atomic_write_text
 from probes.core.errors import ConfigError, InputError
 from probes.core.model_kind import HookedModel
 from probes.core.result import ProbeResult
+from probes.display.verdict_table import verdict_text
 from probes.linear.fit import document_bootstrap, percentile_ci
 from probes.linear.labels import CombinedLabels
 from probes.linear.probe import LinearProbeScores
@@ -231,7 +232,7 @@ def linear_section(runs: Mapping[str, LinearProbeScores], figures: Path, *, n_bo
             control = "" if f.control_value is None else f.control_value
             verdicts.append([label, _key_label(key), runs[label].statistic[key],
                              f.statistic.rsplit("(", 1)[-1].rstrip(")"), f.value, f.ci, control, f.reported_p,
-                             "holds" if f.holds else "no"])
+                             verdict_text(f)])
     curves = [[label, _key_label(key), scores.statistic[key], scores.baseline_source[key],
                scores.majority_baseline[key],
                " ".join(f"{a:.2f}" for a in scores.accuracy[key].tolist()),

@@ -13,14 +13,15 @@ Three ablations, each choosing its heads on data it does not measure on:
   statistic: the loss change on tokens whose LDA topic already appeared in the row minus the change on tokens
   whose topic did not.
 
-Each unit of the bootstrap is one sequence (one row per batch). The null is the same statistic for ``draws``
-random head sets (:class:`probes.causal.AblationPlan`); the finding's null value is its 99th percentile and its
-p-value the share of draws reaching the observed value. The three findings of a model are one family tested in
-the fixed order above (:func:`probes.stats.nulls.fixed_sequence_adjust`): each at the full level while every
-earlier one rejected, so 200 draws (p >= 1/201) can pass 0.01 without a Bonferroni factor. Thresholds
+Each unit of the bootstrap is one sequence (one row per batch). The null is the same statistic for ``draws`` random
+head sets (:class:`probes.causal.AblationPlan`), measured ten at a time and stopped once enough of them reached the
+observed value that p cannot fall below 0.01 (:func:`probes.causal.null.ablation_with_null`: the decision is the one
+all ``draws`` would give); the finding's null value is the 99th percentile of the draws measured and its p-value the
+sequential Monte Carlo one (:mod:`probes.stats.sequential`). The three findings of a model are one family tested in
+the fixed order above (:func:`probes.stats.nulls.fixed_sequence_adjust`): each at the full level while every earlier
+one rejected, so 200 draws (p >= 1/201) can pass 0.01 without a Bonferroni factor. Thresholds
 (:data:`analyses.pretrained.findings.THRESHOLDS_TEXT`): 0.1 nats per token above the larger of the null's 99th
-percentile and the control for the two copying ablations, 0.02 nats for the topic contrast.
-"""
+percentile and the control for the two copying ablations, 0.02 nats for the topic contrast."""
 
 from __future__ import annotations
 
@@ -34,19 +35,17 @@ from analyses.pretrained.findings import CAUSAL_FINDINGS, finding_from_spec
 from mechprobe.validation import integer
 from probes.attention.repeated_tokens import repeated_random_tokens
 from probes.attention.topic_attention import TopicAttention
-from probes.causal import AblationPlan, ablation_sums, head_output_means, repeated_half
-from probes.causal.ablation import ABLATION_METHODS, AblationSums, check_z_hooks
+from probes.causal import AblationPlan, head_output_means, repeated_half
+from probes.causal.ablation import ABLATION_METHODS, check_z_hooks
+from probes.causal.null import NULL_QUANTILE, ablation_with_null, measured_interval, per_set, signed_contrast
 from probes.causal.slices import SliceFn
 from probes.causal.topic_slices import topic_seen_slice, topic_unseen_slice
 from probes.core.batch import TokenBatch
-from probes.core.errors import ConfigError, InputError, ModelError
+from probes.core.errors import ConfigError, ModelError
 from probes.core.model_info import ModelInfo
 from probes.core.model_kind import HookedModel
-from probes.stats.bootstrap import bootstrap_interval
-from probes.stats.findings import Finding
-from probes.stats.nulls import fixed_sequence_adjust, permutation_p_value
-
-NULL_QUANTILE = 0.99
+from probes.stats.findings import ALPHA, Finding
+from probes.stats.nulls import fixed_sequence_adjust
 
 
 @dataclass(frozen=True)
@@ -104,53 +103,40 @@ class CausalMeasurement:
     units: int
     method: str
     data: str
+    null_stop: str = ""
 
     def finding(self) -> Finding:
         heads = ", ".join(f"L{layer}H{head}" for layer, head in self.heads)
         spec = finding_from_spec(self.name, self.value, self.ci, self.null_q99, self.p_value)
         return replace(spec, statistic=f"{spec.statistic.replace('mean-ablated', f'{self.method}-ablated')} "
-                                       f"({heads})")
-
-
-def _changes(ablated: Tensor, clean: Tensor, count: Tensor) -> Tensor:
-    """Loss change per head set and slice from summed states (``ablated`` [.. set slice], ``clean``/``count``
-    [.. slice])."""
-    return (ablated - clean[..., None, :]) / count[..., None, :]
-
-
-def contrast(sums: AblationSums, signs: Sequence[float], *, n_boot: int, seed: int
-             ) -> tuple[float, tuple[float, float], Tensor]:
-    """``(value, (low, high), null)``: the signed sum of slice changes for the measured set, its percentile
-    bootstrap over the sums' rows (the sequences), and the same statistic for each null draw."""
-    if len(signs) != len(sums.slices):
-        raise InputError(f"Give one sign per slice ({len(sums.slices)}: {', '.join(sums.slices)}); got {len(signs)}.")
-    weights = torch.tensor(list(signs), dtype=torch.float64)
-    per_set = _changes(sums.ablated.sum(0), sums.clean.sum(0), sums.count.sum(0)) @ weights  # [set]
-    _, low, high = bootstrap_interval(
-        {"a": sums.ablated[:, 0], "c": sums.clean, "n": sums.count},
-        lambda st: ((st["a"] - st["c"]) / st["n"]) @ weights, n_boot=n_boot, seed=seed)
-    return float(per_set[0]), (float(low), float(high)), per_set[1:]
+                                       f"({heads})", null_draws=len(self.null), null_stop=self.null_stop,
+                       n_units=self.units)
 
 
 def measure_ablation(model: HookedModel, name: str, heads: Sequence[tuple[int, int]], batches: Sequence[TokenBatch],
                      slices: Mapping[str, SliceFn], signs: Sequence[float], config: CausalConfig, *, chosen_by: str,
                      selection_scores: Sequence[float], n_boot: int, seed: int, data: str) -> CausalMeasurement:
-    """Ablate ``heads`` and ``config.draws`` layer-matched random sets on ``batches`` (one sequence each) and
-    summarise the signed slice contrast (see :class:`CausalMeasurement`)."""
+    """Ablate ``heads`` beside up to ``config.draws`` layer-matched random sets on ``batches`` (one sequence each),
+    the draws stopped once the decision at the report's level is known (:func:`probes.causal.null.ablation_with_null`),
+    and summarise the signed slice contrast (see :class:`CausalMeasurement`)."""
     info = ModelInfo.of(model)
     plan = AblationPlan.build(info, heads, method=config.method, n_draws=config.draws, seed=seed)
     means = head_output_means(model, plan.layers, batches) if config.method == "mean" else None
-    sums = ablation_sums(model, plan, batches, slices, means=means, max_rows=config.max_rows)
-    value, ci, null = contrast(sums, signs, n_boot=n_boot, seed=seed)
+    statistic = signed_contrast(signs)
+    sums, null = ablation_with_null(model, plan, batches, slices, statistic, means=means, max_rows=config.max_rows,
+                                    stop_at=ALPHA)
+    if null is None:
+        raise ConfigError("The causal findings need random head sets for their null; set causal.draws >= 100.")
+    low, high = measured_interval(sums, statistic, n_boot=n_boot, seed=seed)
+    value = float(per_set(sums, statistic)[0])
     return CausalMeasurement(
         name=name, heads=tuple(plan.heads), chosen_by=chosen_by,
         selection_scores=tuple(float(s) for s in selection_scores), slices=tuple(slices),
-        signs=tuple(float(s) for s in signs), value=value, ci=ci, null=tuple(float(v) for v in null),
-        null_q99=float(torch.nanquantile(null, NULL_QUANTILE)),
-        p_value=float(permutation_p_value(torch.tensor(value), null)),
-        clean_loss=tuple(float(v) for v in sums.clean.sum(0) / sums.count.sum(0)),
+        signs=tuple(float(s) for s in signs), value=value, ci=(float(low), float(high)),
+        null=tuple(float(v) for v in null.draws), null_q99=float(torch.nanquantile(null.draws, NULL_QUANTILE)),
+        p_value=float(null.p_value), clean_loss=tuple(float(v) for v in sums.clean.sum(0) / sums.count.sum(0)),
         n_tokens=tuple(int(n) for n in sums.count.sum(0)), units=int(sums.count.shape[0]), method=config.method,
-        data=data)
+        data=data, null_stop=null.why())
 
 
 def single_rows(batches: Sequence[TokenBatch], n_rows: int, max_len: int,

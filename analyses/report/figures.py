@@ -79,7 +79,7 @@ class ForestPoint:
     value: float
     ci: tuple[float, float]
     null: float
-    holds: bool
+    verdict: str
     kind: str
     control: bool
 
@@ -93,6 +93,14 @@ class ForestRow:
     effect: str
 
 
+def verdict_marker(verdict: str, shape: str) -> tuple[str, bool]:
+    """``(marker, filled)`` of a verdict: ``shape`` filled where it holds, open where inconclusive, an open square
+    where absent (the interval below the threshold)."""
+    if verdict == "holds":
+        return shape, True
+    return ("s", False) if verdict == "absent" else (shape, False)
+
+
 def _colour(point: ForestPoint) -> str:
     if point.control:
         return "#9a9a9a"
@@ -101,8 +109,8 @@ def _colour(point: ForestPoint) -> str:
 
 def forest_plot(rows: Sequence[ForestRow], path: Path) -> Path:
     """One panel per finding (its own scale: log for ratios), one line per estimate with its 95% interval and its
-    own null as a black bar (a toy's chance differs from a pretrained model's); filled markers hold, open ones
-    do not."""
+    own null as a black bar (a toy's chance differs from a pretrained model's); filled circles hold, open circles
+    are inconclusive, open squares absent."""
     heights = [0.35 * len(row.points) + 0.55 for row in rows]
     fig, axes = plt.subplots(len(rows), 1, figsize=(8.5, sum(heights) + 0.4), squeeze=False,
                              gridspec_kw={"height_ratios": heights})
@@ -116,8 +124,9 @@ def forest_plot(rows: Sequence[ForestRow], path: Path) -> Path:
             if np.isfinite(point.null):
                 ax.plot([point.null, point.null], [y - 0.38, y + 0.38], color="black", lw=1.4)
             if np.isfinite(point.value):
-                ax.plot([point.value], [y], marker="o", ms=7, color=colour,
-                        markerfacecolor=colour if point.holds else "white", markeredgewidth=1.6)
+                marker, filled = verdict_marker(point.verdict, "o")
+                ax.plot([point.value], [y], marker=marker, ms=7, color=colour,
+                        markerfacecolor=colour if filled else "white", markeredgewidth=1.6)
         values = [v for p in row.points for v in (p.value, *p.ci, p.null) if np.isfinite(v)]
         if row.effect == "ratio" and values and min(values) > 0:
             ax.set_xscale("log")
@@ -137,20 +146,22 @@ def forest_plot(rows: Sequence[ForestRow], path: Path) -> Path:
 @dataclass(frozen=True)
 class NullStripRow:
     """One ablation of one model: the null's draws (random head sets), the observed value with its 95% interval,
-    the null's 99th percentile, the verdict and whether the model is a control."""
+    the null's 99th percentile, the verdict (``holds``, ``absent``, ``inconclusive``) and whether the model is a
+    control."""
 
     label: str
     null: Sequence[float]
     value: float
     ci: tuple[float, float]
     q99: float
-    holds: bool
+    verdict: str
     control: bool
 
 
 def null_strips(panels: Mapping[str, Sequence[NullStripRow]], path: Path, *, xlabel: str) -> Path:
     """One panel per finding, one line per model: the null's draws as jittered grey dots, its 99th percentile as
-    a black bar, the observed value (red; grey for a control) with its interval; filled markers hold."""
+    a black bar, the observed value (red; grey for a control) with its interval; filled diamonds hold, open ones
+    are inconclusive, open squares absent."""
     heights = [0.5 * len(rows) + 0.6 for rows in panels.values()]
     fig, axes = plt.subplots(len(panels), 1, figsize=(8.5, sum(heights) + 0.5), squeeze=False,
                              gridspec_kw={"height_ratios": heights})
@@ -166,8 +177,9 @@ def null_strips(panels: Mapping[str, Sequence[NullStripRow]], path: Path, *, xla
             if all(np.isfinite(row.ci)):
                 ax.plot(list(row.ci), [y, y], color=colour, lw=1.8)
             if np.isfinite(row.value):
-                ax.plot([row.value], [y], marker="D", ms=7, color=colour,
-                        markerfacecolor=colour if row.holds else "white", markeredgewidth=1.6)
+                marker, filled = verdict_marker(row.verdict, "D")
+                ax.plot([row.value], [y], marker=marker, ms=7, color=colour,
+                        markerfacecolor=colour if filled else "white", markeredgewidth=1.6)
         ax.set_yticks(ys, [row.label for row in rows], fontsize=8)
         ax.set_ylim(-0.7, len(rows) - 0.3)
         ax.set_title(title, fontsize=9, loc="left")

@@ -13,7 +13,7 @@ from analyses.pretrained.findings import CAUSAL_FINDINGS, PRETRAINED_FINDINGS, T
 from analyses.report.document import Figure, Section, Table
 from analyses.report.figures import ForestPoint, ForestRow, forest_plot
 from analyses.toy_findings import TOY_OF_FINDING, TOY_ONLY_FINDINGS, ToyFinding
-from probes.display.verdict_table import verdict_tables_html, verdicts_dataframe
+from probes.display.verdict_table import verdict_tables_html, verdict_text, verdicts_dataframe
 from probes.stats.findings import ALPHA, Finding
 
 if TYPE_CHECKING:
@@ -93,7 +93,7 @@ def cell(finding: AnyFinding | None, *, toy_cell: bool = False) -> str:
     p = finding.reported_p
     if math.isfinite(p):
         numbers += f", p={p:.3g}"
-    text = f"{'**holds**' if finding.holds else 'no'}: {numbers}"
+    text = f"{'**holds**' if finding.holds else verdict_text(finding)}: {numbers}"
     if isinstance(finding, ToyFinding):
         seeds = f"{finding.held}/{len(finding.seeds)} seeds held" if toy_cell else f"{len(finding.seeds)} seeds"
         text += f" ({finding.toy} toy, {seeds})"
@@ -104,7 +104,7 @@ def _forest_rows(comparison: Comparison) -> list[ForestRow]:
     rows = []
     for name, row in comparison.rows.items():
         first = next(iter(row.values()))
-        points = [ForestPoint(column, f.value, f.ci, f.null_value, f.holds,
+        points = [ForestPoint(column, f.value, f.ci, f.null_value, f.verdict,
                               "toy" if column in (TOY, TOY_CONTROL) else "model",
                               column == TOY_CONTROL or column.endswith(CONTROL_SUFFIX))
                   for column, f in row.items()]
@@ -139,6 +139,7 @@ def verdict_section(comparison: Comparison, figures: Path | None = None) -> Sect
         section.figures.append(Figure(str(path.relative_to(figures.parent)),
                                       "Every finding: the toy (blue), each pretrained model (red), the toy at "
                                       "initialisation and each random-weight control (grey), with 95% intervals; "
-                                      "the black bar on each line is that estimate's own null; filled markers "
-                                      "hold, open markers do not."))
+                                      "the black bar on each line is that estimate's own null; filled circles "
+                                      "hold, open circles are inconclusive (the interval straddles the "
+                                      "threshold), open squares absent (the interval lies below it)."))
     return section

@@ -4,8 +4,10 @@ positions, beside random head sets matched layer by layer (the null "any k heads
 Modules: slices (which positions count), head_sets (validated heads, random matched sets, derangements), means
 (the first pass of mean ablation), token_loss (next-token or masked-token loss, summed at the slice positions only),
 routes (the forward passes: blocks below the ablated layers shared with the clean pass, unembedding at the slice
-positions, each checked on the model), ablation (the streaming measurement and its additive sums), result
-(:class:`HeadAblation` and :func:`head_ablation`).
+positions, fused attention, each checked on the model), pass_size (how many head sets one pass carries: a byte
+budget, halved after an out-of-memory error), ablation (the streaming measurement and its additive sums), null
+(the random-head null drawn in groups and stopped once its decision is known), result (:class:`HeadAblation`
+and :func:`head_ablation`).
 
 Example::
 
@@ -16,6 +18,7 @@ Example::
 from probes.causal.ablation import ABLATION_METHODS, AblationPlan, AblationSums, ablation_sums, batch_ablation_sums
 from probes.causal.head_sets import check_heads, derangement, layer_matched_head_sets
 from probes.causal.means import HeadMeans, head_output_means, z_hook
+from probes.causal.null import ablation_with_null, signed_contrast, slice_changes
 from probes.causal.result import HeadAblation, head_ablation
 from probes.causal.slices import (
                                   earlier_occurrence_mask,
@@ -29,7 +32,8 @@ from probes.causal.topic_slices import topic_seen_slice, topic_unseen_slice
 
 __all__ = [
     "ABLATION_METHODS", "AblationPlan", "AblationSums", "HeadAblation", "HeadMeans", "ablation_sums",
-    "batch_ablation_sums", "check_heads", "derangement", "earlier_occurrence_mask", "first_occurrence_mask",
-    "head_ablation", "head_output_means", "layer_matched_head_sets", "maskable_positions", "masked_positions",
-    "predicted_positions", "repeated_half", "topic_seen_slice", "topic_unseen_slice", "z_hook",
+    "ablation_with_null", "batch_ablation_sums", "check_heads", "derangement", "earlier_occurrence_mask",
+    "first_occurrence_mask", "head_ablation", "head_output_means", "layer_matched_head_sets", "maskable_positions",
+    "masked_positions", "predicted_positions", "repeated_half", "signed_contrast", "slice_changes",
+    "topic_seen_slice", "topic_unseen_slice", "z_hook",
 ]

@@ -30,7 +30,7 @@ nothing is ablated on another hook in its place.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -110,6 +110,11 @@ class AblationPlan:
     def n_draws(self) -> int:
         return int(self.sets.shape[0]) - 1
 
+    def subset(self, start: int, stop: int) -> AblationPlan:
+        """The plan measuring sets ``start..stop-1`` only (a null measured in groups: the sums of each group
+        :meth:`AblationSums.extend` the earlier ones)."""
+        return replace(self, sets=self.sets[start:stop])
+
 
 @dataclass(frozen=True)
 class AblationSums:
@@ -132,6 +137,20 @@ class AblationSums:
                              f"{other.slices} x {other.ablated.shape[1]}; measure both with the same plan and slices.")
         return AblationSums(self.slices, torch.cat([self.rows, other.rows]), torch.cat([self.count, other.count]),
                             torch.cat([self.clean, other.clean]), torch.cat([self.ablated, other.ablated]))
+
+    @property
+    def n_sets(self) -> int:
+        return int(self.ablated.shape[1])
+
+    def extend(self, other: AblationSums) -> AblationSums:
+        """These sums and ``other``'s head sets, measured on the same batches (the clean sums must agree)."""
+        same = (other.slices == self.slices and torch.equal(other.rows, self.rows)
+                and torch.equal(other.count, self.count)
+                and torch.allclose(other.clean, self.clean, rtol=1e-6, atol=1e-9))
+        if not same:
+            raise InputError("Cannot extend ablation sums with head sets measured on other batches or slices; "
+                             "measure every group of sets on the same batches.")
+        return AblationSums(self.slices, self.rows, self.count, self.clean, torch.cat([self.ablated, other.ablated], 1))
 
     def loss_change(self) -> Float[Tensor, "set slice"]:
         """Mean per-token loss change (ablated - clean) on each slice for every head set, over all batches."""
@@ -232,16 +251,28 @@ def batch_ablation_sums(model: HookedModel, batch: TokenBatch, plan: AblationPla
                         masks.sum((1, 2)).double()[None].cpu(), clean[None].cpu(), torch.cat(ablated)[None].cpu())
 
 
+def ablation_route(model: HookedModel, plan: AblationPlan, batch: Any, slices: Mapping[str, SliceFn], *,
+                   shortcuts: bool = True) -> ForwardRoute:
+    """The route of the plan's grouped passes, checked on ``batch`` (:func:`probes.causal.routes.choose_route`;
+    :data:`~probes.causal.routes.PLAIN` without ``shortcuts``)."""
+    if not shortcuts:
+        return PLAIN
+    batch = as_token_batch(batch, ModelInfo.of(model)).to(model_device(model))
+    inputs = LossInputs.of(model, batch, _slice_masks(batch, slices, plan.loss), plan.loss)
+    return choose_route(model, batch, inputs, mask_kwargs(model, batch.attention_mask), min(plan.layers))
+
+
 def ablation_sums(model: HookedModel, plan: AblationPlan, batches: Iterable[Any], slices: Mapping[str, SliceFn], *,
                   means: HeadMeans | None = None, max_rows: int = 256, pass_bytes: int = PASS_BYTES,
-                  shortcuts: bool = True) -> AblationSums:
+                  shortcuts: bool = True, route: ForwardRoute | None = None) -> AblationSums:
     """:func:`batch_ablation_sums` over ``batches``, merged (one row per batch); each grouped pass holds at most
     ``max_rows`` rows and about ``pass_bytes`` of activations (:class:`probes.causal.pass_size.PassSize`).
     ``method="mean"`` needs ``means``
     (:func:`probes.causal.means.head_output_means` on the same batches, or others of at least the same length).
     ``shortcuts``: skip the blocks below the ablated layers and unembed at the slice positions only where the first
     batch shows this reproduces the whole forward (:func:`probes.causal.routes.choose_route`); ``False`` runs every
-    pass through the whole model with full logits (the reference, slower)."""
+    pass through the whole model with full logits (the reference, slower). ``route``: one already chosen
+    (:func:`ablation_route`), for a null measured in groups."""
     if not slices:
         raise InputError("Name at least one slice of positions to measure, e.g. {'repeated_half': repeated_half(50)}.")
     if plan.method == "mean" and means is None:
@@ -252,7 +283,7 @@ def ablation_sums(model: HookedModel, plan: AblationPlan, batches: Iterable[Any]
     size = PassSize(max_rows, pass_bytes)
     device = model_device(model)
     total: AblationSums | None = None
-    route: ForwardRoute | None = None if shortcuts else PLAIN
+    route = route if route is not None or shortcuts else PLAIN
     was_training = getattr(model, "training", False)
     model.eval()
     try:
@@ -260,9 +291,7 @@ def ablation_sums(model: HookedModel, plan: AblationPlan, batches: Iterable[Any]
             for raw in batches:
                 batch = as_token_batch(raw, info).to(device)
                 if route is None:
-                    inputs = LossInputs.of(model, batch, _slice_masks(batch, slices, plan.loss), plan.loss)
-                    kwargs = mask_kwargs(model, batch.attention_mask)
-                    route = choose_route(model, batch, inputs, kwargs, min(plan.layers))
+                    route = ablation_route(model, plan, batch, slices)
                 part = batch_ablation_sums(model, batch, plan, slices, means=means, size=size, route=route)
                 total = part if total is None else total.merge(part)
     finally:

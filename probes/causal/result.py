@@ -13,21 +13,19 @@ import torch
 from torch import Tensor
 
 from mechprobe.forward import model_device
-from probes.causal.ablation import AblationPlan, AblationSums, ablation_sums, batches_as_read, reusable_batches
+from probes.causal.ablation import AblationPlan, AblationSums, batches_as_read, reusable_batches
 from probes.causal.head_sets import mask_heads
 from probes.causal.means import HeadMeans, head_output_means
+from probes.causal.null import NULL_QUANTILE, ablation_with_null, measured_interval, slice_changes
 from probes.causal.pass_size import PASS_BYTES
 from probes.causal.slices import SliceFn
 from probes.core.errors import ConfigError
 from probes.core.model_info import ModelInfo
 from probes.core.model_kind import HookedModel
 from probes.core.result import ProbeResult, Provenance
-from probes.stats.bootstrap import bootstrap_interval
-from probes.stats.nulls import permutation_p_value
+from probes.stats.sequential import SequentialNull
 
 log = logging.getLogger(__name__)
-
-NULL_QUANTILE = 0.99
 
 
 @dataclass(frozen=True)
@@ -37,8 +35,9 @@ class HeadAblation(ProbeResult):
     ``change[s]`` is averaged over the tokens of slice ``slices[s]`` in every batch; ``low``/``high`` its
     percentile bootstrap interval over batches (NaN with one batch); ``clean_loss[s]`` the unablated mean loss;
     ``null[d, s]`` the same change for random head set ``d`` (``null_heads[d]``, as many heads per layer as
-    ``heads``), ``null_q99`` its 99th percentile and ``p_value`` the share of draws reaching ``change``
-    (``(1 + hits) / (1 + draws)``; NaN without draws). ``n_tokens[s]``: tokens counted on slice ``s``.
+    ``heads``), ``null_q99`` its 99th percentile and ``p_value`` the sequential Monte Carlo p-value
+    (:mod:`probes.stats.sequential`: ``(1 + hits) / (1 + draws)`` where every draw was measured; NaN without
+    draws); ``null_stop`` how many draws were measured and why. ``n_tokens[s]``: tokens counted on slice ``s``.
     """
 
     heads: list
@@ -53,6 +52,7 @@ class HeadAblation(ProbeResult):
     null_q99: Tensor
     p_value: Tensor
     null_heads: Tensor
+    null_stop: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "heads", [tuple(int(v) for v in pair) for pair in self.heads])
@@ -78,28 +78,25 @@ class HeadAblation(ProbeResult):
                               "n_draws": int(self.null.shape[0])} for s, name in enumerate(self.slices)])
 
     @classmethod
-    def from_sums(cls, sums: AblationSums, plan: AblationPlan, provenance: Provenance, *, n_boot: int = 1000,
-                  level: float = 0.95, seed: int = 0) -> HeadAblation:
-        """The result of merged :class:`AblationSums` (bootstrap over their rows, the batches)."""
+    def from_sums(cls, sums: AblationSums, plan: AblationPlan, provenance: Provenance, *,
+                  null: SequentialNull | None = None, n_boot: int = 1000, level: float = 0.95,
+                  seed: int = 0) -> HeadAblation:
+        """The result of merged :class:`AblationSums` (bootstrap over their rows, the batches) and the null of
+        their random head sets (:func:`probes.causal.null.ablation_with_null`; None: no draws)."""
         changes = sums.loss_change()
-        n_units = sums.count.shape[0]
-        if n_units >= 2:
-            _, low, high = bootstrap_interval(
-                {"a": sums.ablated[:, 0], "c": sums.clean, "n": sums.count},
-                lambda st: (st["a"] - st["c"]) / st["n"], n_boot=n_boot, level=level, seed=seed)
-        else:
-            low = high = torch.full_like(changes[0], float("nan"))
-        null = changes[1:]
-        has_null = null.shape[0] > 0
+        low, high = measured_interval(sums, slice_changes, n_boot=n_boot, level=level, seed=seed)
         nan = torch.full_like(changes[0], float("nan"))
+        draws = changes[:0] if null is None else null.draws
+        has_null = draws.shape[0] > 0
         return cls(
             provenance=provenance, heads=list(plan.heads), method=plan.method, slices=list(sums.slices),
             change=changes[0], low=low, high=high, clean_loss=sums.clean.sum(0) / sums.count.sum(0),
-            n_tokens=sums.count.sum(0), null=null,
-            null_q99=torch.nanquantile(null, NULL_QUANTILE, dim=0) if has_null else nan,
-            p_value=permutation_p_value(changes[0], null) if has_null else nan,
-            null_heads=torch.stack([mask_heads(m, plan.layers) for m in plan.sets[1:]]) if has_null
-            else torch.zeros(0, len(plan.heads), 2, dtype=torch.long),
+            n_tokens=sums.count.sum(0), null=draws,
+            null_q99=torch.nanquantile(draws, NULL_QUANTILE, dim=0) if has_null else nan,
+            p_value=null.p_value if null is not None else nan,
+            null_heads=torch.stack([mask_heads(m, plan.layers) for m in plan.sets[1 : 1 + draws.shape[0]]])
+            if has_null else torch.zeros(0, len(plan.heads), 2, dtype=torch.long),
+            null_stop="" if null is None else null.why(),
         )
 
 
@@ -107,7 +104,7 @@ def head_ablation(model: HookedModel, heads: Iterable[tuple[int, int]], batches:
                   slices: Mapping[str, SliceFn], method: str = "mean", n_draws: int = 0, seed: int = 0,
                   means: HeadMeans | None = None, n_boot: int = 1000, level: float = 0.95, max_rows: int = 256,
                   pass_bytes: int = PASS_BYTES, data: str = "unspecified", loss: str | None = None,
-                  shortcuts: bool = True) -> HeadAblation:
+                  shortcuts: bool = True, stop_at: float | None = 0.01) -> HeadAblation:
     """Ablate ``heads`` of ``model`` on ``batches`` and measure the per-token loss change on each slice, beside
     ``n_draws`` random head sets with the same number of heads in each layer (the null; ``seed`` draws them,
     fixes the resample derangement and the bootstrap). ``method="mean"`` computes the heads' means on ``batches``
@@ -116,7 +113,9 @@ def head_ablation(model: HookedModel, heads: Iterable[tuple[int, int]], batches:
     (:class:`probes.causal.pass_size.PassSize`). ``loss``: ``"next"``
     (next-token) or ``"masked"`` (the slice positions replaced by the mask token and predicted in place); by default
     the model's direction decides (encoders: masked; a warning names an encoder no better than uniform on them).
-    ``shortcuts``: see :func:`probes.causal.ablation.ablation_sums`.
+    ``shortcuts``: see :func:`probes.causal.ablation.ablation_sums`. ``stop_at``: the level at which the null's
+    draws stop once every slice's decision is known (:func:`probes.causal.null.ablation_with_null`; None: all
+    ``n_draws`` and the fixed-count p-value).
 
     Example::
 
@@ -129,8 +128,8 @@ def head_ablation(model: HookedModel, heads: Iterable[tuple[int, int]], batches:
     batches = reusable_batches(batches, method)
     if method == "mean" and means is None:
         means = head_output_means(model, plan.layers, batches_as_read(model, batches, slices, plan.loss))
-    sums = ablation_sums(model, plan, batches, slices, means=means, max_rows=max_rows,
-                         pass_bytes=pass_bytes, shortcuts=shortcuts)
+    sums, null = ablation_with_null(model, plan, list(batches), slices, means=means, max_rows=max_rows,
+                                    pass_bytes=pass_bytes, shortcuts=shortcuts, stop_at=stop_at)
     clean = float(sums.clean.sum() / sums.count.sum())
     if plan.loss == "masked" and clean >= math.log(info.d_vocab):
         log.warning("%s predicts masked tokens no better than uniform (clean loss %.2f nats >= log d_vocab = %.2f): "
@@ -142,7 +141,7 @@ def head_ablation(model: HookedModel, heads: Iterable[tuple[int, int]], batches:
         model=info.name, data=data, probe="HeadAblation",
         settings={"method": method, "n_draws": n_draws, "n_boot": n_boot, "level": level, "slices": list(slices),
                   "loss": plan.loss, "hook": "blocks.{layer}.attn.hook_z",
-                  "null": "random head sets, same count per layer"},
+                  "null": "random head sets, same count per layer", "stop_at": stop_at},
         seed=seed, n_sequences=int(sums.rows.sum()), n_tokens=int(sums.count.sum()), device=str(model_device(model)),
         dtype=str(dtype))
-    return HeadAblation.from_sums(sums, plan, provenance, n_boot=n_boot, level=level, seed=seed)
+    return HeadAblation.from_sums(sums, plan, provenance, null=null, n_boot=n_boot, level=level, seed=seed)

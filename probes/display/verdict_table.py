@@ -1,8 +1,9 @@
-"""A verdict table of findings (one row each: value with its interval, null, control, holds) as offline HTML and as a
+"""A verdict table of findings (one row each: value with its interval, null, control, verdict) as offline HTML and as a
 DataFrame; the ``_repr_html_`` of a finding, a toy's findings, a pretrained run and the report's comparison.
 
 A finding is anything with :class:`probes.stats.findings.Finding`'s attributes (``statistic``, ``value``, ``ci``,
-``null_kind``, ``null_value``, ``reported_p``, ``control_value``, ``control_ci``, ``holds``): a
+``null_kind``, ``null_value``, ``reported_p``, ``control_value``, ``control_ci``, ``holds``, ``verdict``,
+``units_to_settle``): a
 :class:`~probes.stats.findings.Finding` or a toy's finding over seeds.
 """
 
@@ -40,6 +41,10 @@ class FindingLike(Protocol):
     def control_ci(self) -> tuple[float, float] | None: ...
     @property
     def holds(self) -> bool: ...
+    @property
+    def verdict(self) -> str: ...
+    @property
+    def units_to_settle(self) -> int | None: ...
 
 
 def _number(value: float | None) -> str:
@@ -53,31 +58,39 @@ def _with_interval(value: float | None, ci: tuple[float, float] | None) -> str:
     return text
 
 
+def verdict_text(finding: FindingLike) -> str:
+    """``holds``, ``absent``, or ``inconclusive`` with the units that would settle it where known."""
+    verdict = finding.verdict
+    units = finding.units_to_settle
+    return f"{verdict} (~{units} units would settle it)" if verdict == "inconclusive" and units else verdict
+
+
 def verdict_rows(findings: Mapping[str, FindingLike]) -> list[list[str]]:
-    """The table's cells, one row per finding: name, value [95% interval], null (kind: value, p), control, holds."""
+    """The table's cells, one row per finding: name, value [95% interval], null (kind: value, p), control,
+    verdict."""
     rows = []
     for name, finding in findings.items():
         p = finding.reported_p
         null = f"{finding.null_kind}: {_number(finding.null_value)}" + (f", p={p:.3g}" if math.isfinite(p) else "")
         control = "-" if finding.control_value is None else _with_interval(finding.control_value, finding.control_ci)
-        rows.append([name, _with_interval(finding.value, finding.ci), null, control,
-                     "holds" if finding.holds else "no"])
+        rows.append([name, _with_interval(finding.value, finding.ci), null, control, verdict_text(finding)])
     return rows
 
 
 def _table(findings: Mapping[str, FindingLike]) -> str:
     header = "".join(f"<th>{c}</th>" for c in ("finding", "value [95% interval]", "null (p, Holm-adjusted)",
-                                              "control", "holds"))
+                                              "control", "verdict"))
     body = []
-    for row in verdict_rows(findings):
+    for row, finding in zip(verdict_rows(findings), findings.values()):
         cells = "".join(f"<td>{html.escape(c)}</td>" for c in row[:-1])
-        verdict = "<td class='mp-holds'>holds</td>" if row[-1] == "holds" else "<td>no</td>"
+        verdict = f"<td class='mp-{finding.verdict}'>{html.escape(row[-1])}</td>"
         body.append(f"<tr class='mp-finding'>{cells}{verdict}</tr>")
     return f"<table class='mp-verdicts'><tr>{header}</tr>{''.join(body)}</table>"
 
 
 def verdict_table_html(findings: Mapping[str, FindingLike], *, title: str | None = None) -> str:
-    """Self-contained HTML of ``findings`` (name -> finding): one row per finding, ``holds`` in bold green."""
+    """Self-contained HTML of ``findings`` (name -> finding): one row per finding, ``holds`` in bold green,
+    ``absent`` in grey, ``inconclusive`` in amber."""
     return notebook_html([_table(findings)], title=title)
 
 
@@ -88,7 +101,8 @@ def verdict_tables_html(groups: Mapping[str, Mapping[str, FindingLike]], *, titl
 
 
 def verdicts_dataframe(findings: Mapping[str, FindingLike]) -> pd.DataFrame:
-    """One row per finding: value, interval, null, adjusted p, control and its interval, holds (NaN where absent)."""
+    """One row per finding: value, interval, null, adjusted p, control and its interval (NaN where none), holds,
+    verdict and the units that would settle an inconclusive one."""
     import pandas as pd
 
     nan = float("nan")
@@ -97,5 +111,6 @@ def verdicts_dataframe(findings: Mapping[str, FindingLike]) -> pd.DataFrame:
         "null_kind": f.null_kind, "null_value": f.null_value, "p_adjusted": f.reported_p,
         "control_value": nan if f.control_value is None else f.control_value,
         "control_ci_low": f.control_ci[0] if f.control_ci else nan,
-        "control_ci_high": f.control_ci[1] if f.control_ci else nan, "holds": f.holds,
+        "control_ci_high": f.control_ci[1] if f.control_ci else nan, "holds": f.holds, "verdict": f.verdict,
+        "units_to_settle": f.units_to_settle,
     } for name, f in findings.items()])

@@ -37,6 +37,8 @@ table.mp-verdicts{border-collapse:collapse;margin:.3em 0}
 table.mp-verdicts td,table.mp-verdicts th{border:1px solid #bbb;padding:3px 8px;text-align:right}
 table.mp-verdicts td:first-child,table.mp-verdicts th:first-child{text-align:left}
 table.mp-verdicts td.mp-holds{color:#1a7f37;font-weight:bold}
+table.mp-verdicts td.mp-absent{color:#6e6e6e}
+table.mp-verdicts td.mp-inconclusive{color:#9a6700}
 """
 
 JS = r"""

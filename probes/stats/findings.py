@@ -10,6 +10,12 @@ A finding *holds* only when all of these are true:
    ``value / reference >= min_effect`` (``effect="ratio"``), with ``reference`` the larger of the
    null value and the control value.
 
+A finding that does not hold is *absent* when the upper end of its interval lies below the threshold
+(``reference + min_effect``, or ``reference * min_effect`` for a ratio): whatever the effect is, it is smaller than
+what we call a mechanism (an equivalence statement). Otherwise it is *inconclusive*: the interval straddles the
+threshold, and :attr:`Finding.units_to_settle` says how many units (batches, sequences, seeds) would make an
+interval of the same spread clear it one way or the other.
+
 Searches over heads are accounted for where the statistic is computed (a best head is chosen on
 one half of the data and measured on the other); this module only combines the numbers.
 """
@@ -27,10 +33,45 @@ from probes.stats.nulls import holm_adjust
 
 ALPHA = 0.01
 
+VERDICTS = ("holds", "absent", "inconclusive")
+
+
+def threshold_above(reference: float, min_effect: float, effect: str) -> float:
+    """The value a statistic must reach to count as a mechanism: ``reference + min_effect`` for a difference,
+    ``reference * min_effect`` for a ratio (NaN where the reference is not positive)."""
+    if effect == "ratio":
+        return reference * min_effect if reference > 0 else float("nan")
+    return reference + min_effect
+
+
+def verdict_of(holds: bool, ci: tuple[float, float], threshold: float) -> str:
+    """``holds``; ``absent`` when the interval's upper end lies below ``threshold``; else ``inconclusive``."""
+    if holds:
+        return "holds"
+    if math.isfinite(ci[1]) and math.isfinite(threshold) and ci[1] < threshold:
+        return "absent"
+    return "inconclusive"
+
+
+def units_to_settle(value: float, ci: tuple[float, float], threshold: float, n_units: int | None) -> int | None:
+    """Units an interval of the observed spread needs to lie wholly on one side of ``threshold`` (its half-width
+    shrinks as one over the square root of the units): None where the interval does not straddle the threshold
+    or a number is missing."""
+    low, high = ci
+    if n_units is None or not all(math.isfinite(v) for v in (value, low, high, threshold)):
+        return None
+    if not low < threshold < high or value == threshold:
+        return None
+    half = (high - low) / 2
+    return max(n_units + 1, math.ceil(n_units * (half / abs(value - threshold)) ** 2))
+
 
 @dataclass(frozen=True)
 class Finding:
     """One statistic of one model with everything needed to judge it (see the module docstring).
+
+    ``n_units``: the units its interval resamples (batches, sequences); ``null_draws``/``null_stop``: how many
+    draws a sequential null used and why it stopped (:mod:`probes.stats.sequential`).
 
     Example::
 
@@ -50,7 +91,11 @@ class Finding:
     control_ci: tuple[float, float] | None = None
     p_adjusted: float | None = None
     selection: str = ""
-    __record_derived__ = ("holds",)  # written into summary.json for its readers (mechprobe.records)
+    n_units: int | None = None
+    null_draws: int | None = None
+    null_stop: str = ""
+    # written into summary.json for its readers (mechprobe.records)
+    __record_derived__ = ("holds", "verdict", "threshold", "units_to_settle")
 
     def __post_init__(self) -> None:
         if self.effect not in ("difference", "ratio"):
@@ -84,6 +129,22 @@ class Finding:
         beats_control = self.control_value is None or self.ci[0] > self.control_value
         return bool(p < ALPHA and self.ci[0] > self.null_value and beats_control
                     and self.effect_size >= self.min_effect)
+
+    @property
+    def threshold(self) -> float:
+        """What the value must reach: the reference plus (times, for a ratio) the minimum effect."""
+        return threshold_above(self.reference, self.min_effect, self.effect)
+
+    @property
+    def verdict(self) -> str:
+        """``holds``, ``absent`` (the interval lies below :attr:`threshold`) or ``inconclusive``."""
+        return verdict_of(self.holds, self.ci, self.threshold)
+
+    @property
+    def units_to_settle(self) -> int | None:
+        """For an inconclusive finding measured on ``n_units`` units: how many would settle it at the observed
+        spread (:func:`units_to_settle`)."""
+        return units_to_settle(self.value, self.ci, self.threshold, self.n_units) if not self.holds else None
 
     def _repr_html_(self) -> str:
         """The finding as a one-row verdict table (:mod:`probes.display.verdict_table`)."""

@@ -118,9 +118,11 @@ def test_verdict_table_has_one_row_per_finding_with_holds_shown():
     assert len(rows) == 2
     assert "induction" in rows[0] and "0.620 [0.550, 0.700]" in rows[0] and "0.030 [0.020, 0.040]" in rows[0]
     assert "uniform attention: 0.020, p=0.001" in rows[0] and rows[0].endswith("<td class='mp-holds'>holds</td>")
-    assert rows[1].endswith("<td>no</td>") and "<td>-</td>" in rows[1]  # no control measured
+    # 1.01 [0.98, 1.04] against a ratio threshold of 1.0 x 1.1: the interval lies below it
+    assert rows[1].endswith("<td class='mp-absent'>absent</td>") and "<td>-</td>" in rows[1]  # no control measured
     frame = verdicts_dataframe(findings())
     assert frame["holds"].tolist() == [True, False] and math.isnan(frame["control_value"][1])
+    assert frame["verdict"].tolist() == ["holds", "absent"]
     assert findings()["induction"]._repr_html_().count("<tr class='mp-finding'>") == 1
 
 

@@ -13,12 +13,12 @@ from analyses.pretrained.causal import (
     CausalMeasurement,
     causal_family,
     causal_unavailable,
-    contrast,
     single_rows,
 )
 from analyses.pretrained.findings import CAUSAL_FINDINGS
 from mechprobe import records
 from probes.causal.ablation import AblationSums
+from probes.causal.null import measured_interval, per_set, signed_contrast
 from probes.causal.topic_slices import topic_seen_slice, topic_unseen_slice
 from probes.core.batch import TokenBatch
 from probes.core.errors import ConfigError, InputError
@@ -37,13 +37,13 @@ def _sums() -> AblationSums:
 
 def test_contrast_of_hand_made_sums():
     sums = _sums()  # measured: +2 nats on both slices; draw 1: +0.5 on both; draw 2: 0
-    value, (low, high), null = contrast(sums, (1.0, 0.0), n_boot=50, seed=0)
-    assert value == pytest.approx(2.0) and low == pytest.approx(2.0) and high == pytest.approx(2.0)
-    assert null.tolist() == pytest.approx([0.5, 0.0])
-    difference, _, null_difference = contrast(sums, (1.0, -1.0), n_boot=50, seed=0)
-    assert difference == pytest.approx(0.0) and null_difference.tolist() == pytest.approx([0.0, 0.0])
+    first = signed_contrast((1.0, 0.0))
+    low, high = measured_interval(sums, first, n_boot=50, seed=0)
+    assert per_set(sums, first).tolist() == pytest.approx([2.0, 0.5, 0.0])
+    assert float(low) == pytest.approx(2.0) and float(high) == pytest.approx(2.0)
+    assert per_set(sums, signed_contrast((1.0, -1.0))).tolist() == pytest.approx([0.0, 0.0, 0.0])
     with pytest.raises(InputError, match="one sign per slice"):
-        contrast(sums, (1.0,), n_boot=50, seed=0)
+        per_set(sums, signed_contrast((1.0,)))
 
 
 def test_topic_slices_on_a_hand_made_row():

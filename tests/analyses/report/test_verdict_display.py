@@ -41,7 +41,7 @@ def test_toy_result_shows_one_row_per_finding_with_holds():
     induction, weak = _rows(text)
     assert induction.startswith("<td>induction</td><td>0.850 [") and induction.endswith("'mp-holds'>holds</td>")
     assert "uniform attention: 0.100" in induction and "<td>0.110 [" in induction  # the toy at initialisation
-    assert weak.endswith("<td>no</td>")
+    assert weak.endswith("<td class='mp-absent'>absent</td>")
     frame = _ToyResult().to_dataframe()
     assert frame["finding"].tolist() == ["induction", "weak"] and frame["holds"].tolist() == [True, False]
     assert frame["value"][0] == pytest.approx(0.85) and frame["control_value"][0] == pytest.approx(0.11)
@@ -55,6 +55,6 @@ def test_comparison_shows_a_table_per_column():
     text = comparison._repr_html_()
     assert text.count("<table class='mp-verdicts'>") == 2 and "<h4>smollm2 (random weights)</h4>" in text
     rows = _rows(text)
-    assert len(rows) == 2 and rows[0].endswith("'mp-holds'>holds</td>") and rows[1].endswith("<td>no</td>")
+    assert len(rows) == 2 and rows[0].endswith("'mp-holds'>holds</td>") and rows[1].endswith("'mp-absent'>absent</td>")
     frame = comparison.to_dataframe()
     assert frame[["column", "holds"]].values.tolist() == [["smollm2", True], ["smollm2 (random weights)", False]]

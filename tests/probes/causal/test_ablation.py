@@ -127,11 +127,21 @@ def test_random_sets_match_the_heads_per_layer_and_the_null_gives_a_p_value(mode
     sets = probes.layer_matched_head_sets(heads, 4, 300, seed=1)
     assert sets.shape == (300, 2, 4) and (sets.sum(-1) == torch.tensor([1, 2])).all()
     assert torch.equal(sets, probes.layer_matched_head_sets(heads, 4, 300, seed=1))
-    result = probes.head_ablation(model, [INDUCTION_HEAD], batches, slices=SLICES, method="zero", n_draws=200)
+    result = probes.head_ablation(model, [INDUCTION_HEAD], batches, slices=SLICES, method="zero", n_draws=200,
+                                  stop_at=None)
     # a draw is one random head of layer 1: 1 in 4 draws is the planted head itself, and it ties the observed value
     hits = int((result.null[:, 0] >= result.change[0] - 1e-9).sum())
     assert 30 <= hits <= 70 and float(result.p_value[0]) == pytest.approx((1 + hits) / 201)
     assert result.null_heads.shape == (200, 1, 2) and (result.null_heads[:, 0, 0] == 1).all()
+    # drawn sequentially (groups of 10, stop at 2 hits: 2 / 200 = 0.01), the same draws stop once both slices tie
+    # twice: the p-value 2 / n_2 can no longer reach 0.01, and the decision is the fixed count's
+    sequential = probes.head_ablation(model, [INDUCTION_HEAD], batches, slices=SLICES, method="zero", n_draws=200)
+    n = sequential.null.shape[0]
+    assert n % 10 == 0 and n < 200 and "stopped after" in sequential.null_stop
+    torch.testing.assert_close(sequential.null, result.null[:n], rtol=0, atol=0)
+    for s in range(2):
+        second = int(((result.null[:, s] >= result.change[s] - 1e-9).cumsum(0) == 2).nonzero()[0]) + 1
+        assert float(sequential.p_value[s]) == pytest.approx(2 / second) and 2 / second >= 0.01
 
 
 def test_slices_on_a_hand_made_row():

@@ -58,7 +58,7 @@ def batches():
 def test_the_planted_encoders_masked_token_loss_has_its_closed_form(batches):
     model = PlantedMaskedEncoder(d_vocab=V)
     slices = {"masked": _second_copy(0.5, seed=3)}
-    twin = probes.head_ablation(model, [TWIN_HEAD], batches, slices=slices, method="zero", n_draws=20)
+    twin = probes.head_ablation(model, [TWIN_HEAD], batches, slices=slices, method="zero", n_draws=20, stop_at=None)
     no_self = probes.head_ablation(model, [SELF_HEAD], batches, slices=slices, method="zero")
     assert twin.provenance.settings["loss"] == "masked" and int(twin.n_tokens[0]) > 20
     # the twin head copies the original token from the first copy; the self head sees the mask token

@@ -78,3 +78,41 @@ def test_a_null_draw_equal_to_the_observed_value_up_to_rounding_is_a_tie():
     assert float(permutation_p_value(torch.tensor(1.0), null)) == pytest.approx(3 / 5)
     assert float(permutation_p_value(torch.tensor(-1.0), -null, alternative="less")) == pytest.approx(3 / 5)
     assert float(permutation_p_value(torch.tensor(1.0), torch.tensor([0.999]))) == pytest.approx(1 / 2)
+
+
+def _verdict(value: float, ci: tuple[float, float], p: float = 0.001, **kwargs) -> Finding:
+    return Finding("gap", value, ci, "none", 0.0, p, min_effect=0.1, **kwargs)
+
+
+def test_three_verdicts_from_hand_made_intervals():
+    """Threshold 0 + 0.1: an interval wholly below it is absent, one straddling it inconclusive, whatever p says."""
+    assert _verdict(0.3, (0.2, 0.4)).verdict == "holds"
+    assert _verdict(0.03, (0.01, 0.05)).verdict == "absent"  # beats the null (p, low > 0) but is too small
+    assert _verdict(0.03, (-0.02, 0.08), p=0.4).verdict == "absent"
+    assert _verdict(0.08, (-0.1, 0.26), p=0.2).verdict == "inconclusive"
+    assert _verdict(0.3, (0.2, 0.4), p=0.05).verdict == "inconclusive"  # above the threshold, p not small enough
+    assert _verdict(0.3, (float("nan"), float("nan"))).verdict == "inconclusive"  # one unit: no interval
+    ratio = Finding("ratio", 1.1, (1.05, 1.15), "perm", 1.0, 0.001, min_effect=1.2, effect="ratio")
+    assert ratio.threshold == pytest.approx(1.2) and ratio.verdict == "absent"
+    control = _verdict(0.5, (0.45, 0.55)).with_control(0.5, (0.4, 0.6))  # the control does as much
+    assert control.threshold == pytest.approx(0.6) and control.verdict == "absent"
+
+
+def test_units_to_settle_an_inconclusive_finding_at_the_observed_spread():
+    # half-width 0.18 around 0.08; the threshold 0.1 is 0.02 away: (0.18 / 0.02)^2 = 81 times the units
+    finding = _verdict(0.08, (-0.1, 0.26), p=0.2, n_units=10)
+    assert finding.units_to_settle == 810
+    wide = _verdict(0.4, (-0.05, 0.85), p=0.001, n_units=8)  # half-width 0.45, 0.3 above the threshold
+    assert wide.verdict == "inconclusive" and wide.units_to_settle == math.ceil(8 * (0.45 / 0.3) ** 2)
+    assert _verdict(0.03, (0.01, 0.05), n_units=10).units_to_settle is None  # absent: settled
+    assert _verdict(0.08, (-0.1, 0.26), p=0.2).units_to_settle is None  # units unknown
+
+
+def test_the_verdict_is_written_for_readers_and_skipped_on_load():
+    finding = _verdict(0.08, (-0.1, 0.26), p=0.2, n_units=10, null_draws=20, null_stop="stopped after 20")
+    document = records.dump(finding)
+    assert document["verdict"] == "inconclusive" and document["units_to_settle"] == 810
+    assert document["null_draws"] == 20 and document["holds"] is False
+    assert records.load(Finding, document) == finding
+    old = {k: v for k, v in document.items() if k not in ("n_units", "null_draws", "null_stop")}
+    assert records.load(Finding, old).n_units is None  # a summary written before these fields still loads

@@ -1,0 +1,132 @@
+"""Sequential Monte Carlo p-values (Besag & Clifford 1991): resampling nulls that stop drawing once the decision
+at the level is known.
+
+A null is drawn in groups. An entry (one statistic; a null may test several at once) stops as soon as ``h`` of its
+draws reached the observed value, with ``h = ceil(alpha * max_draws)`` (at least 1): from then on the fixed-count
+p-value over all ``max_draws`` draws could not fall below ``alpha`` whatever the remaining draws give, since it is
+at least ``(1 + h) / (1 + max_draws) >= alpha``. Its p-value is then ``h / n_h``, ``n_h`` the draw that brought
+the ``h``-th hit, which is at least ``h / max_draws >= alpha``; an entry that never gets ``h`` hits is drawn to
+the full count and gets the fixed-count p-value ``(1 + hits) / (1 + max_draws)``. Both are valid p-values
+(``P(p <= u) <= u`` under the null, Besag & Clifford's result), and the decision at ``alpha`` is the fixed-count
+decision on the same draws: a stopped entry fails either way. Because Holm's and the fixed-sequence adjustments
+only raise p-values, and a failing p-value ranks after every passing one, no adjustment of the family can turn a
+stopped entry into a pass, nor change another entry's decision.
+
+The draws come from ``draw(start, stop)``, which must return the statistic of draws ``start..stop-1`` of one
+fixed sequence (a seed per draw, or one generator whose prefix does not depend on ``stop``), so the draws used
+are the first ones of the fixed-count null.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from mechprobe.validation import integer
+from probes.core.errors import ConfigError, InputError
+from probes.stats.nulls import TIE_TOLERANCE
+
+DRAW_GROUP = 10
+
+
+@dataclass(frozen=True)
+class SequentialRule:
+    """Draw at most ``max_draws`` in groups of ``group``; stop an entry once the decision at ``alpha`` is known."""
+
+    max_draws: int
+    alpha: float = 0.01
+    group: int = DRAW_GROUP
+
+    def __post_init__(self) -> None:
+        integer("max_draws", self.max_draws, 1)
+        integer("group", self.group, 1)
+        if not 0.0 < self.alpha < 1.0:
+            raise ConfigError(f"alpha must lie in (0, 1); got {self.alpha!r}.")
+
+    @property
+    def stop_hits(self) -> int:
+        """Hits after which an entry's fixed-count p-value can no longer fall below ``alpha``."""
+        return max(1, math.ceil(self.alpha * self.max_draws - 1e-12))
+
+
+@dataclass(frozen=True)
+class SequentialNull:
+    """The draws a sequential null used and what they give, per entry of the observed statistic.
+
+    ``draws[d, ...]``: the statistic of draw ``d`` (the first ``n_drawn`` of the fixed sequence); ``p_value``:
+    Besag and Clifford's; ``used[...]``: draws that count for each entry (``n_h`` where it stopped, else ``n_drawn``);
+    ``stopped[...]``: True where the entry stopped before ``max_draws`` (its decision at ``alpha`` known);
+    ``max_draws``: the fixed count."""
+
+    draws: Float[Tensor, "draw ..."]
+    p_value: Float[Tensor, ...]
+    used: Tensor
+    stopped: Tensor
+    max_draws: int
+
+    @property
+    def n_drawn(self) -> int:
+        return int(self.draws.shape[0])
+
+    def why(self) -> str:
+        """One line: how many draws were made and why drawing stopped."""
+        if bool(self.stopped.all()):
+            return (f"stopped after {self.n_drawn} of {self.max_draws} draws: enough of them reached the observed "
+                    f"value that p cannot fall below the level")
+        return f"all {self.max_draws} draws: p could still fall below the level until the last"
+
+
+def _reaches(observed: Tensor, null: Tensor, alternative: str) -> Tensor:
+    slack = TIE_TOLERANCE * observed.abs().clamp_min(1.0)
+    hit = (null >= observed - slack) if alternative == "greater" else (null <= observed + slack)
+    return hit & torch.isfinite(null)
+
+
+def sequential_null(observed: Float[Tensor, ...], draw: Callable[[int, int], Tensor], rule: SequentialRule, *,
+                    alternative: str = "greater") -> SequentialNull:
+    """Draw the null of ``observed`` in ``rule.group``-sized groups from ``draw(start, stop)`` (``[stop - start,
+    *observed.shape]``) until every entry's decision at ``rule.alpha`` is known or ``rule.max_draws`` are drawn.
+
+    Example::
+
+        rule = SequentialRule(max_draws=200)
+        result = sequential_null(torch.tensor(0.4), lambda a, b: null_statistic(range(a, b)), rule)
+        result.p_value, result.n_drawn, result.why()
+    """
+    if alternative not in ("greater", "less"):
+        raise ConfigError(f"alternative must be 'greater' or 'less'; got {alternative!r}.")
+    observed = torch.as_tensor(observed, dtype=torch.float64)
+    parts: list[Tensor] = []
+    hits = torch.zeros(observed.shape, dtype=torch.long)
+    finite = torch.zeros(observed.shape, dtype=torch.long)
+    stopped_at = torch.zeros(observed.shape, dtype=torch.long)  # n_h where the entry stopped, else 0
+    drawn = 0
+    while drawn < rule.max_draws and not bool(((stopped_at > 0) | ~torch.isfinite(observed)).all()):
+        stop = min(rule.max_draws, drawn + rule.group)
+        part = torch.as_tensor(draw(drawn, stop), dtype=torch.float64).cpu()
+        if tuple(part.shape) != (stop - drawn, *observed.shape):
+            raise InputError(f"draw({drawn}, {stop}) must return {stop - drawn} draws of shape "
+                             f"{tuple(observed.shape)}; got {tuple(part.shape)}.")
+        reached = _reaches(observed, part, alternative).long()
+        running = hits + reached.cumsum(0)  # hits up to and including each draw of the group
+        first = (running >= rule.stop_hits) & (stopped_at == 0)
+        index = torch.arange(drawn + 1, stop + 1).view(-1, *[1] * observed.ndim).expand_as(running)
+        at = torch.where(first, index, torch.full_like(index, rule.max_draws + 1)).amin(0)
+        stopped_at = torch.where((stopped_at == 0) & (at <= rule.max_draws), at, stopped_at)
+        hits += reached.sum(0)
+        finite += torch.isfinite(part).sum(0)
+        parts.append(part)
+        drawn = stop
+    if not parts:  # every entry NaN: nothing to decide
+        parts.append(torch.zeros((0, *observed.shape), dtype=torch.float64))
+    fixed = (1.0 + hits.double()) / (1.0 + finite.double())
+    stopped = stopped_at > 0
+    p = torch.where(stopped, rule.stop_hits / stopped_at.clamp_min(1).double(), fixed)
+    p = torch.where(torch.isfinite(observed), p, torch.full_like(p, float("nan")))
+    return SequentialNull(torch.cat(parts), p, torch.where(stopped, stopped_at, torch.full_like(stopped_at, drawn)),
+                          stopped, rule.max_draws)

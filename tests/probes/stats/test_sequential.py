@@ -1,0 +1,107 @@
+"""Sequential Monte Carlo p-values: hand-made sequences with known stopping draws, uniform (valid) under a null, and
+the fixed-count decision on the same draws."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from probes.core.errors import ConfigError, InputError
+from probes.stats.nulls import permutation_p_value
+from probes.stats.sequential import SequentialRule, sequential_null
+
+
+def _from(values: torch.Tensor):
+    calls = []
+
+    def draw(start: int, stop: int) -> torch.Tensor:
+        calls.append((start, stop))
+        return values[start:stop]
+
+    return draw, calls
+
+
+@pytest.mark.parametrize(("max_draws", "alpha", "hits"), [(100, 0.01, 1), (150, 0.01, 2), (200, 0.01, 2),
+                                                          (1000, 0.01, 10), (99, 0.05, 5), (20, 0.01, 1)])
+def test_an_entry_stops_at_the_hits_after_which_p_cannot_reach_alpha(max_draws, alpha, hits):
+    rule = SequentialRule(max_draws, alpha)
+    assert rule.stop_hits == hits
+    assert (1 + hits) / (1 + max_draws) >= alpha  # the fixed-count p can no longer pass
+    assert hits / max_draws >= alpha  # nor the stopped p, h / n_h with n_h <= max_draws
+    assert hits == 1 or (hits - 1) / max_draws < alpha  # the fewest hits that guarantee both
+
+
+def test_a_hand_made_sequence_stops_in_the_group_of_its_first_hit():
+    values = torch.zeros(100)
+    values[6] = 5.0  # draw 7 reaches the observed 1.0
+    draw, calls = _from(values)
+    result = sequential_null(torch.tensor(1.0), draw, SequentialRule(100, 0.01, group=10))
+    assert calls == [(0, 10)]
+    assert result.n_drawn == 10 and int(result.used) == 7 and bool(result.stopped)
+    assert float(result.p_value) == pytest.approx(1 / 7)
+    assert "stopped after 10 of 100 draws" in result.why()
+
+
+def test_an_effect_no_draw_reaches_uses_every_draw_and_the_fixed_count_p():
+    draw, calls = _from(torch.zeros(200))
+    result = sequential_null(torch.tensor(1.0), draw, SequentialRule(200, 0.01, group=64))
+    assert calls == [(0, 64), (64, 128), (128, 192), (192, 200)]
+    assert float(result.p_value) == pytest.approx(1 / 201) and not bool(result.stopped)
+    assert result.why() == "all 200 draws: p could still fall below the level until the last"
+
+
+def test_several_entries_draw_until_each_is_settled_and_keep_their_own_stopping_draw():
+    values = torch.zeros(100, 3)
+    values[2, 0] = 9.0  # entry 0: its hit at draw 3
+    values[25, 1] = 9.0  # entry 1: at draw 26
+    draw, _ = _from(values)  # entry 2 never reached
+    result = sequential_null(torch.tensor([1.0, 1.0, 1.0]), draw, SequentialRule(100, 0.01, group=10))
+    assert result.n_drawn == 100 and result.used.tolist() == [3, 26, 100]
+    assert result.p_value.tolist() == pytest.approx([1 / 3, 1 / 26, 1 / 101])
+
+
+def test_p_values_are_uniform_under_the_null():
+    """4,000 independent nulls at once: observed and draws exchangeable, so P(p <= u) <= u for every u."""
+    g = torch.Generator().manual_seed(0)
+    n = 4000
+    values = torch.randn(60, n, generator=g, dtype=torch.float64)
+    observed = torch.randn(n, generator=g, dtype=torch.float64)
+    result = sequential_null(observed, lambda a, b: values[a:b], SequentialRule(60, 0.05, group=5))
+    assert 0.4 < float(result.stopped.double().mean()) < 1.0  # many stop early, some draw all
+    for u in (0.02, 0.05, 0.1, 0.3, 0.6):
+        share = float((result.p_value <= u).double().mean())
+        assert share <= u + 3 * (u * (1 - u) / n) ** 0.5, u
+    assert float((result.p_value <= 0.3).double().mean()) > 0.25  # not conservative to uselessness
+
+
+def test_the_decision_at_alpha_is_the_fixed_count_decision_on_the_same_draws():
+    g = torch.Generator().manual_seed(1)
+    n = 3000
+    values = torch.randn(200, n, generator=g, dtype=torch.float64)
+    observed = torch.randn(n, generator=g, dtype=torch.float64) + torch.linspace(0, 4, n, dtype=torch.float64)
+    result = sequential_null(observed, lambda a, b: values[a:b], SequentialRule(200, 0.01, group=20))
+    fixed = permutation_p_value(observed, values)
+    assert torch.equal(result.p_value < 0.01, fixed < 0.01)
+    kept = ~result.stopped
+    torch.testing.assert_close(result.p_value[kept], fixed[kept])
+    assert bool((result.p_value[result.stopped] >= 0.01).all()) and bool((fixed[result.stopped] >= 0.01).all())
+    assert result.n_drawn == 200  # the strong effects draw every time
+
+
+def test_a_lower_tail_and_nan_entries():
+    values = torch.ones(50)
+    nan = sequential_null(torch.tensor(float("nan")), _from(values)[0], SequentialRule(50, 0.01))
+    assert torch.isnan(nan.p_value) and nan.n_drawn == 0  # nothing to decide: nothing drawn
+    below = sequential_null(torch.tensor(2.0), _from(values)[0], SequentialRule(50, 0.05), alternative="less")
+    assert below.n_drawn == 10 and float(below.p_value) == pytest.approx(3 / 3)  # 3 hits needed, at draw 3
+
+
+def test_bad_rules_and_draws_are_refused():
+    with pytest.raises(ConfigError, match="alpha must lie in"):
+        SequentialRule(100, 1.5)
+    with pytest.raises(ConfigError, match="max_draws"):
+        SequentialRule(0)
+    with pytest.raises(InputError, match=r"must return 10 draws of shape \(2,\)"):
+        sequential_null(torch.zeros(2), lambda a, b: torch.zeros(b - a), SequentialRule(100))
+    with pytest.raises(ConfigError, match="alternative"):
+        sequential_null(torch.zeros(()), lambda a, b: torch.zeros(b - a), SequentialRule(100), alternative="both")
