@@ -56,9 +56,11 @@ class RandomCheckpointKind:
 RANDOM_CHECKPOINTS: dict[str, RandomCheckpointKind] = {
     "gpt_neox": RandomCheckpointKind("gpt_neox", "GPTNeoXForCausalLM", causal=True),
     "gemma2": RandomCheckpointKind("gemma2", "Gemma2ForCausalLM", causal=True),
+    "llama": RandomCheckpointKind("llama", "LlamaForCausalLM", causal=True),
     "roberta": RandomCheckpointKind("roberta", "RobertaForMaskedLM", causal=False),
 }
-RANDOM_CHECKPOINT_KINDS: tuple[str, ...] = tuple(RANDOM_CHECKPOINTS)
+RANDOM_CHECKPOINT_KINDS: tuple[str, ...] = ("gpt_neox", "gemma2", "roberta")
+"""The kinds the validity tests run on; ``llama`` (SmolLM2's architecture) is there for a test that needs a fourth."""
 
 # RoBERTa's layout of the first special ids, on SmolLM2's first three tokens (see module docstring).
 ENCODER_SPECIAL_TOKENS = {
@@ -107,7 +109,7 @@ def _encoder_tokenizer() -> Any:
 
 
 def _config(kind: str, vocab_size: int, tokenizer: Any) -> Any:
-    from transformers import Gemma2Config, GPTNeoXConfig, RobertaConfig
+    from transformers import Gemma2Config, GPTNeoXConfig, LlamaConfig, RobertaConfig
 
     ids = {"bos_token_id": tokenizer.bos_token_id, "eos_token_id": tokenizer.eos_token_id,
            "pad_token_id": tokenizer.pad_token_id}
@@ -123,6 +125,12 @@ def _config(kind: str, vocab_size: int, tokenizer: Any) -> Any:
             num_key_value_heads=2, head_dim=head_dim, query_pre_attn_scalar=head_dim, intermediate_size=D_MLP,
             max_position_embeddings=N_CTX, sliding_window=N_CTX, **ids,
         )
+    if kind == "llama":  # SmolLM2's architecture: grouped-query attention, rotary positions
+        return LlamaConfig(
+            vocab_size=vocab_size, hidden_size=D_MODEL, num_hidden_layers=N_LAYERS, num_attention_heads=N_HEADS,
+            num_key_value_heads=2, intermediate_size=D_MLP, max_position_embeddings=N_CTX, tie_word_embeddings=True,
+            **ids,
+        )
     if kind == "roberta":
         return RobertaConfig(
             vocab_size=vocab_size, hidden_size=D_MODEL, num_hidden_layers=N_LAYERS, num_attention_heads=N_HEADS,
@@ -130,11 +138,11 @@ def _config(kind: str, vocab_size: int, tokenizer: Any) -> Any:
             # RoBERTa numbers positions pad_token_id + 1, ..., so the table needs that many extra rows.
             max_position_embeddings=N_CTX + tokenizer.pad_token_id + 1, **ids,
         )
-    raise ValueError(f"kind must be one of {RANDOM_CHECKPOINT_KINDS}; got {kind!r}.")
+    raise ValueError(f"kind must be one of {tuple(RANDOM_CHECKPOINTS)}; got {kind!r}.")
 
 
 def make_random_checkpoint(kind: str, folder: Path, seed: int = 0) -> Path:
-    """Save a tiny random-weight checkpoint of ``kind`` (one of RANDOM_CHECKPOINT_KINDS) in ``folder``.
+    """Save a tiny random-weight checkpoint of ``kind`` (one of RANDOM_CHECKPOINTS) in ``folder``.
 
     The weights are the architecture's own initialisation under ``torch.manual_seed(seed)`` (the
     caller's RNG state is restored afterwards); the same kind and seed give the same weights.
@@ -143,7 +151,7 @@ def make_random_checkpoint(kind: str, folder: Path, seed: int = 0) -> Path:
     Example: ``make_random_checkpoint("gpt_neox", tmp_path / "neox")``.
     """
     if kind not in RANDOM_CHECKPOINTS:
-        raise ValueError(f"kind must be one of {RANDOM_CHECKPOINT_KINDS}; got {kind!r}.")
+        raise ValueError(f"kind must be one of {tuple(RANDOM_CHECKPOINTS)}; got {kind!r}.")
     from transformers import AutoModelForCausalLM, AutoModelForMaskedLM
 
     spec = RANDOM_CHECKPOINTS[kind]

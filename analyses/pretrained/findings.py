@@ -42,6 +42,8 @@ PRETRAINED_FINDINGS = ("induction_protocol", "induction_text", "previous_token_t
                        "topic_attention_best_head", "embedding_topic_similarity", "cooccurrence_ordering")
 EMBEDDING_MEASURE = "centred_cosine"
 HEAD_SPLIT = "best head chosen on the even batches, measured on the odd batches"
+TOPIC_ATTENTION_NULL = ("topic match shuffled among the pairs at the same distance (queries in the same doubling "
+                        "bucket of positions)")
 CAUSAL_FINDINGS = ("induction_heads_causal", "previous_token_causal", "topic_heads_causal")
 """Head ablations, one family per model tested in this fixed order (see :func:`causal_family`)."""
 CAUSAL_NULL = "99th percentile of random head sets of the same size, matched layer by layer"
@@ -62,9 +64,9 @@ _SPECS: dict[str, tuple[str, str, Literal["difference", "ratio"], float, str]] =
     "previous_token_text": ("previous-token score of the best head on natural text",
                             "uniform attention (bootstrap over batches)", "difference", 0.1, HEAD_SPLIT),
     "topic_attention_mean": ("same/different-topic attention ratio, mean over all heads",
-                             "topic labels permuted among labelled tokens", "ratio", 1.1, "no search: every head"),
+                             TOPIC_ATTENTION_NULL, "ratio", 1.1, "no search: every head"),
     "topic_attention_best_head": ("same/different-topic attention ratio of the best head",
-                                  "topic labels permuted among labelled tokens", "ratio", 1.1, HEAD_SPLIT),
+                                  TOPIC_ATTENTION_NULL, "ratio", 1.1, HEAD_SPLIT),
     "embedding_topic_similarity": ("mean-centred embedding cosine, same minus different topic",
                                    "topic labels permuted among labelled tokens", "difference", 0.02,
                                    "no search: the input embeddings"),

@@ -4,7 +4,7 @@ The text batches are split in two halves (even and odd batches). Every statistic
 head picks it on the first half and is measured on the second, so its interval and p-value are
 free of the search over heads. Each half is one streamed pass feeding every probe at once: head
 scores on natural text, the generalized (trigram) induction score, same- vs different-topic
-attention with its label-permutation null, and distance-matched attention between the most frequent
+attention with its distance-matched permutation null, and distance-matched attention between the most frequent
 topic tokens (co-occurrence ordering). The same batches then go through the control model, the
 same architecture with random weights (:func:`probes.stats.control_model.random_weight_control`).
 Intervals are percentile bootstraps over batches (head scores, topic attention), query tokens
@@ -239,7 +239,8 @@ def _run_half(model: HookedModel, batches: Sequence[TokenBatch], labels: Tensor,
               config: PretrainedConfig, *, data: str, progress: bool):
     """One streamed pass over ``batches``: the probes and each batch's state increments for the bootstrap."""
     probes_list = [HeadScoreProbe(), GeneralizedInductionProbe(config.generalized_n),
-                   TopicAttentionProbe(labels, n_permutations=config.n_permutations, permutation_seed=config.seed),
+                   TopicAttentionProbe(labels, n_permutations=config.n_permutations, permutation_seed=config.seed,
+                                       null="distance"),
                    KeyTokenAttentionProbe(pair_tokens, pair_tokens, query_position="all", distance_matched=True)]
     recorder = BatchStateRecorder(keys=lambda key: not key.startswith(("null/", "by_topic/")))
     feed_probes(model, probes_list, batches, data=data, seed=config.seed, progress=progress,

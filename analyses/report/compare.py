@@ -102,8 +102,12 @@ def _topic_section(toy: Mapping[str, ToyRun], runs: Mapping[str, PretrainedRun],
     rows, paragraphs = [], [
         "Mean attention weight between two positions holding different tokens of the same topic, divided by the "
         "mean between tokens of different topics (topics: the toy's LDA generator; gensim LDA on the corpus for "
-        "pretrained models). Null: the same ratio with the topic labels permuted among the labelled tokens "
-        "(topic sizes kept), computed in the same pass; p is the permutation p-value. The best head (largest "
+        "pretrained models). Null: on the toy, the same ratio with the topic labels permuted among the labelled "
+        "tokens (topic sizes kept; its documents place words without regard to position); on pretrained models, "
+        "which topic pairs are same-topic shuffled among the pairs at the same distance whose queries sit at "
+        "similar positions (text keeps a topic's words close together and attention prefers near keys, so a "
+        "vocabulary permutation would credit a head that only reads distance); both computed in the same pass, "
+        "p the permutation p-value. The best head (largest "
         "same-minus-different gap) is chosen on the even batches and measured on the odd ones."
     ]
     if (topic := _toy(toy, "topic", TopicResult)) is not None:

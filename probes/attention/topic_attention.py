@@ -29,6 +29,15 @@ same-topic. ``same_token`` pairs and the set of counted pairs do not depend on t
 ``null_mean[kind][p]`` is exactly the ``mean[kind]`` that permutation ``p`` would give. Only the
 labelled pairs of distinct tokens are gathered, so the cost is [pairs x permutations] per head,
 not another pass over the [q_pos k_pos] grid per permutation.
+
+Distance-matched null (``null="distance"``): instead of relabelling the vocabulary, each permutation shuffles which
+labelled distinct-token pairs of a row are same-topic among the pairs of that row at the same distance ``q - k``
+whose queries sit in the same doubling bucket of positions (0, 1, 2-3, 4-7, ...: a query's weights are normalised
+over the keys its row lets it see, so rows of few keys weigh each pair more); each such stratum keeps its number of
+same-topic pairs. Text keeps words of one topic close together
+and attention prefers some distances (recent tokens), so a head that reads positions only, a random-weight model
+among them, gives a same/different ratio away from 1; this null keeps the distances and breaks only the topics, so
+such a head lands inside it. Shuffling vocabulary labels breaks both and puts its null at about 1.
 """
 
 from __future__ import annotations
@@ -58,6 +67,7 @@ from probes.display.head_maps import HeadMap, HeadMapDisplay
 from probes.stats.nulls import label_permutations
 
 TOPIC_PAIR_KINDS = ("same_topic", "different_topic", "same_token")
+TOPIC_NULLS = ("vocabulary", "distance")
 NULL_CHUNK_ENTRIES = 8_000_000  # pairs x permutations held at once while scoring the null
 
 
@@ -203,14 +213,18 @@ class TopicAttentionProbe(LayerwiseProbe[TopicAttention]):
     """
 
     def __init__(self, token_topics: Tensor, has_topic: Tensor | None = None, *, n_permutations: int = 0,
-                 permutation_seed: int = 0) -> None:
+                 permutation_seed: int = 0, null: str = "vocabulary") -> None:
         super().__init__()
         self.token_topics = check_token_topics(token_topics, has_topic)
         self.has_topic = has_topic
         self.n_topics = int(self.token_topics.max()) + 1
         self.n_permutations = integer("n_permutations", n_permutations, 0)
         self.permutation_seed = integer("permutation_seed", permutation_seed, 0)
+        if null not in TOPIC_NULLS:
+            raise ConfigError(f"null must be one of {', '.join(TOPIC_NULLS)}; got {null!r}.")
+        self.null = null
         self._permuted: tuple[Tensor, Tensor] | None = None  # see _permuted_labels; drawn on first use
+        self._shuffles = torch.Generator().manual_seed(self.permutation_seed)  # the distance null's, batch by batch
 
 
     def _permuted_labels(self, device: torch.device) -> tuple[Tensor, Tensor]:
@@ -241,6 +255,37 @@ class TopicAttentionProbe(LayerwiseProbe[TopicAttention]):
             same_chunks.append(same)
         self._add("null/same_topic/pairs", pairs)
         return (b, q, k), same_chunks
+
+    def _distance_null_pairs(self, same_topic: Tensor, distinct: Tensor
+                             ) -> tuple[tuple[Tensor, Tensor, Tensor], list[Tensor]]:
+        """The labelled distinct-token pairs ``(b, q, k)``, ordered by stratum (distance and query bucket, see the
+        module docstring), and per chunk of them (whole strata) which pairs each permutation calls same-topic: the
+        observed flags shuffled among the pairs of each stratum."""
+        b, q, k = distinct.nonzero(as_tuple=True)
+        # the stratum: the row, the signed distance and the query's position in doubling buckets (0, 1, 2-3, 4-7,
+        # ...), since a query's weights are normalised over the keys its row lets it see
+        bucket = torch.floor(torch.log2(q.double() + 1)).long()
+        shift = int(distinct.shape[1])  # q - k + shift >= 0 (a bidirectional query reads keys on both sides)
+        distance = ((b * 2 * shift + q - k + shift) * (int(bucket.max()) + 1 if len(q) else 1) + bucket)
+        order = distance.argsort(stable=True)
+        b, q, k, distance = b[order], q[order], k[order], distance[order]
+        same = same_topic[b, q, k].cpu()
+        distance = distance.cpu()
+        step = max(1, NULL_CHUNK_ENTRIES // self.n_permutations)
+        chunks, start = [], 0
+        while start < len(b):
+            stop = min(len(b), start + step)
+            if stop < len(b):  # end a chunk on a whole stratum (a stratum larger than a chunk is one chunk)
+                cut = int(torch.searchsorted(distance, distance[stop : stop + 1])[0])
+                stop = cut if cut > start else int(torch.searchsorted(distance, distance[start : start + 1],
+                                                                      right=True)[0])
+            local = distance[start:stop] - distance[start]
+            keys = torch.rand(self.n_permutations, stop - start, generator=self._shuffles) + 2.0 * local.double()
+            chunks.append(same[start:stop][keys.argsort(dim=1)].to(distinct.device))
+            start = stop
+        self._add("null/same_topic/pairs", torch.full((self.n_permutations,), float(same.sum()), dtype=torch.float64,
+                                                       device=distinct.device))
+        return (b, q, k), chunks
 
     def hook_names(self, info: ModelInfo) -> tuple[str, ...]:
         return tuple(pattern_hook(layer) for layer in range(info.n_layers))
@@ -275,7 +320,9 @@ class TopicAttentionProbe(LayerwiseProbe[TopicAttention]):
                    "has_topic_pairs": per_topic > 0}
         if self.n_permutations:  # the null scores every labelled pair of distinct tokens: those need the grid
             masks = topic_pair_masks(batch.tokens, topics, visible_pairs(batch, causal))
-            context["null"] = self._null_pairs(batch.tokens, masks["same_topic"] | masks["different_topic"])
+            distinct = masks["same_topic"] | masks["different_topic"]
+            context["null"] = (self._distance_null_pairs(masks["same_topic"], distinct) if self.null == "distance"
+                               else self._null_pairs(batch.tokens, distinct))
         return context
 
     def _fold_topic_mass(self, index: int, mass: Tensor, itself: Tensor, same_token: Tensor, start: int,
@@ -399,12 +446,12 @@ class TopicAttentionProbe(LayerwiseProbe[TopicAttention]):
 
 def topic_attention(model: HookedModel, batches: Iterable[Tensor | TokenBatch], token_topics: Tensor, *,
                     has_topic: Tensor | None = None, n_permutations: int = 0, permutation_seed: int = 0,
-                    data: str = "given tokens", progress: bool = False) -> TopicAttention:
+                    null: str = "vocabulary", data: str = "given tokens", progress: bool = False) -> TopicAttention:
     """Run :class:`TopicAttentionProbe` over ``batches`` on ``model``.
 
-    Example: ``topic_attention(model, [tokens], token_topics, n_permutations=1000).null_ratio``.
+    Example: ``topic_attention(model, [tokens], token_topics, n_permutations=1000, null="distance").null_ratio``.
     """
     probe = TopicAttentionProbe(token_topics, has_topic, n_permutations=n_permutations,
-                                permutation_seed=permutation_seed)
+                                permutation_seed=permutation_seed, null=null)
     (result,) = run_probes(model, [probe], batches, data=data, progress=progress)
     return result

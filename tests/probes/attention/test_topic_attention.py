@@ -234,3 +234,89 @@ def test_permutation_null_survives_merge_and_save(tmp_path):
         TopicAttentionProbe(TOPICS, n_permutations=-1)
     with pytest.raises(InputError, match="no permutation null"):
         _ = topic_attention(model, batches, TOPICS).null_ratio
+
+
+class RecencyModel(HookedRootModule):
+    """One causal layer; head 0 attends by distance only (weight ~ exp(-distance)), head 1 uniformly over the
+    same-topic keys other than itself when there are any (a topic head), else over every visible key."""
+
+    def __init__(self, topics: torch.Tensor, n_ctx: int = 48) -> None:
+        super().__init__()
+        self.cfg = _Cfg(n_layers=1, n_heads=2, n_ctx=n_ctx, d_vocab=len(topics), model_name="recency",
+                        attention_dir="causal")
+        self.topics = topics
+        self.blocks = pattern_blocks(1)
+        self.setup()
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        n = tokens.shape[1]
+        position = torch.arange(n)
+        visible = position[:, None] >= position[None, :]
+        recency = torch.softmax((-(position[:, None] - position[None, :]).float()).masked_fill(~visible, -1e9), -1)
+        topic = self.topics[tokens]
+        same = (topic[:, :, None] == topic[:, None, :]) & (topic[:, :, None] >= 0) & visible & ~torch.eye(n).bool()
+        uniform = visible.float().expand(len(tokens), n, n)
+        chosen = torch.where(same.any(-1, keepdim=True), same.float(), uniform)
+        pattern = torch.stack([recency.expand(len(tokens), n, n), chosen / chosen.sum(-1, keepdim=True)], 1)
+        self.blocks[0].attn.hook_pattern(pattern)
+        return tokens.float()
+
+
+def _clustered_batches(n_batches: int = 4, seed: int = 0) -> list[torch.Tensor]:
+    """Rows of runs of one topic's words (3 to 6 tokens each), as topic-coherent text has."""
+    g = torch.Generator().manual_seed(seed)
+    by_topic = [torch.tensor([0, 1, 2, 11]), torch.tensor([3, 4, 5]), torch.tensor([6, 7, 8])]
+    batches = []
+    for _ in range(n_batches):
+        rows = []
+        for _ in range(4):
+            row: list[int] = []
+            while len(row) < 48:
+                words = by_topic[int(torch.randint(0, 3, (1,), generator=g))]
+                row += words[torch.randint(0, len(words), (int(torch.randint(3, 7, (1,), generator=g)),),
+                                           generator=g)].tolist()
+            rows.append(row[:48])
+        batches.append(torch.tensor(rows))
+    return batches
+
+
+def test_the_distance_null_keeps_each_strata_same_topic_pairs():
+    probe = TopicAttentionProbe(TOPICS, n_permutations=50, null="distance")
+    tokens = _clustered_batches(1)[0]
+    topic = TOPICS[tokens]
+    n = tokens.shape[1]
+    visible = torch.ones(n, n).tril().bool() & ~torch.eye(n).bool()
+    labelled = (topic[:, :, None] >= 0) & (topic[:, None, :] >= 0) & visible
+    distinct = labelled & (tokens[:, :, None] != tokens[:, None, :])
+    same = distinct & (topic[:, :, None] == topic[:, None, :])
+    (b, q, k), chunks = probe._distance_null_pairs(same, distinct)
+    flags = torch.cat(chunks, 1)  # [permutation pair]
+    assert flags.shape == (50, int(distinct.sum())) and bool((q - k >= 1).all())
+    observed = same[b, q, k]
+    bucket = torch.floor(torch.log2(q.double() + 1)).long()
+    for row in b.unique():
+        for d in (q - k).unique():
+            for u in bucket.unique():
+                at = (b == row) & ((q - k) == d) & (bucket == u)
+                assert bool((flags[:, at].sum(1) == observed[at].sum()).all())  # each stratum keeps its count
+    assert float((flags != observed).double().mean()) > 0  # and the flags really move within distances
+
+
+def test_a_head_that_reads_distance_only_lands_inside_the_distance_null_and_a_topic_head_does_not():
+    model = RecencyModel(TOPICS)
+    batches = _clustered_batches()
+    by_vocabulary = topic_attention(model, batches, TOPICS, n_permutations=200, permutation_seed=1)
+    by_distance = topic_attention(model, batches, TOPICS, n_permutations=200, permutation_seed=1, null="distance")
+    assert torch.equal(by_distance.ratio, by_vocabulary.ratio)  # the statistic is the same, only its null differs
+    recency, topic = by_distance.ratio[0, 0], by_distance.ratio[0, 1]
+    assert float(recency) > 1.5  # topic words sit close together, and head 0 reads close keys
+    vocabulary_high = torch.quantile(by_vocabulary.null_ratio[:, 0, 0], 0.975)
+    low, high = torch.quantile(by_distance.null_ratio[:, 0, 0], torch.tensor([0.025, 0.975], dtype=torch.float32))
+    assert float(recency) > float(vocabulary_high)  # the vocabulary null calls the recency head topical
+    assert float(low) <= float(recency) <= float(high)  # the distance null does not
+    assert float(topic) > float(torch.quantile(by_distance.null_ratio[:, 0, 1], 0.975)) * 2  # a real topic head
+
+
+def test_an_unknown_null_is_refused():
+    with pytest.raises(ConfigError, match="null must be one of vocabulary, distance"):
+        TopicAttentionProbe(TOPICS, n_permutations=5, null="tokens")
