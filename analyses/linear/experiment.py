@@ -17,14 +17,12 @@ Every run probes the same batches through the model's random-weight control too
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import random
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 
@@ -218,11 +216,6 @@ def pretrained_setup(model: HookedModel, target: str, config: LinearProbeConfig,
     return ProbeSetup(batches, labels, owners, hooks, data + f", gensim LDA {n_topics} topics")
 
 
-def _experiment_config(config_class: type, settings: dict[str, Any]) -> Any:
-    names = {f.name for f in dataclasses.fields(config_class)}
-    return config_class(**{k: tuple(v) if isinstance(v, list) else v for k, v in settings.items() if k in names})
-
-
 def toy_setup(toy: ToyModel, target: str, config: LinearProbeConfig) -> ProbeSetup:
     """Fresh sequences of the toy's own data (seeded apart from its training data) and the target's labels."""
     expected = TOY_TARGETS.get(toy.experiment)
@@ -233,29 +226,26 @@ def toy_setup(toy: ToyModel, target: str, config: LinearProbeConfig) -> ProbeSet
     generator = torch.Generator().manual_seed(data_seed)
     n = config.toy_sequences
     if toy.experiment == "induction":
-        from analyses.induction.config import InductionExperimentConfig
         from toymodels.induction.data import sample_markov_icl
 
-        experiment = InductionExperimentConfig.from_settings(toy.settings)
+        experiment = toy.config
         chains = experiment.data
         tokens = sample_markov_icl(chains, n, experiment.seed + data_seed).tokens[:, :chains.seq_len]
         beyond = experiment.model_config().max_distance + 1
         distances = (*range(1, chains.order + 1), beyond)
         labels: LabelMaker = PreviousTokenLabels(distances, tuple(range(chains.n_states)))
     elif toy.experiment == "topic":
-        from analyses.topic.config import TopicExperimentConfig
         from toymodels.topic.data import sample_documents
 
-        lda = TopicExperimentConfig.from_settings(toy.settings).lda
+        lda = toy.config.lda
         sampled = sample_documents(lda, n, generator, length=lda.max_len)
         tokens = sampled.tokens
         labels = CombinedLabels(TokenClassLabels(lda.token_topics(), key="word", n_classes=lda.n_topics),
                                 RowLabels("document", sampled.theta.argmax(-1), n_classes=lda.n_topics))
     else:
-        from analyses.scansnap.config import ScanSnapConfig
         from toymodels.scansnap.data import CooccurrenceData
 
-        data = CooccurrenceData(ScanSnapConfig.from_settings(toy.settings).data)
+        data = CooccurrenceData(toy.config.data)
         tokens, _, facts = data.sample(n, generator)
         labels = RowLabels("next", facts, positions="last", n_classes=data.n_facts)
     batches = [TokenBatch(part, torch.ones_like(part, dtype=torch.bool)) for part in tokens.split(32)]
