@@ -71,8 +71,9 @@ class ToyModel:
 
 
 def is_toy_folder(spec: Any) -> bool:
-    """True when ``spec`` names a folder holding a saved toy model (``model.json``)."""
-    return isinstance(spec, (str, Path)) and (Path(spec) / MODEL_JSON).is_file()
+    """True when ``spec`` names a folder holding a saved toy model (``model.json`` or ``model.safetensors``: one
+    without the other is a damaged toy folder, which :func:`load_toy_model` refuses as such)."""
+    return isinstance(spec, (str, Path)) and any((Path(spec) / name).is_file() for name in (MODEL_JSON, MODEL_WEIGHTS))
 
 
 def save_toy_model(model: torch.nn.Module, folder: str | Path, experiment: str) -> Path | None:

@@ -17,6 +17,7 @@ Every run probes the same batches through the model's random-weight control too
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 import time
@@ -103,6 +104,18 @@ class LinearProbeConfig:
                               f"{self.control!r}.")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise ConfigError(f"seed must be an integer >= 0; got {self.seed!r}.")
+
+
+PRETRAINED_ONLY = ("top_tokens", "distances", "layer_stride", "corpus", "max_documents", "min_chars", "seq_len",
+                   "batch_size", "max_batches", "n_topics", "lda_passes")
+
+
+def unused_settings(*, toy: bool) -> dict[str, str]:
+    """The :class:`LinearProbeConfig` settings a toy folder (``toy``) or a pretrained model does not use, with why."""
+    if toy:
+        why = "a toy is probed on toy_sequences fresh sequences of its own data, every state a class"
+        return {name: why for name in PRETRAINED_ONLY}
+    return {"toy_sequences": "a pretrained model reads the corpus (corpus, max_batches, batch_size, seq_len)"}
 
 
 @dataclass(frozen=True)
@@ -301,9 +314,12 @@ def linear_summary(model: str, target: str, result: LinearProbeScores) -> Linear
 
 def run_linear_probe(spec: str, target: str, out: str | Path, config: LinearProbeConfig = LinearProbeConfig(), *,
                      device: str = "cpu", dtype: torch.dtype = torch.float32, progress: bool = True,
-                     echo=print) -> LinearSummary:
+                     cap_seq_len: bool = True, echo=print) -> LinearSummary:
     """Probe ``spec`` (a toy run folder or a :func:`probes.load_model` spec) for ``target``; write
-    ``OUT/summary.json`` and ``OUT/result/`` (and ``OUT/control/`` for the random-weight control)."""
+    ``OUT/summary.json`` and ``OUT/result/`` (and ``OUT/control/`` for the random-weight control).
+
+    A ``seq_len`` beyond a pretrained model's context is cut to it (and recorded as cut) when ``cap_seq_len``,
+    else refused."""
     if target not in TARGETS:
         raise ConfigError(f"--target must be one of {', '.join(TARGETS)}; got {target!r}.")
     out = Path(out)
@@ -314,6 +330,12 @@ def run_linear_probe(spec: str, target: str, out: str | Path, config: LinearProb
     else:
         check_pretrained_target(target)  # before the model loads
         model = load_model(spec, device=device, dtype=dtype)
+        n_ctx = ModelInfo.of(model).n_ctx
+        if config.seq_len > n_ctx:
+            if not cap_seq_len:
+                raise ConfigError(f"--set seq_len={config.seq_len} is longer than {spec}'s context ({n_ctx} tokens); "
+                                  f"give seq_len <= {n_ctx}.")
+            config = dataclasses.replace(config, seq_len=n_ctx)
         setup = pretrained_setup(model, target, config, corpus_documents(config))
     echo(f"probing {spec} ({len(setup.hooks)} hooks, {len(setup.batches)} batches) ...")
     runs = [("", model, str(spec))]

@@ -294,6 +294,9 @@ def load_linear_runs(root: Path, *, expected: bool) -> dict[str, LinearProbeScor
         return {}
     rerun = "Re-run mechprobe report to rebuild them."
     folders = records.read_record(dict[str, str], index, rerun=rerun)
+    unlisted = sorted({p.name for p in root.iterdir() if p.is_dir()} - set(folders.values()))
+    if unlisted:
+        raise RecordError(f"{index} does not list {root / unlisted[0]}: a label is missing from it. {rerun}")
     runs = {}
     for label, folder in folders.items():
         try:
