@@ -107,7 +107,7 @@ def load_toy_model(folder: str | Path, *, device: str | torch.device = "cpu") ->
         rerun = _rerun(folder, "the toy experiment")
     saved = records.checked(ModelFile, document, path, rerun=rerun)
     model_class, config_class = MODEL_CLASSES[saved.model_class]
-    config = records.checked(config_class, saved.config, path, at="config", rerun=rerun)
+    config: Any = records.checked(config_class, saved.config, path, at="config", rerun=rerun)
     summary = folder / SUMMARY_FILE
     if not summary.is_file():
         raise RecordError(f"{summary} is missing: it holds the settings the model was trained with. {rerun}")
@@ -115,7 +115,7 @@ def load_toy_model(folder: str | Path, *, device: str | torch.device = "cpu") ->
     if not isinstance(run, dict) or "settings" not in run:
         raise RecordError(f"{summary}: expected an object with the run's 'settings'; got {type(run).__name__} "
                           f"without them: it is damaged. {rerun}")
-    run_config = records.checked(EXPERIMENT_CONFIGS[saved.experiment], run["settings"], summary, at="settings",
+    run_config: Any = records.checked(EXPERIMENT_CONFIGS[saved.experiment], run["settings"], summary, at="settings",
                                  rerun=rerun)
     model = model_class(config, device=device)
     weights = folder / MODEL_WEIGHTS
