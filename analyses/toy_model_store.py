@@ -71,9 +71,14 @@ class ToyModel:
 
 
 def is_toy_folder(spec: Any) -> bool:
-    """True when ``spec`` names a folder holding a saved toy model (``model.json`` or ``model.safetensors``: one
-    without the other is a damaged toy folder, which :func:`load_toy_model` refuses as such)."""
-    return isinstance(spec, (str, Path)) and any((Path(spec) / name).is_file() for name in (MODEL_JSON, MODEL_WEIGHTS))
+    """True when ``spec`` names a folder holding a saved toy model: ``model.json``, or ``model.safetensors`` without
+    the ``config.json`` of a Hugging Face folder (a toy folder that lost its ``model.json``, which
+    :func:`load_toy_model` refuses as such)."""
+    if not isinstance(spec, (str, Path)):
+        return False
+    folder = Path(spec)
+    return (folder / MODEL_JSON).is_file() or ((folder / MODEL_WEIGHTS).is_file()
+                                               and not (folder / "config.json").exists())
 
 
 def save_toy_model(model: torch.nn.Module, folder: str | Path, experiment: str) -> Path | None:

@@ -86,6 +86,8 @@ def _read_versioned(kind: type[Any], path: Path, tensors: dict[str, Tensor] | No
     """The ``kind`` record in ``path`` after its ``format`` is checked (an older format is refused as such)."""
     document = records.read_json(path, rerun=RERUN)
     found = document.get("format") if isinstance(document, dict) else None
+    if isinstance(document, dict) and "format" not in document:
+        raise RecordError(f"{path}: format: missing, which every results file has: it is damaged. {RERUN}")
     if found != FORMAT:
         raise RecordError(f"{path} was saved in results format {found!r}; this mechprobe reads format {FORMAT}. "
                           f"{RERUN}")

@@ -127,12 +127,12 @@ class ProbeResult:
         if result_type is None or not issubclass(result_type, cls):
             kind = document.get("type") if isinstance(document, Mapping) else type(document).__name__
             raise InputError(f"{where} holds a {kind!r} result, which is not a {cls.__name__}.")
-        unknown = sorted(set(document) - {"type", "result"})
-        if unknown:
-            raise InputError(f"{where}: unknown key {unknown[0]!r} beside 'type' and 'result': it is damaged. {RERUN}")
         if "result" not in document:
             raise InputError(f"{where} was saved by mechprobe < 0.2 (no 'result' entry); run the probe again and "
                              f"save the result with this version.")
+        unknown = sorted(set(document) - {"type", "result"})
+        if unknown:
+            raise InputError(f"{where}: unknown key {unknown[0]!r} beside 'type' and 'result': it is damaged. {RERUN}")
         return records.checked(result_type, document["result"], where, at="result", rerun=RERUN, tensors=tensors)
 
 
