@@ -170,6 +170,10 @@ def document_batches(documents: list[Document], model: HookedModel, config: Line
                     break
     if rows:
         batches.append(_pack(rows, pad))
+    if not owners and not tokenizer("The cat sat on the mat.", add_special_tokens=False)["input_ids"]:
+        raise InputError(f"The model's tokenizer ({type(tokenizer).__name__}) turns text into no tokens: its folder "
+                         f"has no tokenizer files (tokenizer.json, vocab, ...). Save the tokenizer beside the weights "
+                         f"(tokenizer.save_pretrained(folder)) or give a model that has one.")
     if len(set(owners)) < 4:
         raise InputError(f"The corpus gave {len(set(owners))} usable document(s); a grouped probe needs at least 4. "
                          f"Use a larger corpus or a smaller min_chars.")

@@ -466,3 +466,16 @@ def test_probe_linear_settings_the_model_kind_does_not_use_are_refused_by_name(t
                       "--set seq_len=600 is longer than", "context (512 tokens); give seq_len <= 512",
                       error=ConfigError)
     assert not out.exists()
+
+
+def test_probe_linear_on_a_model_folder_without_tokenizer_files_says_so(tmp_path, capsys):
+    from tests.random_checkpoints import make_random_checkpoint
+
+    neox = make_random_checkpoint("gpt_neox", tmp_path / "neox", seed=0)
+    for path in neox.iterdir():
+        if "token" in path.name:
+            path.unlink()
+    fails_in_one_line(["probe-linear", "--model", str(neox), "--target", "parent", "--out", str(tmp_path / "out"),
+                       "--no-progress"], capsys, "turns text into no tokens", "tokenizer.save_pretrained",
+                      error=InputError)
+    assert not (tmp_path / "out").exists()
