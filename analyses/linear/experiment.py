@@ -170,7 +170,7 @@ def document_batches(documents: list[Document], model: HookedModel, config: Line
                     break
     if rows:
         batches.append(_pack(rows, pad))
-    if not owners and not tokenizer("The cat sat on the mat.", add_special_tokens=False)["input_ids"]:
+    if not owners and tokenizer is not None and not tokenizer("The cat sat.", add_special_tokens=False)["input_ids"]:
         raise InputError(f"The model's tokenizer ({type(tokenizer).__name__}) turns text into no tokens: its folder "
                          f"has no tokenizer files (tokenizer.json, vocab, ...). Save the tokenizer beside the weights "
                          f"(tokenizer.save_pretrained(folder)) or give a model that has one.")
