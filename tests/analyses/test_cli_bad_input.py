@@ -287,7 +287,7 @@ def test_render_of_a_folder_without_results(tmp_path, capsys):
     fails_in_one_line(["render", str(tmp_path)], capsys, "has no results/ folder", error=InputError)
     (tmp_path / "results").mkdir()
     (tmp_path / "results" / "report.json").write_text("{broken", encoding="utf-8")
-    fails_in_one_line(["render", str(tmp_path)], capsys, "is not valid JSON", "re-run mechprobe report",
+    fails_in_one_line(["render", str(tmp_path)], capsys, "is not valid JSON", "Re-run mechprobe report",
                       error=InputError)
 
 
