@@ -34,8 +34,9 @@ class _Parser(argparse.ArgumentParser):
 
 def _add_device_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="cpu", metavar="DEV", help="cpu (default), cuda, cuda:1, mps ...")
-    parser.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"],
-                        help="weights of pretrained models (probes accumulate in float64 regardless)")
+    parser.add_argument("--dtype", choices=["float32", "float16", "bfloat16"],
+                        help="weights of pretrained models (default float32; probes accumulate in float64 "
+                        "regardless)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -202,7 +203,7 @@ def _is_toy_folder(folder: Path) -> bool:
 
 
 def _run_toy(args: argparse.Namespace) -> int:
-    from analyses.config_overrides import apply_overrides
+    from analyses.config_overrides import apply_overrides, refuse_unused
     from analyses.report.verdicts import cell
     from analyses.toy_seeds import run_with_seeds
 
@@ -232,6 +233,9 @@ def _run_toy(args: argparse.Namespace) -> int:
     if args.seeds < 1:
         raise ConfigError(f"--seeds must be >= 1; got {args.seeds}.")
     config = apply_overrides(presets[args.preset], overrides)
+    if hasattr(config, "unused_settings"):
+        refuse_unused(config.unused_settings(), args.overrides,
+                      where=f"the {args.experiment} toy's {args.preset} preset (as set)")
     out = check_output_folder("--out", args.out, earlier_output=_is_toy_folder)
     created = next((p for p in reversed((out, *out.parents)) if not p.exists()), None)
     out.mkdir(parents=True, exist_ok=True)
@@ -255,17 +259,26 @@ def _run_toy(args: argparse.Namespace) -> int:
 
 
 def _run_linear(args: argparse.Namespace) -> int:
-    from analyses.config_overrides import apply_overrides
-    from analyses.linear.experiment import LinearProbeConfig, run_linear_probe
+    from analyses.config_overrides import apply_overrides, refuse_unused
+    from analyses.linear.experiment import LinearProbeConfig, run_linear_probe, unused_settings
+    from analyses.toy_model_store import is_toy_folder
     from probes.core.loading import torch_dtype
 
     config = apply_overrides(LinearProbeConfig(), args.overrides)
+    toy = is_toy_folder(args.model)
+    where = "a toy folder" if toy else "a pretrained model"
+    refuse_unused(unused_settings(toy=toy), args.overrides, where=where)
+    if toy and args.dtype is not None:
+        raise ConfigError(f"--dtype does not apply to a toy folder ({args.model}: its model is float32, as trained); "
+                          f"drop --dtype.")
     check_device(args.device)
     out = check_output_folder("--out", args.out, earlier_output=lambda folder: (folder / "summary.json").is_file()
                               and (folder / "result").is_dir())
     with written_atomically(out) as tmp:
         summary = run_linear_probe(args.model, args.target, tmp, config, device=args.device,
-                                   dtype=torch_dtype(args.dtype), progress=not args.no_progress)
+                                   dtype=torch_dtype(args.dtype or "float32"), progress=not args.no_progress,
+                                   cap_seq_len=not any(o.partition("=")[0].strip() == "seq_len"
+                                                       for o in args.overrides))
     for key, curve in summary.results.items():
         cells = " ".join(f"{a:.2f}/{g:+.2f}" for a, g in zip(curve.accuracy, curve.gain))
         print(f"{args.target} {key} (accuracy/{curve.statistic} per layer, majority "
@@ -284,7 +297,8 @@ def _run_ablate(args: argparse.Namespace) -> int:
     check_device(args.device)
     out = check_output_folder("--out", args.out, earlier_output=lambda folder: (folder / RESULT_FILE).is_file())
     with written_atomically(out) as tmp:
-        run_ablate(args.model, settings, out=tmp, control=args.control, device=args.device, dtype=args.dtype)
+        run_ablate(args.model, settings, out=tmp, control=args.control, device=args.device,
+                   dtype=args.dtype or "float32")
     print(f"wrote {out / RESULT_FILE}")
     return 0
 
@@ -312,7 +326,7 @@ def report_config(args: argparse.Namespace):
         ("pretrained.seq_len", args.seq_len), ("pretrained.batch_size", args.batch_size),
         ("pretrained.max_batches", args.max_batches), ("pretrained.control", args.control),
     ) if value is not None]
-    flags += [f"device={args.device}", f"dtype={args.dtype}"]
+    flags += [f"device={args.device}"] + ([f"dtype={args.dtype}"] if args.dtype else [])
     config = apply_overrides(config, flags, flag="flag")
     if args.models:
         config = dataclasses.replace(config, models=tuple(args.models))
@@ -380,7 +394,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             run_heads(args.model, seq_len=args.seq_len, batches=args.batches, batch_size=args.batch_size,
                       seed=args.seed, json_path=args.json, top=args.top, progress=not args.no_progress,
-                      device=args.device, dtype=args.dtype, kinds=tuple(args.patterns or HEAD_SCORE_KINDS),
+                      device=args.device, dtype=args.dtype or "float32", kinds=tuple(args.patterns or HEAD_SCORE_KINDS),
                       html_path=args.html)
             return 0
         if args.command == "report":

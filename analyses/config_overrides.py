@@ -180,6 +180,19 @@ def _apply(config: C, assignments: Sequence[str], flag: str, prefix: str) -> C:
         raise ConfigError(str(error)) from error
 
 
+def refuse_unused(unused: Mapping[str, str], assignments: Sequence[str], *, where: str, flag: str = "--set") -> None:
+    """Refuse every ``key=value`` of ``assignments`` that sets a setting named in ``unused`` (dotted name -> why
+    it is not used; a section's name covers its fields), by name: a setting that changes nothing is never
+    recorded as if used. ``where`` names what does not use it (``"the induction toy's fast preset"``).
+    Example: ``refuse_unused(config.unused_settings(), ["train.n_steps=0"], where="the fast preset")``.
+    """
+    for assignment in assignments:
+        key = assignment.partition("=")[0].strip()
+        for name, why in unused.items():
+            if key == name or key.startswith(name + "."):
+                raise ConfigError(f"{flag} {key}: {where} does not use {name} ({why}); drop the setting.")
+
+
 def config_sections(kind: type) -> dict[str, type]:
     """The fields of the config class ``kind`` that are configs of their own (its sections), by name."""
     hints = typing.get_type_hints(kind)

@@ -24,6 +24,8 @@ def toy_experiment(name: str) -> ModuleType:
     return importlib.import_module(f"analyses.{name}.experiment")
 
 
-def toy_result(name: str, document: Mapping[str, Any]) -> PaperResult:
-    """The typed result of toy ``name`` from its summary document (what ``summary.json`` holds)."""
-    return toy_experiment(name).result_from_summary(document)
+def toy_result(name: str, document: Mapping[str, Any], where: str = "the summary", *, at: str = "",
+               rerun: str | None = None) -> PaperResult:
+    """The typed result of toy ``name`` from its summary document (what ``summary.json`` holds; ``where``, ``at``
+    and ``rerun`` name the file, the place in it and what to re-run when it does not read)."""
+    return toy_experiment(name).result_from_summary(document, where, at=at, rerun=rerun)

@@ -22,7 +22,6 @@ from analyses.toy_findings import ToyFinding
 from mechprobe import records
 from mechprobe.errors import RecordError
 from probes.core.atomic import atomic_write_text
-from probes.core.errors import InputError
 from probes.display.verdict_table import verdict_table_html, verdicts_dataframe
 
 if TYPE_CHECKING:
@@ -87,24 +86,23 @@ class PaperResult:
         return write_json(Path(folder) / SUMMARY_FILE, self)
 
     @classmethod
-    def from_document(cls: type[R], document: Any, where: str = "the summary") -> R:
-        """The result whose ``summary.json`` holds ``document``; a summary this mechprobe cannot read raises
-        :class:`~probes.core.errors.InputError` in one line saying to run the experiment again."""
-        try:
-            return records.load(cls, document, where=where)
-        except RecordError as error:
-            raise InputError(f"{error} It was written by another mechprobe version (before 0.2?) or damaged: "
-                             f"run `mechprobe toy {cls.experiment or 'NAME'}` again.") from None
+    def from_document(cls: type[R], document: Any, where: str = "the summary", *, at: str = "",
+                      rerun: str | None = None) -> R:
+        """The result whose ``summary.json`` holds ``document`` (found at ``at`` in the file ``where``); a summary
+        this mechprobe cannot read raises :class:`~mechprobe.errors.RecordError` in one line naming the field and
+        ending with ``rerun`` (default: run the experiment again)."""
+        return records.checked(cls, document, where, at=at, rerun=cls._rerun() if rerun is None else rerun)
+
+    @classmethod
+    def _rerun(cls) -> str:
+        return (f"It was written by another mechprobe version (before 0.2?) or damaged: run `mechprobe toy "
+                f"{cls.experiment or 'NAME'}` again.")
 
     @classmethod
     def load(cls: type[R], folder: str | Path) -> R:
         """The result saved in ``folder`` (by :meth:`save`)."""
         path = Path(folder) / SUMMARY_FILE
-        try:
-            document = records.strict_json(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise InputError(f"{path}: no such file; run the {cls.experiment or 'toy'} experiment into "
-                             f"{Path(folder)} first.") from None
-        except (OSError, ValueError) as error:
-            raise InputError(f"{path} cannot be read as a summary ({error}); run the experiment again.") from None
-        return cls.from_document(document, str(path))
+        if not path.is_file():
+            raise RecordError(f"{path}: no such file; run the {cls.experiment or 'toy'} experiment into "
+                              f"{Path(folder)} first.")
+        return cls.from_document(records.read_json(path, rerun=cls._rerun()), str(path))

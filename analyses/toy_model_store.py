@@ -3,24 +3,32 @@
 ``mechprobe toy induction --out DIR`` (and the topic and Scan and Snap toys) write the trained
 hooked model into ``DIR``: the weights through ``safetensors`` and ``model.json`` = ``{"format",
 "experiment", "class", "config"}`` (the model's own config dataclass). :func:`load_toy_model` rebuilds
-the model from them; :func:`load_any_model` takes a toy folder or anything :func:`probes.load_model`
-takes. The loader lives here because ``probes`` may not import ``toymodels``.
+the model from them and the run's settings from ``summary.json`` (every file through
+:mod:`mechprobe.records`: a damaged or missing one is one line saying to re-run the toy);
+:func:`load_any_model` takes a toy folder or anything :func:`probes.load_model` takes. The loader lives here
+because ``probes`` may not import ``toymodels``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from safetensors.torch import load_model as load_weights
 from safetensors.torch import save_model as save_weights
 
+from analyses.induction.config import InductionExperimentConfig
+from analyses.paper_result import SUMMARY_FILE
+from analyses.scansnap.config import ScanSnapConfig
+from analyses.topic.config import TopicExperimentConfig
+from mechprobe import records
+from mechprobe.errors import RecordError
 from probes.core.atomic import atomic_write_text
-from probes.core.errors import InputError, ModelError
+from probes.core.errors import ModelError
 from probes.core.loading import load_model
 from probes.core.model_kind import HookedModel
 from toymodels.induction import FullInductionModel, SimplifiedInductionConfig, SimplifiedInductionModel
@@ -36,21 +44,41 @@ MODEL_CLASSES: dict[str, tuple[type, type]] = {
     "TopicModel": (TopicModel, TopicModelConfig),
     "YZTransformer": (YZTransformer, YZModelConfig),
 }
+EXPERIMENT_CONFIGS: dict[str, type] = {"induction": InductionExperimentConfig, "topic": TopicExperimentConfig,
+                                       "scansnap": ScanSnapConfig}
+
+
+@dataclass(frozen=True)
+class ModelFile:
+    """``model.json``: the format, the experiment that trained the model, its class and its config's fields."""
+
+    format: Literal[1]
+    experiment: Literal["induction", "topic", "scansnap"]
+    model_class: Literal["SimplifiedInductionModel", "FullInductionModel", "TopicModel", "YZTransformer"] = field(
+        metadata=records.key("class"))
+    config: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class ToyModel:
-    """A toy model loaded from a run folder, the experiment that trained it and that run's settings."""
+    """A toy model loaded from a run folder, the experiment that trained it and that run's config (the paper's
+    experiment config: ``InductionExperimentConfig``, ``TopicExperimentConfig`` or ``ScanSnapConfig``)."""
 
     model: HookedModel
     experiment: str
-    settings: dict[str, Any]
+    config: Any
     folder: Path
 
 
 def is_toy_folder(spec: Any) -> bool:
-    """True when ``spec`` names a folder holding a saved toy model (``model.json``)."""
-    return isinstance(spec, (str, Path)) and (Path(spec) / MODEL_JSON).is_file()
+    """True when ``spec`` names a folder holding a saved toy model: ``model.json``, or ``model.safetensors`` without
+    the ``config.json`` of a Hugging Face folder (a toy folder that lost its ``model.json``, which
+    :func:`load_toy_model` refuses as such)."""
+    if not isinstance(spec, (str, Path)):
+        return False
+    folder = Path(spec)
+    return (folder / MODEL_JSON).is_file() or ((folder / MODEL_WEIGHTS).is_file()
+                                               and not (folder / "config.json").exists())
 
 
 def save_toy_model(model: torch.nn.Module, folder: str | Path, experiment: str) -> Path | None:
@@ -69,28 +97,47 @@ def save_toy_model(model: torch.nn.Module, folder: str | Path, experiment: str) 
 
 
 def load_toy_model(folder: str | Path, *, device: str | torch.device = "cpu") -> ToyModel:
-    """The model saved in a toy run's ``folder``, in eval mode on ``device``, with the run's settings."""
+    """The model saved in a toy run's ``folder``, in eval mode on ``device``, with the run's config.
+
+    ``model.json``, ``model.safetensors`` and ``summary.json`` must all be there and whole: a missing or damaged
+    one raises :class:`~mechprobe.errors.RecordError` (or :class:`ModelError` for weights of another shape) in
+    one line that names the file and the field and says to re-run the toy.
+    """
     folder = Path(folder)
+    path = folder / MODEL_JSON
+    document = records.read_json(path, rerun=_rerun(folder, "the toy experiment"))
+    if isinstance(document, dict) and isinstance(document.get("experiment"), str):
+        rerun = _rerun(folder, document["experiment"])
+    else:
+        rerun = _rerun(folder, "the toy experiment")
+    saved = records.checked(ModelFile, document, path, rerun=rerun)
+    model_class, config_class = MODEL_CLASSES[saved.model_class]
+    config: Any = records.checked(config_class, saved.config, path, at="config", rerun=rerun)
+    summary = folder / SUMMARY_FILE
+    if not summary.is_file():
+        raise RecordError(f"{summary} is missing: it holds the settings the model was trained with. {rerun}")
+    run = records.read_json(summary, rerun=rerun)
+    if not isinstance(run, dict) or "settings" not in run:
+        raise RecordError(f"{summary}: expected an object with the run's 'settings'; got {type(run).__name__} "
+                          f"without them: it is damaged. {rerun}")
+    run_config: Any = records.checked(EXPERIMENT_CONFIGS[saved.experiment], run["settings"], summary, at="settings",
+                                 rerun=rerun)
+    model = model_class(config, device=device)
+    weights = folder / MODEL_WEIGHTS
+    if not weights.is_file():
+        raise RecordError(f"{weights} is missing (its folder is incomplete). {rerun}")
     try:
-        document = json.loads((folder / MODEL_JSON).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as error:
-        raise InputError(f"{folder / MODEL_JSON} cannot be read ({error}); re-run the toy experiment.") from None
-    if not isinstance(document, dict) or document.get("format") != FORMAT or document.get("class") not in MODEL_CLASSES:
-        raise InputError(f"{folder / MODEL_JSON} is not a saved toy model of format {FORMAT} (one of "
-                         f"{', '.join(MODEL_CLASSES)}); re-run the toy experiment.")
-    model_class, config_class = MODEL_CLASSES[document["class"]]
-    config = {k: tuple(v) if isinstance(v, list) else v for k, v in document["config"].items()}
-    model = model_class(config_class(**config), device=device)
-    try:
-        load_weights(model, str(folder / MODEL_WEIGHTS), device=str(device))
+        load_weights(model, str(weights), device=str(device))
     except Exception as error:  # safetensors/torch raise several types for a damaged or foreign file
-        raise ModelError(f"{folder / MODEL_WEIGHTS} does not hold this {document['class']}'s weights "
-                         f"({type(error).__name__}); re-run the toy experiment.") from None
+        raise ModelError(f"{weights} does not hold this {saved.model_class}'s weights ({type(error).__name__}): it "
+                         f"is damaged or from another run. {rerun}") from None
     model.eval()
-    settings: dict[str, Any] = {}
-    if (folder / "summary.json").is_file():
-        settings = json.loads((folder / "summary.json").read_text(encoding="utf-8")).get("settings") or {}
-    return ToyModel(model, document["experiment"], settings, folder)
+    return ToyModel(model, saved.experiment, run_config, folder)
+
+
+def _rerun(folder: Path, experiment: str) -> str:
+    command = f"mechprobe toy {experiment}" if experiment in EXPERIMENT_CONFIGS else "mechprobe toy NAME"
+    return f"Re-run `{command} --out {folder}` (a new folder, or this one after deleting it)."
 
 
 def load_any_model(spec: Any, *, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32) -> Any:

@@ -22,6 +22,11 @@ The rules, in one place:
   ``tensors`` is given, written as ``{"__tensor__": name}``; otherwise inline as ``{"dtype", "shape",
   "values"}`` (non-finite values as above: ``"NaN"``, ``"Infinity"``, ``"-Infinity"``).
 
+Files mechprobe reads back (toy folders, a report's ``results/``, saved probe results) are read by
+:func:`read_json`, :func:`read_record` and :func:`read_tensors`: a file missing, not UTF-8, not JSON, holding
+another container, a key unknown or missing, or a damaged safetensors file is one :class:`RecordError` line that
+names the file, the field and what to re-run.
+
 Example::
 
     document = dump(finding)                 # {"statistic": ..., "value": 0.62, "ci": [0.55, 0.7], ...}
@@ -34,6 +39,7 @@ import dataclasses
 import enum
 import json
 import math
+import os
 import types
 import typing
 from collections.abc import Mapping, MutableMapping, Sequence
@@ -43,6 +49,8 @@ import torch
 from torch import Tensor
 
 from mechprobe.errors import RecordError
+
+PathLike = str | os.PathLike[str]
 
 T = TypeVar("T")
 
@@ -193,14 +201,15 @@ def _nonfinite_to_text(values: Any) -> Any:
 
 
 def load(cls: type[T], document: Any, tensors: Mapping[str, Tensor] | None = None, *,
-         where: str = "the document") -> T:
+         where: str = "the document", at: str = "") -> T:
     """The ``cls`` record (or value of type ``cls``) that :func:`dump` wrote as ``document``.
 
     ``tensors``: the sidecar the tensors went to (None: they are inline). Raises :class:`RecordError` naming
-    ``where`` and the path of the first value that does not fit.
+    ``where`` and the path of the first value that does not fit (``at``: the path of ``document`` itself in its
+    file, e.g. ``"settings"``).
     Example: ``load(Finding, dump(finding)) == finding``.
     """
-    return typing.cast(T, _Reader(tensors, where).read(cls, document, ""))
+    return typing.cast(T, _Reader(tensors, where).read(cls, document, at))
 
 
 def _hints(cls: type) -> dict[str, Any]:
@@ -385,3 +394,70 @@ def _text_to_nonfinite(values: Any) -> Any:
     if values is None:
         return float("nan")
     return _NONFINITE.get(values, values) if isinstance(values, str) else values
+
+
+# -- files --------------------------------------------------------------------------------------------------
+
+
+def read_json(path: PathLike, *, rerun: str) -> Any:
+    """The strict JSON document in the file ``path``. A file missing, unreadable, not UTF-8 or not strict JSON raises
+    :class:`RecordError` naming ``path`` and ending with ``rerun`` (what to run again, e.g. "Re-run mechprobe report.").
+
+    Example: ``read_json("runs/r/results/report.json", rerun="Re-run mechprobe report.")``.
+    """
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except FileNotFoundError:
+        raise RecordError(f"{path} is missing (its folder is incomplete). {rerun}") from None
+    except IsADirectoryError:
+        raise RecordError(f"{path} is a folder, not the file it should be. {rerun}") from None
+    except UnicodeDecodeError as error:
+        raise RecordError(f"{path} is not UTF-8 text (byte {error.start} is {error.object[error.start]:#04x}): it "
+                          f"is damaged. {rerun}") from None
+    except OSError as error:
+        raise RecordError(f"{path} cannot be read ({error.strerror}). {rerun}") from None
+    try:
+        return strict_json(text)
+    except RecordError as error:
+        raise RecordError(f"{path}: {error} {rerun}") from None
+    except json.JSONDecodeError as error:
+        raise RecordError(f"{path} is not valid JSON ({error.msg} at line {error.lineno} column {error.colno}): it "
+                          f"is truncated or damaged. {rerun}") from None
+
+
+def read_record(cls: type[T], path: PathLike, *, rerun: str, tensors: Mapping[str, Tensor] | None = None) -> T:
+    """The ``cls`` record (or value typed ``cls``) in the JSON file ``path`` (:func:`read_json`, then :func:`load`):
+    a key unknown or missing or a value of the wrong type is one :class:`RecordError` line naming the file and
+    the field, ending with ``rerun``.
+
+    Example: ``read_record(dict[str, str], "runs/r/results/linear/index.json", rerun="Re-run mechprobe report.")``.
+    """
+    return checked(cls, read_json(path, rerun=rerun), path, rerun=rerun, tensors=tensors)
+
+
+def checked(cls: type[T], document: Any, path: PathLike, *, rerun: str, at: str = "",
+            tensors: Mapping[str, Tensor] | None = None) -> T:
+    """:func:`load` of a ``document`` read from the file ``path`` (found at ``at`` in it): a :class:`RecordError`
+    names the file and the field and ends with ``rerun``.
+    Example: ``checked(Summary, document["summary"], path, at="summary", rerun="Re-run it.")``."""
+    try:
+        return load(cls, document, tensors, where=str(path), at=at)
+    except RecordError as error:
+        raise RecordError(f"{error} {rerun}") from None
+
+
+def read_tensors(path: PathLike, *, rerun: str) -> dict[str, Tensor]:
+    """Every tensor of the safetensors file ``path``; a file missing or damaged is one :class:`RecordError` line
+    naming it and ending with ``rerun``. Example: ``read_tensors("runs/r/result/result.safetensors", rerun=...)``."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    if not os.path.isfile(path):
+        raise RecordError(f"{path} is missing (its folder is incomplete). {rerun}")
+    try:
+        return load_file(os.fspath(path))
+    except (SafetensorError, OSError, ValueError, RuntimeError) as error:
+        why = " ".join(str(error).split())[:120]
+        raise RecordError(f"{path} is not a readable safetensors file ({why}): it is truncated or damaged. "
+                          f"{rerun}") from None

@@ -117,6 +117,7 @@ def minilm():
 REPORT_TESTS = "tests/analyses/pretrained/test_pretrained_report.py::"
 RUNS_ALONE: dict[str, tuple[str, ...]] = {
     f"{REPORT_TESTS}test_main_job_on_the_offline_defaults": (
+        f"{REPORT_TESTS}test_main_job_report_in_headless_chromium",  # reads the same main_job fixture, right after
         f"{REPORT_TESTS}test_report_on_an_empty_corpus",
         f"{REPORT_TESTS}test_report_with_a_model_that_is_not_hookable",
     ),

@@ -98,6 +98,21 @@ class InductionExperimentConfig:
         self.model_config()
         self.standard_model_config()
 
+    def unused_settings(self) -> dict[str, str]:
+        """The settings (dotted names) this config does not use, each with the reason: ``--set`` refuses them
+        (:func:`analyses.config_overrides.refuse_unused`) rather than record them as if used."""
+        unused = {}
+        if self.model == "standard":
+            unused["train"] = "the standard model trains by standard_train"
+        else:
+            unused["standard"] = unused["standard_train"] = f"the {self.model} model is built from simplified and " \
+                                                            f"trained by train"
+            if self.train.schedule == "staged":
+                unused["train.n_steps"] = "the staged schedule runs train.stage_steps (c, w, a) steps"
+            else:
+                unused["train.stage_steps"] = "the joint schedule runs train.n_steps steps"
+        return unused
+
     # -- what the experiment builds ----------------------------------------------------------------
     @property
     def n_ctx(self) -> int:

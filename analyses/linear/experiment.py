@@ -24,7 +24,6 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 
@@ -107,6 +106,18 @@ class LinearProbeConfig:
             raise ConfigError(f"seed must be an integer >= 0; got {self.seed!r}.")
 
 
+PRETRAINED_ONLY = ("top_tokens", "distances", "layer_stride", "corpus", "max_documents", "min_chars", "seq_len",
+                   "batch_size", "max_batches", "n_topics", "lda_passes")
+
+
+def unused_settings(*, toy: bool) -> dict[str, str]:
+    """The :class:`LinearProbeConfig` settings a toy folder (``toy``) or a pretrained model does not use, with why."""
+    if toy:
+        why = "a toy is probed on toy_sequences fresh sequences of its own data, every state a class"
+        return {name: why for name in PRETRAINED_ONLY}
+    return {"toy_sequences": "a pretrained model reads the corpus (corpus, max_batches, batch_size, seq_len)"}
+
+
 @dataclass(frozen=True)
 class ProbeSetup:
     """What one run probes: batches, their labels and documents, the hooks read, a data description."""
@@ -159,6 +170,10 @@ def document_batches(documents: list[Document], model: HookedModel, config: Line
                     break
     if rows:
         batches.append(_pack(rows, pad))
+    if not owners and tokenizer is not None and not tokenizer("The cat sat.", add_special_tokens=False)["input_ids"]:
+        raise InputError(f"The model's tokenizer ({type(tokenizer).__name__}) turns text into no tokens: its folder "
+                         f"has no tokenizer files (tokenizer.json, vocab, ...). Save the tokenizer beside the weights "
+                         f"(tokenizer.save_pretrained(folder)) or give a model that has one.")
     if len(set(owners)) < 4:
         raise InputError(f"The corpus gave {len(set(owners))} usable document(s); a grouped probe needs at least 4. "
                          f"Use a larger corpus or a smaller min_chars.")
@@ -218,11 +233,6 @@ def pretrained_setup(model: HookedModel, target: str, config: LinearProbeConfig,
     return ProbeSetup(batches, labels, owners, hooks, data + f", gensim LDA {n_topics} topics")
 
 
-def _experiment_config(config_class: type, settings: dict[str, Any]) -> Any:
-    names = {f.name for f in dataclasses.fields(config_class)}
-    return config_class(**{k: tuple(v) if isinstance(v, list) else v for k, v in settings.items() if k in names})
-
-
 def toy_setup(toy: ToyModel, target: str, config: LinearProbeConfig) -> ProbeSetup:
     """Fresh sequences of the toy's own data (seeded apart from its training data) and the target's labels."""
     expected = TOY_TARGETS.get(toy.experiment)
@@ -233,29 +243,26 @@ def toy_setup(toy: ToyModel, target: str, config: LinearProbeConfig) -> ProbeSet
     generator = torch.Generator().manual_seed(data_seed)
     n = config.toy_sequences
     if toy.experiment == "induction":
-        from analyses.induction.config import InductionExperimentConfig
         from toymodels.induction.data import sample_markov_icl
 
-        experiment = InductionExperimentConfig.from_settings(toy.settings)
+        experiment = toy.config
         chains = experiment.data
         tokens = sample_markov_icl(chains, n, experiment.seed + data_seed).tokens[:, :chains.seq_len]
         beyond = experiment.model_config().max_distance + 1
         distances = (*range(1, chains.order + 1), beyond)
         labels: LabelMaker = PreviousTokenLabels(distances, tuple(range(chains.n_states)))
     elif toy.experiment == "topic":
-        from analyses.topic.config import TopicExperimentConfig
         from toymodels.topic.data import sample_documents
 
-        lda = TopicExperimentConfig.from_settings(toy.settings).lda
+        lda = toy.config.lda
         sampled = sample_documents(lda, n, generator, length=lda.max_len)
         tokens = sampled.tokens
         labels = CombinedLabels(TokenClassLabels(lda.token_topics(), key="word", n_classes=lda.n_topics),
                                 RowLabels("document", sampled.theta.argmax(-1), n_classes=lda.n_topics))
     else:
-        from analyses.scansnap.config import ScanSnapConfig
         from toymodels.scansnap.data import CooccurrenceData
 
-        data = CooccurrenceData(ScanSnapConfig.from_settings(toy.settings).data)
+        data = CooccurrenceData(toy.config.data)
         tokens, _, facts = data.sample(n, generator)
         labels = RowLabels("next", facts, positions="last", n_classes=data.n_facts)
     batches = [TokenBatch(part, torch.ones_like(part, dtype=torch.bool)) for part in tokens.split(32)]
@@ -311,9 +318,12 @@ def linear_summary(model: str, target: str, result: LinearProbeScores) -> Linear
 
 def run_linear_probe(spec: str, target: str, out: str | Path, config: LinearProbeConfig = LinearProbeConfig(), *,
                      device: str = "cpu", dtype: torch.dtype = torch.float32, progress: bool = True,
-                     echo=print) -> LinearSummary:
+                     cap_seq_len: bool = True, echo=print) -> LinearSummary:
     """Probe ``spec`` (a toy run folder or a :func:`probes.load_model` spec) for ``target``; write
-    ``OUT/summary.json`` and ``OUT/result/`` (and ``OUT/control/`` for the random-weight control)."""
+    ``OUT/summary.json`` and ``OUT/result/`` (and ``OUT/control/`` for the random-weight control).
+
+    A ``seq_len`` beyond a pretrained model's context is cut to it (and recorded as cut) when ``cap_seq_len``,
+    else refused."""
     if target not in TARGETS:
         raise ConfigError(f"--target must be one of {', '.join(TARGETS)}; got {target!r}.")
     out = Path(out)
@@ -324,6 +334,12 @@ def run_linear_probe(spec: str, target: str, out: str | Path, config: LinearProb
     else:
         check_pretrained_target(target)  # before the model loads
         model = load_model(spec, device=device, dtype=dtype)
+        n_ctx = ModelInfo.of(model).n_ctx
+        if config.seq_len > n_ctx:
+            if not cap_seq_len:
+                raise ConfigError(f"--set seq_len={config.seq_len} is longer than {spec}'s context ({n_ctx} tokens); "
+                                  f"give seq_len <= {n_ctx}.")
+            config = dataclasses.replace(config, seq_len=n_ctx)
         setup = pretrained_setup(model, target, config, corpus_documents(config))
     echo(f"probing {spec} ({len(setup.hooks)} hooks, {len(setup.batches)} batches) ...")
     runs = [("", model, str(spec))]

@@ -20,7 +20,6 @@ Results are kept under ``results/linear/`` so ``mechprobe render`` rebuilds the 
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import re
 from collections.abc import Mapping
@@ -36,6 +35,7 @@ from analyses.linear.figures import gain_curves
 from analyses.report.document import Figure, Section, Table
 from analyses.toy_model_store import is_toy_folder, load_toy_model
 from mechprobe import records
+from mechprobe.errors import RecordError
 from probes.core.atomic import atomic_write_text
 from probes.core.errors import ConfigError, InputError
 from probes.core.model_kind import HookedModel
@@ -287,21 +287,27 @@ def save_linear_runs(root: Path, runs: Mapping[str, LinearProbeScores]) -> None:
     atomic_write_text(root / "index.json", records.to_json(folders, indent=1))
 
 
-def load_linear_runs(root: Path) -> dict[str, LinearProbeScores]:
-    """What :func:`save_linear_runs` wrote (empty when the report ran without linear probes)."""
-    if not (root / "index.json").is_file():
+def load_linear_runs(root: Path, *, expected: bool) -> dict[str, LinearProbeScores]:
+    """What :func:`save_linear_runs` wrote; empty when the report ran without linear probes (``expected`` False and
+    no ``index.json``). A missing or damaged part is one :class:`~mechprobe.errors.RecordError` line."""
+    index = root / "index.json"
+    if not expected and not index.exists():
         return {}
-    try:
-        folders = json.loads((root / "index.json").read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise InputError(f"{root / 'index.json'} is not valid JSON ({error.msg}); re-run mechprobe report.") from None
-    try:
-        runs = {label: ProbeResult.load(root / folder) for label, folder in folders.items()}
-    except InputError as error:  # written by an older mechprobe (before the baselines of issue 25, or before 0.2)
-        raise InputError(f"{root} holds linear probe results this mechprobe cannot read ({error}); re-run "
-                         f"mechprobe report to rebuild them.") from None
-    if not all(isinstance(r, LinearProbeScores) for r in runs.values()):
-        raise InputError(f"{root} holds results that are not linear probe scores; re-run mechprobe report.")
+    rerun = "Re-run mechprobe report to rebuild them."
+    folders = records.read_record(dict[str, str], index, rerun=rerun)
+    unlisted = sorted({p.name for p in root.iterdir() if p.is_dir()} - set(folders.values()))
+    if unlisted:
+        raise RecordError(f"{index} does not list {root / unlisted[0]}: a label is missing from it. {rerun}")
+    runs = {}
+    for label, folder in folders.items():
+        try:
+            runs[label] = ProbeResult.load(root / folder)
+        except InputError as error:  # written by an older mechprobe (before the baselines of issue 25, or 0.2)
+            raise RecordError(f"{root} holds linear probe results this mechprobe cannot read ({error}); {rerun}") \
+                from None
+        if not isinstance(runs[label], LinearProbeScores):
+            raise RecordError(f"{root / folder} holds a {type(runs[label]).__name__}, not linear probe scores "
+                              f"({index}: {label}). {rerun}")
     return runs  # type: ignore[return-value]
 
 

@@ -109,7 +109,7 @@ def run_report(config: ReportConfig, out_dir: str | Path, *, progress: bool = Tr
         settings = ReportSettings.of(config, {spec: weights_source(spec) for spec in config.models})
         compare(toy_runs, pretrained, folder=tmp, corpus=corpus, settings=settings, linear=linear).write(tmp)
         save_report_inputs(tmp, toy_runs, pretrained, corpus, settings)
-        if linear:
+        if config.linear.enabled:
             save_linear_runs(tmp / "results" / "linear", linear)
         write_timings(tmp, timings)
     return out_dir / "report.html"
@@ -117,9 +117,11 @@ def run_report(config: ReportConfig, out_dir: str | Path, *, progress: bool = Tr
 
 def render_report(out_dir: str | Path) -> Path:
     """Rebuild report.md, report.html, summary.json and the figures of a finished report from its
-    ``results/`` folder, without loading a model; return report.html's path."""
+    ``results/`` folder, without loading a model; return report.html's path. A part of the folder that is missing
+    or damaged (a results file, a toy folder or figure, the linear results) is refused in one line, never drawn
+    without."""
     out_dir = Path(out_dir)
     toy_runs, pretrained, corpus, settings = load_report_inputs(out_dir)
-    linear = load_linear_runs(out_dir / "results" / "linear")
+    linear = load_linear_runs(out_dir / "results" / "linear", expected=settings is not None and settings.linear.enabled)
     compare(toy_runs, pretrained, folder=out_dir, corpus=corpus, settings=settings, linear=linear).write(out_dir)
     return out_dir / "report.html"

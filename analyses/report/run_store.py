@@ -3,7 +3,8 @@
 Layout::
 
     results/report.json                     corpus, settings, the order of models and toy settings
-    results/toy/NAME.json                   each toy run's summary.json document (loaded back as its typed result)
+    results/toy/NAME.json                   each toy run's summary.json document (loaded back as its typed result),
+                                            its folder and the figures in it (``render`` copies them again)
     results/pretrained/NN-MODEL/run.json    the whole :class:`~analyses.pretrained.measure.PretrainedRun`: model
                                             facts, topic map, every probe result of the model and its control,
                                             held-out statistics, ablations, findings
@@ -13,16 +14,20 @@ Everything goes through :mod:`mechprobe.records` (strict JSON; a non-finite numb
 as NaN where the field is a float). :func:`load_report_inputs` gives back what
 :func:`analyses.report.compare.compare` needs, so ``mechprobe render OUT`` rewrites report.md, report.html
 and summary.json byte for byte as the run wrote them. A results folder written by another format (mechprobe
-before 0.2 wrote format 1) is refused in one line that says to re-run ``mechprobe report``.
+before 0.2 wrote format 1), a file or folder missing or damaged (truncated, another container, a key missing or
+unknown, a safetensors file that does not read) and a toy folder or figure that is gone are each refused in one line
+that names the file and the field and says to re-run ``mechprobe report``: ``render`` never draws less than the
+report had.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 from torch import Tensor
 
 from analyses.experiments import toy_result
@@ -33,11 +38,39 @@ from analyses.report.corpus import CorpusSummary
 from mechprobe import records
 from mechprobe.errors import RecordError
 from probes.core.atomic import atomic_write_text
-from probes.core.errors import InputError
 
 RESULTS = "results"
 FORMAT = 2
-RERUN = "re-run mechprobe report."
+RERUN = "Re-run mechprobe report."
+
+
+@dataclass(frozen=True)
+class ReportIndex:
+    """``results/report.json``: the corpus, the settings, each model's folder under ``pretrained/`` and the toys."""
+
+    format: int
+    corpus: CorpusSummary
+    settings: ReportSettings | None
+    pretrained: dict[str, str]
+    toys: list[str]
+
+
+@dataclass(frozen=True)
+class ToyEntry:
+    """``results/toy/NAME.json``: the toy's summary document, its folder (relative to the report) and the figures
+    the report copied from it (None in results written before they were listed)."""
+
+    summary: dict[str, Any]
+    folder: str
+    figures: list[str] | None = None
+
+
+@dataclass(frozen=True)
+class RunFile:
+    """``results/pretrained/NN-MODEL/run.json``: the format and the run (its tensors in ``run.safetensors``)."""
+
+    format: int
+    run: PretrainedRun
 
 
 def _slug(index: int, name: str) -> str:
@@ -49,29 +82,16 @@ def _write_json(path: Path, document: Any) -> None:
     atomic_write_text(path, records.to_json(document, indent=1))
 
 
-def _read_json(path: Path) -> Any:
-    if not path.is_file():
-        raise InputError(f"{path} is missing: the results folder is incomplete; {RERUN}")
-    try:
-        return records.strict_json(path.read_text(encoding="utf-8"))
-    except RecordError as error:
-        raise InputError(f"{path}: {error} {RERUN.capitalize()}") from None
-    except ValueError as error:
-        raise InputError(f"{path} is not valid JSON ({error}); {RERUN}") from None
-
-
-def _check_format(document: Any, where: Path) -> None:
+def _read_versioned(kind: type[Any], path: Path, tensors: dict[str, Tensor] | None = None) -> Any:
+    """The ``kind`` record in ``path`` after its ``format`` is checked (an older format is refused as such)."""
+    document = records.read_json(path, rerun=RERUN)
     found = document.get("format") if isinstance(document, dict) else None
+    if isinstance(document, dict) and "format" not in document:
+        raise RecordError(f"{path}: format: missing, which every results file has: it is damaged. {RERUN}")
     if found != FORMAT:
-        raise InputError(f"{where} was saved in results format {found!r}; this mechprobe reads format {FORMAT}. "
-                         f"{RERUN.capitalize()}")
-
-
-def _load(kind: type[Any], document: Any, where: Path, tensors: dict[str, Tensor] | None = None) -> Any:
-    try:
-        return records.load(kind, document, tensors, where=str(where))
-    except RecordError as error:
-        raise InputError(f"{error} {RERUN.capitalize()}") from None
+        raise RecordError(f"{path} was saved in results format {found!r}; this mechprobe reads format {FORMAT}. "
+                          f"{RERUN}")
+    return records.checked(kind, document, path, rerun=RERUN, tensors=tensors)
 
 
 def save_pretrained_run(run: PretrainedRun, folder: Path) -> None:
@@ -85,11 +105,11 @@ def save_pretrained_run(run: PretrainedRun, folder: Path) -> None:
 
 def load_pretrained_run(folder: Path) -> PretrainedRun:
     """The :class:`PretrainedRun` :func:`save_pretrained_run` wrote into ``folder``."""
-    document = _read_json(folder / "run.json")
-    _check_format(document, folder)
-    tensors = load_file(str(folder / "run.safetensors"))
-    run: PretrainedRun = _load(PretrainedRun, document["run"], folder / "run.json", tensors)
-    return run
+    if not folder.is_dir():
+        raise RecordError(f"{folder} is missing (the results folder is incomplete). {RERUN}")
+    tensors = records.read_tensors(folder / "run.safetensors", rerun=RERUN)
+    saved: RunFile = _read_versioned(RunFile, folder / "run.json", tensors)
+    return saved.run
 
 
 def save_report_inputs(out: Path, toy_runs: dict[str, ToyRun], pretrained: dict[str, PretrainedRun],
@@ -100,8 +120,8 @@ def save_report_inputs(out: Path, toy_runs: dict[str, ToyRun], pretrained: dict[
     for spec, run in pretrained.items():
         save_pretrained_run(run, root / "pretrained" / folders[spec])
     for name, toy in toy_runs.items():
-        _write_json(root / "toy" / f"{name}.json", {"summary": records.dump(toy.result),
-                                                    "folder": toy.folder.relative_to(out).as_posix()})
+        _write_json(root / "toy" / f"{name}.json", ToyEntry(records.dump(toy.result), toy.folder.relative_to(
+            out).as_posix(), sorted(png.name for png in toy.folder.glob("*.png"))))
     _write_json(root / "report.json", {"format": FORMAT, "corpus": corpus, "settings": settings,
                                        "pretrained": folders, "toys": list(toy_runs)})
 
@@ -111,17 +131,24 @@ def load_report_inputs(out: Path
     """``(toy_runs, pretrained_runs, corpus, settings)`` from ``out/results/``, as the report had them."""
     root = out / RESULTS
     if not root.is_dir():
-        raise InputError(f"{out} has no {RESULTS}/ folder: render needs a folder written by mechprobe report "
-                         f"(reports from before saved results must be re-run).")
-    document = _read_json(root / "report.json")
-    _check_format(document, root)
-    toys = {}
-    for name in document["toys"]:
-        toy = _read_json(root / "toy" / f"{name}.json")
-        toys[name] = ToyRun(name, toy_result(name, toy["summary"]), out / toy["folder"])
-    pretrained = {spec: load_pretrained_run(root / "pretrained" / folder)
-                  for spec, folder in document["pretrained"].items()}
-    corpus: CorpusSummary = _load(CorpusSummary, document["corpus"], root / "report.json")
-    settings: ReportSettings | None = (None if document["settings"] is None
-                                       else _load(ReportSettings, document["settings"], root / "report.json"))
-    return toys, pretrained, corpus, settings
+        raise RecordError(f"{out} has no {RESULTS}/ folder: render needs a folder written by mechprobe report "
+                          f"(reports from before saved results must be re-run).")
+    index: ReportIndex = _read_versioned(ReportIndex, root / "report.json")
+    toys = {name: _load_toy(out, root / "toy" / f"{name}.json", name) for name in index.toys}
+    pretrained = {spec: load_pretrained_run(root / "pretrained" / folder) for spec, folder in index.pretrained.items()}
+    return toys, pretrained, index.corpus, index.settings
+
+
+def _load_toy(out: Path, path: Path, name: str) -> ToyRun:
+    """The toy run ``results/toy/NAME.json`` describes; its folder and every figure it lists must be there."""
+    entry = records.read_record(ToyEntry, path, rerun=RERUN)
+    result = toy_result(name, entry.summary, str(path), at="summary", rerun=RERUN)
+    folder = out / entry.folder
+    if not folder.is_dir():
+        raise RecordError(f"{folder} is missing: the report's {name} toy figures and model are there ({path}: "
+                          f"folder). {RERUN}")
+    for figure in entry.figures or ():
+        if not (folder / figure).is_file():
+            raise RecordError(f"{folder / figure} is missing ({path}: figures): render would draw less than the "
+                              f"report had. {RERUN}")
+    return ToyRun(name, result, folder)

@@ -49,7 +49,6 @@ split).
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Mapping
@@ -115,15 +114,18 @@ def run(config: ScanSnapConfig, out_dir: str | Path, *, progress: bool = True) -
         return _run(config, Path(out_dir), progress=progress)
 
 
-def result_from_summary(document: Mapping[str, Any]) -> ScanSnapResult | WikitextResult:
-    """The typed result of a summary document of either kind (the report's way back from summary.json)."""
-    return result_class(document).from_document(document)
+def result_from_summary(document: Mapping[str, Any], where: str = "the summary", *, at: str = "",
+                        rerun: str | None = None) -> ScanSnapResult | WikitextResult:
+    """The typed result of a summary document of either kind (the report's way back from summary.json;
+    ``where``, ``at``, ``rerun``: as :meth:`~analyses.paper_result.PaperResult.from_document`)."""
+    return result_class(document).from_document(document, where, at=at, rerun=rerun)
 
 
 def load(folder: str | Path) -> ScanSnapResult | WikitextResult:
     """The result a :func:`run` saved in ``folder`` (either kind)."""
     path = Path(folder) / SUMMARY_FILE
-    kind = result_class(json.loads(path.read_text(encoding="utf-8"))) if path.is_file() else ScanSnapResult
+    kind = result_class(records.read_json(path, rerun=f"Run `mechprobe toy scansnap --out {folder}` again.")) \
+        if path.is_file() else ScanSnapResult
     return kind.load(folder)
 
 

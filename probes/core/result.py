@@ -15,11 +15,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 from torch import Tensor
 
 from mechprobe import records
-from mechprobe.errors import RecordError
 from probes.core.atomic import atomic_directory, atomic_write_text
 from probes.core.errors import InputError
 
@@ -29,6 +28,7 @@ if TYPE_CHECKING:
 
 RESULT_JSON = "result.json"
 RESULT_TENSORS = "tensors.safetensors"
+RERUN = "Run the probe again and save the result with this version."
 
 
 def library_versions() -> dict[str, str]:
@@ -116,7 +116,8 @@ class ProbeResult:
                 f"(or a .json file written by save)."
             )
         document = _read_document(path / RESULT_JSON)
-        return cls.from_document(document, load_file(str(path / RESULT_TENSORS)), where=str(path))
+        tensors = records.read_tensors(path / RESULT_TENSORS, rerun=RERUN)
+        return cls.from_document(document, tensors, where=str(path / RESULT_JSON))
 
     @classmethod
     def from_document(cls, document: Mapping[str, Any], tensors: Mapping[str, Tensor] | None,
@@ -129,20 +130,14 @@ class ProbeResult:
         if "result" not in document:
             raise InputError(f"{where} was saved by mechprobe < 0.2 (no 'result' entry); run the probe again and "
                              f"save the result with this version.")
-        try:
-            return records.load(result_type, document["result"], tensors, where=where)
-        except RecordError as error:
-            raise InputError(f"{error} Run the probe again and save the result with this version.") from None
+        unknown = sorted(set(document) - {"type", "result"})
+        if unknown:
+            raise InputError(f"{where}: unknown key {unknown[0]!r} beside 'type' and 'result': it is damaged. {RERUN}")
+        return records.checked(result_type, document["result"], where, at="result", rerun=RERUN, tensors=tensors)
 
 
 def _read_document(path: Path) -> Any:
-    try:
-        return records.strict_json(path.read_text(encoding="utf-8"))
-    except RecordError:
-        raise InputError(f"{path} holds NaN, which is not JSON: it was saved by mechprobe < 0.2; run the probe "
-                         f"again and save the result with this version.") from None
-    except json.JSONDecodeError as error:
-        raise InputError(f"{path} is not valid JSON ({error.msg}); it is not a saved probe result.") from None
+    return records.read_json(path, rerun=RERUN)
 
 
 def _values_close(x: Any, y: Any, atol: float, rtol: float) -> bool:

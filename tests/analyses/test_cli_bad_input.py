@@ -287,7 +287,7 @@ def test_render_of_a_folder_without_results(tmp_path, capsys):
     fails_in_one_line(["render", str(tmp_path)], capsys, "has no results/ folder", error=InputError)
     (tmp_path / "results").mkdir()
     (tmp_path / "results" / "report.json").write_text("{broken", encoding="utf-8")
-    fails_in_one_line(["render", str(tmp_path)], capsys, "is not valid JSON", "re-run mechprobe report",
+    fails_in_one_line(["render", str(tmp_path)], capsys, "is not valid JSON", "Re-run mechprobe report",
                       error=InputError)
 
 
@@ -419,3 +419,63 @@ def test_heads_pattern_without_a_target_at_this_length_is_refused(planted_everyw
     fails_in_one_line(["heads", "--model", "planted", *TINY_HEADS[:-1], "--seq-len", "3", "--pattern", pattern,
                        "--json", str(json_path)], capsys, *words, error=ConfigError)
     assert not json_path.exists()
+
+
+# ---- settings a preset or a model kind does not use (issue 38) -----------------------------------------
+
+
+@pytest.mark.parametrize("preset, setting, unused", [
+    ("fast", "train.n_steps=0", "train.n_steps (the staged schedule runs train.stage_steps"),
+    ("paper", "train.stage_steps=1,1,1", "train.stage_steps (the joint schedule runs train.n_steps"),
+    ("paper", "standard_train.lr=0.1", "standard_train (the simplified model is built from simplified"),
+    ("standard", "train.lr_c=2", "train (the standard model trains by standard_train)"),
+])
+def test_toy_settings_the_preset_does_not_use_are_refused_by_name(tmp_path, capsys, preset, setting, unused):
+    out = tmp_path / "out"
+    fails_in_one_line(["toy", "induction", "--preset", preset, "--set", setting, "--out", str(out)], capsys,
+                      f"--set {setting.partition('=')[0]}:", f"does not use {unused}", "drop the setting",
+                      error=ConfigError)
+    assert not out.exists()
+
+
+def test_probe_linear_settings_the_model_kind_does_not_use_are_refused_by_name(tmp_path, capsys):
+    import dataclasses
+
+    from analyses.scansnap.config import PRESETS
+    from analyses.toy_model_store import save_toy_model
+    from tests.random_checkpoints import make_random_checkpoint
+    from toymodels.scansnap.model import YZModelConfig, YZTransformer
+
+    toy = tmp_path / "toy"
+    toy.mkdir()
+    data = PRESETS["fast"].data
+    save_toy_model(YZTransformer(YZModelConfig(d_vocab=data.d_vocab, n_ctx=data.seq_len)), toy, "scansnap")
+    (toy / "summary.json").write_text(json.dumps({"settings": dataclasses.asdict(PRESETS["fast"])}))
+    out = tmp_path / "out"
+    base = ["probe-linear", "--target", "next", "--out", str(out), "--no-progress"]
+    fails_in_one_line([*base, "--model", str(toy), "--dtype", "float16"], capsys, "--dtype does not apply to a toy "
+                      "folder", "drop --dtype", error=ConfigError)
+    for setting in ("distances=1,2", "seq_len=64", "corpus=wikitext-2"):
+        fails_in_one_line([*base, "--model", str(toy), "--set", setting], capsys,
+                          f"--set {setting.partition('=')[0]}: a toy folder does not use", error=ConfigError)
+    neox = make_random_checkpoint("gpt_neox", tmp_path / "neox", seed=0)  # context 512
+    base[2] = "parent"
+    fails_in_one_line([*base, "--model", str(neox), "--set", "toy_sequences=10"], capsys,
+                      "--set toy_sequences: a pretrained model does not use toy_sequences", error=ConfigError)
+    fails_in_one_line([*base, "--model", str(neox), "--set", "seq_len=600"], capsys,
+                      "--set seq_len=600 is longer than", "context (512 tokens); give seq_len <= 512",
+                      error=ConfigError)
+    assert not out.exists()
+
+
+def test_probe_linear_on_a_model_folder_without_tokenizer_files_says_so(tmp_path, capsys):
+    from tests.random_checkpoints import make_random_checkpoint
+
+    neox = make_random_checkpoint("gpt_neox", tmp_path / "neox", seed=0)
+    for path in neox.iterdir():
+        if "token" in path.name:
+            path.unlink()
+    fails_in_one_line(["probe-linear", "--model", str(neox), "--target", "parent", "--out", str(tmp_path / "out"),
+                       "--no-progress"], capsys, "turns text into no tokens", "tokenizer.save_pretrained",
+                      error=InputError)
+    assert not (tmp_path / "out").exists()

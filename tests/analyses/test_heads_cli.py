@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 import probes
 from analyses.cli import main
+from tests.chromium import require_chromium
 
 
 def test_heads_on_minilm_writes_json(tmp_path, capsys):
@@ -37,21 +39,28 @@ def test_heads_scores_the_patterns_asked_for(tmp_path, capsys):
     assert "offset:-1 (chance" in capsys.readouterr().out
 
 
-def test_heads_html_draws_a_map_per_kind_and_the_top_heads_attention(tmp_path, capsys):
-    import re
-
-    from analyses.report.render_check import dump_dom, find_chromium
-
-    out = tmp_path / "heads.html"
+def _heads_html(folder: Path) -> Path:
+    out = folder / "heads.html"
     assert main(["heads", "--model", "minilm-l6", "--seq-len", "10", "--batches", "1", "--batch-size", "2",
                  "--html", str(out), "--no-progress"]) == 0
-    text = out.read_text()
+    return out
+
+
+def test_heads_html_draws_a_map_per_kind_and_the_top_heads_attention(tmp_path, capsys):
+    text = _heads_html(tmp_path).read_text()
     assert text.count("mp-view mp-heatmap") == 3 and text.count("mp-view mp-pattern") == 6
     assert "https://" not in text and "http://" not in text
-    if find_chromium() is not None:
-        dom = dump_dom(out)
-        assert 'data-views-drawn="true"' in re.search(r"<body[^>]*>", dom).group(0)
-        assert re.findall(r'data-drawn="(\d+)"', dom) == ["72"] * 3 + ["21"] * 6  # [CLS] + 10 + 10 tokens
+
+
+def test_heads_html_draws_every_view_in_headless_chromium(tmp_path, capsys):
+    import re
+
+    from analyses.report.render_check import dump_dom
+
+    require_chromium()
+    dom = dump_dom(_heads_html(tmp_path))
+    assert 'data-views-drawn="true"' in re.search(r"<body[^>]*>", dom).group(0)
+    assert re.findall(r'data-drawn="(\d+)"', dom) == ["72"] * 3 + ["21"] * 6  # [CLS] + 10 + 10 tokens
 
 
 def test_json_path_in_missing_folder_fails_before_any_work(tmp_path, capsys):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import json
 import random
 import shutil
@@ -17,7 +19,7 @@ from analyses.pretrained.measure import PretrainedConfig, probe_pretrained
 from analyses.report.build import render_report
 from analyses.report.compare import ToyRun, compare
 from analyses.report.corpus import CorpusSummary
-from analyses.report.render_check import colourful_fraction, find_chromium, screenshot
+from analyses.report.render_check import colourful_fraction, screenshot
 from analyses.report.run_store import load_pretrained_run, save_report_inputs
 from analyses.report.verdicts import VERDICT_FINDINGS
 from analyses.topic.experiment import run as run_topic
@@ -30,6 +32,7 @@ from probes.text.text_batches import text_token_batches
 from probes.text.token_topics import token_topic_labels
 from probes.text.topics import LdaTopicConfig, assign_word_topics, fit_lda_topics
 from tests.analyses.topic.test_experiment import tiny as tiny_topic
+from tests.chromium import require_chromium
 from tests.strict_json import assert_strict_json_everywhere
 
 CONFIG = PretrainedConfig(seq_len=64, batch_size=4, max_batches=8, n_pair_tokens=60, n_boot=200,
@@ -95,7 +98,8 @@ def test_summary_schema_and_intervals(minilm_run):
 
 
 @pytest.mark.slow
-def test_report_renders_with_figures(minilm_run, tmp_path):
+def _report_with_a_topic_toy(minilm_run, tmp_path):
+    """A report of MiniLM and a tiny topic toy written into ``tmp_path``: (toys, runs, report.html's path)."""
     toy = tmp_path / "toy"
     trained = run_topic(tiny_topic(joint=10, uniform=5, fixed_value=5, two_stage=20), toy, progress=False)
     toy_result = dataclasses.replace(trained, same_topic_attention=0.03, different_topic_attention=0.01,
@@ -104,7 +108,11 @@ def test_report_renders_with_figures(minilm_run, tmp_path):
     toy_result = TopicResult.from_document(json.loads(toy_result.to_json()))  # as the report keeps it (build.py)
     toys, runs = {"topic": ToyRun("topic", toy_result, toy)}, {"minilm-l6": minilm_run}
     report = compare(toys, runs, folder=tmp_path, corpus=CorpusSummary("wikipedia-excerpt"))
-    page = report.write(tmp_path)
+    return toys, runs, report.write(tmp_path)
+
+
+def test_report_renders_with_figures(minilm_run, tmp_path):
+    toys, runs, _ = _report_with_a_topic_toy(minilm_run, tmp_path)
     markdown = (tmp_path / "report.md").read_text()
     assert "| toy: 1-layer masked LM on LDA data (Li et al.) | ratio, its only head | L0H0 | 3.000 |" in markdown
     assert json.loads((tmp_path / "summary.json").read_text())["pretrained"]["minilm-l6"]["n_layers"] == 6
@@ -117,8 +125,12 @@ def test_report_renders_with_figures(minilm_run, tmp_path):
     for name in ("summary.json", "report.md", "report.html"):
         assert (copy / name).read_bytes() == (tmp_path / name).read_bytes(), name
     assert assert_strict_json_everywhere(tmp_path) >= 5  # summary.json, results/, the toy's summary and histories
-    if find_chromium() is not None:
-        assert colourful_fraction(screenshot(page, tmp_path / "shot.png")) > 0.01
+
+
+def test_report_with_figures_is_drawn_in_headless_chromium(minilm_run, tmp_path):
+    require_chromium()
+    _, _, page = _report_with_a_topic_toy(minilm_run, tmp_path)
+    assert colourful_fraction(screenshot(page, tmp_path / "shot.png")) > 0.01
 
 
 @pytest.mark.slow
@@ -159,12 +171,20 @@ def test_report_with_a_model_that_is_not_hookable(tmp_path, capsys):
     assert not out.exists()
 
 
+@pytest.fixture(scope="module")
+def main_job(tmp_path_factory):
+    """mechprobe report --fast on the offline defaults, run once for the tests below."""
+    out = tmp_path_factory.mktemp("main_job") / "report"
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+        assert main(["report", "--fast", "--no-progress", "--out", str(out)]) == 0
+    assert "report written" in printed.getvalue()
+    return out
+
+
 @pytest.mark.slow
-def test_main_job_on_the_offline_defaults(tmp_path, capsys):
+def test_main_job_on_the_offline_defaults(main_job, tmp_path):
     """mechprobe report --fast: both packaged models, the three toy settings, the embedded corpus."""
-    out = tmp_path / "report"
-    assert main(["report", "--fast", "--no-progress", "--out", str(out)]) == 0
-    assert "report written" in capsys.readouterr().out
+    out = main_job
     summary = json.loads((out / "summary.json").read_text())
     assert set(summary["toy"]) == {"topic", "scansnap", "induction"}
     assert set(summary["pretrained"]) == {"smollm2-135m", "minilm-l6"}
@@ -225,18 +245,22 @@ def test_main_job_on_the_offline_defaults(tmp_path, capsys):
     # interactive views: 6 maps per model and per control, 4 attention views per model; nothing fetched
     assert page.count("mp-view mp-heatmap") == 24 and page.count("mp-view mp-pattern") == 8
     assert "<script src" not in page and "<link" not in page
-    if find_chromium() is not None:
-        # tall enough to reach the heatmaps below the forest plot (mostly white: dots and thin lines)
-        assert colourful_fraction(screenshot(out / "report.html", tmp_path / "shot.png", height=9000)) > 0.01
-        import re
 
-        from analyses.report.render_check import dump_dom
 
-        dom = dump_dom(out / "report.html")
-        assert "**" not in dom and "<strong>holds</strong>" in dom
-        assert re.search(r"<img[^>]*>", dom).group(0).startswith("<img alt=\"Every finding:")  # forest plot first
-        assert 'data-views-drawn="true"' in re.search(r"<body[^>]*>", dom).group(0)
-        assert len(re.findall(r'mp-view mp-(?:heatmap|pattern)"[^>]*data-drawn="\d+"', dom)) == 32
+@pytest.mark.slow
+def test_main_job_report_in_headless_chromium(main_job, tmp_path):
+    import re
+
+    from analyses.report.render_check import dump_dom
+
+    require_chromium()
+    # tall enough to reach the heatmaps below the forest plot (mostly white: dots and thin lines)
+    assert colourful_fraction(screenshot(main_job / "report.html", tmp_path / "shot.png", height=9000)) > 0.01
+    dom = dump_dom(main_job / "report.html")
+    assert "**" not in dom and "<strong>holds</strong>" in dom
+    assert re.search(r"<img[^>]*>", dom).group(0).startswith("<img alt=\"Every finding:")  # forest plot first
+    assert 'data-views-drawn="true"' in re.search(r"<body[^>]*>", dom).group(0)
+    assert len(re.findall(r'mp-view mp-(?:heatmap|pattern)"[^>]*data-drawn="\d+"', dom)) == 32
 
 
 @pytest.mark.slow

@@ -9,12 +9,37 @@ import torch
 from transformer_lens import HookedRootModule
 
 import probes
-from probes.attention.generalized_induction import GeneralizedInductionProbe, parent_match_mask
+from probes.attention.generalized_induction import GeneralizedInductionProbe
 from probes.core.batch import TokenBatch
 from probes.core.errors import ConfigError
 from probes.core.model_info import ModelInfo
 from probes.core.result import results_close
 from tests.hooked_models import OracleModel, pattern_blocks
+
+
+def matches(tokens, valid, b, q, k, distances) -> bool:
+    """``k`` is in ``T_D(q)``, from the definition: for every ``j`` in ``distances``, the keys' and the queries'
+    parents ``tok[k - j]`` and ``tok[q + 1 - j]`` are valid, inside the row and equal."""
+    for j in distances:
+        if k - j < 0 or q + 1 - j < 0:
+            return False
+        if not (valid[b, k] and valid[b, k - j] and valid[b, q + 1 - j]):
+            return False
+        if tokens[b, k - j] != tokens[b, q + 1 - j]:
+            return False
+    return True
+
+
+def hand_parent_mask(tokens: torch.Tensor, valid: torch.Tensor, distances) -> torch.Tensor:
+    """``mask[b, q, k]`` by nested loops over :func:`matches` (causal: ``k <= q``, both valid), not by the probe's
+    own ``parent_match_mask``."""
+    n_batch, n_pos = tokens.shape
+    mask = torch.zeros(n_batch, n_pos, n_pos, dtype=torch.bool)
+    for b in range(n_batch):
+        for q in range(n_pos):
+            for k in range(q + 1):
+                mask[b, q, k] = bool(valid[b, q]) and matches(tokens, valid, b, q, k, distances)
+    return mask
 
 
 @dataclass
@@ -54,8 +79,8 @@ class TrigramRuleModel(HookedRootModule):
         shift[1][1, 0] = 1
         layer0 = torch.stack([s.expand(b, n, n) for s in shift], 1)
         valid = torch.ones_like(tokens, dtype=torch.bool)
-        trigram = parent_match_mask(tokens, valid, (1, 2)).float()
-        bigram = parent_match_mask(tokens, valid, (1,)).float()
+        trigram = hand_parent_mask(tokens, valid, (1, 2)).float()
+        bigram = hand_parent_mask(tokens, valid, (1,)).float()
         layer1 = torch.stack([self.rows(trigram), self.rows(bigram)], 1)
         self.blocks[0].attn.hook_pattern(layer0)
         self.blocks[1].attn.hook_pattern(layer1)
@@ -69,24 +94,14 @@ def reference(patterns: list[torch.Tensor], tokens: torch.Tensor, valid: torch.T
     last = torch.zeros(n_layers, n_heads, dtype=torch.float64)
     rows, chance, last_chance = 0, 0.0, 0.0
 
-    def matches(b, q, k, ds):
-        for j in ds:
-            if k - j < 0 or q + 1 - j < 0:
-                return False
-            if not (valid[b, k] and valid[b, k - j] and valid[b, q + 1 - j]):
-                return False
-            if tokens[b, k - j] != tokens[b, q + 1 - j]:
-                return False
-        return True
-
     for b in range(n_batch):
         for q in range(n_pos):
             if not valid[b, q]:
                 continue
-            targets = [k for k in range(q + 1) if matches(b, q, k, distances)]
+            targets = [k for k in range(q + 1) if matches(tokens, valid, b, q, k, distances)]
             if not targets:
                 continue
-            only_last = [k for k in range(q + 1) if matches(b, q, k, (1,)) and k not in targets]
+            only_last = [k for k in range(q + 1) if matches(tokens, valid, b, q, k, (1,)) and k not in targets]
             rows += 1
             chance += len(targets) / (q + 1)
             last_chance += len(only_last) / (q + 1)

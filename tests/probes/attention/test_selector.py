@@ -6,12 +6,11 @@ import pytest
 import torch
 
 import probes
-from probes.attention.generalized_induction import parent_match_mask
 from probes.attention.selector import ParentSubsetAttentionProbe, SelectorWeightProbe, distance_subsets
 from probes.core.batch import TokenBatch
 from probes.core.errors import ConfigError, InputError
 from probes.core.result import results_close
-from tests.probes.attention.test_generalized_induction import TrigramRuleModel
+from tests.probes.attention.test_generalized_induction import TrigramRuleModel, hand_parent_mask
 from toymodels.induction import SUBSET_WEIGHTS_HOOK, SimplifiedInductionConfig, SimplifiedInductionModel
 
 
@@ -39,7 +38,7 @@ def reference(pattern, tokens, valid, subsets):
     scores = torch.zeros(len(subsets), n_heads, dtype=torch.float64)
     chance = torch.zeros(len(subsets), dtype=torch.float64)
     for i, subset in enumerate(subsets):
-        mask = parent_match_mask(tokens, valid, subset)
+        mask = hand_parent_mask(tokens, valid, subset)
         rows = 0
         for b in range(n_batch):
             for q in range(n_pos):

@@ -78,16 +78,19 @@ def test_resumed_run_matches_an_uninterrupted_one(tmp_path):
     tokens = sample_markov_icl(PAPER_DATA, 64, 0).tokens
     training = SimplifiedTraining(schedule="staged", stage_steps=(3, 3, 4), batch_size=16, lr_c=10.0)
 
-    def run(n_total, folder):
+    def run(n_total, folder, seen: list[int] | None = None):
         model = SimplifiedInductionModel(SimplifiedInductionConfig())
         t = SimplifiedTraining(schedule="staged", stage_steps=(*training.stage_steps[:2], n_total - 6),
                                batch_size=16, lr_c=10.0, seed=3)
-        history = train_simplified(model, tokens, t, checkpointer=Checkpointer(folder, every=2, fingerprint="x"))
+        history = train_simplified(model, tokens, t, checkpointer=Checkpointer(folder, every=2, fingerprint="x"),
+                                   callbacks=[] if seen is None else [lambda step, model, history: seen.append(step)])
         return model, history
 
     whole, whole_history = run(10, tmp_path / "a")
     run(7, tmp_path / "b")  # interrupted after step 7 (checkpoint at 7)
-    resumed, resumed_history = run(10, tmp_path / "b")
+    seen: list[int] = []
+    resumed, resumed_history = run(10, tmp_path / "b", seen)
+    assert seen == [8, 9, 10]  # the checkpoint was read: only the later steps ran (a rerun would run 1..10)
     for (name, p), (_, q) in zip(whole.named_parameters(), resumed.named_parameters()):
         assert torch.allclose(p, q), name
     assert resumed_history.column("loss") == pytest.approx(whole_history.column("loss"))

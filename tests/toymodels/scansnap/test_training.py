@@ -128,7 +128,10 @@ def test_resume_from_checkpoint_matches_an_uninterrupted_run(tmp_path):
     train_on_cooccurrence(part, data, TwoRateConfig(n_steps=3, batch_size=8),
                           checkpointer=Checkpointer(tmp_path, every=3))
     resumed = YZTransformer(YZModelConfig(d_vocab=34, n_ctx=16))
-    history = train_on_cooccurrence(resumed, data, config, checkpointer=Checkpointer(tmp_path, every=3))
+    seen: list[int] = []
+    history = train_on_cooccurrence(resumed, data, config, checkpointer=Checkpointer(tmp_path, every=3),
+                                    callbacks=[lambda step, model, history: seen.append(step)])
+    assert seen == [4, 5, 6]  # the checkpoint at step 3 was read: only the later steps ran
     assert history.steps == list(range(1, 7))
     assert torch.allclose(resumed.Z, full.Z) and torch.allclose(resumed.Y, full.Y)
 

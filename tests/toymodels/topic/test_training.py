@@ -133,7 +133,10 @@ def test_interrupted_run_resumes_to_the_same_weights(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         train_topic_model(interrupted, training_set, config, callbacks=[crash], checkpointer=checkpointer(interrupted))
     resumed = small_model()
-    history = train_topic_model(resumed, training_set, config, checkpointer=checkpointer(resumed))
+    seen: list[int] = []
+    history = train_topic_model(resumed, training_set, config, checkpointer=checkpointer(resumed),
+                                callbacks=[lambda step, model, history: seen.append(step)])
+    assert seen == [5, 6, 7, 8, 9, 10]  # the checkpoint at step 4 was read: only the later steps ran
     for a, b in zip(straight.parameters(), resumed.parameters()):
         assert torch.equal(a, b)
     assert history == reference
