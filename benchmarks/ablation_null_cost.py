@@ -29,6 +29,7 @@ import torch
 
 import probes
 from probes.causal import AblationPlan, ablation_sums, head_output_means, repeated_half
+from probes.causal.pass_size import PASS_BYTES
 
 
 def _batches(model, args):
@@ -99,7 +100,7 @@ def ablation(args) -> dict:
     start = time.perf_counter()
     means = head_output_means(model, plan.layers, batches) if args.method == "mean" else None
     sums = ablation_sums(model, plan, batches, {"repeated_half": repeated_half(args.seq_len)}, means=means,
-                         max_rows=args.max_rows, shortcuts=not args.no_shortcuts)
+                         max_rows=args.max_rows, pass_bytes=args.pass_mib * 2**20, shortcuts=not args.no_shortcuts)
     _sync(args.device)
     null = time.perf_counter() - start
     change = sums.loss_change()[:, 0]
@@ -127,6 +128,8 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--seq-len", type=int, default=50)
     parser.add_argument("--max-rows", type=int, default=256)
+    parser.add_argument("--pass-mib", type=int, default=PASS_BYTES // 2**20,
+                        help="activations one grouped pass may hold (probes.causal.pass_size)")
     parser.add_argument("--no-shortcuts", action="store_true", help="every pass through the whole model, full logits")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=1)
@@ -148,7 +151,7 @@ def main() -> None:
     ratio = run["null"] / run["bare"]
     print(f"{args.model} on {args.device} ({args.threads} threads), {args.batches} batches x {args.batch_size} rows x "
           f"{run['tokens']} tokens, heads {[tuple(h) for h in heads]}, method {args.method}, {args.draws} draws, "
-          f"max_rows {args.max_rows}")
+          f"max_rows {args.max_rows}, pass budget {args.pass_mib} MiB")
     print(f"route: {run['route']}")
     print(f"bare forward: {run['bare']:.2f} s; ablation + null: {run['null']:.2f} s; ratio {ratio:.1f}x "
           f"({ratio / (args.draws + 1):.3f}x per head set)")
