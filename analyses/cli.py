@@ -13,6 +13,7 @@ from pathlib import Path
 
 import probes
 from analyses.cli_checks import check_output_folder, int_arg, seed_arg, written_atomically
+from analyses.dynamics.cli_commands import add_dynamics_commands, run_dynamics_command, run_train_lm_command
 from analyses.experiments import TOY_EXPERIMENTS, toy_experiment
 from mechprobe import records
 from probes.core.errors import ConfigError, MechprobeError
@@ -175,31 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_device_flags(ablate)
     ablate.add_argument("--no-progress", action="store_true", help="hide the progress bars")
 
-    dynamics = sub.add_parser(
-        "dynamics", help="the same probes over a model's training checkpoints: curves, events and their order",
-        description="Measure every checkpoint of a series (Hugging Face revisions, legacy TransformerLens checkpoints, "
-        "a folder of checkpoints, a train-lm run) one at a time: previous-token, induction and duplicate head scores "
-        "on [BOS] X X (best head held out, uniform-attention null), the in-context loss gain, and with --corpus the "
-        "loss at early minus late text positions. Each checkpoint is stored in OUT/checkpoints/ as it is done, so "
-        "the same command resumes a killed run. Writes OUT/summary.json (events with bootstrap intervals, their "
-        "order as a finding; the first checkpoint is the control) and OUT/dynamics.png.",
-    )
-    dynamics.add_argument("--model", required=True, metavar="SERIES",
-                          help="NAME@revisions=step0,step1000,... (hub revisions), NAME@checkpoint_index=0,1,... "
-                          "(legacy TransformerLens), or a folder of checkpoints / with series.json")
-    dynamics.add_argument("--out", required=True, metavar="DIR", help="output folder (created; reused to resume)")
-    dynamics.add_argument("--seq-len", type=int_arg, default=40, metavar="N",
-                          help="length of the repeated block X (default 40)")
-    dynamics.add_argument("--batches", type=int_arg, default=16, metavar="B",
-                          help="batches of [BOS] X X, even: choose heads, odd: measure (default 16)")
-    dynamics.add_argument("--batch-size", type=int_arg, default=8, metavar="R", help="sequences per batch (default 8)")
-    dynamics.add_argument("--boot", type=int_arg, default=1000, metavar="N", help="bootstrap draws (default 1000)")
-    dynamics.add_argument("--seed", type=seed_arg, default=0, metavar="S", help="tokens and draws (default 0)")
-    dynamics.add_argument("--corpus", metavar="SPEC",
-                          help="natural text for the early-minus-late loss (models with a tokenizer), e.g. "
-                          "wikipedia-excerpt")
-    _add_device_flags(dynamics)
-    dynamics.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    dynamics, train_lm = add_dynamics_commands(sub, _add_device_flags)
 
     toy = sub.add_parser("toy", help="train a paper's toy model and probe it",
                          description="Train the toy model of one paper and write summary.json and figures.")
@@ -217,7 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
     toy.add_argument("--device", metavar="DEV",
                      help="where the toy models train: cpu (default), cuda, cuda:1, mps ... (same as --set device=DEV)")
     toy.add_argument("--dtype", help=argparse.SUPPRESS)  # accepted only to say why it does not apply
-    for command in (heads, report, linear, ablate, dynamics, toy):  # --debug also after the command name
+    for command in (heads, report, linear, ablate, dynamics, train_lm, toy):  # --debug also after the command name
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show the full traceback")
     return parser
 
@@ -312,25 +289,6 @@ def _run_ablate(args: argparse.Namespace) -> int:
     with written_atomically(out) as tmp:
         run_ablate(args.model, settings, out=tmp, control=args.control, device=args.device, dtype=args.dtype)
     print(f"wrote {out / RESULT_FILE}")
-    return 0
-
-
-def _run_dynamics(args: argparse.Namespace) -> int:
-    from analyses.dynamics.config import DynamicsConfig
-    from analyses.dynamics.run import FIGURE, STORE, SUMMARY, run_dynamics, summary_lines
-    from probes.core.loading import torch_dtype
-
-    config = DynamicsConfig(seq_len=args.seq_len, n_batches=args.batches, batch_size=args.batch_size,
-                            n_boot=args.boot, seed=args.seed, corpus=args.corpus)
-    check_device(args.device)
-    if args.corpus is not None:
-        check_corpus_spec(args.corpus, "text")
-    out = check_output_folder("--out", args.out, earlier_output=lambda folder: (folder / STORE).is_dir())
-    summary = run_dynamics(args.model, out, config, device=args.device, dtype=torch_dtype(args.dtype),
-                           progress=not args.no_progress)
-    for line in summary_lines(summary):
-        print(line)
-    print(f"wrote {out / SUMMARY} and {out / FIGURE}")
     return 0
 
 
@@ -436,7 +394,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "ablate":
             return _run_ablate(args)
         if args.command == "dynamics":
-            return _run_dynamics(args)
+            return run_dynamics_command(args)
+        if args.command == "train-lm":
+            return run_train_lm_command(args)
         if args.command == "render":
             from analyses.report.build import render_report
 

@@ -25,6 +25,7 @@ from probes.core.loading import load_model
 from probes.core.model_kind import HookedModel
 from toymodels.induction import FullInductionModel, SimplifiedInductionConfig, SimplifiedInductionModel
 from toymodels.scansnap.model import YZModelConfig, YZTransformer
+from toymodels.standard import StandardModelConfig, build_standard_model
 from toymodels.topic.model import TopicModel, TopicModelConfig
 
 MODEL_JSON = "model.json"
@@ -36,6 +37,8 @@ MODEL_CLASSES: dict[str, tuple[type, type]] = {
     "TopicModel": (TopicModel, TopicModelConfig),
     "YZTransformer": (YZTransformer, YZModelConfig),
 }
+STANDARD_BRIDGE = "StandardBridge"
+"""The class name saved for a ``build_standard_model`` bridge (rebuilt from its StandardModelConfig)."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,20 @@ def save_toy_model(model: torch.nn.Module, folder: str | Path, experiment: str) 
     return folder / MODEL_JSON
 
 
+def save_standard_model(model: torch.nn.Module, config: StandardModelConfig, folder: str | Path,
+                        experiment: str) -> Path:
+    """Write a :func:`toymodels.standard.build_standard_model` bridge and its config into ``folder`` (module
+    docstring); :func:`load_toy_model` rebuilds it. Example: ``save_standard_model(model, config, "runs/lm/step_10",
+    "train-lm")``."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    save_weights(model, str(folder / MODEL_WEIGHTS))
+    fields = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
+    atomic_write_text(folder / MODEL_JSON, json.dumps({"format": FORMAT, "experiment": experiment,
+                                                       "class": STANDARD_BRIDGE, "config": fields}, indent=1))
+    return folder / MODEL_JSON
+
+
 def load_toy_model(folder: str | Path, *, device: str | torch.device = "cpu") -> ToyModel:
     """The model saved in a toy run's ``folder``, in eval mode on ``device``, with the run's settings."""
     folder = Path(folder)
@@ -75,12 +92,17 @@ def load_toy_model(folder: str | Path, *, device: str | torch.device = "cpu") ->
         document = json.loads((folder / MODEL_JSON).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as error:
         raise InputError(f"{folder / MODEL_JSON} cannot be read ({error}); re-run the toy experiment.") from None
-    if not isinstance(document, dict) or document.get("format") != FORMAT or document.get("class") not in MODEL_CLASSES:
+    known = (*MODEL_CLASSES, STANDARD_BRIDGE)
+    if not isinstance(document, dict) or document.get("format") != FORMAT or document.get("class") not in known:
         raise InputError(f"{folder / MODEL_JSON} is not a saved toy model of format {FORMAT} (one of "
-                         f"{', '.join(MODEL_CLASSES)}); re-run the toy experiment.")
-    model_class, config_class = MODEL_CLASSES[document["class"]]
-    config = {k: tuple(v) if isinstance(v, list) else v for k, v in document["config"].items()}
-    model = model_class(config_class(**config), device=device)
+                         f"{', '.join(known)}); re-run the toy experiment.")
+    config: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in document["config"].items()}
+    model: Any
+    if document["class"] == STANDARD_BRIDGE:
+        model = build_standard_model(StandardModelConfig(**config), device=device)
+    else:
+        model_class, config_class = MODEL_CLASSES[document["class"]]
+        model = model_class(config_class(**config), device=device)
     try:
         load_weights(model, str(folder / MODEL_WEIGHTS), device=str(device))
     except Exception as error:  # safetensors/torch raise several types for a damaged or foreign file
