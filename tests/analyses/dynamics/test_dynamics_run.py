@@ -92,3 +92,41 @@ def test_settings_are_checked():
         DynamicsConfig(n_batches=7)
     with pytest.raises(ConfigError, match="early"):
         DynamicsConfig(early=(50, 60), late=(40, 127))
+
+
+@pytest.mark.slow  # about 45 s: a fresh process and six revisions
+def test_a_sigkilled_process_resumes_without_measuring_stored_checkpoints_again(tmp_path, monkeypatch):
+    """The real kill: ``mechprobe dynamics`` in its own process, SIGKILLed once its first checkpoint is stored."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    revisions = {f"step{s}": i for i, s in enumerate((0, 1, 2, 4, 8, 16))}
+    hub = make_stand_in_hub(tmp_path / "hub", revisions)
+    series = f"{REPO}@revisions={','.join(revisions)}"
+    out = tmp_path / "out"
+    root = Path(__file__).resolve().parents[3]
+    env = {**os.environ, "HF_HUB_CACHE": str(hub), "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(root)}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "analyses.cli", "dynamics", "--model", series, "--out", str(out), "--seq-len", "12",
+         "--batches", "8", "--batch-size", "4", "--boot", "200", "--no-progress"], cwd=tmp_path, env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not (out / STORE / "0000-step0.json").exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    stored = sorted((out / STORE).glob("*.json"))
+    assert 1 <= len(stored) < len(revisions) and not (out / SUMMARY).exists()
+    before = {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in stored}
+
+    use_stand_in_hub(monkeypatch, hub)
+    loaded: list[str] = []
+    summary = run_dynamics(series, out, CONFIG, progress=False,
+                           load=lambda spec: loaded.append(spec) or load_any_model(spec))
+    assert summary.reused == tuple(range(len(stored)))
+    assert loaded == [f"{REPO}@revision={r}" for r in list(revisions)[len(stored):]]
+    assert {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in stored} == before
