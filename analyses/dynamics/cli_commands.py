@@ -38,6 +38,9 @@ def add_dynamics_commands(sub: Any, add_device_flags: Callable[[argparse.Argumen
     dynamics.add_argument("--corpus", metavar="SPEC",
                           help="natural text for the early-minus-late loss (models with a tokenizer), e.g. "
                           "wikipedia-excerpt")
+    dynamics.add_argument("--compare", action="append", default=[], metavar="DIR",
+                          help="a finished dynamics --out folder to draw beside this series on one axis (fraction of "
+                          "training, tokens seen) in OUT/dynamics_compare.png (repeatable)")
     add_device_flags(dynamics)
     dynamics.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
@@ -65,7 +68,8 @@ def add_dynamics_commands(sub: Any, add_device_flags: Callable[[argparse.Argumen
 
 def run_dynamics_command(args: argparse.Namespace) -> int:
     from analyses.dynamics.config import DynamicsConfig
-    from analyses.dynamics.run import FIGURE, STORE, SUMMARY, run_dynamics, summary_lines
+    from analyses.dynamics.figures import plot_series_together
+    from analyses.dynamics.run import FIGURE, STORE, SUMMARY, load_summary, run_dynamics, summary_lines
     from probes.core.loading import torch_dtype
 
     config = DynamicsConfig(seq_len=args.seq_len, n_batches=args.batches, batch_size=args.batch_size,
@@ -74,11 +78,15 @@ def run_dynamics_command(args: argparse.Namespace) -> int:
     if args.corpus is not None:
         check_corpus_spec(args.corpus, "text")
     out = check_output_folder("--out", args.out, earlier_output=lambda folder: (folder / STORE).is_dir())
+    others = {folder: load_summary(folder) for folder in args.compare}  # checked before any measuring
     summary = run_dynamics(args.model, out, config, device=args.device, dtype=torch_dtype(args.dtype),
                            progress=not args.no_progress)
     for line in summary_lines(summary):
         print(line)
     print(f"wrote {out / SUMMARY} and {out / FIGURE}")
+    if others:
+        path = plot_series_together({args.model: summary, **others}, out / "dynamics_compare.png")
+        print(f"wrote {path}")
     return 0
 
 

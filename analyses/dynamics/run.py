@@ -23,6 +23,7 @@ from tqdm.auto import tqdm
 
 from analyses.dynamics.config import DynamicsConfig
 from analyses.dynamics.events import SeriesEvents, series_events
+from analyses.dynamics.figures import plot_dynamics
 from analyses.dynamics.measure import CheckpointMeasure, curve_table, measure_checkpoint
 from analyses.toy_model_store import load_any_model
 from mechprobe import records
@@ -115,39 +116,6 @@ def measure_series(series: CheckpointSeries, out: Path, config: DynamicsConfig, 
     return measures, measured_now, reused
 
 
-def plot_dynamics(summary: DynamicsSummary, path: Path) -> Path:
-    """The curves against ``log(1 + step)``: head scores on one panel, loss gains on the other, each event's step
-    (dashed: holds; dotted: does not) and interval (shaded) marked."""
-    from analyses.plot_backend import use_file_backend
-
-    use_file_backend()
-    import matplotlib.pyplot as plt
-
-    x = [s + 1 for s in summary.steps]
-    panels = {"head score (best head, held out)": ("previous_token", "induction", "duplicate_token"),
-              "in-context loss gain (nats/token)": ("repeat_loss_gain", "context_loss_gain")}
-    figure, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for axis, (label, curves) in zip(axes, panels.items()):
-        for index, curve in enumerate(c for c in curves if c in summary.curves):
-            colour = f"C{index}"
-            axis.plot(x, summary.curves[curve], marker="o", color=colour, label=curve)
-            event = summary.events.events.get(curve)
-            if event is not None and event.change.step == event.change.step:
-                axis.axvline(event.change.step + 1, color=colour, linestyle="--" if event.holds else ":")
-                low, high = event.change.step_ci
-                if low == low:
-                    axis.axvspan(low + 1, high + 1, color=colour, alpha=0.12)
-        axis.set_xscale("log")
-        axis.set_xlabel("1 + training step")
-        axis.set_ylabel(label)
-        axis.legend(fontsize=8)
-    figure.suptitle(f"{summary.series}: events dashed when they hold, intervals shaded")
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return path
-
-
 def run_dynamics(series_spec: Any, out: str | Path, config: DynamicsConfig | None = None, *,
                  device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32, progress: bool = True,
                  load: Loader | None = None) -> DynamicsSummary:
@@ -169,6 +137,15 @@ def run_dynamics(series_spec: Any, out: str | Path, config: DynamicsConfig | Non
     atomic_write_text(out / SUMMARY, records.to_json(summary))
     plot_dynamics(summary, out / FIGURE)
     return summary
+
+
+def load_summary(folder: str | Path) -> DynamicsSummary:
+    """The :class:`DynamicsSummary` a finished ``mechprobe dynamics`` run wrote into ``folder``."""
+    path = Path(folder) / SUMMARY
+    if not path.is_file():
+        raise InputError(f"{folder} holds no {SUMMARY} of a finished mechprobe dynamics run; give the --out folder "
+                         f"of one (run it to the end first).")
+    return records.load(DynamicsSummary, records.strict_json(path.read_text(encoding="utf-8")), where=str(path))
 
 
 def summary_lines(summary: DynamicsSummary) -> Sequence[str]:

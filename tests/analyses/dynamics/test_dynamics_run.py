@@ -10,7 +10,7 @@ import pytest
 
 from analyses.cli import main
 from analyses.dynamics.config import DynamicsConfig
-from analyses.dynamics.run import STORE, SUMMARY, run_dynamics
+from analyses.dynamics.run import STORE, SUMMARY, load_summary, run_dynamics
 from analyses.toy_model_store import load_any_model
 from probes import ConfigError
 from tests.stand_in_hub import REPO, make_stand_in_hub, use_stand_in_hub
@@ -85,6 +85,15 @@ def test_cli_reads_the_series_and_a_missing_revision_is_one_line(hub, tmp_path, 
                  "--batch-size", "4", "--boot", "200", "--no-progress"])
     out = capsys.readouterr().out
     assert code == 0 and "steps: 0, 512, 1000" in out and "event induction" in out and "does not hold" in out
+    first = load_summary(tmp_path / "ok")  # summary.json reads back as the record it was written from
+    assert first.steps == (0, 512, 1000) and first.events.events["induction"].holds is False
+
+    code = main(["dynamics", "--model", f"{REPO}@revisions=step0,step1000", "--out", str(tmp_path / "two"),
+                 "--seq-len", "12", "--batches", "8", "--batch-size", "4", "--boot", "200", "--no-progress",
+                 "--compare", str(tmp_path / "ok")])
+    assert code == 0 and (tmp_path / "two" / "dynamics_compare.png").stat().st_size > 10_000
+    code = main(["dynamics", "--model", SERIES, "--out", str(tmp_path / "three"), "--compare", str(tmp_path / "bad")])
+    assert code == 2 and "holds no summary.json" in capsys.readouterr().err and not (tmp_path / "three").exists()
 
 
 def test_settings_are_checked():
