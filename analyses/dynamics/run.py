@@ -81,15 +81,24 @@ def _read_stored(path: Path, checkpoint: Checkpoint, config: DynamicsConfig) -> 
 def _text_batches(model: Any, config: DynamicsConfig) -> list[TokenBatch]:
     """Natural-text batches for ``context_loss_gain``: only for a corpus and a model with a tokenizer."""
     tokenizer = getattr(model, "tokenizer", None)
-    if config.corpus is None or tokenizer is None:
+    if config.corpus is None:
+        return []
+    if tokenizer is None:
+        log.warning("context_loss_gain skipped: %s has no tokenizer to read %s with", ModelInfo.of(model).name,
+                    config.corpus)
         return []
     from probes.text.corpora import iter_documents
     from probes.text.text_batches import text_token_batches
 
     batches = text_token_batches(iter_documents(config.corpus), tokenizer, ModelInfo.of(model),
-                                 seq_len=config.text_seq_len, batch_size=8, min_tokens=config.late[1] + 1,
+                                 seq_len=config.text_seq_len, batch_size=8, min_tokens=config.late[1],
                                  max_batches=config.text_batches)
-    return list(batches)
+    made = list(batches)
+    if len(made) < 2:
+        raise InputError(f"The corpus {config.corpus} gave {len(made)} batch(es) of text with at least "
+                         f"{config.late[1]} tokens per row; context_loss_gain needs 2. Give a corpus of longer "
+                         f"documents, or leave --corpus out.")
+    return made
 
 
 def measure_series(series: CheckpointSeries, out: Path, config: DynamicsConfig, *, load: Loader,

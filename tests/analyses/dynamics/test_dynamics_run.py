@@ -139,3 +139,16 @@ def test_a_sigkilled_process_resumes_without_measuring_stored_checkpoints_again(
     assert summary.reused == tuple(range(len(stored)))
     assert loaded == [f"{REPO}@revision={r}" for r in list(revisions)[len(stored):]]
     assert {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in stored} == before
+
+
+def test_with_a_corpus_the_early_minus_late_text_loss_is_a_curve_too(hub, tmp_path, monkeypatch):
+    use_stand_in_hub(monkeypatch, hub)
+    words = [f"w{i}" for i in range(2, 200)]
+    (tmp_path / "text.txt").write_text("\n\n".join(" ".join(words[(7 * d + k) % len(words)] for k in range(180))
+                                                   for d in range(40)))
+    config = DynamicsConfig(seq_len=12, n_batches=8, batch_size=4, n_boot=200, corpus=str(tmp_path / "text.txt"),
+                            text_batches=2)
+    summary = run_dynamics(f"{REPO}@revisions=step0,step512", tmp_path / "out", config, progress=False)
+    assert len(summary.curves["context_loss_gain"]) == 2
+    event = summary.events.events["context_loss_gain"]
+    assert abs(event.change.end) < 0.5 and not event.holds  # random weights: early and late text alike
