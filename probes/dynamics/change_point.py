@@ -14,12 +14,14 @@ series before training, or as early as it goes) and ``end`` the last's, the even
 which the curve reaches ``start + fraction * (end - start)`` (``fraction`` 0.5: half-way), interpolated linearly
 in ``log(1 + step)`` between the two checkpoints that straddle it. There is no event (NaN) when ``end <= start``.
 Its interval is the percentile interval of the event step over the draws (draws without an event are left out and
-counted in ``draws_with_event``). Whether the curve rose at all is judged on ``end - start`` (no search over
+counted in ``draws_with_event``), widened to the two checkpoints that straddle the observed crossing (``bracket``):
+the curve is only seen at the checkpoints, so the event lies somewhere between them whatever the batches say.
+Whether the curve rose at all is judged on ``end - start`` (no search over
 checkpoints: the first and last are fixed in advance): its interval and the share of draws with ``end <= start``
 (the one-sided bootstrap p-value).
 
-The order of two events (A before B) is ``step_B - step_A`` per draw: its interval and the share of draws in
-which it is not positive, or either event is missing (the p-value).
+The order of two events (A before B) is ``step_B - step_A`` per draw: its interval (widened to the differences of the
+two brackets' ends) and the share of draws in which it is not positive, or either event is missing (the p-value).
 
 Example::
 
@@ -120,14 +122,27 @@ def rise_steps(values: Float[Tensor, "draw checkpoint"], steps: Sequence[int], f
     return torch.where((end > start) & reached.any(1), step, torch.full_like(step, float("nan")))
 
 
+def crossing_bracket(values: Float[Tensor, " checkpoint"], steps: Sequence[int], fraction: float = 0.5
+                     ) -> tuple[float, float]:
+    """The steps of the two checkpoints between which the curve first reaches its event level (NaN: no event)."""
+    start, end = float(values[0]), float(values[-1])
+    if not end > start:
+        return (math.nan, math.nan)
+    threshold = start + fraction * (end - start)
+    index = next(i for i in range(1, len(steps)) if float(values[i]) >= threshold)
+    return (float(steps[index - 1]), float(steps[index]))
+
+
 @dataclass(frozen=True)
 class ChangePoint:
-    """Where one curve rises: ``step`` with ``step_ci`` (module docstring), ``start`` and ``end`` (the first and
+    """Where one curve rises: ``step`` with ``step_ci`` and the straddling checkpoints ``bracket`` (module
+    docstring), ``start`` and ``end`` (the first and
     last checkpoints' values) with ``end_ci``, the rise ``end - start`` with ``rise_ci`` and its one-sided
     bootstrap ``p_value``, and the share of draws in which the curve rose (``draws_with_event``)."""
 
     step: float
     step_ci: tuple[float, float]
+    bracket: tuple[float, float]
     start: float
     start_ci: tuple[float, float]
     end: float
@@ -137,6 +152,15 @@ class ChangePoint:
     p_value: float
     draws_with_event: float
     fraction: float
+
+
+def _widened(ci: tuple[float, float], bounds: tuple[float, float]) -> tuple[float, float]:
+    """``ci`` stretched to cover ``bounds`` (NaN bounds: ``ci`` as it is)."""
+    if math.isnan(bounds[0]) or math.isnan(bounds[1]):
+        return ci
+    if math.isnan(ci[0]):
+        return bounds
+    return (min(ci[0], bounds[0]), max(ci[1], bounds[1]))
 
 
 def _interval(draws: Tensor, level: float) -> tuple[float, float]:
@@ -161,11 +185,12 @@ def change_point(units: CurveUnits, steps: Sequence[int], *, n_boot: int = 1000,
     draws = units.values(counts)
     step = rise_steps(observed, steps, fraction)[0]
     draw_steps = rise_steps(draws, steps, fraction)
+    bracket = crossing_bracket(observed[0], steps, fraction)
     rises = draws[:, -1] - draws[:, 0]
     finite = torch.isfinite(rises)
     p_value = float((1 + ((rises <= 0) & finite).sum()) / (1 + finite.sum()))
     return ChangePoint(
-        step=float(step), step_ci=_interval(draw_steps, level),
+        step=float(step), step_ci=_widened(_interval(draw_steps, level), bracket), bracket=bracket,
         start=float(observed[0, 0]), start_ci=_interval(draws[:, 0], level),
         end=float(observed[0, -1]), end_ci=_interval(draws[:, -1], level),
         rise=float(observed[0, -1] - observed[0, 0]), rise_ci=_interval(rises, level), p_value=p_value,
@@ -199,5 +224,8 @@ def event_order(earlier: CurveUnits, later: CurveUnits, steps: Sequence[int], *,
     b = rise_steps(later.values(), steps, fraction)[0]
     draws = rise_steps(later.values(counts), steps, fraction) - rise_steps(earlier.values(counts), steps, fraction)
     not_after = ~(draws > 0)  # NaN (an event missing) counts against the order
-    return EventOrder(names[0], names[1], float(b - a), _interval(draws, level),
+    first, second = crossing_bracket(earlier.values()[0], steps, fraction), crossing_bracket(later.values()[0], steps,
+                                                                                              fraction)
+    ci = _widened(_interval(draws, level), (second[0] - first[1], second[1] - first[0]))
+    return EventOrder(names[0], names[1], float(b - a), ci,
                       float((1 + not_after.sum()) / (1 + draws.shape[0])))

@@ -45,6 +45,8 @@ def test_planted_previous_token_then_induction_events_and_their_order(tmp_path):
     assert 3 < events["previous_token"].change.step < 10 and 30 < events["induction"].change.step < 100
     order = summary.events.orders["previous_token_before_induction"]
     assert order.holds and order.ci[0] > 0
+    assert events["previous_token"].change.bracket == (3, 10) and events["induction"].change.bracket == (30, 100)
+    assert order.ci[0] <= 30 - 10 and order.ci[1] >= 100 - 3  # no narrower than the checkpoints allow
 
 
 def test_the_order_read_backwards_does_not_hold(tmp_path):

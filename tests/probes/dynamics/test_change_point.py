@@ -51,6 +51,8 @@ def test_a_planted_rise_is_found_at_its_midpoint_with_an_interval_around_it():
     point = change_point(planted(300, height=0.4, noise=0.02), STEPS, n_boot=500, seed=0)
     assert point.step == pytest.approx(300, rel=0.35)
     assert point.step_ci[0] <= 300 <= point.step_ci[1]
+    assert point.bracket == (100.0, 300.0) or point.bracket == (300.0, 1000.0)  # the checkpoints around it
+    assert point.step_ci[0] <= point.bracket[0] and point.bracket[1] <= point.step_ci[1]
     assert point.rise == pytest.approx(0.4, abs=0.03) and point.rise_ci[0] > 0.3
     assert point.p_value < 0.01 and point.draws_with_event == 1.0
 
