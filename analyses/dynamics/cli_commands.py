@@ -53,7 +53,8 @@ def add_dynamics_commands(sub: Any, add_device_flags: Callable[[argparse.Argumen
     )
     train_lm.add_argument("--corpus", default="wikipedia-excerpt", metavar="SPEC",
                           help="any corpus the report reads (default wikipedia-excerpt, offline)")
-    train_lm.add_argument("--out", required=True, metavar="DIR", help="output folder (created)")
+    train_lm.add_argument("--out", required=True, metavar="DIR",
+                          help="output folder (created; the same command resumes a stopped run)")
     train_lm.add_argument("--steps", type=int_arg, metavar="N", help="optimizer steps (default 2500)")
     train_lm.add_argument("--repeat", type=float, metavar="F",
                           help="fraction of rows with a repeated span (default 1.0; 0 for plain text)")
@@ -99,7 +100,7 @@ def run_train_lm_command(args: argparse.Namespace) -> int:
     config = apply_overrides(apply_overrides(TrainLmConfig(), flags, flag="flag"), args.overrides)
     check_device(args.device)
     check_corpus_spec(config.corpus, "text")
-    out = check_output_folder("--out", args.out)
+    out = check_output_folder("--out", args.out, earlier_output=lambda folder: (folder / "checkpoint").is_dir())
     summary = train_lm(config, out, device=args.device, progress=not args.no_progress)
     print(f"trained {config.n_steps} steps in {summary.seconds:.0f} s: loss {summary.first_loss:.3f} -> "
           f"{summary.final_loss:.3f}; saved steps {', '.join(str(s) for s in summary.steps)}")

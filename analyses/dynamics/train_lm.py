@@ -5,7 +5,10 @@ The model is :func:`toymodels.standard.build_standard_model` (``boot_native``: a
 learned positions), trained with AdamW on next-token loss over rows of :class:`analyses.dynamics.lm_data.LmData`
 (the corpus in SmolLM2 tokens, vocabulary cut to the ``vocab`` most frequent; a ``repeat`` fraction of rows repeat
 a ``span``-token piece of their first half later in the row). Step 0 (the initialisation) is always saved: it is
-the series' control. ``series.json`` is rewritten after each saved step, so a stopped run leaves a usable series.
+the series' control. ``series.json`` is rewritten after each saved step, so a stopped run leaves a usable series, and
+the training state (weights, AdamW, the row generator, the loss history) is checkpointed in ``OUT/checkpoint/`` every
+``resume_every`` steps (:class:`toymodels.training.Checkpointer`): the same command resumes a killed run and ends
+with the same weights as an uninterrupted one.
 
 Example: ``train_lm(TrainLmConfig(n_steps=200), "runs/lm")`` then ``run_dynamics("runs/lm", "runs/lm-dyn")``.
 """
@@ -28,7 +31,7 @@ from probes.core.atomic import atomic_write_text
 from probes.core.checkpoint_series import MANIFEST
 from probes.core.errors import ConfigError
 from toymodels.standard import StandardModelConfig, build_standard_model
-from toymodels.training import History, train
+from toymodels.training import Checkpointer, History, train
 
 log = logging.getLogger(__name__)
 
@@ -52,10 +55,12 @@ class TrainLmConfig:
     repeat: float = 1.0
     span: int = 24
     seed: int = 0
+    resume_every: int = 100
 
     def __post_init__(self) -> None:
         for name, low in (("vocab", 3), ("seq_len", 8), ("batch_size", 1), ("d_model", 1), ("n_heads", 1),
-                          ("n_layers", 1), ("n_steps", 1), ("n_checkpoints", 2), ("span", 1)):
+                          ("n_layers", 1), ("n_steps", 1), ("n_checkpoints", 2), ("span", 1),
+                          ("resume_every", 1)):
             validation.integer(name, getattr(self, name), low)
         validation.seed("seed", self.seed)
         validation.fraction("repeat", self.repeat)
@@ -84,7 +89,7 @@ def checkpoint_steps(n_steps: int, n_checkpoints: int) -> tuple[int, ...]:
 @dataclass(frozen=True)
 class TrainLmSummary:
     """``OUT/summary.json`` of ``train-lm``: its settings, the saved steps, the loss history's first and last
-    values, the kept vocabulary's size and the wall-clock seconds of training."""
+    values, the kept vocabulary's size and the wall-clock seconds of training (of this invocation, when resumed)."""
 
     settings: TrainLmConfig
     steps: tuple[int, ...]
@@ -95,9 +100,9 @@ class TrainLmSummary:
     seconds: float
 
 
-def _write_manifest(out: Path, saved: list[int], config: TrainLmConfig) -> None:
+def _write_manifest(out: Path, saved: set[int], config: TrainLmConfig) -> None:
     tokens = config.batch_size * config.seq_len
-    entries = [{"step": s, "tokens": s * tokens, "path": f"step_{s}"} for s in saved]
+    entries = [{"step": s, "tokens": s * tokens, "path": f"step_{s}"} for s in sorted(saved)]
     atomic_write_text(out / MANIFEST, json.dumps({"checkpoints": entries}, indent=1))
 
 
@@ -114,11 +119,13 @@ def train_lm(config: TrainLmConfig, out: str | Path, *, device: str | torch.devi
                                   weight_decay=config.weight_decay)
     generator = torch.Generator().manual_seed(config.seed)
     wanted = set(checkpoint_steps(config.n_steps, config.n_checkpoints))
-    saved: list[int] = []
+    saved: set[int] = set()
+    if (out / MANIFEST).is_file():  # a resumed run: the steps saved before it stopped
+        saved = {int(e["step"]) for e in json.loads((out / MANIFEST).read_text(encoding="utf-8"))["checkpoints"]}
 
     def save(step: int) -> None:
         save_standard_model(model, model_config, out / f"step_{step}", "train-lm")
-        saved.append(step)
+        saved.add(step)
         _write_manifest(out, saved, config)
 
     def loss_fn(step: int, generator: torch.Generator) -> torch.Tensor:
@@ -132,13 +139,16 @@ def train_lm(config: TrainLmConfig, out: str | Path, *, device: str | torch.devi
         if step in wanted:
             save(step)
 
-    save(0)
+    if 0 not in saved:
+        save(0)
+    checkpointer = Checkpointer(out / "checkpoint", every=config.resume_every,
+                                fingerprint=records.to_json(config, indent=None))
     started = time.perf_counter()
     history = train(model, loss_fn, [optimizer], n_steps=config.n_steps, generator=generator, callbacks=[on_step],
-                    progress=progress, desc="train-lm")
+                    checkpointer=checkpointer, progress=progress, desc="train-lm")
     seconds = time.perf_counter() - started
     losses = history.column("loss")
-    summary = TrainLmSummary(config, tuple(saved), float(losses[0]), float(losses[-1]), data.vocab,
+    summary = TrainLmSummary(config, tuple(sorted(saved)), float(losses[0]), float(losses[-1]), data.vocab,
                              int(data.stream.shape[0]), seconds)
     atomic_write_text(out / "summary.json", records.to_json(summary))
     return summary

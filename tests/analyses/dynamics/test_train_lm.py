@@ -82,3 +82,42 @@ def test_bad_settings_are_one_line():
         TrainLmConfig(seq_len=32, span=20)
     with pytest.raises(ConfigError, match="repeat"):
         TrainLmConfig(repeat=1.5)
+
+
+def test_a_killed_training_resumes_to_the_same_weights(tmp_path, monkeypatch):
+    (tmp_path / "text.txt").write_text("\n\n".join(f"paragraph {i} " + "word " * (i % 7) + "end" for i in range(300)))
+    config = TrainLmConfig(corpus=str(tmp_path / "text.txt"), vocab=10, seq_len=32, batch_size=4, d_model=16,
+                           n_heads=2, n_steps=40, n_checkpoints=4, span=8, resume_every=4)
+    whole = train_lm(config, tmp_path / "whole", progress=False)
+
+    class Killed(BaseException):
+        pass
+
+    calls = {"n": 0}
+    rows = LmData.rows
+
+    def dies_at_step_25(self, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 25:
+            raise Killed
+        return rows(self, *args, **kwargs)
+
+    monkeypatch.setattr(LmData, "rows", dies_at_step_25)
+    with pytest.raises(Killed):
+        train_lm(config, tmp_path / "resumed", progress=False)
+    counted = {"n": 0}
+
+    def counting(self, *args, **kwargs):
+        counted["n"] += 1
+        return rows(self, *args, **kwargs)
+
+    monkeypatch.setattr(LmData, "rows", counting)
+    assert whole.steps == (0, 10, 20, 40)
+    assert checkpoint_series(tmp_path / "resumed").steps == (0, 10, 20)  # what was saved before the kill
+    resumed = train_lm(config, tmp_path / "resumed", progress=False)
+    assert counted["n"] == 40 - 24  # resumed from the state saved at step 24, not trained again from step 0
+    assert resumed.steps == whole.steps and resumed.final_loss == whole.final_loss
+    for step in whole.steps:
+        a = load_any_model(str(tmp_path / "whole" / f"step_{step}"))
+        b = load_any_model(str(tmp_path / "resumed" / f"step_{step}"))
+        assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
