@@ -70,7 +70,8 @@ def add_dynamics_commands(sub: Any, add_device_flags: Callable[[argparse.Argumen
 def run_dynamics_command(args: argparse.Namespace) -> int:
     from analyses.dynamics.config import DynamicsConfig
     from analyses.dynamics.figures import plot_series_together
-    from analyses.dynamics.run import FIGURE, STORE, SUMMARY, load_summary, run_dynamics, summary_lines
+    from analyses.dynamics.run import FIGURE, STORE, run_dynamics, summary_lines
+    from analyses.dynamics.summary import SUMMARY, load_summary
     from probes.core.loading import torch_dtype
 
     config = DynamicsConfig(seq_len=args.seq_len, n_batches=args.batches, batch_size=args.batch_size,

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from analyses.dynamics.run import DynamicsSummary
+    from analyses.dynamics.summary import DynamicsSummary
 
 PANELS = {"head score (best head, held out)": ("previous_token", "induction", "duplicate_token"),
           "in-context loss gain (nats/token)": ("repeat_loss_gain", "context_loss_gain")}

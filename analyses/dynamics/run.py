@@ -22,9 +22,10 @@ import torch
 from tqdm.auto import tqdm
 
 from analyses.dynamics.config import DynamicsConfig
-from analyses.dynamics.events import SeriesEvents, series_events
+from analyses.dynamics.events import series_events
 from analyses.dynamics.figures import plot_dynamics
 from analyses.dynamics.measure import CheckpointMeasure, curve_table, measure_checkpoint
+from analyses.dynamics.summary import SUMMARY, DynamicsSummary
 from analyses.toy_model_store import load_any_model
 from mechprobe import records
 from probes import ModelInfo, TokenBatch
@@ -35,7 +36,6 @@ from probes.core.errors import InputError
 log = logging.getLogger(__name__)
 
 STORE = "checkpoints"
-SUMMARY = "summary.json"
 FIGURE = "dynamics.png"
 Loader = Callable[[str], Any]
 
@@ -47,21 +47,6 @@ class StoredMeasure:
     settings: DynamicsConfig
     checkpoint: Checkpoint
     measure: CheckpointMeasure
-
-
-@dataclass(frozen=True)
-class DynamicsSummary:
-    """``summary.json``: the series, its settings, each curve per checkpoint, the events and orders."""
-
-    series: str
-    kind: str
-    steps: tuple[int, ...]
-    tokens: tuple[int | None, ...]
-    settings: DynamicsConfig
-    curves: dict[str, list[float]]
-    events: SeriesEvents
-    measured_now: tuple[int, ...]
-    reused: tuple[int, ...]
 
 
 def stored_path(out: Path, index: int, checkpoint: Checkpoint) -> Path:
@@ -146,15 +131,6 @@ def run_dynamics(series_spec: Any, out: str | Path, config: DynamicsConfig | Non
     atomic_write_text(out / SUMMARY, records.to_json(summary))
     plot_dynamics(summary, out / FIGURE)
     return summary
-
-
-def load_summary(folder: str | Path) -> DynamicsSummary:
-    """The :class:`DynamicsSummary` a finished ``mechprobe dynamics`` run wrote into ``folder``."""
-    path = Path(folder) / SUMMARY
-    if not path.is_file():
-        raise InputError(f"{folder} holds no {SUMMARY} of a finished mechprobe dynamics run; give the --out folder "
-                         f"of one (run it to the end first).")
-    return records.load(DynamicsSummary, records.strict_json(path.read_text(encoding="utf-8")), where=str(path))
 
 
 def summary_lines(summary: DynamicsSummary) -> Sequence[str]:
