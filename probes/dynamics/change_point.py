@@ -10,9 +10,10 @@ the repeated copy). A bootstrap draw resamples the batches once, with the same c
 every curve (the batches are the same data at every checkpoint), so two curves' events are paired.
 
 The change point of a curve is where it rises: with ``start`` the first checkpoint's value (the control: the
-series before training, or as early as it goes) and ``end`` the last's, the event step is the first step at
-which the curve reaches ``start + fraction * (end - start)`` (``fraction`` 0.5: half-way), interpolated linearly
-in ``log(1 + step)`` between the two checkpoints that straddle it. There is no event (NaN) when ``end <= start``.
+series before training, or as early as it goes) and ``end`` the last's, the event step is where the curve
+crosses ``start + fraction * (end - start)`` (``fraction`` 0.5: half-way) for the last time, i.e. from where on it
+stays at or above that level (a passing spike earlier is not the event), interpolated linearly in ``log(1 + step)``
+between the two checkpoints that straddle the crossing. There is no event (NaN) when ``end <= start``.
 Its interval is the percentile interval of the event step over the draws (draws without an event are left out and
 counted in ``draws_with_event``), widened to the two checkpoints that straddle the observed crossing (``bracket``):
 the curve is only seen at the checkpoints, so the event lies somewhere between them whatever the batches say.
@@ -101,8 +102,8 @@ def resample_counts(n_units: int, n_boot: int, seed: int) -> Float[Tensor, "draw
 
 def rise_steps(values: Float[Tensor, "draw checkpoint"], steps: Sequence[int], fraction: float = 0.5
                ) -> Float[Tensor, " draw"]:
-    """Per row, the step where the curve first reaches ``start + fraction * (end - start)``, interpolated in
-    ``log(1 + step)``; NaN where ``end <= start`` (module docstring)."""
+    """Per row, the step where the curve crosses ``start + fraction * (end - start)`` for the last time (from there on
+    it stays at or above it), interpolated in ``log(1 + step)``; NaN where ``end <= start`` (module docstring)."""
     if not 0 < fraction < 1:
         raise ConfigError(f"fraction must lie in (0, 1) (0.5: half-way from the first to the last value); "
                           f"got {fraction!r}.")
@@ -113,23 +114,25 @@ def rise_steps(values: Float[Tensor, "draw checkpoint"], steps: Sequence[int], f
     threshold = start + fraction * (end - start)
     reached = values >= threshold[:, None]
     reached[:, 0] = False  # the start is below the threshold whenever the curve rises
-    index = torch.where(reached.any(1), reached.double().argmax(1), torch.zeros_like(start, dtype=torch.long))
+    # stays[t]: reached at t and at every later checkpoint; the event is the first such t (a passing spike is not)
+    stays = reached.flip(1).long().cumprod(1).flip(1).bool()
+    index = torch.where(stays.any(1), stays.double().argmax(1), torch.zeros_like(start, dtype=torch.long))
     index = index.clamp_min(1)
     rows = torch.arange(values.shape[0])
     y0, y1 = values[rows, index - 1], values[rows, index]
     share = ((threshold - y0) / (y1 - y0)).clamp(0, 1).nan_to_num(1.0)
     step = torch.expm1(x[index - 1] + share * (x[index] - x[index - 1]))
-    return torch.where((end > start) & reached.any(1), step, torch.full_like(step, float("nan")))
+    return torch.where((end > start) & stays.any(1), step, torch.full_like(step, float("nan")))
 
 
 def crossing_bracket(values: Float[Tensor, " checkpoint"], steps: Sequence[int], fraction: float = 0.5
                      ) -> tuple[float, float]:
-    """The steps of the two checkpoints between which the curve first reaches its event level (NaN: no event)."""
+    """The steps of the two checkpoints between which the curve last crosses its event level (NaN: no event)."""
     start, end = float(values[0]), float(values[-1])
     if not end > start:
         return (math.nan, math.nan)
     threshold = start + fraction * (end - start)
-    index = next(i for i in range(1, len(steps)) if float(values[i]) >= threshold)
+    index = next(i for i in range(1, len(steps)) if all(float(v) >= threshold for v in values[i:]))
     return (float(steps[index - 1]), float(steps[index]))
 
 

@@ -25,13 +25,14 @@ def planted(midpoint: float, *, height: float, noise: float, n_units: int = 8, s
 
 
 def slow_rise_step(values: list[float], steps: tuple[int, ...], fraction: float) -> float:
-    """The reference: walk the checkpoints, interpolate in log(1 + step) at the first crossing."""
+    """The reference: walk the checkpoints, interpolate in log(1 + step) at the crossing after which the curve stays
+    at or above the threshold."""
     start, end = values[0], values[-1]
     if not end > start:
         return math.nan
     threshold = start + fraction * (end - start)
     for i in range(1, len(values)):
-        if values[i] >= threshold:
+        if all(v >= threshold for v in values[i:]):
             a, b = math.log1p(steps[i - 1]), math.log1p(steps[i])
             share = min(1.0, max(0.0, (threshold - values[i - 1]) / (values[i] - values[i - 1])))
             return math.expm1(a + share * (b - a))
@@ -55,6 +56,13 @@ def test_a_planted_rise_is_found_at_its_midpoint_with_an_interval_around_it():
     assert point.step_ci[0] <= point.bracket[0] and point.bracket[1] <= point.step_ci[1]
     assert point.rise == pytest.approx(0.4, abs=0.03) and point.rise_ci[0] > 0.3
     assert point.p_value < 0.01 and point.draws_with_event == 1.0
+
+
+def test_a_passing_spike_is_not_the_event():
+    rows = torch.ones(len(STEPS), 4, dtype=torch.float64)
+    curve = torch.tensor([0.0, 0.0, 0.9, 0.0, 0.0, 0.0, 1.0, 1.0], dtype=torch.float64)  # a spike at step 30
+    point = change_point(CurveUnits(curve[:, None] * rows, rows), STEPS, n_boot=50, seed=0)
+    assert point.bracket == (1000.0, 3000.0) and 1000 < point.step < 3000
 
 
 def test_a_flat_curve_does_not_rise():
