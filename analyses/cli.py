@@ -13,6 +13,7 @@ from pathlib import Path
 
 import probes
 from analyses.cli_checks import check_output_folder, int_arg, seed_arg, written_atomically
+from analyses.dynamics.cli_commands import add_dynamics_commands, run_dynamics_command, run_train_lm_command
 from analyses.experiments import TOY_EXPERIMENTS, toy_experiment
 from mechprobe import records
 from probes.core.errors import ConfigError, MechprobeError
@@ -176,6 +177,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_device_flags(ablate)
     ablate.add_argument("--no-progress", action="store_true", help="hide the progress bars")
 
+    dynamics, train_lm = add_dynamics_commands(sub, _add_device_flags)
+
     toy = sub.add_parser("toy", help="train a paper's toy model and probe it",
                          description="Train the toy model of one paper and write summary.json and figures.")
     toy.add_argument("experiment", choices=sorted(TOY_EXPERIMENTS),
@@ -192,7 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
     toy.add_argument("--device", metavar="DEV",
                      help="where the toy models train: cpu (default), cuda, cuda:1, mps ... (same as --set device=DEV)")
     toy.add_argument("--dtype", help=argparse.SUPPRESS)  # accepted only to say why it does not apply
-    for command in (heads, report, linear, ablate, toy):  # --debug also after the command name
+    for command in (heads, report, linear, ablate, dynamics, train_lm, toy):  # --debug also after the command name
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show the full traceback")
     return parser
 
@@ -383,7 +386,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(error, file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
-    if getattr(args, "no_progress", False) and args.command in ("heads", "report", "probe-linear", "ablate"):
+    if getattr(args, "no_progress", False) and args.command in ("heads", "report", "probe-linear", "ablate",
+                                                                         "dynamics"):
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()  # the "Loading weights" bars too
@@ -403,6 +407,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _run_linear(args)
         if args.command == "ablate":
             return _run_ablate(args)
+        if args.command == "dynamics":
+            return run_dynamics_command(args)
+        if args.command == "train-lm":
+            return run_train_lm_command(args)
         if args.command == "render":
             from analyses.report.build import render_report
 

@@ -33,6 +33,7 @@ from probes.core.loading import load_model
 from probes.core.model_kind import HookedModel
 from toymodels.induction import FullInductionModel, SimplifiedInductionConfig, SimplifiedInductionModel
 from toymodels.scansnap.model import YZModelConfig, YZTransformer
+from toymodels.standard import StandardModelConfig, build_standard_model
 from toymodels.topic.model import TopicModel, TopicModelConfig
 
 MODEL_JSON = "model.json"
@@ -46,6 +47,9 @@ MODEL_CLASSES: dict[str, tuple[type, type]] = {
 }
 EXPERIMENT_CONFIGS: dict[str, type] = {"induction": InductionExperimentConfig, "topic": TopicExperimentConfig,
                                        "scansnap": ScanSnapConfig}
+STANDARD_BRIDGE = "StandardBridge"
+"""The class name saved for a ``build_standard_model`` bridge (rebuilt from its StandardModelConfig; a
+``train-lm`` checkpoint, whose settings live in the series folder, not beside each checkpoint)."""
 
 
 @dataclass(frozen=True)
@@ -53,16 +57,17 @@ class ModelFile:
     """``model.json``: the format, the experiment that trained the model, its class and its config's fields."""
 
     format: Literal[1]
-    experiment: Literal["induction", "topic", "scansnap"]
-    model_class: Literal["SimplifiedInductionModel", "FullInductionModel", "TopicModel", "YZTransformer"] = field(
-        metadata=records.key("class"))
+    experiment: Literal["induction", "topic", "scansnap", "train-lm"]
+    model_class: Literal["SimplifiedInductionModel", "FullInductionModel", "TopicModel", "YZTransformer",
+                         "StandardBridge"] = field(metadata=records.key("class"))
     config: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class ToyModel:
     """A toy model loaded from a run folder, the experiment that trained it and that run's config (the paper's
-    experiment config: ``InductionExperimentConfig``, ``TopicExperimentConfig`` or ``ScanSnapConfig``)."""
+    experiment config: ``InductionExperimentConfig``, ``TopicExperimentConfig`` or ``ScanSnapConfig``; None for a
+    ``train-lm`` checkpoint)."""
 
     model: HookedModel
     experiment: str
@@ -96,12 +101,27 @@ def save_toy_model(model: torch.nn.Module, folder: str | Path, experiment: str) 
     return folder / MODEL_JSON
 
 
+def save_standard_model(model: torch.nn.Module, config: StandardModelConfig, folder: str | Path,
+                        experiment: str) -> Path:
+    """Write a :func:`toymodels.standard.build_standard_model` bridge and its config into ``folder`` (module
+    docstring); :func:`load_toy_model` rebuilds it. Example: ``save_standard_model(model, config, "runs/lm/step_10",
+    "train-lm")``."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    save_weights(model, str(folder / MODEL_WEIGHTS))
+    fields = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
+    atomic_write_text(folder / MODEL_JSON, json.dumps({"format": FORMAT, "experiment": experiment,
+                                                       "class": STANDARD_BRIDGE, "config": fields}, indent=1))
+    return folder / MODEL_JSON
+
+
 def load_toy_model(folder: str | Path, *, device: str | torch.device = "cpu") -> ToyModel:
     """The model saved in a toy run's ``folder``, in eval mode on ``device``, with the run's config.
 
-    ``model.json``, ``model.safetensors`` and ``summary.json`` must all be there and whole: a missing or damaged
-    one raises :class:`~mechprobe.errors.RecordError` (or :class:`ModelError` for weights of another shape) in
-    one line that names the file and the field and says to re-run the toy.
+    ``model.json``, ``model.safetensors`` and ``summary.json`` must all be there and whole (a ``train-lm``
+    checkpoint has no ``summary.json`` of its own: its ``config`` is None): a missing or damaged one raises
+    :class:`~mechprobe.errors.RecordError` (or :class:`ModelError` for weights of another shape) in one line that
+    names the file and the field and says to re-run the toy.
     """
     folder = Path(folder)
     path = folder / MODEL_JSON
@@ -111,6 +131,9 @@ def load_toy_model(folder: str | Path, *, device: str | torch.device = "cpu") ->
     else:
         rerun = _rerun(folder, "the toy experiment")
     saved = records.checked(ModelFile, document, path, rerun=rerun)
+    if saved.model_class == STANDARD_BRIDGE:
+        standard = records.checked(StandardModelConfig, saved.config, path, at="config", rerun=rerun)
+        return _loaded(build_standard_model(standard, device=device), folder, saved, None, device, rerun)
     model_class, config_class = MODEL_CLASSES[saved.model_class]
     config: Any = records.checked(config_class, saved.config, path, at="config", rerun=rerun)
     summary = folder / SUMMARY_FILE
@@ -121,8 +144,13 @@ def load_toy_model(folder: str | Path, *, device: str | torch.device = "cpu") ->
         raise RecordError(f"{summary}: expected an object with the run's 'settings'; got {type(run).__name__} "
                           f"without them: it is damaged. {rerun}")
     run_config: Any = records.checked(EXPERIMENT_CONFIGS[saved.experiment], run["settings"], summary, at="settings",
-                                 rerun=rerun)
-    model = model_class(config, device=device)
+                                      rerun=rerun)
+    return _loaded(model_class(config, device=device), folder, saved, run_config, device, rerun)
+
+
+def _loaded(model: Any, folder: Path, saved: ModelFile, run_config: Any, device: str | torch.device,
+            rerun: str) -> ToyModel:
+    """``model`` with the folder's weights, in eval mode, as a :class:`ToyModel`."""
     weights = folder / MODEL_WEIGHTS
     if not weights.is_file():
         raise RecordError(f"{weights} is missing (its folder is incomplete). {rerun}")
@@ -136,6 +164,8 @@ def load_toy_model(folder: str | Path, *, device: str | torch.device = "cpu") ->
 
 
 def _rerun(folder: Path, experiment: str) -> str:
+    if experiment == "train-lm":
+        return f"Re-run `mechprobe train-lm --out {folder.parent}` (a new folder, or this one after deleting it)."
     command = f"mechprobe toy {experiment}" if experiment in EXPERIMENT_CONFIGS else "mechprobe toy NAME"
     return f"Re-run `{command} --out {folder}` (a new folder, or this one after deleting it)."
 

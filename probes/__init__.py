@@ -131,7 +131,8 @@ except _metadata.PackageNotFoundError:  # imported from a source tree that was n
 
 __all__ = [
     "ABLATION_METHODS", "EMBEDDING_MEASURES", "HEAD_PATTERNS", "HEAD_SCORE_KINDS", "PACKAGED_MODELS",
-    "TOPIC_PAIR_KINDS", "AblationPlan", "AblationSums", "BlockStructure", "CombinedLabels", "ConfigError",
+    "TOPIC_PAIR_KINDS", "AblationPlan", "AblationSums", "BlockStructure", "Checkpoint", "CheckpointSeries",
+    "CombinedLabels", "ConfigError",
     "CooccurrenceOrdering", "CopierProbe", "CopierProfile", "Document", "EmbeddingTopicSimilarity",
     "EmbeddingTopicTest", "Finding", "GeneralizedInductionProbe", "GeneralizedInductionScores", "HeadAblation",
     "HeadMeans", "HeadPattern", "HeadScoreProbe", "HeadScores", "InputError", "KeyTokenAttention",
@@ -142,7 +143,7 @@ __all__ = [
     "SameTokenAttention", "SameTokenAttentionProbe", "ScanOrder", "SelectorShares", "SelectorWeightProbe", "SnapPoint",
     "TokenBatch", "TokenClassLabels", "TokenTopicMap", "TopicAttention", "TopicAttentionProbe", "TwoStage",
     "__version__", "ablation_sums", "adjust_family", "as_token_batch", "assign_word_topics", "batch_ablation_sums",
-    "block_structure", "capture", "centre_columns", "centred_block_ceiling", "check_heads",
+    "block_structure", "capture", "centre_columns", "centred_block_ceiling", "check_heads", "checkpoint_series",
     "chi_square_parent_criterion", "cooccurrence_ordering", "cooccurrence_probability", "corpus_digest",
     "count_cooccurrence", "derangement", "detect_snap", "detect_snap_by_rate", "detect_two_stage",
     "earlier_occurrence_mask", "embedding_topic_similarity", "embedding_topic_test", "entropy_nats", "feed_probes",

@@ -4,8 +4,10 @@ Specs: a packaged offline short name (``smollm2-135m``, ``minilm-l6``), a local 
 Hugging Face checkpoint, a saved ``HookedTransformer`` (a file or folder: :mod:`probes.core.tl_checkpoint`), a
 Hugging Face hub name (``gpt2``, ``EleutherAI/pythia-70m``, ``bert-base-uncased``; needs network), a legacy
 TransformerLens repo by name, with a training checkpoint (``attn-only-2l@checkpoint_index=3``:
-:mod:`probes.core.legacy_hub`; needs network), or an already-built ``TransformerBridge``, ``HookedTransformer``
-(TransformerLens 3.9) or ``HookedRootModule`` (returned as is, after checking it has the hooks the probes read).
+:mod:`probes.core.legacy_hub`; needs network), a hub revision (``EleutherAI/pythia-70m@revision=step1000``: a
+training checkpoint; offline, from the local hub cache), or an already-built ``TransformerBridge``,
+``HookedTransformer`` (TransformerLens 3.9) or ``HookedRootModule`` (returned as is, after checking it has the
+hooks the probes read).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 
 import torch
 
+from probes.core.checkpoint_series import missing_revision_error, revision_of
 from probes.core.errors import ConfigError, ModelError
 from probes.core.legacy_hub import LegacySpec, boot_legacy, legacy_spec
 from probes.core.model_info import ModelInfo
@@ -182,9 +185,11 @@ def converted_gguf_dir(entry: PackagedModel) -> Path:
     return target
 
 
-def _boot(name_or_dir: str, label: str, device: str | torch.device, dtype: torch.dtype, trust_remote_code: bool) -> Any:
+def _boot(name_or_dir: str, label: str, device: str | torch.device, dtype: torch.dtype, trust_remote_code: bool,
+          revision: str | None = None) -> Any:
+    extra = {} if revision is None else {"revision": revision}
     bridge = transformer_bridge_class().boot_transformers(
-        name_or_dir, device=device, dtype=dtype, trust_remote_code=trust_remote_code
+        name_or_dir, device=device, dtype=dtype, trust_remote_code=trust_remote_code, **extra
     )
     bridge.cfg.model_name = label
     bridge.eval()
@@ -277,6 +282,14 @@ def load_model(
         else:
             folder = _package_dir(entry) / (entry.subdir or "")
         return _boot(str(folder), entry.short_name, device, dtype, trust_remote_code)
+    revision = revision_of(text)
+    if revision is not None:
+        try:
+            return _boot(revision[0], text, device, dtype, trust_remote_code, revision=revision[1])
+        except ModelError:
+            raise
+        except Exception as error:  # transformers/hub raise many types; one line naming the revision
+            raise missing_revision_error(revision[0], revision[1], error) from error
     path = Path(text).expanduser()
     if path.is_dir():
         if is_tl_folder(path):

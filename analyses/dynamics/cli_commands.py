@@ -1,0 +1,109 @@
+"""The command-line entries of the dynamics commands: ``mechprobe dynamics`` (the probes over a checkpoint series)
+and ``mechprobe train-lm`` (a real-text series trained here). :mod:`analyses.cli` adds them to its parser."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from analyses.cli_checks import check_output_folder, int_arg, seed_arg
+from probes.core.loading import check_device
+from probes.text.corpora import check_corpus_spec
+
+
+def add_dynamics_commands(sub: Any, add_device_flags: Callable[[argparse.ArgumentParser], None]
+                          ) -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
+    """Add ``dynamics`` and ``train-lm`` to the sub-command parsers ``sub``; return the two parsers."""
+    dynamics = sub.add_parser(
+        "dynamics", help="the same probes over a model's training checkpoints: curves, events and their order",
+        description="Measure every checkpoint of a series (Hugging Face revisions, legacy TransformerLens checkpoints, "
+        "a folder of checkpoints, a train-lm run) one at a time: previous-token, induction and duplicate head scores "
+        "on [BOS] X X (best head held out, uniform-attention null), the in-context loss gain, and with --corpus the "
+        "loss at early minus late text positions. Each checkpoint is stored in OUT/checkpoints/ as it is done, so "
+        "the same command resumes a killed run. Writes OUT/summary.json (events with bootstrap intervals, their "
+        "order as a finding; the first checkpoint is the control) and OUT/dynamics.png.",
+    )
+    dynamics.add_argument("--model", required=True, metavar="SERIES",
+                          help="NAME@revisions=step0,step1000,... (hub revisions), NAME@checkpoint_index=0,1,... "
+                          "(legacy TransformerLens), or a folder of checkpoints / with series.json")
+    dynamics.add_argument("--out", required=True, metavar="DIR", help="output folder (created; reused to resume)")
+    dynamics.add_argument("--seq-len", type=int_arg, default=40, metavar="N",
+                          help="length of the repeated block X (default 40)")
+    dynamics.add_argument("--batches", type=int_arg, default=16, metavar="B",
+                          help="batches of [BOS] X X, even: choose heads, odd: measure (default 16)")
+    dynamics.add_argument("--batch-size", type=int_arg, default=8, metavar="R", help="sequences per batch (default 8)")
+    dynamics.add_argument("--boot", type=int_arg, default=1000, metavar="N", help="bootstrap draws (default 1000)")
+    dynamics.add_argument("--seed", type=seed_arg, default=0, metavar="S", help="tokens and draws (default 0)")
+    dynamics.add_argument("--corpus", metavar="SPEC",
+                          help="natural text for the early-minus-late loss (models with a tokenizer), e.g. "
+                          "wikipedia-excerpt")
+    dynamics.add_argument("--compare", action="append", default=[], metavar="DIR",
+                          help="a finished dynamics --out folder to draw beside this series on one axis (fraction of "
+                          "training, tokens seen) in OUT/dynamics_compare.png (repeatable)")
+    add_device_flags(dynamics)
+    dynamics.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+
+    train_lm = sub.add_parser(
+        "train-lm", help="train a small attention-only model on real text, saved at log-spaced steps (a series)",
+        description="Train a 2-layer attention-only TransformerLens model (boot_native) with AdamW on a corpus in "
+        "SmolLM2 tokens (vocabulary cut to the most frequent), a --repeat fraction of rows repeating a span of their "
+        "first half later in the row. Saves the model at step 0 and at log-spaced steps into OUT/step_N with "
+        "OUT/series.json, which mechprobe dynamics --model OUT reads.",
+    )
+    train_lm.add_argument("--corpus", default="wikipedia-excerpt", metavar="SPEC",
+                          help="any corpus the report reads (default wikipedia-excerpt, offline)")
+    train_lm.add_argument("--out", required=True, metavar="DIR",
+                          help="output folder (created; the same command resumes a stopped run)")
+    train_lm.add_argument("--steps", type=int_arg, metavar="N", help="optimizer steps (default 2500)")
+    train_lm.add_argument("--repeat", type=float, metavar="F",
+                          help="fraction of rows with a repeated span (default 1.0; 0 for plain text)")
+    train_lm.add_argument("--seed", type=seed_arg, metavar="S", help="weights and rows (default 0)")
+    train_lm.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                          help="override a setting (vocab, seq_len, batch_size, d_model, n_heads, lr, span, "
+                          "n_checkpoints, ...; repeatable)")
+    train_lm.add_argument("--device", default="cpu", metavar="DEV", help="cpu (default), cuda, cuda:1, mps ...")
+    train_lm.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    return dynamics, train_lm
+
+
+def run_dynamics_command(args: argparse.Namespace) -> int:
+    from analyses.dynamics.config import DynamicsConfig
+    from analyses.dynamics.figures import plot_series_together
+    from analyses.dynamics.run import FIGURE, STORE, run_dynamics, summary_lines
+    from analyses.dynamics.summary import SUMMARY, load_summary
+    from probes.core.loading import torch_dtype
+
+    config = DynamicsConfig(seq_len=args.seq_len, n_batches=args.batches, batch_size=args.batch_size,
+                            n_boot=args.boot, seed=args.seed, corpus=args.corpus)
+    check_device(args.device)
+    if args.corpus is not None:
+        check_corpus_spec(args.corpus, "text")
+    out = check_output_folder("--out", args.out, earlier_output=lambda folder: (folder / STORE).is_dir())
+    others = {folder: load_summary(folder) for folder in args.compare}  # checked before any measuring
+    summary = run_dynamics(args.model, out, config, device=args.device, dtype=torch_dtype(args.dtype),
+                           progress=not args.no_progress)
+    for line in summary_lines(summary):
+        print(line)
+    print(f"wrote {out / SUMMARY} and {out / FIGURE}")
+    if others:
+        path = plot_series_together({args.model: summary, **others}, out / "dynamics_compare.png")
+        print(f"wrote {path}")
+    return 0
+
+
+def run_train_lm_command(args: argparse.Namespace) -> int:
+    from analyses.config_overrides import apply_overrides
+    from analyses.dynamics.train_lm import TrainLmConfig, train_lm
+
+    flags = [f"{key}={value}" for key, value in (("corpus", args.corpus), ("n_steps", args.steps),
+                                                 ("repeat", args.repeat), ("seed", args.seed)) if value is not None]
+    config = apply_overrides(apply_overrides(TrainLmConfig(), flags, flag="flag"), args.overrides)
+    check_device(args.device)
+    check_corpus_spec(config.corpus, "text")
+    out = check_output_folder("--out", args.out, earlier_output=lambda folder: (folder / "checkpoint").is_dir())
+    summary = train_lm(config, out, device=args.device, progress=not args.no_progress)
+    print(f"trained {config.n_steps} steps in {summary.seconds:.0f} s: loss {summary.first_loss:.3f} -> "
+          f"{summary.final_loss:.3f}; saved steps {', '.join(str(s) for s in summary.steps)}")
+    print(f"wrote {out}; measure it with: mechprobe dynamics --model {out} --out {out}-dynamics")
+    return 0

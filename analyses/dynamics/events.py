@@ -1,0 +1,118 @@
+"""Events of a checkpoint series as findings: where each curve rises, and the order of two events.
+
+Each curve's event (:func:`probes.dynamics.change_point.change_point`) is judged as a :class:`~probes.Finding`:
+the statistic is the curve at the last checkpoint, its null the curve's null there (uniform-attention chance for a
+head score, 0 for a loss gain), its control the curve at the first checkpoint (the series before, or as early as it
+goes), and its p-value the share of bootstrap draws (batches resampled, paired across checkpoints) in which the
+curve did not rise from the first checkpoint to the last. It holds when the last checkpoint clears both the null
+and the first checkpoint by the curve's minimum effect (0.1 attention mass; 0.1 nats per token) with the whole
+interval above them, and the rise's adjusted p-value is below 0.01.
+
+An order ("previous-token forms before induction") is a finding on ``step_B - step_A`` (paired draws, null 0:
+no order); it is tested only when both events hold (otherwise its p-value is NaN and it does not hold). The
+findings of one series are one Holm family.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from analyses.dynamics.config import DynamicsConfig
+from analyses.dynamics.measure import CheckpointMeasure
+from probes.dynamics.change_point import ChangePoint, CurveUnits, change_point, event_order
+from probes.stats.findings import Finding, adjust_family
+
+EVENT_CURVES: dict[str, tuple[str, str, float]] = {
+    # curve: (what it is, its null, minimum effect)
+    "previous_token": ("previous-token score of the best head on [BOS] X X", "uniform attention", 0.1),
+    "induction": ("induction score of the best head on [BOS] X X", "uniform attention", 0.1),
+    "duplicate_token": ("duplicate-token score of the best head on [BOS] X X", "uniform attention", 0.1),
+    "repeat_loss_gain": ("loss on the first copy of X minus on the repeated copy (nats/token)",
+                         "0: the context does not help", 0.1),
+    "context_loss_gain": ("loss at early minus late positions of natural text (nats/token)",
+                          "0: the context does not help", 0.1),
+}
+ORDERS = (("previous_token", "induction"),)
+CONTROL = "the series' first checkpoint"
+
+
+@dataclass(frozen=True)
+class Event:
+    """One curve's change point and its finding (module docstring)."""
+
+    curve: str
+    change: ChangePoint
+    finding: Finding
+
+    @property
+    def holds(self) -> bool:
+        return self.finding.holds
+
+
+@dataclass(frozen=True)
+class SeriesEvents:
+    """The events of every curve, the orders between them, and whether the in-context loss drop's step falls
+    inside the induction event's interval (None when either is missing)."""
+
+    events: dict[str, Event]
+    orders: dict[str, Finding]
+    loss_drop_within_induction: bool | None
+
+
+def curve_units(measures: Sequence[CheckpointMeasure], curve: str) -> CurveUnits | None:
+    """The per-batch sums of ``curve`` at every checkpoint, or None when a checkpoint lacks it."""
+    if not all(curve in m.curves for m in measures):
+        return None
+    points = [m.curves[curve] for m in measures]
+
+    def stack(field: str) -> torch.Tensor | None:
+        values = [getattr(p, field) for p in points]
+        return None if any(v is None for v in values) else torch.tensor(values, dtype=torch.float64)
+
+    numerator, denominator = stack("numerator"), stack("denominator")
+    assert numerator is not None and denominator is not None
+    return CurveUnits(numerator, denominator, stack("minus_numerator"), stack("minus_denominator"))
+
+
+def _event(curve: str, change: ChangePoint, null_value: float) -> Event:
+    statistic, null_kind, min_effect = EVENT_CURVES[curve]
+    finding = Finding(f"{statistic} at the last checkpoint, beside the first", change.end, change.end_ci,
+                      f"{null_kind}; p: share of bootstrap draws (batches) with no rise from the first checkpoint",
+                      null_value, change.p_value, min_effect, selection=f"control: {CONTROL}")
+    return Event(curve, change, finding.with_control(change.start, change.start_ci))
+
+
+def series_events(measures: Sequence[CheckpointMeasure], config: DynamicsConfig) -> SeriesEvents:
+    """The events and orders of a measured series (module docstring)."""
+    steps = [m.step for m in measures]
+    units = {curve: u for curve in EVENT_CURVES if (u := curve_units(measures, curve)) is not None}
+    findings: dict[str, Finding] = {}
+    changes: dict[str, ChangePoint] = {}
+    for curve, curve_units_ in units.items():
+        changes[curve] = change_point(curve_units_, steps, n_boot=config.n_boot, seed=config.seed,
+                                      fraction=config.fraction)
+        findings[curve] = _event(curve, changes[curve], measures[-1].curves[curve].null_value).finding
+    event_holds = {curve: finding.holds for curve, finding in adjust_family(findings).items()}
+    for earlier, later in ORDERS:
+        if earlier not in units or later not in units:
+            continue
+        order = event_order(units[earlier], units[later], steps, names=(earlier, later), n_boot=config.n_boot,
+                            seed=config.seed, fraction=config.fraction)
+        tested = event_holds[earlier] and event_holds[later]
+        findings[f"{earlier}_before_{later}"] = Finding(
+            f"{later} event step minus {earlier} event step", order.difference, order.ci,
+            "0: no order (paired bootstrap over batches; tested only when both events hold)", 0.0,
+            order.p_value if tested else math.nan, 0.0, selection=f"events at {config.fraction:g} of each rise")
+    adjusted = adjust_family(findings)
+    events = {curve: Event(curve, changes[curve], adjusted[curve]) for curve in changes}
+    orders = {name: finding for name, finding in adjusted.items() if name not in changes}
+    within = None
+    gain = "context_loss_gain" if "context_loss_gain" in events else "repeat_loss_gain"
+    if "induction" in events and gain in events and events["induction"].holds and events[gain].holds:
+        low, high = events["induction"].change.step_ci
+        within = bool(low <= events[gain].change.step <= high)
+    return SeriesEvents(events, orders, within)

@@ -1,0 +1,92 @@
+"""Training rows for ``mechprobe train-lm``: a corpus tokenized by SmolLM2's tokenizer, its vocabulary cut to the most
+frequent tokens, random windows of it, and in a fraction of them a span of the first half repeated later.
+
+- Tokens: every document of the corpus (:func:`probes.text.corpora.iter_documents`) tokenized by the packaged
+  SmolLM2 tokenizer and joined with its EOS token into one stream.
+- Vocabulary: the ``vocab - 1`` most frequent token ids of the stream become ids ``0 .. vocab - 2`` (most
+  frequent first); every other token becomes ``vocab - 1`` (``OTHER``).
+- Rows: windows of ``seq_len`` tokens starting at uniformly drawn positions of the stream.
+- Repeats: in each row, with probability ``repeat``, the ``span`` tokens starting at a uniform position of the first
+  half (the span inside it) are copied to a uniform position of the second half: duplicated passages as web text
+  has them, and exactly what an induction head predicts.
+
+Example: ``rows = LmData.from_corpus("wikipedia-excerpt", vocab=2000).rows(32, 128, repeat=1.0, span=24,
+generator=g)``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from jaxtyping import Int
+from torch import Tensor
+
+from probes.core.errors import InputError
+from probes.core.loading import PACKAGED_MODELS, cache_dir
+from probes.text.corpora import iter_documents
+
+
+def smollm2_tokenizer() -> Any:
+    """SmolLM2's tokenizer: from the converted model in the mechprobe cache when there, else the packaged GGUF."""
+    from transformers import AutoTokenizer
+
+    entry = PACKAGED_MODELS["smollm2-135m"]
+    converted = cache_dir() / "models" / entry.short_name
+    if (converted / "tokenizer.json").is_file():
+        return AutoTokenizer.from_pretrained(converted)
+    spec = importlib.util.find_spec(entry.package)
+    if spec is None or not spec.submodule_search_locations:
+        raise InputError(f"train-lm tokenizes with SmolLM2's tokenizer, which ships in {entry.package!r}; install it "
+                         f"with: {entry.install}")
+    return AutoTokenizer.from_pretrained(next(iter(spec.submodule_search_locations)), gguf_file=entry.gguf_file)
+
+
+@dataclass(frozen=True)
+class LmData:
+    """A corpus as one stream of ids in the cut vocabulary, and the SmolLM2 ids those stand for."""
+
+    stream: Int[Tensor, " token"]
+    kept_ids: tuple[int, ...]
+    corpus: str
+
+    @property
+    def vocab(self) -> int:
+        """The model's vocabulary: the kept tokens and ``OTHER``."""
+        return len(self.kept_ids) + 1
+
+    @classmethod
+    def from_corpus(cls, corpus: str, *, vocab: int, max_documents: int | None = None) -> LmData:
+        """Tokenize ``corpus`` and cut the vocabulary to ``vocab`` ids (module docstring)."""
+        tokenizer = smollm2_tokenizer()
+        eos = int(tokenizer.eos_token_id)
+        pieces: list[int] = []
+        for document in iter_documents(corpus, unit="article", max_documents=max_documents):
+            pieces.extend(tokenizer(document.text, add_special_tokens=False)["input_ids"])
+            pieces.append(eos)
+        raw = torch.tensor(pieces, dtype=torch.long)
+        counts = torch.bincount(raw)
+        kept = counts.argsort(descending=True, stable=True)[: vocab - 1]
+        kept = kept[counts[kept] > 0]
+        mapping = torch.full((counts.shape[0],), len(kept), dtype=torch.long)
+        mapping[kept] = torch.arange(len(kept))
+        return cls(mapping[raw], tuple(int(i) for i in kept), str(corpus))
+
+    def rows(self, n_rows: int, seq_len: int, *, repeat: float, span: int, generator: torch.Generator
+             ) -> Int[Tensor, "batch pos"]:
+        """``n_rows`` random windows of ``seq_len`` tokens, a ``repeat`` fraction with a repeated span."""
+        if self.stream.shape[0] <= seq_len:
+            raise InputError(f"The corpus {self.corpus!r} has {self.stream.shape[0]} tokens, fewer than one row of "
+                             f"{seq_len}; give a larger corpus or a smaller seq_len.")
+        starts = torch.randint(0, self.stream.shape[0] - seq_len, (n_rows,), generator=generator)
+        rows = self.stream[starts[:, None] + torch.arange(seq_len)]
+        repeated = torch.rand(n_rows, generator=generator) < repeat
+        half = seq_len // 2
+        sources = torch.randint(0, half - span + 1, (n_rows,), generator=generator)
+        targets = torch.randint(half, seq_len - span + 1, (n_rows,), generator=generator)
+        for row in repeated.nonzero().flatten().tolist():
+            source, target = int(sources[row]), int(targets[row])
+            rows[row, target : target + span] = rows[row, source : source + span].clone()
+        return rows

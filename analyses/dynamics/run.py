@@ -1,0 +1,153 @@
+"""``mechprobe dynamics``: the probes over a checkpoint series, one checkpoint at a time, resumable.
+
+Each checkpoint's measurement is written to ``OUT/checkpoints/NNNN-stepS.json`` as soon as it is done (atomically,
+through :mod:`mechprobe.records`), with the settings and the checkpoint spec it was made with; a rerun of the same
+command reads those files instead of loading and measuring the checkpoints again, so a killed run resumes where it
+stopped. A stored file made with other settings is refused (choose another ``--out``). At the end the events and
+their findings (:mod:`analyses.dynamics.events`) go to ``OUT/summary.json`` and the curves to
+``OUT/dynamics.png``.
+
+Example: ``run_dynamics("EleutherAI/pythia-70m@revisions=step0,step1000,step143000", "runs/pythia")``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm.auto import tqdm
+
+from analyses.dynamics.config import DynamicsConfig
+from analyses.dynamics.events import series_events
+from analyses.dynamics.figures import plot_dynamics
+from analyses.dynamics.measure import CheckpointMeasure, curve_table, measure_checkpoint
+from analyses.dynamics.summary import SUMMARY, DynamicsSummary
+from analyses.toy_model_store import load_any_model
+from mechprobe import records
+from probes import ModelInfo, TokenBatch
+from probes.core.atomic import atomic_write_text
+from probes.core.checkpoint_series import Checkpoint, CheckpointSeries, check_revisions, checkpoint_series
+from probes.core.errors import InputError
+
+log = logging.getLogger(__name__)
+
+STORE = "checkpoints"
+FIGURE = "dynamics.png"
+Loader = Callable[[str], Any]
+
+
+@dataclass(frozen=True)
+class StoredMeasure:
+    """What one checkpoint's file holds: the settings and checkpoint it was measured with, and the measure."""
+
+    settings: DynamicsConfig
+    checkpoint: Checkpoint
+    measure: CheckpointMeasure
+
+
+def stored_path(out: Path, index: int, checkpoint: Checkpoint) -> Path:
+    return out / STORE / f"{index:04d}-step{checkpoint.step}.json"
+
+
+def _read_stored(path: Path, checkpoint: Checkpoint, config: DynamicsConfig) -> CheckpointMeasure | None:
+    if not path.is_file():
+        return None
+    stored = records.load(StoredMeasure, records.strict_json(path.read_text(encoding="utf-8")))
+    if stored.settings != config or stored.checkpoint != checkpoint:
+        raise InputError(f"{path} was measured with other settings or another checkpoint ({stored.checkpoint.spec}); "
+                         f"write this run to another --out, or delete that folder to measure again.")
+    return stored.measure
+
+
+def _text_batches(model: Any, config: DynamicsConfig) -> list[TokenBatch]:
+    """Natural-text batches for ``context_loss_gain``: only for a corpus and a model with a tokenizer."""
+    tokenizer = getattr(model, "tokenizer", None)
+    if config.corpus is None:
+        return []
+    if tokenizer is None:
+        log.warning("context_loss_gain skipped: %s has no tokenizer to read %s with", ModelInfo.of(model).name,
+                    config.corpus)
+        return []
+    from probes.text.corpora import iter_documents
+    from probes.text.text_batches import text_token_batches
+
+    batches = text_token_batches(iter_documents(config.corpus), tokenizer, ModelInfo.of(model),
+                                 seq_len=config.text_seq_len, batch_size=8, min_tokens=config.late[1],
+                                 max_batches=config.text_batches)
+    made = list(batches)
+    if len(made) < 2:
+        raise InputError(f"The corpus {config.corpus} gave {len(made)} batch(es) of text with at least "
+                         f"{config.late[1]} tokens per row; context_loss_gain needs 2. Give a corpus of longer "
+                         f"documents, or leave --corpus out.")
+    return made
+
+
+def measure_series(series: CheckpointSeries, out: Path, config: DynamicsConfig, *, load: Loader,
+                   progress: bool = True) -> tuple[list[CheckpointMeasure], list[int], list[int]]:
+    """Every checkpoint's measure, read from ``out`` where stored, else loaded (one at a time), measured and
+    stored at once; returns ``(measures, indices measured now, indices reused)``."""
+    (out / STORE).mkdir(parents=True, exist_ok=True)
+    measures, measured_now, reused = [], [], []
+    bar = tqdm(list(enumerate(series.checkpoints)), desc="checkpoints", unit="ckpt", disable=not progress)
+    for index, checkpoint in bar:
+        bar.set_postfix_str(f"step {checkpoint.step}")
+        path = stored_path(out, index, checkpoint)
+        measure = _read_stored(path, checkpoint, config)
+        if measure is not None:
+            log.info("step %d: read from %s", checkpoint.step, path)
+            reused.append(index)
+        else:
+            model = load(checkpoint.spec)
+            measure = measure_checkpoint(model, checkpoint, config, text_batches=_text_batches(model, config))
+            del model
+            atomic_write_text(path, records.to_json(StoredMeasure(config, checkpoint, measure)))
+            measured_now.append(index)
+        measures.append(measure)
+    return measures, measured_now, reused
+
+
+def run_dynamics(series_spec: Any, out: str | Path, config: DynamicsConfig | None = None, *,
+                 device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32, progress: bool = True,
+                 load: Loader | None = None) -> DynamicsSummary:
+    """Measure every checkpoint of ``series_spec`` (resuming from ``out``), find the events, write
+    ``summary.json`` and ``dynamics.png`` into ``out``. ``load`` (a spec to a hooked model) defaults to
+    :func:`analyses.toy_model_store.load_any_model` on ``device`` in ``dtype``.
+
+    Example: ``run_dynamics("runs/lm", "runs/lm-dynamics").events.orders``.
+    """
+    config = DynamicsConfig() if config is None else config
+    series = checkpoint_series(series_spec)
+    check_revisions(series)
+    out = Path(out)
+    loader = load or (lambda spec: load_any_model(spec, device=device, dtype=dtype))
+    measures, measured_now, reused = measure_series(series, out, config, load=loader, progress=progress)
+    summary = DynamicsSummary(series.source, series.kind, series.steps, tuple(c.tokens for c in series.checkpoints),
+                              config, dict(curve_table(measures)), series_events(measures, config),
+                              tuple(measured_now), tuple(reused))
+    atomic_write_text(out / SUMMARY, records.to_json(summary))
+    plot_dynamics(summary, out / FIGURE)
+    return summary
+
+
+def summary_lines(summary: DynamicsSummary) -> Sequence[str]:
+    """What ``mechprobe dynamics`` prints: each curve, each event with its interval and verdict, each order."""
+    lines = [f"steps: {', '.join(str(s) for s in summary.steps)}"]
+    for curve, values in summary.curves.items():
+        lines.append(f"{curve}: " + " ".join(f"{v:.3f}" for v in values))
+    for curve, event in summary.events.events.items():
+        change = event.change
+        lines.append(f"event {curve}: step {change.step:.0f} [{change.step_ci[0]:.0f}, {change.step_ci[1]:.0f}], "
+                     f"{change.start:.3f} -> {change.end:.3f}, p={event.finding.reported_p:.3g}: "
+                     f"{'holds' if event.holds else 'does not hold'}")
+    for name, finding in summary.events.orders.items():
+        lines.append(f"order {name}: {finding.value:.0f} steps [{finding.ci[0]:.0f}, {finding.ci[1]:.0f}], "
+                     f"p={finding.reported_p:.3g}: {'holds' if finding.holds else 'does not hold'}")
+    if summary.events.loss_drop_within_induction is not None:
+        lines.append(f"in-context loss event inside the induction event's interval: "
+                     f"{summary.events.loss_drop_within_induction}")
+    return lines
+

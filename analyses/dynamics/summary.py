@@ -1,0 +1,37 @@
+"""``summary.json`` of ``mechprobe dynamics``: the record it holds and its reader."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from analyses.dynamics.config import DynamicsConfig
+from analyses.dynamics.events import SeriesEvents
+from mechprobe import records
+from probes.core.errors import InputError
+
+SUMMARY = "summary.json"
+
+
+@dataclass(frozen=True)
+class DynamicsSummary:
+    """``summary.json``: the series, its settings, each curve per checkpoint, the events and orders."""
+
+    series: str
+    kind: str
+    steps: tuple[int, ...]
+    tokens: tuple[int | None, ...]
+    settings: DynamicsConfig
+    curves: dict[str, list[float]]
+    events: SeriesEvents
+    measured_now: tuple[int, ...]
+    reused: tuple[int, ...]
+
+
+def load_summary(folder: str | Path) -> DynamicsSummary:
+    """The :class:`DynamicsSummary` a finished ``mechprobe dynamics`` run wrote into ``folder``."""
+    path = Path(folder) / SUMMARY
+    if not path.is_file():
+        raise InputError(f"{folder} holds no {SUMMARY} of a finished mechprobe dynamics run; give the --out folder "
+                         f"of one (run it to the end first).")
+    return records.load(DynamicsSummary, records.strict_json(path.read_text(encoding="utf-8")), where=str(path))

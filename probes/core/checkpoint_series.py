@@ -1,0 +1,219 @@
+"""A checkpoint series: one model's training checkpoints, ordered by step, as a model source like any other.
+
+A series is a tuple of :class:`Checkpoint` s (``step``, ``tokens`` seen when known, and the
+:func:`probes.load_model` spec that loads it), strictly increasing in step. Loading is left to the caller, one
+checkpoint at a time (a series of Pythia revisions does not fit in memory at once). The series specs:
+
+- ``NAME@revisions=step0,step512,step1000``: Hugging Face hub revisions (Pythia, OLMo and others publish their
+  training checkpoints as git revisions). Each loads as ``NAME@revision=REV``, which :func:`probes.load_model`
+  passes as ``revision=`` to ``TransformerBridge.boot_transformers`` (transformers resolves it through the hub, or
+  offline through ``refs/REV`` in the local hub cache). The step is the number after ``step`` in the revision
+  name (else its first number); ``tokensNB`` / ``tokensNM`` in the name (OLMo) give the tokens seen.
+- ``NAME@checkpoint_index=0,3,10`` or ``NAME@checkpoint_value=V1,V2``: TransformerLens's legacy repos
+  (``attn-only-2l``), each loading as ``NAME@checkpoint_index=N``; the step is the index (resp. the value, the
+  step or token count in the checkpoint's file name).
+- a folder with ``series.json`` (``{"checkpoints": [{"step", "tokens", "path"}, ...]}``, paths relative to the
+  folder; ``mechprobe train-lm`` writes one), or a folder of checkpoint folders or files whose names end with a
+  number (``step_100``, ``checkpoint-2000``, ``500.pt``), ordered by that number.
+
+:func:`check_revisions` asks transformers for each hub revision's config before any model is loaded, so a
+missing revision fails in one line before the first checkpoint is measured.
+
+Example::
+
+    series = checkpoint_series("EleutherAI/pythia-70m@revisions=step0,step1000,step143000")
+    for checkpoint in series.checkpoints:
+        model = probes.load_model(checkpoint.spec)
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from probes.core.errors import ConfigError, ModelError
+
+MANIFEST = "series.json"
+SERIES_FORMS = (
+    "NAME@revisions=step0,step1000,... (Hugging Face revisions), NAME@checkpoint_index=0,1,... or "
+    "NAME@checkpoint_value=... (legacy TransformerLens repos), or a folder holding series.json or checkpoint "
+    "folders/files whose names end with their step (step_100, checkpoint-2000)"
+)
+SERIES_KEYS = ("revisions", "checkpoint_index", "checkpoint_value")
+_TRAILING_NUMBER = re.compile(r"(\d+)(?:\.[A-Za-z]+)?$")
+_TOKENS = re.compile(r"tokens(\d+(?:\.\d+)?)([KMBT]?)", re.IGNORECASE)
+_SCALE = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """One training checkpoint: its ``step``, the ``tokens`` seen by then (None when unknown) and the
+    :func:`probes.load_model` spec (or toy run folder) that loads it."""
+
+    step: int
+    spec: str
+    tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.step, bool) or not isinstance(self.step, int) or self.step < 0:
+            raise ConfigError(f"A checkpoint's step must be an integer >= 0; got {self.step!r} for {self.spec!r}.")
+        if self.tokens is not None and (isinstance(self.tokens, bool) or not isinstance(self.tokens, int)
+                                        or self.tokens < 0):
+            raise ConfigError(f"A checkpoint's tokens seen must be an integer >= 0 or None; got {self.tokens!r}.")
+
+
+@dataclass(frozen=True)
+class CheckpointSeries:
+    """A model's checkpoints in step order. ``source`` is the series spec; ``kind`` is ``revisions``,
+    ``legacy`` or ``folder``; ``hub_name`` the hub repo of a ``revisions`` series."""
+
+    source: str
+    kind: str
+    checkpoints: tuple[Checkpoint, ...]
+    hub_name: str | None = None
+
+    def __post_init__(self) -> None:
+        if len(self.checkpoints) < 2:
+            raise ConfigError(f"A checkpoint series needs at least 2 checkpoints (the first is the control); "
+                              f"{self.source!r} gives {len(self.checkpoints)}.")
+        steps = [c.step for c in self.checkpoints]
+        if any(b <= a for a, b in itertools.pairwise(steps)):
+            raise ConfigError(f"The checkpoints of {self.source!r} must have distinct steps in increasing order; "
+                              f"got {steps}.")
+
+    @property
+    def steps(self) -> tuple[int, ...]:
+        return tuple(c.step for c in self.checkpoints)
+
+
+def step_of_revision(revision: str) -> int:
+    """The training step a hub revision names: the number after ``step`` (``step1000``, ``step1000-tokens4B``),
+    else the name's first number. Example: ``step_of_revision("step143000") == 143000``."""
+    match = re.search(r"step[_-]?(\d+)", revision, re.IGNORECASE) or re.search(r"(\d+)", revision)
+    if match is None:
+        raise ConfigError(f"Revision {revision!r} names no training step; give revisions such as step1000 (Pythia) "
+                          f"or step1000-tokens4B (OLMo).")
+    return int(match.group(1))
+
+
+def tokens_of_revision(revision: str) -> int | None:
+    """The tokens seen a revision name states (``...-tokens4B``), else None."""
+    match = _TOKENS.search(revision)
+    if match is None:
+        return None
+    return int(float(match.group(1)) * _SCALE[match.group(2).upper()])
+
+
+def _split_list(spec: str) -> tuple[str, str, list[str]] | None:
+    name, at, suffix = spec.partition("@")
+    if not at:
+        return None
+    key, equals, values = suffix.partition("=")
+    if key not in SERIES_KEYS or not equals:
+        raise ConfigError(f"{spec!r} is not a checkpoint series; give {SERIES_FORMS}.")
+    items = [v.strip() for v in values.split(",") if v.strip()]
+    if not name.strip() or not items:
+        raise ConfigError(f"{spec!r}: name the model before @ and at least two checkpoints after {key}=.")
+    return name.strip(), key, items
+
+
+def _from_folder(folder: Path) -> CheckpointSeries:
+    manifest = folder / MANIFEST
+    if manifest.is_file():
+        try:
+            document = json.loads(manifest.read_text(encoding="utf-8"))
+            entries = document["checkpoints"]
+            checkpoints = tuple(Checkpoint(int(e["step"]), str(folder / e["path"]),
+                                           None if e.get("tokens") is None else int(e["tokens"])) for e in entries)
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise ConfigError(f"{manifest} is not a series manifest ({type(error).__name__}: {error}); it must be "
+                              f'{{"checkpoints": [{{"step": N, "tokens": N or null, "path": "..."}}, ...]}}.'
+                              ) from None
+        missing = [c.spec for c in checkpoints if not Path(c.spec).exists()]
+        if missing:
+            raise ModelError(f"{manifest} names checkpoints that are not there: {', '.join(missing[:3])}.")
+        return CheckpointSeries(str(folder), "folder", tuple(sorted(checkpoints, key=lambda c: c.step)))
+    numbered = []
+    for entry in sorted(folder.iterdir()):
+        match = _TRAILING_NUMBER.search(entry.name)
+        if match is not None and not entry.name.startswith("."):
+            numbered.append(Checkpoint(int(match.group(1)), str(entry)))
+    if not numbered:
+        raise ConfigError(f"{folder} holds no {MANIFEST} and no checkpoint folders or files named by their step "
+                          f"(step_100, checkpoint-2000); give {SERIES_FORMS}.")
+    return CheckpointSeries(str(folder), "folder", tuple(sorted(numbered, key=lambda c: c.step)))
+
+
+def checkpoint_series(spec: Any) -> CheckpointSeries:
+    """The :class:`CheckpointSeries` that ``spec`` names (the forms are in the module docstring); no model is
+    loaded. A series given as a :class:`CheckpointSeries` is returned as it is.
+
+    Example: ``checkpoint_series("attn-only-2l@checkpoint_index=0,10,50").steps == (0, 10, 50)``.
+    """
+    if isinstance(spec, CheckpointSeries):
+        return spec
+    if not isinstance(spec, (str, Path)) or not str(spec).strip():
+        raise ConfigError(f"A checkpoint series is {SERIES_FORMS}; got {spec!r}.")
+    text = str(spec).strip()
+    path = Path(text).expanduser()
+    if path.is_dir():
+        return _from_folder(path)
+    split = _split_list(text)
+    if split is None:
+        if path.exists() or text.startswith((".", "/", "~")):
+            raise ConfigError(f"{text!r} is not a folder of checkpoints; give {SERIES_FORMS}.")
+        raise ConfigError(f"{text!r} names one model, not a series; give {SERIES_FORMS}.")
+    name, key, items = split
+    if key == "revisions":
+        checkpoints = tuple(Checkpoint(step_of_revision(r), f"{name}@revision={r}", tokens_of_revision(r))
+                            for r in items)
+        return CheckpointSeries(text, "revisions", tuple(sorted(checkpoints, key=lambda c: c.step)), hub_name=name)
+    try:
+        values = [int(v) for v in items]
+    except ValueError:
+        raise ConfigError(f"{text!r}: {key} takes integers separated by commas, e.g. {key}=0,5,20.") from None
+    if key == "checkpoint_index" and any(v < 0 for v in values):
+        raise ConfigError(f"{text!r}: give checkpoint indices >= 0 in a series (they are its steps).")
+    checkpoints = tuple(Checkpoint(v, f"{name}@{key}={v}") for v in values)
+    return CheckpointSeries(text, "legacy", tuple(sorted(checkpoints, key=lambda c: c.step)))
+
+
+def revision_of(spec: str) -> tuple[str, str] | None:
+    """``(name, revision)`` of a ``NAME@revision=REV`` model spec, else None."""
+    name, at, suffix = spec.partition("@")
+    key, equals, revision = suffix.partition("=")
+    if not at or key != "revision":
+        return None
+    if not equals or not revision.strip() or not name.strip():
+        raise ConfigError(f"{spec!r}: a hub revision is given as NAME@revision=REV (e.g. "
+                          f"EleutherAI/pythia-70m@revision=step1000).")
+    return name.strip(), revision.strip()
+
+
+def missing_revision_error(name: str, revision: str, error: BaseException) -> ModelError:
+    """The one-line :class:`ModelError` for a hub revision that cannot be resolved (``error`` from transformers)."""
+    first = " ".join(str(error).split())[:200] or type(error).__name__
+    return ModelError(f"{name} has no revision {revision!r} that can be loaded here (not on the hub, or not in the "
+                      f"local Hugging Face cache when offline): {first} Check the revision name (Pythia: step0, "
+                      f"step1, ..., step143000) or run where the hub is reachable.")
+
+
+def check_revisions(series: CheckpointSeries) -> None:
+    """Resolve every hub revision's config through transformers (``AutoConfig.from_pretrained(name,
+    revision=REV)``, the call that loading makes first) before anything is measured; the first that fails is
+    one :class:`ModelError` line. Series of other kinds pass unchanged."""
+    if series.kind != "revisions" or series.hub_name is None:
+        return
+    from transformers import AutoConfig
+
+    for checkpoint in series.checkpoints:
+        found = revision_of(checkpoint.spec)
+        assert found is not None
+        try:
+            AutoConfig.from_pretrained(found[0], revision=found[1])
+        except Exception as error:  # transformers and the hub raise OSError, RevisionNotFoundError, ValueError ...
+            raise missing_revision_error(found[0], found[1], error) from None

@@ -1,0 +1,234 @@
+"""Change points of probe curves over training checkpoints, and the order of two of them, with bootstrap intervals.
+
+A curve is one statistic measured at every checkpoint of a series on the same evaluation batches, kept as per-batch
+sums (:class:`CurveUnits`) so that the curve can be recomputed on a resample of the batches: at checkpoint ``t``,
+
+    value[t] = sum_b num[t, b] / sum_b den[t, b]  -  sum_b minus_num[t, b] / sum_b minus_den[t, b]
+
+(the second term only for a difference of two means, e.g. the loss on the first copy of ``X`` minus the loss on
+the repeated copy). A bootstrap draw resamples the batches once, with the same counts at every checkpoint and for
+every curve (the batches are the same data at every checkpoint), so two curves' events are paired.
+
+The change point of a curve is where it rises: with ``start`` the first checkpoint's value (the control: the
+series before training, or as early as it goes) and ``end`` the last's, the event step is where the curve
+crosses ``start + fraction * (end - start)`` (``fraction`` 0.5: half-way) for the last time, i.e. from where on it
+stays at or above that level (a passing spike earlier is not the event), interpolated linearly in ``log(1 + step)``
+between the two checkpoints that straddle the crossing. There is no event (NaN) when ``end <= start``.
+Its interval is the percentile interval of the event step over the draws (draws without an event are left out and
+counted in ``draws_with_event``), widened to the two checkpoints that straddle the observed crossing (``bracket``):
+the curve is only seen at the checkpoints, so the event lies somewhere between them whatever the batches say.
+Whether the curve rose at all is judged on ``end - start`` (no search over
+checkpoints: the first and last are fixed in advance): its interval and the share of draws with ``end <= start``
+(the one-sided bootstrap p-value).
+
+The order of two events (A before B) is ``step_B - step_A`` per draw: its interval (widened to the differences of the
+two brackets' ends) and the share of draws in which it is not positive, or either event is missing (the p-value).
+
+Example::
+
+    point = change_point(units, steps=(0, 100, 1000, 10000), n_boot=1000, seed=0)
+    point.step, point.step_ci
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from probes.core.errors import ConfigError, InputError
+from probes.stats.bootstrap import percentile_interval
+
+
+@dataclass(frozen=True)
+class CurveUnits:
+    """Per-batch sums of a curve at each checkpoint ``[checkpoint unit]`` (module docstring); ``minus_*`` are
+    None for a plain mean."""
+
+    numerator: Float[Tensor, "checkpoint unit"]
+    denominator: Float[Tensor, "checkpoint unit"]
+    minus_numerator: Float[Tensor, "checkpoint unit"] | None = None
+    minus_denominator: Float[Tensor, "checkpoint unit"] | None = None
+
+    def __post_init__(self) -> None:
+        shapes = {tuple(t.shape) for t in self._parts()}
+        if len(shapes) != 1 or len(next(iter(shapes))) != 2:
+            raise InputError(f"Every part of a curve's units must have one [checkpoint unit] shape; got "
+                             f"{sorted(shapes)}.")
+        if (self.minus_numerator is None) != (self.minus_denominator is None):
+            raise InputError("minus_numerator and minus_denominator go together (a difference of two means).")
+
+    def _parts(self) -> list[Tensor]:
+        return [t for t in (self.numerator, self.denominator, self.minus_numerator, self.minus_denominator)
+                if t is not None]
+
+    @property
+    def n_checkpoints(self) -> int:
+        return int(self.numerator.shape[0])
+
+    @property
+    def n_units(self) -> int:
+        return int(self.numerator.shape[1])
+
+    def values(self, counts: Float[Tensor, "draw unit"] | None = None) -> Float[Tensor, "draw checkpoint"]:
+        """The curve with each unit weighted by ``counts`` (one row per draw; None: every unit once)."""
+        if counts is None:
+            counts = torch.ones(1, self.n_units, dtype=torch.float64)
+
+        def mean(num: Tensor, den: Tensor) -> Tensor:
+            return (counts @ num.double().T) / (counts @ den.double().T)
+
+        value = mean(self.numerator, self.denominator)
+        if self.minus_numerator is not None and self.minus_denominator is not None:
+            value = value - mean(self.minus_numerator, self.minus_denominator)
+        return value
+
+
+def resample_counts(n_units: int, n_boot: int, seed: int) -> Float[Tensor, "draw unit"]:
+    """How often each of ``n_units`` units is drawn in each of ``n_boot`` bootstrap resamples (``seed``)."""
+    if n_units < 2:
+        raise InputError(f"A bootstrap over batches needs at least 2 batches; got {n_units}.")
+    if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 10:
+        raise ConfigError(f"n_boot must be an integer >= 10; got {n_boot!r}.")
+    generator = torch.Generator().manual_seed(seed)
+    draws = torch.randint(0, n_units, (n_boot, n_units), generator=generator)
+    counts = torch.zeros(n_boot, n_units, dtype=torch.float64)
+    return counts.scatter_add_(1, draws, torch.ones(n_boot, n_units, dtype=torch.float64))
+
+
+def rise_steps(values: Float[Tensor, "draw checkpoint"], steps: Sequence[int], fraction: float = 0.5
+               ) -> Float[Tensor, " draw"]:
+    """Per row, the step where the curve crosses ``start + fraction * (end - start)`` for the last time (from there on
+    it stays at or above it), interpolated in ``log(1 + step)``; NaN where ``end <= start`` (module docstring)."""
+    if not 0 < fraction < 1:
+        raise ConfigError(f"fraction must lie in (0, 1) (0.5: half-way from the first to the last value); "
+                          f"got {fraction!r}.")
+    x = torch.log1p(torch.tensor([float(s) for s in steps], dtype=torch.float64))
+    if values.shape[-1] != x.shape[0]:
+        raise InputError(f"The curve has {values.shape[-1]} checkpoints but {x.shape[0]} steps were given.")
+    start, end = values[:, 0], values[:, -1]
+    threshold = start + fraction * (end - start)
+    reached = values >= threshold[:, None]
+    reached[:, 0] = False  # the start is below the threshold whenever the curve rises
+    # stays[t]: reached at t and at every later checkpoint; the event is the first such t (a passing spike is not)
+    stays = reached.flip(1).long().cumprod(1).flip(1).bool()
+    index = torch.where(stays.any(1), stays.double().argmax(1), torch.zeros_like(start, dtype=torch.long))
+    index = index.clamp_min(1)
+    rows = torch.arange(values.shape[0])
+    y0, y1 = values[rows, index - 1], values[rows, index]
+    share = ((threshold - y0) / (y1 - y0)).clamp(0, 1).nan_to_num(1.0)
+    step = torch.expm1(x[index - 1] + share * (x[index] - x[index - 1]))
+    return torch.where((end > start) & stays.any(1), step, torch.full_like(step, float("nan")))
+
+
+def crossing_bracket(values: Float[Tensor, " checkpoint"], steps: Sequence[int], fraction: float = 0.5
+                     ) -> tuple[float, float]:
+    """The steps of the two checkpoints between which the curve last crosses its event level (NaN: no event)."""
+    start, end = float(values[0]), float(values[-1])
+    if not end > start:
+        return (math.nan, math.nan)
+    threshold = start + fraction * (end - start)
+    index = next(i for i in range(1, len(steps)) if all(float(v) >= threshold for v in values[i:]))
+    return (float(steps[index - 1]), float(steps[index]))
+
+
+@dataclass(frozen=True)
+class ChangePoint:
+    """Where one curve rises: ``step`` with ``step_ci`` and the straddling checkpoints ``bracket`` (module
+    docstring), ``start`` and ``end`` (the first and
+    last checkpoints' values) with ``end_ci``, the rise ``end - start`` with ``rise_ci`` and its one-sided
+    bootstrap ``p_value``, and the share of draws in which the curve rose (``draws_with_event``)."""
+
+    step: float
+    step_ci: tuple[float, float]
+    bracket: tuple[float, float]
+    start: float
+    start_ci: tuple[float, float]
+    end: float
+    end_ci: tuple[float, float]
+    rise: float
+    rise_ci: tuple[float, float]
+    p_value: float
+    draws_with_event: float
+    fraction: float
+
+
+def _widened(ci: tuple[float, float], bounds: tuple[float, float]) -> tuple[float, float]:
+    """``ci`` stretched to cover ``bounds`` (NaN bounds: ``ci`` as it is)."""
+    if math.isnan(bounds[0]) or math.isnan(bounds[1]):
+        return ci
+    if math.isnan(ci[0]):
+        return bounds
+    return (min(ci[0], bounds[0]), max(ci[1], bounds[1]))
+
+
+def _interval(draws: Tensor, level: float) -> tuple[float, float]:
+    if not bool(torch.isfinite(draws).any()):
+        return (math.nan, math.nan)
+    low, high = percentile_interval(draws, level)
+    return (float(low), float(high))
+
+
+def change_point(units: CurveUnits, steps: Sequence[int], *, n_boot: int = 1000, seed: int = 0,
+                 fraction: float = 0.5, level: float = 0.95, counts: Tensor | None = None) -> ChangePoint:
+    """The :class:`ChangePoint` of a curve (module docstring). ``counts`` (from :func:`resample_counts`) pairs
+    this curve's draws with another's; by default they are drawn from ``seed``.
+
+    Example: ``change_point(units, (0, 10, 100), n_boot=500, seed=0).step``.
+    """
+    if units.n_checkpoints != len(steps) or len(steps) < 2:
+        raise InputError(f"A change point needs one step per checkpoint and at least 2 checkpoints; got "
+                         f"{len(steps)} steps for {units.n_checkpoints} checkpoints.")
+    counts = resample_counts(units.n_units, n_boot, seed) if counts is None else counts
+    observed = units.values()
+    draws = units.values(counts)
+    step = rise_steps(observed, steps, fraction)[0]
+    draw_steps = rise_steps(draws, steps, fraction)
+    bracket = crossing_bracket(observed[0], steps, fraction)
+    rises = draws[:, -1] - draws[:, 0]
+    finite = torch.isfinite(rises)
+    p_value = float((1 + ((rises <= 0) & finite).sum()) / (1 + finite.sum()))
+    return ChangePoint(
+        step=float(step), step_ci=_widened(_interval(draw_steps, level), bracket), bracket=bracket,
+        start=float(observed[0, 0]), start_ci=_interval(draws[:, 0], level),
+        end=float(observed[0, -1]), end_ci=_interval(draws[:, -1], level),
+        rise=float(observed[0, -1] - observed[0, 0]), rise_ci=_interval(rises, level), p_value=p_value,
+        draws_with_event=float(torch.isfinite(draw_steps).double().mean()), fraction=float(fraction))
+
+
+@dataclass(frozen=True)
+class EventOrder:
+    """``later - earlier`` event steps: the observed difference, its interval over paired draws, and the
+    one-sided p-value (share of draws where it is not positive or an event is missing)."""
+
+    earlier: str
+    later: str
+    difference: float
+    ci: tuple[float, float]
+    p_value: float
+
+
+def event_order(earlier: CurveUnits, later: CurveUnits, steps: Sequence[int], *, names: tuple[str, str],
+                n_boot: int = 1000, seed: int = 0, fraction: float = 0.5, level: float = 0.95) -> EventOrder:
+    """How many steps after ``earlier``'s event ``later``'s comes (module docstring); both curves must share
+    their batches (the draws are paired).
+
+    Example: ``event_order(previous_token, induction, steps, names=("previous_token", "induction")).ci``.
+    """
+    if earlier.n_units != later.n_units:
+        raise InputError(f"The two curves must be measured on the same batches; got {earlier.n_units} and "
+                         f"{later.n_units} units.")
+    counts = resample_counts(earlier.n_units, n_boot, seed)
+    a = rise_steps(earlier.values(), steps, fraction)[0]
+    b = rise_steps(later.values(), steps, fraction)[0]
+    draws = rise_steps(later.values(counts), steps, fraction) - rise_steps(earlier.values(counts), steps, fraction)
+    not_after = ~(draws > 0)  # NaN (an event missing) counts against the order
+    first, second = crossing_bracket(earlier.values()[0], steps, fraction), crossing_bracket(later.values()[0], steps,
+                                                                                              fraction)
+    ci = _widened(_interval(draws, level), (second[0] - first[1], second[1] - first[0]))
+    return EventOrder(names[0], names[1], float(b - a), ci,
+                      float((1 + not_after.sum()) / (1 + draws.shape[0])))

@@ -1,0 +1,155 @@
+"""``mechprobe dynamics`` over a stand-in hub of three Pythia-style revisions (random weights): read in step order
+through the real transformers revision path, resumed after a kill without measuring the stored checkpoints
+again, no event on random-weight checkpoints, and a missing revision in one line before anything is measured."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from analyses.cli import main
+from analyses.dynamics.config import DynamicsConfig
+from analyses.dynamics.run import STORE, run_dynamics
+from analyses.dynamics.summary import SUMMARY, load_summary
+from analyses.toy_model_store import load_any_model
+from probes import ConfigError
+from tests.stand_in_hub import REPO, make_stand_in_hub, use_stand_in_hub
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+SERIES = f"{REPO}@revisions=step1000,step0,step512"
+CONFIG = DynamicsConfig(seq_len=12, n_batches=8, batch_size=4, n_boot=200)
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
+    return make_stand_in_hub(tmp_path_factory.mktemp("hub"), {"step0": 0, "step512": 1, "step1000": 2})
+
+
+class Killed(BaseException):
+    """What the loader raises to stop the run part-way, as a SIGKILL would (not an Exception: nothing catches it)."""
+
+
+def test_a_killed_run_resumes_without_measuring_stored_checkpoints_again(hub, tmp_path, monkeypatch):
+    use_stand_in_hub(monkeypatch, hub)
+    loaded: list[str] = []
+
+    def dies_at_third(spec: str):
+        loaded.append(spec)
+        if len(loaded) == 3:
+            raise Killed
+        return load_any_model(spec)
+
+    with pytest.raises(Killed):
+        run_dynamics(SERIES, tmp_path / "out", CONFIG, progress=False, load=dies_at_third)
+    assert loaded == [f"{REPO}@revision=step{s}" for s in (0, 512, 1000)]  # step order, not the order given
+    stored = sorted((tmp_path / "out" / STORE).iterdir())
+    assert [p.name for p in stored] == ["0000-step0.json", "0001-step512.json"]
+    before = {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in stored}
+    assert not (tmp_path / "out" / SUMMARY).exists()
+
+    loaded.clear()
+    summary = run_dynamics(SERIES, tmp_path / "out", CONFIG, progress=False,
+                           load=lambda spec: loaded.append(spec) or load_any_model(spec))
+    assert loaded == [f"{REPO}@revision=step1000"]
+    assert summary.reused == (0, 1) and summary.measured_now == (2,)
+    assert {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in stored} == before
+    assert summary.steps == (0, 512, 1000)
+
+    # random-weight checkpoints: curves at their random-weight level, and no event holds
+    events = summary.events
+    assert set(events.events) == {"previous_token", "induction", "duplicate_token", "repeat_loss_gain"}
+    assert not any(event.holds for event in events.events.values())
+    assert not events.orders["previous_token_before_induction"].holds
+    document = json.loads((tmp_path / "out" / SUMMARY).read_text())
+    assert document["events"]["events"]["induction"]["finding"]["holds"] is False
+    assert (tmp_path / "out" / "dynamics.png").stat().st_size > 10_000
+
+
+def test_stored_checkpoints_measured_with_other_settings_are_refused(hub, tmp_path, monkeypatch):
+    use_stand_in_hub(monkeypatch, hub)
+    run_dynamics(f"{REPO}@revisions=step0,step512", tmp_path / "out", CONFIG, progress=False)
+    with pytest.raises(Exception, match="measured with other settings"):
+        run_dynamics(f"{REPO}@revisions=step0,step512", tmp_path / "out",
+                     DynamicsConfig(seq_len=10, n_batches=8, batch_size=4, n_boot=200), progress=False)
+
+
+def test_cli_reads_the_series_and_a_missing_revision_is_one_line(hub, tmp_path, monkeypatch, capsys):
+    use_stand_in_hub(monkeypatch, hub)
+    code = main(["dynamics", "--model", f"{REPO}@revisions=step0,step404,step512", "--out", str(tmp_path / "bad"),
+                 "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "has no revision 'step404'" in err
+    assert not (tmp_path / "bad").exists()
+
+    code = main(["dynamics", "--model", SERIES, "--out", str(tmp_path / "ok"), "--seq-len", "12", "--batches", "8",
+                 "--batch-size", "4", "--boot", "200", "--no-progress"])
+    out = capsys.readouterr().out
+    assert code == 0 and "steps: 0, 512, 1000" in out and "event induction" in out and "does not hold" in out
+    first = load_summary(tmp_path / "ok")  # summary.json reads back as the record it was written from
+    assert first.steps == (0, 512, 1000) and first.events.events["induction"].holds is False
+
+    code = main(["dynamics", "--model", f"{REPO}@revisions=step0,step1000", "--out", str(tmp_path / "two"),
+                 "--seq-len", "12", "--batches", "8", "--batch-size", "4", "--boot", "200", "--no-progress",
+                 "--compare", str(tmp_path / "ok")])
+    assert code == 0 and (tmp_path / "two" / "dynamics_compare.png").stat().st_size > 10_000
+    code = main(["dynamics", "--model", SERIES, "--out", str(tmp_path / "three"), "--compare", str(tmp_path / "bad")])
+    assert code == 2 and "holds no summary.json" in capsys.readouterr().err and not (tmp_path / "three").exists()
+
+
+def test_settings_are_checked():
+    with pytest.raises(ConfigError, match="n_batches must be even"):
+        DynamicsConfig(n_batches=7)
+    with pytest.raises(ConfigError, match="early"):
+        DynamicsConfig(early=(50, 60), late=(40, 127))
+
+
+@pytest.mark.slow  # about 45 s: a fresh process and six revisions
+def test_a_sigkilled_process_resumes_without_measuring_stored_checkpoints_again(tmp_path, monkeypatch):
+    """The real kill: ``mechprobe dynamics`` in its own process, SIGKILLed once its first checkpoint is stored."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    revisions = {f"step{s}": i for i, s in enumerate((0, 1, 2, 4, 8, 16))}
+    hub = make_stand_in_hub(tmp_path / "hub", revisions)
+    series = f"{REPO}@revisions={','.join(revisions)}"
+    out = tmp_path / "out"
+    root = Path(__file__).resolve().parents[3]
+    env = {**os.environ, "HF_HUB_CACHE": str(hub), "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(root)}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "analyses.cli", "dynamics", "--model", series, "--out", str(out), "--seq-len", "12",
+         "--batches", "8", "--batch-size", "4", "--boot", "200", "--no-progress"], cwd=tmp_path, env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not (out / STORE / "0000-step0.json").exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    stored = sorted((out / STORE).glob("*.json"))
+    assert 1 <= len(stored) < len(revisions) and not (out / SUMMARY).exists()
+    before = {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in stored}
+
+    use_stand_in_hub(monkeypatch, hub)
+    loaded: list[str] = []
+    summary = run_dynamics(series, out, CONFIG, progress=False,
+                           load=lambda spec: loaded.append(spec) or load_any_model(spec))
+    assert summary.reused == tuple(range(len(stored)))
+    assert loaded == [f"{REPO}@revision={r}" for r in list(revisions)[len(stored):]]
+    assert {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in stored} == before
+
+
+def test_with_a_corpus_the_early_minus_late_text_loss_is_a_curve_too(hub, tmp_path, monkeypatch):
+    use_stand_in_hub(monkeypatch, hub)
+    words = [f"w{i}" for i in range(2, 200)]
+    (tmp_path / "text.txt").write_text("\n\n".join(" ".join(words[(7 * d + k) % len(words)] for k in range(180))
+                                                   for d in range(40)))
+    config = DynamicsConfig(seq_len=12, n_batches=8, batch_size=4, n_boot=200, corpus=str(tmp_path / "text.txt"),
+                            text_batches=2)
+    summary = run_dynamics(f"{REPO}@revisions=step0,step512", tmp_path / "out", config, progress=False)
+    assert len(summary.curves["context_loss_gain"]) == 2
+    event = summary.events.events["context_loss_gain"]
+    assert abs(event.change.end) < 0.5 and not event.holds  # random weights: early and late text alike

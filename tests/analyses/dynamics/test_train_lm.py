@@ -1,0 +1,123 @@
+"""``mechprobe train-lm``: repeated spans where asked, the vocabulary cut by frequency, log-spaced checkpoints saved
+as a series that ``dynamics`` reads back with the trained weights."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+import torch
+
+from analyses.cli import main
+from analyses.dynamics.lm_data import LmData
+from analyses.dynamics.train_lm import TrainLmConfig, checkpoint_steps, train_lm
+from analyses.toy_model_store import load_any_model
+from probes import ConfigError
+from probes.core.checkpoint_series import checkpoint_series
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def has_repeated_span(row: torch.Tensor, span: int) -> bool:
+    """The reference: some ``span`` tokens of the first half occur again, in order, in the second half."""
+    half = row.shape[0] // 2
+    pieces = {tuple(row[i : i + span].tolist()) for i in range(half - span + 1)}
+    return any(tuple(row[j : j + span].tolist()) in pieces for j in range(half, row.shape[0] - span + 1))
+
+
+def test_rows_repeat_a_span_of_their_first_half_in_the_asked_fraction():
+    data = LmData(torch.arange(10_000) % 9_973, tuple(range(10)), "counting")  # no repeat of its own within a row
+    generator = torch.Generator().manual_seed(0)
+    always = data.rows(64, 64, repeat=1.0, span=8, generator=generator)
+    never = data.rows(64, 64, repeat=0.0, span=8, generator=generator)
+    some = data.rows(400, 64, repeat=0.25, span=8, generator=generator)
+    assert all(has_repeated_span(row, 8) for row in always)
+    assert not any(has_repeated_span(row, 8) for row in never)
+    assert sum(has_repeated_span(row, 8) for row in some) / 400 == pytest.approx(0.25, abs=0.06)
+
+
+def test_the_vocabulary_keeps_the_most_frequent_tokens(tmp_path):
+    (tmp_path / "text.txt").write_text("the cat the dog the cat a bird\n\nthe end of the story of the cat\n")
+    data = LmData.from_corpus(str(tmp_path / "text.txt"), vocab=4)
+    assert data.vocab == 4 and int(data.stream.max()) == 3
+    counts = torch.bincount(data.stream, minlength=4)
+    assert counts[0] >= counts[1] >= counts[2]  # ids by frequency; 3 is every other token
+    assert counts[3] > 0
+
+
+def test_checkpoint_steps_are_log_spaced_from_zero_to_the_end():
+    steps = checkpoint_steps(3000, 16)
+    assert steps[0] == 0 and steps[1] == 10 and steps[-1] == 3000 and len(steps) == 16
+    ratios = [b / a for a, b in itertools.pairwise(steps[1:])]
+    assert max(ratios) / min(ratios) < 1.2
+
+
+def test_train_lm_saves_a_series_that_loads_back(tmp_path):
+    (tmp_path / "text.txt").write_text("\n\n".join(f"paragraph {i} " + "word " * (i % 7) + "end" for i in range(300)))
+    config = TrainLmConfig(corpus=str(tmp_path / "text.txt"), vocab=10, seq_len=32, batch_size=4, d_model=16,
+                           n_heads=2, n_steps=12, n_checkpoints=4, span=8)
+    summary = train_lm(config, tmp_path / "lm", progress=False)
+    assert summary.steps == checkpoint_steps(12, 4) and summary.final_loss < summary.first_loss
+    series = checkpoint_series(tmp_path / "lm")
+    assert series.steps == summary.steps and series.checkpoints[-1].tokens == 12 * 4 * 32
+    first, last = (load_any_model(c.spec) for c in (series.checkpoints[0], series.checkpoints[-1]))
+    assert first.cfg.d_vocab == 10 and not torch.equal(first.W_E, last.W_E)
+    assert json.loads((tmp_path / "lm" / "summary.json").read_text())["settings"]["n_steps"] == 12
+
+
+def test_cli_train_lm_then_dynamics(tmp_path, capsys):
+    (tmp_path / "text.txt").write_text("\n\n".join(f"line {i} " + "x y z " * (i % 5) for i in range(300)))
+    code = main(["train-lm", "--corpus", str(tmp_path / "text.txt"), "--out", str(tmp_path / "lm"), "--steps", "6",
+                 "--set", "vocab=30", "--set", "seq_len=32", "--set", "batch_size=2", "--set", "d_model=16",
+                 "--set", "n_checkpoints=3", "--set", "span=8", "--no-progress"])
+    assert code == 0 and "saved steps 0, " in capsys.readouterr().out
+    code = main(["dynamics", "--model", str(tmp_path / "lm"), "--out", str(tmp_path / "dyn"), "--seq-len", "10",
+                 "--batches", "4", "--batch-size", "2", "--boot", "100", "--no-progress"])
+    assert code == 0 and "event induction" in capsys.readouterr().out
+
+
+def test_bad_settings_are_one_line():
+    with pytest.raises(ConfigError, match="span"):
+        TrainLmConfig(seq_len=32, span=20)
+    with pytest.raises(ConfigError, match="repeat"):
+        TrainLmConfig(repeat=1.5)
+
+
+def test_a_killed_training_resumes_to_the_same_weights(tmp_path, monkeypatch):
+    (tmp_path / "text.txt").write_text("\n\n".join(f"paragraph {i} " + "word " * (i % 7) + "end" for i in range(300)))
+    config = TrainLmConfig(corpus=str(tmp_path / "text.txt"), vocab=10, seq_len=32, batch_size=4, d_model=16,
+                           n_heads=2, n_steps=40, n_checkpoints=4, span=8, resume_every=4)
+    whole = train_lm(config, tmp_path / "whole", progress=False)
+
+    class Killed(BaseException):
+        pass
+
+    calls = {"n": 0}
+    rows = LmData.rows
+
+    def dies_at_step_25(self, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 25:
+            raise Killed
+        return rows(self, *args, **kwargs)
+
+    monkeypatch.setattr(LmData, "rows", dies_at_step_25)
+    with pytest.raises(Killed):
+        train_lm(config, tmp_path / "resumed", progress=False)
+    counted = {"n": 0}
+
+    def counting(self, *args, **kwargs):
+        counted["n"] += 1
+        return rows(self, *args, **kwargs)
+
+    monkeypatch.setattr(LmData, "rows", counting)
+    assert whole.steps == (0, 10, 20, 40)
+    assert checkpoint_series(tmp_path / "resumed").steps == (0, 10, 20)  # what was saved before the kill
+    resumed = train_lm(config, tmp_path / "resumed", progress=False)
+    assert counted["n"] == 40 - 24  # resumed from the state saved at step 24, not trained again from step 0
+    assert resumed.steps == whole.steps and resumed.final_loss == whole.final_loss
+    for step in whole.steps:
+        a = load_any_model(str(tmp_path / "whole" / f"step_{step}"))
+        b = load_any_model(str(tmp_path / "resumed" / f"step_{step}"))
+        assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))

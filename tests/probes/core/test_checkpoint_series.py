@@ -1,0 +1,99 @@
+"""Checkpoint series as a model source: the series specs, and Hugging Face revisions loaded through the real
+transformers path from a stand-in hub cache (tests/stand_in_hub.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+import probes
+from probes import ConfigError, ModelError
+from probes.core.checkpoint_series import (
+    Checkpoint,
+    check_revisions,
+    checkpoint_series,
+    step_of_revision,
+    tokens_of_revision,
+)
+from tests.stand_in_hub import REPO, make_stand_in_hub, use_stand_in_hub
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+REVISIONS = {"step0": 0, "step512": 1, "step1000": 2}
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
+    return make_stand_in_hub(tmp_path_factory.mktemp("hub"), REVISIONS)
+
+
+def test_revisions_are_ordered_by_the_step_they_name():
+    series = checkpoint_series(f"{REPO}@revisions=step1000,step0,step512")
+    assert series.kind == "revisions" and series.hub_name == REPO
+    assert series.steps == (0, 512, 1000)
+    assert [c.spec for c in series.checkpoints] == [f"{REPO}@revision=step{s}" for s in (0, 512, 1000)]
+
+
+def test_olmo_revision_names_give_steps_and_tokens():
+    assert step_of_revision("step1000-tokens4B") == 1000
+    assert tokens_of_revision("step1000-tokens4B") == 4_000_000_000
+    assert tokens_of_revision("step1000") is None
+
+
+def test_legacy_checkpoints_by_index():
+    series = checkpoint_series("attn-only-2l@checkpoint_index=10,0,3")
+    assert series.kind == "legacy" and series.steps == (0, 3, 10)
+    assert series.checkpoints[1].spec == "attn-only-2l@checkpoint_index=3"
+
+
+def test_a_folder_of_numbered_checkpoints_and_a_manifest(tmp_path):
+    for name in ("step_100", "step_20", "checkpoint-5"):
+        (tmp_path / "a" / name).mkdir(parents=True)
+    (tmp_path / "a" / "notes").mkdir()
+    assert checkpoint_series(tmp_path / "a").steps == (5, 20, 100)
+    (tmp_path / "b" / "early").mkdir(parents=True)
+    (tmp_path / "b" / "late").mkdir()
+    (tmp_path / "b" / "series.json").write_text(json.dumps({"checkpoints": [
+        {"step": 50, "tokens": 6400, "path": "late"}, {"step": 0, "tokens": 0, "path": "early"}]}))
+    series = checkpoint_series(tmp_path / "b")
+    assert series.steps == (0, 50) and series.checkpoints[1] == Checkpoint(50, str(tmp_path / "b" / "late"), 6400)
+
+
+@pytest.mark.parametrize(("spec", "expected"), [
+    ("gpt2", "names one model, not a series"),
+    (f"{REPO}@revisions=step1", "at least 2 checkpoints"),
+    (f"{REPO}@revisions=step1,step01", "distinct steps"),
+    (f"{REPO}@revisions=main,latest", "names no training step"),
+    ("attn-only-2l@checkpoint_index=a,b", "integers separated by commas"),
+    (f"{REPO}@steps=1,2", "is not a checkpoint series"),
+])
+def test_a_bad_series_is_one_line(spec, expected):
+    with pytest.raises(ConfigError, match=expected) as caught:
+        checkpoint_series(spec)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_revision_loads_that_revision_s_weights_through_transformers(hub, monkeypatch):
+    use_stand_in_hub(monkeypatch, hub)
+    model = probes.load_model(f"{REPO}@revision=step512")
+    refs = hub / f"models--{REPO.replace('/', '--')}"
+    commit = (refs / "refs" / "step512").read_text()
+    saved = load_file(str(refs / "snapshots" / commit / "model.safetensors"))
+    assert torch.equal(model.W_E.detach(), saved["gpt_neox.embed_in.weight"])
+    other = load_file(str(refs / "snapshots" / (refs / "refs" / "step0").read_text() / "model.safetensors"))
+    assert not torch.equal(model.W_E.detach(), other["gpt_neox.embed_in.weight"])
+    assert model.cfg.model_name == f"{REPO}@revision=step512"
+
+
+def test_a_missing_revision_fails_in_one_line_before_loading(hub, monkeypatch):
+    use_stand_in_hub(monkeypatch, hub)
+    check_revisions(checkpoint_series(f"{REPO}@revisions=step0,step1000"))
+    series = checkpoint_series(f"{REPO}@revisions=step0,step777,step1000")
+    with pytest.raises(ModelError, match=f"{REPO} has no revision 'step777'") as caught:
+        check_revisions(series)
+    assert "\n" not in str(caught.value)
+    with pytest.raises(ModelError, match="no revision 'step777'") as caught:
+        probes.load_model(f"{REPO}@revision=step777")
+    assert "\n" not in str(caught.value)

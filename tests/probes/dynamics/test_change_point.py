@@ -1,0 +1,89 @@
+"""Change points of curves over checkpoints: a planted rise is found where it was planted, its order against a
+later rise holds, and a flat curve has no event (the draws say the curve did not rise)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from probes.dynamics.change_point import CurveUnits, change_point, event_order, resample_counts, rise_steps
+
+STEPS = (0, 10, 30, 100, 300, 1000, 3000, 10000)
+
+
+def planted(midpoint: float, *, height: float, noise: float, n_units: int = 8, seed: int = 0) -> CurveUnits:
+    """A logistic rise in log(1 + step) centred on ``midpoint``, measured on ``n_units`` batches of 100 rows each
+    with per-batch noise: the units of a head score (attention mass over rows)."""
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.log1p(torch.tensor(STEPS, dtype=torch.float64))
+    curve = 0.05 + height * torch.sigmoid(4 * (x - math.log1p(midpoint)))
+    values = curve[:, None] + noise * torch.randn(len(STEPS), n_units, generator=generator, dtype=torch.float64)
+    rows = torch.full((len(STEPS), n_units), 100.0, dtype=torch.float64)
+    return CurveUnits(values * rows, rows)
+
+
+def slow_rise_step(values: list[float], steps: tuple[int, ...], fraction: float) -> float:
+    """The reference: walk the checkpoints, interpolate in log(1 + step) at the crossing after which the curve stays
+    at or above the threshold."""
+    start, end = values[0], values[-1]
+    if not end > start:
+        return math.nan
+    threshold = start + fraction * (end - start)
+    for i in range(1, len(values)):
+        if all(v >= threshold for v in values[i:]):
+            a, b = math.log1p(steps[i - 1]), math.log1p(steps[i])
+            share = min(1.0, max(0.0, (threshold - values[i - 1]) / (values[i] - values[i - 1])))
+            return math.expm1(a + share * (b - a))
+    return math.nan
+
+
+def test_rise_steps_match_the_reference_loop():
+    generator = torch.Generator().manual_seed(3)
+    values = torch.rand(50, len(STEPS), generator=generator, dtype=torch.float64)
+    found = rise_steps(values, STEPS, 0.5)
+    for row, got in zip(values.tolist(), found.tolist()):
+        expected = slow_rise_step(row, STEPS, 0.5)
+        assert (math.isnan(got) and math.isnan(expected)) or got == pytest.approx(expected, rel=1e-9)
+
+
+def test_a_planted_rise_is_found_at_its_midpoint_with_an_interval_around_it():
+    point = change_point(planted(300, height=0.4, noise=0.02), STEPS, n_boot=500, seed=0)
+    assert point.step == pytest.approx(300, rel=0.35)
+    assert point.step_ci[0] <= 300 <= point.step_ci[1]
+    assert point.bracket == (100.0, 300.0) or point.bracket == (300.0, 1000.0)  # the checkpoints around it
+    assert point.step_ci[0] <= point.bracket[0] and point.bracket[1] <= point.step_ci[1]
+    assert point.rise == pytest.approx(0.4, abs=0.03) and point.rise_ci[0] > 0.3
+    assert point.p_value < 0.01 and point.draws_with_event == 1.0
+
+
+def test_a_passing_spike_is_not_the_event():
+    rows = torch.ones(len(STEPS), 4, dtype=torch.float64)
+    curve = torch.tensor([0.0, 0.0, 0.9, 0.0, 0.0, 0.0, 1.0, 1.0], dtype=torch.float64)  # a spike at step 30
+    point = change_point(CurveUnits(curve[:, None] * rows, rows), STEPS, n_boot=50, seed=0)
+    assert point.bracket == (1000.0, 3000.0) and 1000 < point.step < 3000
+
+
+def test_a_flat_curve_does_not_rise():
+    point = change_point(planted(300, height=0.0, noise=0.02), STEPS, n_boot=500, seed=0)
+    assert abs(point.rise) < 0.03 and point.rise_ci[0] < 0 < point.rise_ci[1]
+    assert point.p_value > 0.05
+
+
+def test_the_order_of_two_planted_rises_and_its_paired_interval():
+    earlier = planted(100, height=0.3, noise=0.02, seed=1)
+    later = planted(2000, height=0.3, noise=0.02, seed=2)
+    order = event_order(earlier, later, STEPS, names=("a", "b"), n_boot=500, seed=0)
+    assert order.difference == pytest.approx(1900, rel=0.4) and order.ci[0] > 0 and order.p_value < 0.01
+    backwards = event_order(later, earlier, STEPS, names=("b", "a"), n_boot=500, seed=0)
+    assert backwards.difference < 0 and backwards.p_value > 0.5
+
+
+def test_a_difference_of_two_means_is_a_curve_too():
+    rows = torch.ones(len(STEPS), 4, dtype=torch.float64)
+    first = torch.full((len(STEPS), 4), 3.0, dtype=torch.float64)
+    second = torch.linspace(3.0, 1.0, len(STEPS), dtype=torch.float64)[:, None].expand(-1, 4)
+    units = CurveUnits(first, rows, second, rows)
+    assert units.values()[0].tolist() == pytest.approx((3.0 - second[:, 0]).tolist())
+    assert resample_counts(4, 20, seed=0).sum(1).eq(4).all()
