@@ -81,7 +81,7 @@ def run_dynamics_command(args: argparse.Namespace) -> int:
         check_corpus_spec(args.corpus, "text")
     out = check_output_folder("--out", args.out, earlier_output=lambda folder: (folder / STORE).is_dir())
     others = {folder: load_summary(folder) for folder in args.compare}  # checked before any measuring
-    summary = run_dynamics(args.model, out, config, device=args.device, dtype=torch_dtype(args.dtype),
+    summary = run_dynamics(args.model, out, config, device=args.device, dtype=torch_dtype(args.dtype or "float32"),
                            progress=not args.no_progress)
     for line in summary_lines(summary):
         print(line)

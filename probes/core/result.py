@@ -130,9 +130,10 @@ class ProbeResult:
         if "result" not in document:
             raise InputError(f"{where} was saved by mechprobe < 0.2 (no 'result' entry); run the probe again and "
                              f"save the result with this version.")
-        unknown = sorted(set(document) - {"type", "result"})
+        unknown = sorted(set(document) - {"type", "result", "command"})  # command: what wrote it (mechprobe heads)
         if unknown:
-            raise InputError(f"{where}: unknown key {unknown[0]!r} beside 'type' and 'result': it is damaged. {RERUN}")
+            raise InputError(f"{where}: unknown key {unknown[0]!r} beside 'type', 'result' and 'command': it is "
+                             f"damaged. {RERUN}")
         return records.checked(result_type, document["result"], where, at="result", rerun=RERUN, tensors=tensors)
 
 

@@ -66,25 +66,25 @@ def test_section_figure_and_store_round_trip(runs, tmp_path):
     figures.mkdir()
     section, entry = linear_section(runs, figures, n_boot=300, seed=0)
     assert (figures / "linear_gain.png").stat().st_size > 1000
-    assert [row[-1] for row in section.tables[0].rows] == ["holds", "no"]
+    assert [row[-1] for row in section.tables[0].rows] == ["holds", "absent"]
     assert entry["planted"]["results"]["1"]["statistic"] == "gain over token identity"
     assert entry["planted"]["results"]["1"]["baseline_kind"] == "token_identity"
     assert entry["planted (random weights)"]["findings"] == {}
     assert entry["planted"]["findings"]["1"]["holds"] is True
     assert entry["planted"]["layers"] == ["hook_embed", "blocks.0.hook_resid_post"]
     save_linear_runs(tmp_path / "linear", runs)
-    again = load_linear_runs(tmp_path / "linear")
+    again = load_linear_runs(tmp_path / "linear", expected=True)
     assert list(again) == list(runs)
     _, entry_again = linear_section(again, figures, n_boot=300, seed=0)
     assert json.dumps(entry_again) == json.dumps(entry)
-    assert load_linear_runs(tmp_path / "nothing") == {}
+    assert load_linear_runs(tmp_path / "nothing", expected=False) == {}
     # a result saved before the baselines (its field was "selectivity") fails with what to do
     folder = next(p for p in (tmp_path / "linear").iterdir() if p.is_dir())
     document = json.loads((folder / "result.json").read_text())
     document["result"]["selectivity"] = document["result"].pop("gain")
     (folder / "result.json").write_text(json.dumps(document))
-    with pytest.raises(InputError, match="re-run mechprobe report"):
-        load_linear_runs(tmp_path / "linear")
+    with pytest.raises(InputError, match=r"(?i)re-run mechprobe report"):
+        load_linear_runs(tmp_path / "linear", expected=True)
 
 
 def test_settings_are_checked():

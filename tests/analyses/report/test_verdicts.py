@@ -37,7 +37,7 @@ def test_the_toy_column_names_its_toy_and_counts_seeds():
     row = comparison.rows["induction_protocol"]
     assert set(row) == set(comparison.columns)
     assert cell(row[TOY], toy_cell=True).endswith("(induction toy, 4/5 seeds held)")
-    assert cell(row[TOY_CONTROL]).startswith("no: ")  # the initialised toy never holds
+    assert cell(row[TOY_CONTROL]).startswith(("absent: ", "inconclusive"))  # the initialised toy never holds
     assert cell(row["smollm2"]).startswith("**holds**: 0.880 [0.870, 0.890]")
     # a toy-only finding has no pretrained cells; a finding nobody measured has no row
     assert set(comparison.rows["generalized_induction"]) == {TOY, TOY_CONTROL}

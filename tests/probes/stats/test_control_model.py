@@ -20,7 +20,7 @@ from probes import ConfigError, MechprobeError, ModelError, ModelInfo, random_we
 from probes.stats.control_model import control_name
 from tests.hooked_models import OracleModel
 from tests.probes.tl_support import checkpoint_kinds, needs_bridge_adapter
-from tests.random_checkpoints import RANDOM_CHECKPOINT_KINDS, RANDOM_CHECKPOINTS, make_random_checkpoint
+from tests.random_checkpoints import RANDOM_CHECKPOINTS, make_random_checkpoint
 
 # --- helpers ---------------------------------------------------------------------------------------
 
@@ -203,7 +203,7 @@ def test_native_bridge_control_keeps_frozen_zero_positions():
 @pytest.fixture(scope="module")
 def checkpoint_folders(tmp_path_factory):
     root = tmp_path_factory.mktemp("random-checkpoints")
-    return {kind: make_random_checkpoint(kind, root / kind, seed=0) for kind in RANDOM_CHECKPOINT_KINDS}
+    return {kind: make_random_checkpoint(kind, root / kind, seed=0) for kind in RANDOM_CHECKPOINTS}
 
 
 @pytest.mark.parametrize("kind", checkpoint_kinds())
