@@ -138,8 +138,12 @@ def test_redraw_unresettable_matches_each_bare_parameters_mean_and_std():
     model = TinyHooked(bare=True)
     control = random_weight_control(model, seed=0, redraw_unresettable=True)
     assert not torch.equal(control.gain, model.gain)
-    assert torch.isclose(control.gain.mean(), model.gain.mean(), atol=0.6)  # 64 draws of normal(0.5ish, 2)
-    assert torch.isclose(control.gain.std(), model.gain.std(), rtol=0.3)
+    # 20 seeds x 64 entries of normal(mean, std) of the model's own values (about 0.5 and 2): the pooled mean is within
+    # 0.2 (3.5 standard errors; a redraw ignoring the mean is 0.5 off) and the pooled std within 10% (about 5 SE)
+    pooled = torch.stack([random_weight_control(model, seed=seed, redraw_unresettable=True).gain
+                          for seed in range(20)]).detach()
+    assert abs(float(pooled.mean() - model.gain.mean())) < 0.2
+    assert abs(float(pooled.std() / model.gain.std()) - 1) < 0.1
     assert control.scale.item() == 3.0  # a scalar has no spread to draw from: kept
     assert torch.equal(control.W_E, model.W_E)
     again = random_weight_control(model, seed=0, redraw_unresettable=True)
