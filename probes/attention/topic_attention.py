@@ -258,7 +258,7 @@ class TopicAttentionProbe(LayerwiseProbe[TopicAttention]):
 
     def _distance_null_pairs(self, same_topic: Tensor, distinct: Tensor
                              ) -> tuple[tuple[Tensor, Tensor, Tensor], list[Tensor]]:
-        """The labelled distinct-token pairs ``(b, q, k)``, ordered by stratum (distance and query bucket, see the
+        """The labelled distinct-token pairs ``(b, q, k)``, ordered by stratum (row, distance and query bucket, see the
         module docstring), and per chunk of them (whole strata) which pairs each permutation calls same-topic: the
         observed flags shuffled among the pairs of each stratum."""
         b, q, k = distinct.nonzero(as_tuple=True)
@@ -266,20 +266,20 @@ class TopicAttentionProbe(LayerwiseProbe[TopicAttention]):
         # ...), since a query's weights are normalised over the keys its row lets it see
         bucket = torch.floor(torch.log2(q.double() + 1)).long()
         shift = int(distinct.shape[1])  # q - k + shift >= 0 (a bidirectional query reads keys on both sides)
-        distance = ((b * 2 * shift + q - k + shift) * (int(bucket.max()) + 1 if len(q) else 1) + bucket)
-        order = distance.argsort(stable=True)
-        b, q, k, distance = b[order], q[order], k[order], distance[order]
+        stratum = ((b * 2 * shift + q - k + shift) * (int(bucket.max()) + 1 if len(q) else 1) + bucket)
+        order = stratum.argsort(stable=True)
+        b, q, k, stratum = b[order], q[order], k[order], stratum[order]
         same = same_topic[b, q, k].cpu()
-        distance = distance.cpu()
+        stratum = stratum.cpu()
         step = max(1, NULL_CHUNK_ENTRIES // self.n_permutations)
         chunks, start = [], 0
         while start < len(b):
             stop = min(len(b), start + step)
             if stop < len(b):  # end a chunk on a whole stratum (a stratum larger than a chunk is one chunk)
-                cut = int(torch.searchsorted(distance, distance[stop : stop + 1])[0])
-                stop = cut if cut > start else int(torch.searchsorted(distance, distance[start : start + 1],
+                cut = int(torch.searchsorted(stratum, stratum[stop : stop + 1])[0])
+                stop = cut if cut > start else int(torch.searchsorted(stratum, stratum[start : start + 1],
                                                                       right=True)[0])
-            local = distance[start:stop] - distance[start]
+            local = stratum[start:stop] - stratum[start]
             keys = torch.rand(self.n_permutations, stop - start, generator=self._shuffles) + 2.0 * local.double()
             chunks.append(same[start:stop][keys.argsort(dim=1)].to(distinct.device))
             start = stop
