@@ -33,7 +33,15 @@ from typing import Literal
 from scipy.stats import t as student_t
 
 from probes.core.errors import ConfigError, InputError
-from probes.stats.findings import Finding, adjust_family, threshold_above, units_to_settle, verdict_of
+from probes.stats.findings import (
+    Finding,
+    adjust_family,
+    threshold_above,
+    threshold_distance,
+    units_to_settle,
+    verdict_of,
+)
+from probes.stats.power import units_for_power
 
 LEVEL = 0.95
 
@@ -113,7 +121,7 @@ class ToyFinding:
     control_per_seed: tuple[Finding, ...]
     # what summary.json's readers need besides the fields (mechprobe.records writes them, and skips them on load)
     __record_derived__ = ("statistic", "value", "ci", "null_value", "p_value", "control_value", "control_ci",
-                          "held", "holds", "verdict", "threshold", "units_to_settle")
+                          "held", "holds", "verdict", "threshold", "units_to_settle", "units_for_power")
 
     def __post_init__(self) -> None:
         if not self.seeds or len(self.seeds) != len(self.per_seed) or \
@@ -224,6 +232,15 @@ class ToyFinding:
         if len(self.seeds) == 1:
             return self.first.units_to_settle
         return None if self.holds else units_to_settle(self.value, self.ci, self.threshold, len(self.seeds))
+
+    @property
+    def units_for_power(self) -> int | None:
+        """Seeds at which the interval over seeds settles a value one minimum effect from the threshold with 80%
+        probability (:func:`probes.stats.power.units_for_power`; one seed: the seed's own units)."""
+        if len(self.seeds) == 1:
+            return self.first.units_for_power
+        return units_for_power(self.ci, len(self.seeds), threshold_distance(self.reference, self.min_effect,
+                                                                            self.effect))
 
     def control_finding(self) -> ToyFinding:
         """The initialised toy's own finding over the same seeds (its control slot empty): it should not hold."""

@@ -184,7 +184,7 @@ def generalized_induction_finding(held: HeldOut, *, statistic: str, selection: s
     uniform-attention chance, at least :data:`GENERALIZED_MIN_EFFECT` above the larger of it and the control."""
     layer, head = held.chosen_head()
     return Finding(f"{statistic} (L{layer}H{head})", held.value, held.ci, GENERALIZED_NULL, held.null_value,
-                   held.p_value, GENERALIZED_MIN_EFFECT, "difference", selection=selection)
+                   held.p_value, GENERALIZED_MIN_EFFECT, "difference", selection=selection, n_units=held.n_units)
 
 
 def measure_findings(model: nn.Module, config: InductionExperimentConfig, chains: Tensor) -> dict[str, Finding]:
@@ -206,7 +206,8 @@ def measure_findings(model: nn.Module, config: InductionExperimentConfig, chains
                                 f"previous-token score of the best head on held-out chains, {on}"),
     }
     out = {name: finding_from_spec(name, h.value, h.ci, h.null_value, h.p_value, head=h.head, statistic=statistic,
-                                   selection=HEAD_SPLIT) for name, (h, statistic) in findings.items()}
+                                   selection=HEAD_SPLIT, n_units=h.n_units)
+           for name, (h, statistic) in findings.items()}
     generalized, selection = generalized_induction(model, text, order, seed=seed)
     out["generalized_induction"] = generalized_induction_finding(
         generalized, selection=selection,

@@ -9,9 +9,14 @@ Three ablations, each choosing its heads on data it does not measure on:
   fresh repeated sequences (an induction circuit needs its previous-token heads); the same statistic.
 - ``topic_heads_causal``: the ``k`` heads with the largest same- minus different-topic attention on the even text
   batches, mean-ablated on rows of the odd text batches (the rows with the most tokens whose topic already
-  appeared: few tokens carry a topic, and those rows are chosen from the labels alone, before any model runs);
+  appeared: few tokens carry a topic, and those rows are ranked from the labels alone, before any model runs);
   statistic: the loss change on tokens whose LDA topic already appeared in the row minus the change on tokens
-  whose topic did not.
+  whose topic did not. How many rows is set by power (:func:`topic_rows_for_power`): a pilot ablation of the
+  chosen heads on the ``text_rows`` richest rows gives the statistic's spread per row, from which the rows an
+  80%-power design needs at the 0.02-nat threshold follow (:func:`probes.stats.power.units_for_power`); the
+  ablation then runs on that many rows, at most ``text_rows_max`` (and the rows there are). A capped design says
+  so in its data line and its finding is ``inconclusive`` with the rows that would settle it unless the effect is
+  far from the threshold.
 
 Each unit of the bootstrap is one sequence (one row per batch). The null is the same statistic for ``draws`` random
 head sets (:class:`probes.causal.AblationPlan`), measured ten at a time and stopped once enough of them reached the
@@ -31,7 +36,7 @@ from dataclasses import dataclass, replace
 import torch
 from torch import Tensor
 
-from analyses.pretrained.findings import CAUSAL_FINDINGS, finding_from_spec
+from analyses.pretrained.findings import CAUSAL_FINDINGS, finding_from_spec, min_effect_of
 from mechprobe.validation import integer
 from probes.attention.repeated_tokens import repeated_random_tokens
 from probes.attention.topic_attention import TopicAttention
@@ -46,13 +51,16 @@ from probes.core.model_info import ModelInfo
 from probes.core.model_kind import HookedModel
 from probes.stats.findings import ALPHA, Finding
 from probes.stats.nulls import fixed_sequence_adjust
+from probes.stats.power import units_for_power
 
 
 @dataclass(frozen=True)
 class CausalConfig:
     """How the causal findings are measured: the ``k`` top heads per finding, ablated by ``method`` beside
     ``draws`` random head sets; ``sequences`` repeated random sequences of ``seq_len`` tokens per copy and
-    ``text_rows`` rows of the odd text batches (cut to ``text_len`` tokens); ``max_rows`` rows per forward pass.
+    ``text_rows`` to ``text_rows_max`` rows of the odd text batches (cut to ``text_len`` tokens; how many is set by
+    the power a pilot on ``text_rows`` rows gives, :func:`topic_rows_for_power`); ``max_rows`` rows per forward
+    pass.
 
     The defaults keep the report within minutes on 2 CPU cores: every draw costs up to one forward pass of the
     measured sequences (less when the ablated layers are high: the layers below are shared), so 100 draws (the
@@ -67,6 +75,7 @@ class CausalConfig:
     seq_len: int = 16
     sequences: int = 6
     text_rows: int = 6
+    text_rows_max: int = 24
     text_len: int = 64
     max_rows: int = 256
 
@@ -78,6 +87,7 @@ class CausalConfig:
         for name, low in (("k", 1), ("draws", 100), ("seq_len", 4), ("sequences", 2), ("text_rows", 2),
                           ("text_len", 8), ("max_rows", 1)):
             integer(f"causal.{name}", getattr(self, name), low)
+        integer("causal.text_rows_max", self.text_rows_max, self.text_rows)
 
 
 @dataclass(frozen=True)
@@ -142,7 +152,7 @@ def measure_ablation(model: HookedModel, name: str, heads: Sequence[tuple[int, i
 def single_rows(batches: Sequence[TokenBatch], n_rows: int, max_len: int,
                 richest: SliceFn | None = None) -> list[TokenBatch]:
     """``n_rows`` rows of ``batches``, each its own batch, cut to ``max_len`` positions: the first ones, or with
-    ``richest`` the rows where that slice marks the most positions (ties: the earlier row), in their order.
+    ``richest`` the rows where that slice marks the most positions (ties: the earlier row), richest first.
     Choosing rows by a slice of the data (which tokens carry a topic) does not look at any model."""
     rows = []
     for batch in batches:
@@ -152,8 +162,43 @@ def single_rows(batches: Sequence[TokenBatch], n_rows: int, max_len: int,
     if richest is None:
         return rows[:n_rows]
     counts = [int(richest(row).sum()) for row in rows]
-    keep = sorted(sorted(range(len(rows)), key=lambda i: (-counts[i], i))[:n_rows])
-    return [rows[i] for i in keep]
+    return [rows[i] for i in sorted(range(len(rows)), key=lambda i: (-counts[i], i))[:n_rows]]
+
+
+@dataclass(frozen=True)
+class RowsForPower:
+    """How many rows the topic ablation measures: ``pilot`` rows gave an interval from which ``needed`` rows
+    (None: no spread to estimate from) make an 80%-power design at the threshold; ``chosen`` is that, at least the
+    pilot's and at most ``cap`` (``text_rows_max``, or the rows there are)."""
+
+    pilot: int
+    needed: int | None
+    chosen: int
+    cap: int
+
+    def describe(self) -> str:
+        if self.needed is None:
+            return f"{self.chosen} rows (the pilot on {self.pilot} gave no spread to size the design from)"
+        capped = self.needed > self.chosen
+        return (f"{self.chosen} rows (a pilot on {self.pilot} asked for {self.needed} for 80% power at the "
+                f"threshold{f'; capped at {self.cap}: underpowered' if capped else ''})")
+
+
+def topic_rows_for_power(model: HookedModel, heads: Sequence[tuple[int, int]], ranked: Sequence[TokenBatch],
+                         slices: Mapping[str, SliceFn], signs: Sequence[float], config: CausalConfig, *,
+                         min_effect: float, n_boot: int, seed: int) -> RowsForPower:
+    """Ablate ``heads`` alone (no random sets) on the first ``config.text_rows`` of ``ranked`` (the candidate rows,
+    richest first) and size the design from the interval's spread (:func:`probes.stats.power.units_for_power`)."""
+    pilot = list(ranked[: config.text_rows])
+    plan = AblationPlan.build(ModelInfo.of(model), heads, method=config.method, n_draws=0, seed=seed)
+    means = head_output_means(model, plan.layers, pilot) if config.method == "mean" else None
+    sums, _ = ablation_with_null(model, plan, pilot, slices, signed_contrast(signs), means=means,
+                                 max_rows=config.max_rows)
+    low, high = measured_interval(sums, signed_contrast(signs), n_boot=n_boot, seed=seed)
+    needed = units_for_power((float(low), float(high)), len(pilot), min_effect)
+    cap = min(config.text_rows_max, len(ranked))
+    chosen = len(pilot) if needed is None else min(cap, max(len(pilot), needed))
+    return RowsForPower(len(pilot), needed, chosen, cap)
 
 
 def causal_unavailable(model: HookedModel, info: ModelInfo, config: CausalConfig) -> str:
@@ -194,7 +239,7 @@ def measure_causal(model: HookedModel, *, induction: Sequence[tuple[int, int, fl
     ``(layer, head, score)`` top heads (chosen on other batches), ``text_batches`` the odd text batches."""
     info = ModelInfo.of(model)
     protocol = causal_protocol(info, config, seed)
-    rows = single_rows(text_batches, config.text_rows, config.text_len, richest=topic_seen_slice(labels))
+    ranked = single_rows(text_batches, config.text_rows_max, config.text_len, richest=topic_seen_slice(labels))
     copy_slices = {"repeated_half": repeated_half(config.seq_len)}
     protocol_data = f"{config.sequences} repeated random sequences (seq_len={config.seq_len}, seed={seed + 1})"
     chosen = {"induction_heads_causal": (induction, "induction score on the even protocol batches"),
@@ -207,9 +252,13 @@ def measure_causal(model: HookedModel, *, induction: Sequence[tuple[int, int, fl
         signs: tuple[float, ...]
         if name == "topic_heads_causal":
             slices = {"topic_seen": topic_seen_slice(labels), "topic_unseen": topic_unseen_slice(labels)}
-            batches, signs = rows, (1.0, -1.0)
-            data = (f"the {len(rows)} rows of the odd text batches with the most tokens whose topic already appeared "
-                    f"(first {config.text_len} tokens of each)")
+            signs = (1.0, -1.0)
+            rows = topic_rows_for_power(model, heads, ranked, slices, signs, config,
+                                        min_effect=min_effect_of(name),
+                                        n_boot=n_boot, seed=seed)
+            batches = ranked[: rows.chosen]
+            data = (f"the {rows.describe()} of the odd text batches with the most tokens whose topic already "
+                    f"appeared (first {config.text_len} tokens of each)")
         else:
             slices, batches, signs, data = copy_slices, protocol, (1.0,), protocol_data
         out[name] = measure_ablation(model, name, heads, batches, slices, signs, config, chosen_by=chosen_by,

@@ -82,23 +82,30 @@ _SPECS: dict[str, tuple[str, str, Literal["difference", "ratio"], float, str]] =
 }
 
 
+def min_effect_of(name: str) -> float:
+    """The minimum effect the finding ``name`` must show above its reference (its threshold's distance)."""
+    return _SPECS[name][3]
+
+
 def finding_from_spec(name: str, value: float, ci: tuple[float, float], null_value: float, p_value: float, *,
                       head: tuple[int, int] | None = None, selection: str | None = None,
-                      statistic: str | None = None, null_kind: str | None = None) -> Finding:
+                      statistic: str | None = None, null_kind: str | None = None, n_units: int | None = None
+                      ) -> Finding:
     """A :class:`Finding` named ``name`` with that finding's statistic, null kind and effect threshold
     (``statistic`` / ``null_kind`` replace the descriptions, e.g. to say which toy model it was measured on and
-    what its null is there)."""
+    what its null is there; ``n_units`` the units its interval resamples)."""
     default_statistic, default_null, effect, min_effect, default_selection = _SPECS[name]
     null_kind = default_null if null_kind is None else null_kind
     statistic = default_statistic if statistic is None else statistic
     if head is not None:
         statistic = f"{statistic} (L{head[0]}H{head[1]})"
     return Finding(statistic, value, ci, null_kind, null_value, p_value, min_effect, effect,
-                   selection=default_selection if selection is None else selection)
+                   selection=default_selection if selection is None else selection, n_units=n_units)
 
 
 def _finding(name: str, held: HeldOut) -> Finding:
-    return finding_from_spec(name, held.value, held.ci, held.null_value, held.p_value, head=held.head)
+    return finding_from_spec(name, held.value, held.ci, held.null_value, held.p_value, head=held.head,
+                             n_units=held.n_units)
 
 
 def model_findings(measured: Measured) -> dict[str, Finding]:
@@ -108,7 +115,7 @@ def model_findings(measured: Measured) -> dict[str, Finding]:
     test = measured.embedding
     findings["embedding_topic_similarity"] = finding_from_spec(
         "embedding_topic_similarity", test.gap[EMBEDDING_MEASURE], test.gap_ci[EMBEDDING_MEASURE],
-        test.null_mean(EMBEDDING_MEASURE), test.p_value[EMBEDDING_MEASURE])
+        test.null_mean(EMBEDDING_MEASURE), test.p_value[EMBEDDING_MEASURE], n_units=test.n_tokens)
     return {name: findings[name] for name in PRETRAINED_FINDINGS}
 
 

@@ -28,8 +28,8 @@ MIN_RANKED_KEYS = 3
 class HeldOut:
     """A statistic of one head (or of all heads), chosen on the selection half and measured on the other.
 
-    ``null_draws`` are the statistic's draws under its null (permutations) or, for bootstrap tests, the
-    bootstrap draws of ``value - null_value``; ``p_value`` is one-sided (greater than the null).
+    ``p_value`` is one-sided (greater than the null); ``n_units``: the units its interval resamples (the
+    estimation half's batches, or the query tokens of the ordering).
     """
 
     value: float
@@ -38,6 +38,7 @@ class HeldOut:
     p_value: float
     head: tuple[int, int] | None = None
     selection_value: float = float("nan")
+    n_units: int | None = None
 
     def chosen_head(self) -> tuple[int, int]:
         """``(layer, head)`` of a statistic of one chosen head (an error for a statistic over all heads)."""
@@ -79,7 +80,7 @@ def held_out_head_score(kind: str, selection: ScoreTables, per_batch: Mapping[st
     low, high = percentile_interval(draws[:, 0])
     p_value = permutation_p_value(torch.tensor(0.0), draws[:, 1], alternative="less")  # share of draws <= 0
     return HeldOut(float(value), (float(low), float(high)), float(value - excess), float(p_value), (layer, head),
-                   float(selection.scores[kind][layer, head]))
+                   float(selection.scores[kind][layer, head]), n_units=int(units["mass"].shape[0]))
 
 
 def topic_ratio(state: Mapping[str, Tensor]) -> Tensor:
@@ -104,7 +105,7 @@ def held_out_topic(selection: TopicAttention, estimation: TopicAttention, per_ba
     null = estimation.null_ratio[:, layer, head]
     return HeldOut(value, (float(low), float(high)), float(null.nanmean()),
                    float(permutation_p_value(torch.tensor(value), null)), (layer, head),
-                   float(selection.ratio[layer, head]))
+                   float(selection.ratio[layer, head]), n_units=int(units["same_topic/pairs"].shape[0]))
 
 
 def topic_mean_over_heads(whole: TopicAttention, per_batch: Mapping[str, Tensor], *, n_boot: int,
@@ -117,7 +118,8 @@ def topic_mean_over_heads(whole: TopicAttention, per_batch: Mapping[str, Tensor]
     value = float(whole.ratio.double().nanmean())
     null = whole.null_ratio.double().flatten(1).nanmean(1)
     return HeldOut(value, (float(low), float(high)), float(null.mean()),
-                   float(permutation_p_value(torch.tensor(value), null)))
+                   float(permutation_p_value(torch.tensor(value), null)),
+                   n_units=int(units["same_topic/pairs"].shape[0]))
 
 
 def _ordering_per_head(attention: KeyTokenAttention) -> tuple[Tensor, Tensor]:
@@ -144,7 +146,7 @@ def held_out_ordering(selection: KeyTokenAttention, estimation: KeyTokenAttentio
     null = ordering_null(estimation, min_keys=MIN_RANKED_KEYS, n_permutations=n_permutations, seed=seed)[:, layer, head]
     return HeldOut(float(value), (float(low), float(high)), float(null.mean()),
                    float(permutation_p_value(value, null)), (layer, head),
-                   float(rho_a[layer, head, ranked_a].nanmean()))
+                   float(rho_a[layer, head, ranked_a].nanmean()), n_units=int(finite.sum()))
 
 
 @dataclass(frozen=True)

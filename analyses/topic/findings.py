@@ -8,7 +8,9 @@ the same weights at step 0, and the same held-out documents):
   - ``topic_attention_mean``: the same/different-topic attention ratio on unmasked held-out documents,
     averaged over heads by the pretrained models' own code path
     (:func:`~analyses.pretrained.held_out.topic_mean_over_heads`): a 95% bootstrap over batches of
-    ``FINDING_BATCH`` documents and the null with the topic labels permuted among the words;
+    ``FINDING_BATCH`` documents and the null with the topic labels permuted among the words (up to
+    ``N_PERMUTATIONS``, drawn in groups and stopped once p cannot fall below the level,
+    :mod:`probes.stats.sequential`; so is the null of ``value_block_structure``);
   - ``topic_attention_best_head``: the ratio of the best head. The toy has one head (L0H0), so there is
     no search and no held-out split: it is the same number as ``topic_attention_mean``;
   - ``embedding_topic_similarity``: the mean-centred cosine of the word embeddings, same minus different
@@ -67,13 +69,14 @@ from analyses.toy_findings import SeedFindings, judge_against_init
 from mechprobe import forward
 from mechprobe.forward import on_model
 from probes import feed_probes
-from probes.attention.topic_attention import TopicAttentionProbe
+from probes.attention.topic_attention import TopicAttention, TopicAttentionProbe
 from probes.core.errors import ConfigError
 from probes.dynamics.block_structure import block_structure, centre_columns
 from probes.dynamics.embedding_topics import embedding_topic_test
 from probes.stats.bootstrap import BatchStateRecorder, bootstrap_interval
-from probes.stats.findings import Finding
-from probes.stats.nulls import label_permutations, permutation_p_value
+from probes.stats.findings import ALPHA, Finding
+from probes.stats.nulls import label_permutations
+from probes.stats.sequential import SequentialRule, sequential_null
 from toymodels.topic.data import MaskedDocuments, mask_documents, sample_documents
 from toymodels.topic.model import TopicModel
 from toymodels.topic.training import MaskedLMData, train_topic_model
@@ -81,6 +84,11 @@ from toymodels.topic.training import MaskedLMData, train_topic_model
 FINDINGS = ("topic_attention_mean", "topic_attention_best_head", "embedding_topic_similarity",
             "value_block_structure", "topic_heads_causal")
 N_PERMUTATIONS = 1000  # the smallest p, 1/1001, Holm-adjusted over the 5 findings (0.005) clears ALPHA = 0.01
+# The label permutations are drawn in groups of 10, 100, 890 (probes.stats.sequential): each group is a pass over the
+# held-out documents, about as costly as 75 permutations, so a trained toy (whose null is drawn to the end) pays two
+# passes more and a toy at initialisation (settled within about 30 draws) one pass of 110 instead of 1,000.
+NULL_GROUP = 10
+NULL_GROWTH = 10.0
 N_BOOT = 1000
 FINDING_BATCH = 8  # held-out documents per bootstrap unit of the attention ratio
 VALUE_MIN_EFFECT = 0.25
@@ -134,15 +142,29 @@ def held_out_documents(config: TopicExperimentConfig, *, masked: bool = False) -
 
 
 def _attention_findings(model: TopicModel, config: TopicExperimentConfig) -> dict[str, Finding]:
-    probe = TopicAttentionProbe(config.lda.token_topics(), n_permutations=N_PERMUTATIONS,
-                                permutation_seed=config.seed)
-    recorder = BatchStateRecorder(keys=lambda key: key in TOPIC_UNIT_KEYS)
+    labels = config.lda.token_topics()
     batches = list(held_out_documents(config).split(FINDING_BATCH))
-    feed_probes(model, [probe], batches, data="held-out LDA documents (unmasked)", seed=config.seed, progress=False,
-                on_batch=recorder)
-    held = topic_mean_over_heads(probe.compute(), recorder.per_unit(0), n_boot=N_BOOT, seed=config.seed)
-    return {name: finding_from_spec(name, held.value, held.ci, held.null_value, held.p_value, statistic=statistic,
-                                    selection=_ONE_HEAD)
+    rule = SequentialRule(N_PERMUTATIONS, ALPHA, group=NULL_GROUP, growth=NULL_GROWTH)
+
+    def measure(start: int, stop: int, recorder: BatchStateRecorder | None = None) -> TopicAttention:
+        probe = TopicAttentionProbe(labels, n_permutations=stop - start, permutation_seed=config.seed,
+                                    permutation_start=start)
+        feed_probes(model, [probe], batches, data="held-out LDA documents (unmasked)", seed=config.seed,
+                    progress=False, on_batch=recorder)
+        return probe.compute()
+
+    def mean_over_heads(result: TopicAttention) -> Tensor:
+        return result.null_ratio.double().flatten(1).nanmean(1)
+
+    recorder = BatchStateRecorder(keys=lambda key: key in TOPIC_UNIT_KEYS)
+    whole = measure(0, rule.group_stop(0, 0), recorder)
+    held = topic_mean_over_heads(whole, recorder.per_unit(0), n_boot=N_BOOT, seed=config.seed)
+    null = sequential_null(torch.tensor(held.value), lambda start, stop: mean_over_heads(measure(start, stop)), rule,
+                           first=mean_over_heads(whole))
+    return {name: dataclasses.replace(
+                finding_from_spec(name, held.value, held.ci, float(null.draws.mean()), float(null.p_value),
+                                  statistic=statistic, selection=_ONE_HEAD, n_units=held.n_units),
+                null_draws=null.n_drawn, null_stop=null.why())
             for name, statistic in _ATTENTION_STATISTICS.items()}
 
 
@@ -152,7 +174,7 @@ def _embedding_finding(model: TopicModel, config: TopicExperimentConfig) -> Find
                                 n_permutations=N_PERMUTATIONS, n_boot=N_BOOT, seed=config.seed)
     return finding_from_spec(
         "embedding_topic_similarity", test.gap[EMBEDDING_MEASURE], test.gap_ci[EMBEDDING_MEASURE],
-        test.null_mean(EMBEDDING_MEASURE), test.p_value[EMBEDDING_MEASURE],
+        test.null_mean(EMBEDDING_MEASURE), test.p_value[EMBEDDING_MEASURE], n_units=test.n_tokens,
         statistic="mean-centred embedding cosine, same minus different topic (joint topic toy, the words' rows)")
 
 
@@ -183,14 +205,20 @@ def _value_finding(model: TopicModel, config: TopicExperimentConfig) -> Finding:
     score = block_structure(value, labels, centre_columns=centre).score
     _, low, high = bootstrap_interval(value_column_masses(value, labels, centre=centre), block_score_of_masses,
                                       n_boot=N_BOOT, seed=config.seed)
-    null = torch.tensor([block_structure(value, permuted, centre_columns=centre).score
-                         for permuted in label_permutations(labels, N_PERMUTATIONS, seed=config.seed)])
+
+    def draw(start: int, stop: int) -> Tensor:
+        return torch.tensor([block_structure(value, permuted, centre_columns=centre).score
+                             for permuted in label_permutations(labels, stop - start, seed=config.seed, start=start)])
+
+    null = sequential_null(torch.tensor(score), draw, SequentialRule(N_PERMUTATIONS, ALPHA, group=NULL_GROUP,
+                                                                     growth=NULL_GROWTH))
     return Finding(
         f"block score of W_V over the words{', columns centred' if centre else ''} (uniform topic toy: one-hot "
         f"frozen embeddings, uniform frozen attention, identity decoder, W_V trained)",
-        score, (float(low), float(high)), "topic labels permuted among the words", float(null.mean()),
-        float(permutation_p_value(torch.tensor(score), null)), VALUE_MIN_EFFECT, "difference",
-        selection="no search: W_V of the uniform toy; 95% bootstrap over its columns (input words)")
+        score, (float(low), float(high)), "topic labels permuted among the words", float(null.draws.mean()),
+        float(null.p_value), VALUE_MIN_EFFECT, "difference",
+        selection="no search: W_V of the uniform toy; 95% bootstrap over its columns (input words)",
+        n_units=words, null_draws=null.n_drawn, null_stop=null.why())
 
 
 def _uniform_scores(scores: Tensor, hook: Any) -> Tensor:

@@ -26,7 +26,9 @@ Label-permutation null (``n_permutations > 0``): the topic labels are shuffled a
 vocabulary entries (topic sizes kept, :func:`probes.stats.nulls.label_permutations`), and for every
 permutation the same pass sums the attention on the pairs that the shuffled labels call
 same-topic. ``same_token`` pairs and the set of counted pairs do not depend on the labels, so
-``null_mean[kind][p]`` is exactly the ``mean[kind]`` that permutation ``p`` would give. Only the
+``null_mean[kind][p]`` is exactly the ``mean[kind]`` that permutation ``p`` would give. ``permutation_start``
+makes the probe's permutations ``start, start + 1, ...`` of the seed's one sequence, so a null drawn in groups
+(one pass each, :mod:`probes.stats.sequential`) uses the same permutations as one pass drawing them all. Only the
 labelled pairs of distinct tokens are gathered, so the cost is [pairs x permutations] per head,
 not another pass over the [q_pos k_pos] grid per permutation.
 
@@ -213,7 +215,7 @@ class TopicAttentionProbe(LayerwiseProbe[TopicAttention]):
     """
 
     def __init__(self, token_topics: Tensor, has_topic: Tensor | None = None, *, n_permutations: int = 0,
-                 permutation_seed: int = 0, null: str = "vocabulary") -> None:
+                 permutation_seed: int = 0, null: str = "vocabulary", permutation_start: int = 0) -> None:
         super().__init__()
         self.token_topics = check_token_topics(token_topics, has_topic)
         self.has_topic = has_topic
@@ -223,6 +225,10 @@ class TopicAttentionProbe(LayerwiseProbe[TopicAttention]):
         if null not in TOPIC_NULLS:
             raise ConfigError(f"null must be one of {', '.join(TOPIC_NULLS)}; got {null!r}.")
         self.null = null
+        self.permutation_start = integer("permutation_start", permutation_start, 0)
+        if null == "distance" and permutation_start:
+            raise ConfigError("The distance-matched null draws its shuffles batch by batch, so it cannot start at a "
+                              "later permutation; draw it in one pass (permutation_start=0).")
         self._permuted: tuple[Tensor, Tensor] | None = None  # see _permuted_labels; drawn on first use
         self._shuffles = torch.Generator().manual_seed(self.permutation_seed)  # the distance null's, batch by batch
 
@@ -234,7 +240,8 @@ class TopicAttentionProbe(LayerwiseProbe[TopicAttention]):
             labelled = self.token_topics >= 0
             entry = torch.full_like(self.token_topics, -1)
             entry[labelled] = torch.arange(int(labelled.sum()))
-            permuted = label_permutations(self.token_topics, self.n_permutations, seed=self.permutation_seed)
+            permuted = label_permutations(self.token_topics, self.n_permutations, seed=self.permutation_seed,
+                                          start=self.permutation_start)
             self._permuted = (entry, permuted[:, labelled].to(torch.int32))
         entry, permuted = self._permuted
         return entry.to(device), permuted.to(device)

@@ -3,7 +3,7 @@ DataFrame; the ``_repr_html_`` of a finding, a toy's findings, a pretrained run 
 
 A finding is anything with :class:`probes.stats.findings.Finding`'s attributes (``statistic``, ``value``, ``ci``,
 ``null_kind``, ``null_value``, ``reported_p``, ``control_value``, ``control_ci``, ``holds``, ``verdict``,
-``units_to_settle``): a
+``units_to_settle``, ``units_for_power``): a
 :class:`~probes.stats.findings.Finding` or a toy's finding over seeds.
 """
 
@@ -45,6 +45,8 @@ class FindingLike(Protocol):
     def verdict(self) -> str: ...
     @property
     def units_to_settle(self) -> int | None: ...
+    @property
+    def units_for_power(self) -> int | None: ...
 
 
 def _number(value: float | None) -> str:
@@ -102,7 +104,8 @@ def verdict_tables_html(groups: Mapping[str, Mapping[str, FindingLike]], *, titl
 
 def verdicts_dataframe(findings: Mapping[str, FindingLike]) -> pd.DataFrame:
     """One row per finding: value, interval, null, adjusted p, control and its interval (NaN where none), holds,
-    verdict and the units that would settle an inconclusive one."""
+    verdict, the units that would settle an inconclusive one and the units the design needs for 80% power at its
+    threshold (:mod:`probes.stats.power`)."""
     import pandas as pd
 
     nan = float("nan")
@@ -112,5 +115,5 @@ def verdicts_dataframe(findings: Mapping[str, FindingLike]) -> pd.DataFrame:
         "control_value": nan if f.control_value is None else f.control_value,
         "control_ci_low": f.control_ci[0] if f.control_ci else nan,
         "control_ci_high": f.control_ci[1] if f.control_ci else nan, "holds": f.holds, "verdict": f.verdict,
-        "units_to_settle": f.units_to_settle,
+        "units_to_settle": f.units_to_settle, "units_for_power": f.units_for_power,
     } for name, f in findings.items()])

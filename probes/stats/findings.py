@@ -14,7 +14,9 @@ A finding that does not hold is *absent* when the upper end of its interval lies
 (``reference + min_effect``, or ``reference * min_effect`` for a ratio): whatever the effect is, it is smaller than
 what we call a mechanism (an equivalence statement). Otherwise it is *inconclusive*: the interval straddles the
 threshold, and :attr:`Finding.units_to_settle` says how many units (batches, sequences, seeds) would make an
-interval of the same spread clear it one way or the other.
+interval of the same spread clear it one way or the other. Whatever the verdict, :attr:`Finding.units_for_power`
+says how many units the design needs to settle an effect one minimum size away from the threshold with 80%
+probability (:mod:`probes.stats.power`): a finding measured on fewer is underpowered for its own threshold.
 
 Searches over heads are accounted for where the statistic is computed (a best head is chosen on
 one half of the data and measured on the other); this module only combines the numbers.
@@ -30,6 +32,7 @@ from typing import Literal
 from probes.core.errors import ConfigError
 from probes.display.verdict_table import verdict_table_html
 from probes.stats.nulls import holm_adjust
+from probes.stats.power import units_for_power
 
 ALPHA = 0.01
 
@@ -42,6 +45,14 @@ def threshold_above(reference: float, min_effect: float, effect: str) -> float:
     if effect == "ratio":
         return reference * min_effect if reference > 0 else float("nan")
     return reference + min_effect
+
+
+def threshold_distance(reference: float, min_effect: float, effect: str) -> float:
+    """How far the threshold lies above the reference, in the statistic's units: ``min_effect`` for a difference,
+    ``reference * (min_effect - 1)`` for a ratio (NaN where the reference is not positive)."""
+    if effect == "ratio":
+        return reference * (min_effect - 1.0) if reference > 0 else float("nan")
+    return min_effect
 
 
 def verdict_of(holds: bool, ci: tuple[float, float], threshold: float) -> str:
@@ -95,7 +106,7 @@ class Finding:
     null_draws: int | None = None
     null_stop: str = ""
     # written into summary.json for its readers (mechprobe.records)
-    __record_derived__ = ("holds", "verdict", "threshold", "units_to_settle")
+    __record_derived__ = ("holds", "verdict", "threshold", "units_to_settle", "units_for_power")
 
     def __post_init__(self) -> None:
         if self.effect not in ("difference", "ratio"):
@@ -145,6 +156,12 @@ class Finding:
         """For an inconclusive finding measured on ``n_units`` units: how many would settle it at the observed
         spread (:func:`units_to_settle`)."""
         return units_to_settle(self.value, self.ci, self.threshold, self.n_units) if not self.holds else None
+
+    @property
+    def units_for_power(self) -> int | None:
+        """Units at which an interval of the observed spread settles a value one minimum effect away from the
+        threshold with 80% probability (:func:`probes.stats.power.units_for_power`); None without ``n_units``."""
+        return units_for_power(self.ci, self.n_units, threshold_distance(self.reference, self.min_effect, self.effect))
 
     def _repr_html_(self) -> str:
         """The finding as a one-row verdict table (:mod:`probes.display.verdict_table`)."""

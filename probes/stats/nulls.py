@@ -19,22 +19,24 @@ from mechprobe.validation import integer
 from probes.core.errors import ConfigError, InputError
 
 
-def label_permutations(labels: Int[Tensor, " d_vocab"], n_permutations: int, *, seed: int
+def label_permutations(labels: Int[Tensor, " d_vocab"], n_permutations: int, *, seed: int, start: int = 0
                        ) -> Int[Tensor, "permutation d_vocab"]:
     """``n_permutations`` relabellings of ``labels``: the labels of the entries ``>= 0`` shuffled among them.
 
     Unlabelled entries (-1) stay -1, so every topic keeps its size and the same vocabulary entries
-    stay labelled. Row ``p`` is the ``p``-th permutation, drawn from ``torch.Generator(seed)``.
+    stay labelled. Row ``p`` is permutation ``start + p`` of one sequence drawn from ``torch.Generator(seed)``,
+    so a null drawn in groups (:mod:`probes.stats.sequential`) uses the same permutations as one drawn at once.
 
     Example: ``label_permutations(torch.tensor([0, -1, 1, 1]), 2, seed=0)`` keeps index 1 at -1.
     """
     integer("n_permutations", n_permutations)
+    integer("start", start, 0)
     labels = torch.as_tensor(labels).to("cpu", torch.long)
     labelled = (labels >= 0).nonzero().squeeze(1)
     if labelled.numel() < 2:
         raise InputError(f"A label permutation needs at least 2 labelled entries; got {labelled.numel()}.")
     generator = torch.Generator().manual_seed(seed)
-    order = torch.rand(n_permutations, labelled.numel(), generator=generator).argsort(dim=1)
+    order = torch.rand(start + n_permutations, labelled.numel(), generator=generator)[start:].argsort(dim=1)
     permuted = labels.expand(n_permutations, -1).clone()
     permuted[:, labelled] = labels[labelled][order]
     return permuted

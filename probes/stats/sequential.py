@@ -14,7 +14,9 @@ stopped entry into a pass, nor change another entry's decision.
 
 The draws come from ``draw(start, stop)``, which must return the statistic of draws ``start..stop-1`` of one
 fixed sequence (a seed per draw, or one generator whose prefix does not depend on ``stop``), so the draws used
-are the first ones of the fixed-count null.
+are the first ones of the fixed-count null. Groups may grow (``growth``): a null whose every group costs a pass
+over the data (a probe's label permutations) draws 10, 20, 40, ... so that an entry drawn to the full count costs
+a few passes, not one per ten draws; the stopping rule does not depend on where the groups end.
 """
 
 from __future__ import annotations
@@ -36,17 +38,25 @@ DRAW_GROUP = 10
 
 @dataclass(frozen=True)
 class SequentialRule:
-    """Draw at most ``max_draws`` in groups of ``group``; stop an entry once the decision at ``alpha`` is known."""
+    """Draw at most ``max_draws`` in groups of ``group`` (each group ``growth`` times the last); stop an entry once
+    the decision at ``alpha`` is known."""
 
     max_draws: int
     alpha: float = 0.01
     group: int = DRAW_GROUP
+    growth: float = 1.0
 
     def __post_init__(self) -> None:
         integer("max_draws", self.max_draws, 1)
         integer("group", self.group, 1)
         if not 0.0 < self.alpha < 1.0:
             raise ConfigError(f"alpha must lie in (0, 1); got {self.alpha!r}.")
+        if not self.growth >= 1.0:
+            raise ConfigError(f"growth must be at least 1 (groups never shrink); got {self.growth!r}.")
+
+    def group_stop(self, drawn: int, groups: int) -> int:
+        """Where the group after ``drawn`` draws in ``groups`` groups ends (at most ``max_draws``)."""
+        return min(self.max_draws, drawn + max(1, round(self.group * self.growth ** groups)))
 
     @property
     def stop_hits(self) -> int:
@@ -88,9 +98,11 @@ def _reaches(observed: Tensor, null: Tensor, alternative: str) -> Tensor:
 
 
 def sequential_null(observed: Float[Tensor, ...], draw: Callable[[int, int], Tensor], rule: SequentialRule, *,
-                    alternative: str = "greater") -> SequentialNull:
+                    alternative: str = "greater", first: Tensor | None = None) -> SequentialNull:
     """Draw the null of ``observed`` in ``rule.group``-sized groups from ``draw(start, stop)`` (``[stop - start,
     *observed.shape]``) until every entry's decision at ``rule.alpha`` is known or ``rule.max_draws`` are drawn.
+    ``first``: the first group's draws where they were computed beside the observed value (then ``draw`` is called
+    for the later groups only).
 
     Example::
 
@@ -107,16 +119,17 @@ def sequential_null(observed: Float[Tensor, ...], draw: Callable[[int, int], Ten
     stopped_at = torch.zeros(observed.shape, dtype=torch.long)  # n_h where the entry stopped, else 0
     drawn = 0
     while drawn < rule.max_draws and not bool(((stopped_at > 0) | ~torch.isfinite(observed)).all()):
-        stop = min(rule.max_draws, drawn + rule.group)
-        part = torch.as_tensor(draw(drawn, stop), dtype=torch.float64).cpu()
+        stop = rule.group_stop(drawn, len(parts))
+        given = first if first is not None and drawn == 0 else None
+        part = torch.as_tensor(draw(drawn, stop) if given is None else given, dtype=torch.float64).cpu()
         if tuple(part.shape) != (stop - drawn, *observed.shape):
             raise InputError(f"draw({drawn}, {stop}) must return {stop - drawn} draws of shape "
                              f"{tuple(observed.shape)}; got {tuple(part.shape)}.")
         reached = _reaches(observed, part, alternative).long()
         running = hits + reached.cumsum(0)  # hits up to and including each draw of the group
-        first = (running >= rule.stop_hits) & (stopped_at == 0)
+        crossing = (running >= rule.stop_hits) & (stopped_at == 0)
         index = torch.arange(drawn + 1, stop + 1).view(-1, *[1] * observed.ndim).expand_as(running)
-        at = torch.where(first, index, torch.full_like(index, rule.max_draws + 1)).amin(0)
+        at = torch.where(crossing, index, torch.full_like(index, rule.max_draws + 1)).amin(0)
         stopped_at = torch.where((stopped_at == 0) & (at <= rule.max_draws), at, stopped_at)
         hits += reached.sum(0)
         finite += torch.isfinite(part).sum(0)

@@ -14,6 +14,7 @@ from analyses.pretrained.causal import (
     causal_family,
     causal_unavailable,
     single_rows,
+    topic_rows_for_power,
 )
 from analyses.pretrained.findings import CAUSAL_FINDINGS
 from mechprobe import records
@@ -124,3 +125,47 @@ def test_single_rows_and_bad_settings():
     with pytest.raises(ConfigError, match="method"):
         CausalConfig(method="noise")
     assert set(CAUSAL_FINDINGS) == {"induction_heads_causal", "previous_token_causal", "topic_heads_causal"}
+
+
+@pytest.fixture(scope="module")
+def neox(tmp_path_factory):
+    from probes import load_model
+    from tests.random_checkpoints import make_random_checkpoint
+
+    return load_model(make_random_checkpoint("gpt_neox", tmp_path_factory.mktemp("neox"), seed=0))
+
+
+def _topic_rows(model, n_rows: int = 12):
+    generator = torch.Generator().manual_seed(0)
+    vocab = ModelInfo.of(model).d_vocab
+    labels = torch.full((vocab,), -1)
+    labels[:40] = torch.arange(40) % 4  # four topics over the first 40 ids
+    tokens = torch.randint(0, 60, (n_rows, 16), generator=generator)
+    batches = [TokenBatch(tokens[i : i + 4], torch.ones(4, 16, dtype=torch.bool)) for i in range(0, n_rows, 4)]
+    slices = {"topic_seen": topic_seen_slice(labels), "topic_unseen": topic_unseen_slice(labels)}
+    return single_rows(batches, n_rows, 16, richest=topic_seen_slice(labels)), slices
+
+
+def test_the_topic_ablation_takes_the_rows_its_power_needs(neox):
+    ranked, slices = _topic_rows(neox)
+    config = CausalConfig(text_rows=3, text_rows_max=10)
+    kwargs = dict(n_boot=200, seed=0)
+    # a threshold far beyond the pilot's spread: the pilot's rows already have the power
+    easy = topic_rows_for_power(neox, [(0, 0), (1, 1)], ranked, slices, (1.0, -1.0), config, min_effect=100.0,
+                                **kwargs)
+    assert (easy.pilot, easy.chosen) == (3, 3) and easy.needed is not None and easy.needed <= 3
+    assert "underpowered" not in easy.describe()
+    # a threshold far inside it: every row allowed, and the data line says the design is underpowered
+    hard = topic_rows_for_power(neox, [(0, 0), (1, 1)], ranked, slices, (1.0, -1.0), config, min_effect=1e-6,
+                                **kwargs)
+    assert hard.needed is not None and hard.needed > 10 and (hard.chosen, hard.cap) == (10, 10)
+    assert "capped at 10: underpowered" in hard.describe()
+    # between the two: exactly the rows the pilot's interval asks for (units grow as one over the distance squared)
+    middle = topic_rows_for_power(neox, [(0, 0), (1, 1)], ranked, slices, (1.0, -1.0), config,
+                                  min_effect=1e-6 * math.sqrt(hard.needed / 6.5), **kwargs)
+    assert middle.needed == 7 and middle.chosen == 7, middle
+    # the cap is also the rows there are
+    short = topic_rows_for_power(neox, [(0, 0)], ranked[:5], slices, (1.0, -1.0), config, min_effect=1e-6, **kwargs)
+    assert short.cap == 5 and short.chosen == 5
+    with pytest.raises(ConfigError, match="text_rows_max"):
+        CausalConfig(text_rows=6, text_rows_max=4)

@@ -10,7 +10,7 @@ from transformer_lens import HookedRootModule
 
 from probes import InputError, ModelInfo, TokenBatch, run_probes
 from probes.attention.topic_attention import TopicAttention, TopicAttentionProbe, topic_attention
-from probes.core.errors import ConfigError
+from probes.core.errors import ConfigError, ProbeStateError
 from probes.core.result import ProbeResult, results_close
 from tests.hooked_models import pattern_blocks
 
@@ -195,7 +195,6 @@ def test_bad_labels_raise_clear_errors():
 
 
 def test_probes_with_different_labels_do_not_merge():
-    from probes.core.errors import ProbeStateError
 
     other = TOPICS.clone()
     other[0] = 2
@@ -234,6 +233,23 @@ def test_permutation_null_survives_merge_and_save(tmp_path):
         TopicAttentionProbe(TOPICS, n_permutations=-1)
     with pytest.raises(InputError, match="no permutation null"):
         _ = topic_attention(model, batches, TOPICS).null_ratio
+
+
+def test_a_null_drawn_in_groups_uses_the_permutations_of_one_pass():
+    model = RandomAttentionModel(_Cfg())
+    batches = _batches(2, 3)
+    whole = topic_attention(model, batches, TOPICS, n_permutations=12, permutation_seed=4)
+    parts = []
+    for start, stop in ((0, 2), (2, 7), (7, 12)):
+        probe = TopicAttentionProbe(TOPICS, n_permutations=stop - start, permutation_seed=4, permutation_start=start)
+        run_probes(model, [probe], batches, progress=False)
+        parts.append(probe.compute().null_ratio)
+    torch.testing.assert_close(torch.cat(parts), whole.null_ratio, atol=1e-6, rtol=1e-6)
+    later = TopicAttentionProbe(TOPICS, n_permutations=5, permutation_seed=4, permutation_start=7)
+    with pytest.raises(ProbeStateError):  # other permutations: their sums must not be added
+        TopicAttentionProbe(TOPICS, n_permutations=5, permutation_seed=4).merge(later)
+    with pytest.raises(ConfigError, match="permutation_start=0"):
+        TopicAttentionProbe(TOPICS, n_permutations=5, null="distance", permutation_start=5)
 
 
 class RecencyModel(HookedRootModule):

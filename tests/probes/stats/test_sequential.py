@@ -50,6 +50,21 @@ def test_an_effect_no_draw_reaches_uses_every_draw_and_the_fixed_count_p():
     assert result.why() == "all 200 draws: p could still fall below the level until the last"
 
 
+def test_growing_groups_and_a_first_group_measured_beside_the_observed_value():
+    draw, calls = _from(torch.zeros(1000))
+    rule = SequentialRule(1000, 0.01, group=10, growth=10.0)
+    result = sequential_null(torch.tensor(1.0), draw, rule, first=torch.zeros(10))
+    assert calls == [(10, 110), (110, 1000)]  # 10 (given), 100, then the rest
+    assert result.n_drawn == 1000 and float(result.p_value) == pytest.approx(1 / 1001)
+    values = torch.zeros(1000)
+    values[[3, 15, 40, 41, 42, 43, 44, 45, 46, 47]] = 2.0  # the 10th hit (ceil(0.01 * 1000)) at draw 48
+    draw, calls = _from(values)
+    result = sequential_null(torch.tensor(1.0), draw, rule, first=values[:10])
+    assert calls == [(10, 110)] and int(result.used) == 48 and float(result.p_value) == pytest.approx(10 / 48)
+    with pytest.raises(ConfigError, match="growth"):
+        SequentialRule(100, growth=0.5)
+
+
 def test_several_entries_draw_until_each_is_settled_and_keep_their_own_stopping_draw():
     values = torch.zeros(100, 3)
     values[2, 0] = 9.0  # entry 0: its hit at draw 3
