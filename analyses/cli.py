@@ -5,14 +5,20 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import shutil
 import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import probes
-from analyses.cli_checks import check_output_folder, int_arg, seed_arg, written_atomically
+from analyses.cli_checks import (
+    check_output_folder,
+    check_partial_folder,
+    int_arg,
+    seed_arg,
+    written_atomically,
+    written_resumably,
+)
 from analyses.dynamics.cli_commands import add_dynamics_commands, run_dynamics_command, run_train_lm_command
 from analyses.experiments import TOY_EXPERIMENTS, toy_experiment
 from mechprobe import records
@@ -186,7 +192,9 @@ def build_parser() -> argparse.ArgumentParser:
     toy.add_argument("--preset", default="fast", help="configuration preset (default fast); see --list-presets")
     toy.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                      help="override one field of the preset's config (repeatable)")
-    toy.add_argument("--out", metavar="DIR", help="output folder (required unless --list-presets)")
+    toy.add_argument("--out", metavar="DIR", help="output folder, written whole when the run is done; until then the "
+                     "run and its checkpoints are in DIR.partial, which the same command resumes from (required "
+                     "unless --list-presets)")
     toy.add_argument("--seeds", type=int_arg, default=1, metavar="N",
                      help="judge the findings over N seeds: seed, seed+1, ... (default 1; the full run is on the "
                      "first)")
@@ -240,18 +248,14 @@ def _run_toy(args: argparse.Namespace) -> int:
         refuse_unused(config.unused_settings(), args.overrides,
                       where=f"the {args.experiment} toy's {args.preset} preset (as set)")
     out = check_output_folder("--out", args.out, earlier_output=_is_toy_folder)
-    created = next((p for p in reversed((out, *out.parents)) if not p.exists()), None)
-    out.mkdir(parents=True, exist_ok=True)
-    try:
-        result = run_with_seeds(args.experiment, config, out, n_seeds=args.seeds, progress=not args.no_progress)
-    except (TrainingDiverged, TrainingInterrupted):
-        raise  # a diverged or interrupted run keeps its folder and checkpoints
-    except (MechprobeError, OSError):
-        # Bad input found during the run: take back the folder this command made (a folder that
-        # already existed is kept).
-        if created is not None:
-            shutil.rmtree(created, ignore_errors=True)
-        raise
+    partial = check_partial_folder("--out", out, resumable=_is_toy_folder)
+    if partial.exists():
+        print(f"resuming the unfinished run in {partial}")
+    # The run works in OUT.partial and replaces OUT in one rename when it is done. Bad input found during the
+    # run (or any other error) takes back OUT.partial if this command made it; a run stopped by SIGTERM, Ctrl-C
+    # or divergence keeps it with its checkpoints, and so does a kill: the same command resumes from them.
+    with written_resumably(out, keep_on=(TrainingDiverged, TrainingInterrupted, KeyboardInterrupt)) as work:
+        result = run_with_seeds(args.experiment, config, work, n_seeds=args.seeds, progress=not args.no_progress)
     shown = {k: v for k, v in records.dump(result).items() if not isinstance(v, (dict, list, tuple))}
     for key, value in shown.items():
         print(f"{key}: {value:.4g}" if isinstance(value, float) else f"{key}: {value}")

@@ -6,6 +6,8 @@ expected and what was got; ``mechprobe`` prints it in one line and exits 2.
 
 Example: ``parser.add_argument("--seed", type=seed_arg, default=0)``;
 ``check_output_folder("--out", Path(args.out), earlier_output=lambda p: (p / "ablation.json").is_file())``.
+A command that resumes after a kill (``mechprobe toy``) works in ``OUT.partial`` instead of a temporary folder
+(:func:`partial_folder`, :func:`written_resumably`); the same rename puts it at ``OUT`` when it is done.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import torch
 
 from mechprobe import validation
 from probes import ModelInfo, head_pattern, repeated_random_tokens
-from probes.core.atomic import atomic_directory
+from probes.core.atomic import atomic_directory, replace_directory
 from probes.core.errors import ConfigError, InputError
 
 _PARAMETRISED = re.compile(r"[a-z_]+:(-?\d+)")
@@ -129,3 +131,40 @@ def written_atomically(out: Path) -> Iterator[Path]:
         if made:
             shutil.rmtree(made[-1], ignore_errors=True)
         raise
+
+
+PARTIAL_SUFFIX = ".partial"
+
+
+def partial_folder(out: Path) -> Path:
+    """Where a resumable command works until it is done: ``OUT.partial`` beside ``OUT``."""
+    return out.with_name(out.name + PARTIAL_SUFFIX)
+
+
+def check_partial_folder(flag: str, out: Path, *, resumable: Callable[[Path], bool]) -> Path:
+    """``OUT.partial`` is absent or a run this command can resume (``resumable``); checked before any work."""
+    partial = partial_folder(out)
+    if partial.exists() and not (partial.is_dir() and resumable(partial)):
+        raise InputError(f"{flag} {out}: {partial} exists and is not an unfinished run of this command to resume; "
+                         f"move it away or choose another {flag}.")
+    return partial
+
+
+@contextlib.contextmanager
+def written_resumably(out: Path, *, keep_on: tuple[type[BaseException], ...]) -> Iterator[Path]:
+    """``OUT.partial`` (made if new) for the command to work in; when the block succeeds it replaces ``out`` in
+    one rename. An error of a ``keep_on`` type (an interruption whose checkpoints the same command resumes from)
+    leaves ``OUT.partial`` as it is; any other error removes it if this call made it (with the parent folders
+    made for it), so that no partial output is left. A kill leaves ``OUT.partial`` too: the next run resumes it."""
+    partial = partial_folder(out)
+    made = [p for p in (partial, *partial.parents) if not p.exists()]
+    partial.mkdir(parents=True, exist_ok=True)
+    try:
+        yield partial
+    except keep_on:
+        raise
+    except BaseException:
+        if made:
+            shutil.rmtree(made[-1], ignore_errors=True)
+        raise
+    replace_directory(partial, out)

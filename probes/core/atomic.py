@@ -50,13 +50,21 @@ def atomic_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
     try:
         yield tmp
-        old = None
-        if path.exists():
-            old = path.with_name(f".{path.name}.old-{os.getpid()}")
-            os.replace(path, old)
-        os.replace(tmp, path)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        replace_directory(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def replace_directory(complete: str | os.PathLike[str], path: str | os.PathLike[str]) -> Path:
+    """Put the finished folder ``complete`` at ``path`` (same parent folder) by renames; an existing ``path`` is
+    moved aside first and removed only after ``complete`` took its place. Returns ``path``."""
+    complete, path = Path(complete), Path(path)
+    old = None
+    if path.exists():
+        old = path.with_name(f".{path.name}.old-{os.getpid()}")
+        os.replace(path, old)
+    os.replace(complete, path)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+    return path

@@ -130,6 +130,63 @@ def test_toy_error_during_the_run_removes_the_folder_it_made(tmp_path, capsys):
     assert (kept / "notes.txt").is_file()  # a folder that existed before is not removed
 
 
+TINY_TOY = ["toy", "induction", "--preset", "fast", "--no-progress"] + [
+    arg for item in ["checkpoint_every=2", "n_train=32", "n_val=16", "train.stage_steps=2,2,2", "data.seq_len=20",
+                     "probe_sequences=8", "eval_seq_lens=10", "eval_alphas=1.0"] for arg in ("--set", item)]
+
+
+def test_toy_that_fails_midway_leaves_no_partial_out_and_keeps_an_earlier_output(tmp_path, monkeypatch, capsys):
+    """The toy run works in OUT.partial and renames it to OUT when done: an error after training (planted in the
+    saving of summary.json, once checkpoints and figures were written) leaves neither OUT nor OUT.partial nor the
+    parent folders made for them, and an earlier output of the same command in OUT stays byte for byte."""
+    from analyses.paper_result import PaperResult
+
+    out = tmp_path / "new" / "run"
+
+    def planted(self, *args, **kwargs):
+        assert list(tmp_path.rglob("checkpoint.json"))  # midway indeed: training wrote its checkpoint
+        raise RuntimeError("planted failure")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(PaperResult, "save", planted)
+        with pytest.raises(RuntimeError, match="planted failure"):
+            main([*TINY_TOY, "--out", str(out)])
+    assert list(tmp_path.iterdir()) == []
+    assert main([*TINY_TOY, "--out", str(out)]) == 0
+    assert sorted(p.name for p in (tmp_path / "new").iterdir()) == ["run"]
+    before = user_files(out)
+    assert "summary.json" in before and "checkpoint/checkpoint.json" in before
+    with monkeypatch.context() as patch:
+        patch.setattr(PaperResult, "save", planted)
+        with pytest.raises(RuntimeError, match="planted failure"):
+            main([*TINY_TOY, "--out", str(out)])
+    assert sorted(p.name for p in (tmp_path / "new").iterdir()) == ["run"] and user_files(out) == before
+    capsys.readouterr()
+
+
+def test_toy_refuses_a_full_out_or_a_foreign_out_partial_before_training(tmp_path, monkeypatch, capsys):
+    import analyses.toy_seeds
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("training started")
+
+    monkeypatch.setattr(analyses.toy_seeds, "run_with_seeds", no_training)
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "notes.txt").write_text("keep", encoding="utf-8")
+    fails_in_one_line([*TINY_TOY, "--out", str(full)], capsys, f"--out {full} is a folder that holds other files",
+                      error=InputError)
+    foreign = tmp_path / "run.partial"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("keep", encoding="utf-8")
+    fails_in_one_line([*TINY_TOY, "--out", str(tmp_path / "run")], capsys,
+                      f"{foreign} exists and is not an unfinished run of this command to resume", error=InputError)
+    (tmp_path / "file.partial").write_text("keep", encoding="utf-8")
+    fails_in_one_line([*TINY_TOY, "--out", str(tmp_path / "file")], capsys, "file.partial exists", error=InputError)
+    assert user_files(tmp_path) == {"full": None, "full/notes.txt": b"keep", "run.partial": None,
+                                    "run.partial/notes.txt": b"keep", "file.partial": b"keep"}
+
+
 # ---- mechprobe heads --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("argv, words", [

@@ -9,6 +9,7 @@ from transformer_lens.head_detector import detect_head
 import probes
 from probes import HEAD_SCORE_KINDS
 from tests.hooked_models import OracleModel
+from tests.probes.attention.test_head_scores import reference_scores
 from toymodels.standard import StandardModelConfig, build_standard_model
 
 
@@ -33,8 +34,23 @@ def test_boot_native_bridge_uniform_head_scores_chance_when_queries_and_keys_are
 
 
 def test_custom_hooked_root_module():
-    result = probes.head_scores(OracleModel(), seq_len=8, n_batches=1, batch_size=2)
+    """OracleModel's heads attend by rule: each score equals the nested-loop reference on its patterns, and the
+    head built for a kind scores exactly 1 on it (head 3, uniform, exactly the chance level)."""
+    model = OracleModel()
+    result = probes.head_scores(model, seq_len=8, n_batches=1, batch_size=2)
     _check_shapes(result, 2, 4)
+    batch = probes.repeated_random_tokens(probes.ModelInfo.of(model), seq_len=8, n_sequences=2,
+                                          generator=torch.Generator().manual_seed(0))  # head_scores' batch, seed 0
+    patterns = [OracleModel.patterns(batch.tokens, 4)] * 2
+    for kind in HEAD_SCORE_KINDS:
+        expected = reference_scores(patterns, batch.tokens, batch.valid, kind)
+        torch.testing.assert_close(result.scores[kind].double(), expected, rtol=0, atol=1e-6)
+    for kind, head in (("previous_token", 0), ("induction", 1), ("duplicate_token", 2)):
+        torch.testing.assert_close(result.scores[kind][:, head].double(), torch.ones(2, dtype=torch.float64),
+                                   rtol=0, atol=1e-6)
+        torch.testing.assert_close(result.scores[kind][:, 3].double(),
+                                   torch.full((2,), float(result.chance[kind]), dtype=torch.float64),
+                                   rtol=0, atol=1e-6)
 
 
 def test_minilm_encoder_bidirectional(minilm):

@@ -103,16 +103,35 @@ def _clustered_text(seed: int, n_rows: int = 48, n_pos: int = 60):
 
 
 def test_positional_attention_is_ordered_per_occurrence_but_not_distance_matched():
-    model = RecencyModel(_Cfg(n_layers=1, n_heads=2, n_ctx=60, d_vocab=30, attention_dir="causal"))
-    batches = list(_clustered_text(0).split(8))
-    probe = KeyTokenAttentionProbe([0], list(range(1, 9)), distance_matched=True)
-    (result,) = run_probes(model, [probe], batches, progress=False)
-    raw = cooccurrence_ordering(result).spearman[0, :, 0]
-    matched = cooccurrence_ordering(result, measure="distance_matched").spearman[0, :, 0]
-    assert float(raw[1]) > 0.7  # the confound: recency alone orders keys by co-occurrence
-    assert abs(float(matched[0])) < 1e-6 or torch.isnan(matched[0])  # uniform: exactly 1 for every key
-    torch.testing.assert_close(result.distance_matched[0, 0, 0], torch.ones(8))
-    assert abs(float(matched[1])) < 0.5
+    """Over 12 seeds of clustered text: recency alone orders the keys by co-occurrence per occurrence (Spearman
+    0.96 on average, at least 0.86 on every seed), and the distance-matched measure removes it.
+
+    The recency head is matched on distance but not on the query's position, so its distance-matched Spearman
+    is noisy on one seed (-0.43 to 0.71 over seeds 0-11, mean 0.28, standard error 0.12): a single seed could not
+    tell a partly matched measure from a matched one. The ratios themselves can: each key's distance-matched
+    ratio averaged over the 12 seeds lies within 0.025 of 1 for keys 1-6 (standard errors <= 0.014; keys 7 and 8
+    are rare, within 0.051, standard errors 0.019 and 0.05), where per occurrence it runs from 2.07 to 0.43 times
+    the mean. Distance bins merged in twos, fours or eights put keys 1-6 off 1 by 0.069, 0.17 and 0.50.
+    """
+    seeds = range(12)
+    raw, matched, ratios = [], [], []
+    for seed in seeds:
+        model = RecencyModel(_Cfg(n_layers=1, n_heads=2, n_ctx=60, d_vocab=30, attention_dir="causal"))
+        probe = KeyTokenAttentionProbe([0], list(range(1, 9)), distance_matched=True)
+        (result,) = run_probes(model, [probe], list(_clustered_text(seed).split(8)), progress=False)
+        raw.append(float(cooccurrence_ordering(result).spearman[0, 1, 0]))
+        spearman = cooccurrence_ordering(result, measure="distance_matched").spearman[0, :, 0]
+        assert abs(float(spearman[0])) < 1e-6 or torch.isnan(spearman[0])  # uniform: exactly 1 for every key
+        torch.testing.assert_close(result.distance_matched[0, 0, 0], torch.ones(8))
+        matched.append(float(spearman[1]))
+        ratios.append(result.distance_matched[0, 1, 0].double())
+    assert min(raw) > 0.8 and sum(raw) / len(raw) > 0.9  # the confound: recency alone orders keys by co-occurrence
+    mean_matched = sum(matched) / len(matched)
+    assert mean_matched < 0.55  # 0.28 + 2 standard errors of the 12-seed mean
+    assert mean_matched < sum(raw) / len(raw) - 0.4
+    per_key = torch.stack(ratios).mean(0)  # each key's distance-matched ratio, averaged over the seeds
+    assert (per_key[:6] - 1).abs().max() < 0.06, per_key  # 0.025 observed; >= 4 standard errors of margin
+    assert (per_key - 1).abs().max() < 0.1, per_key  # keys 7 and 8 too (0.051 observed; standard error <= 0.05)
 
 
 def test_ordering_null_is_centred_and_a_planted_ordering_beats_it():

@@ -174,18 +174,21 @@ def test_a_damaged_checkpoint_raises_one_line_naming_the_file_and_leaves_the_obj
 
 @pytest.mark.slow
 def test_the_cli_reports_a_truncated_checkpoint_in_one_line_and_exits_2(tmp_path, capsys):
-    argv = ["toy", "induction", "--preset", "fast", "--out", str(tmp_path), "--no-progress"]
+    out, partial = tmp_path / "run", tmp_path / "run.partial"
+    argv = ["toy", "induction", "--preset", "fast", "--out", str(out), "--no-progress"]
     for item in ["checkpoint_every=2", "n_train=32", "n_val=16", "train.stage_steps=2,2,2", "data.seq_len=20",
                  "probe_sequences=8", "eval_seq_lens=10", "eval_alphas=1.0"]:
         argv += ["--set", item]
     assert main(argv) == 0
-    folder = tmp_path / "checkpoint"
+    out.rename(partial)  # as a run killed after its last checkpoint leaves it: the same command resumes there
+    folder = partial / "checkpoint"
     weights = folder / meta(folder)["weights"]
     weights.write_bytes(weights.read_bytes()[:100])
     capsys.readouterr()
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"mechprobe: error: Checkpoint file {weights} is not a readable" in err, err
+    assert weights.is_file() and not out.exists()  # the unfinished run it did not make is kept; no --out folder
 
 
 def test_resuming_with_another_checkpoint_interval_is_allowed(tmp_path):
@@ -323,15 +326,17 @@ def test_divergence_before_any_checkpoint_says_so(tmp_path):
 
 @pytest.mark.slow
 def test_a_huge_learning_rate_in_the_cli_exits_2_keeping_the_checkpoint(tmp_path, capsys):
-    argv = ["toy", "induction", "--preset", "fast", "--out", str(tmp_path), "--no-progress"]
+    out, partial = tmp_path / "run", tmp_path / "run.partial"
+    argv = ["toy", "induction", "--preset", "fast", "--out", str(out), "--no-progress"]
     for item in ["checkpoint_every=1", "n_train=32", "n_val=16", "train.schedule=joint", "train.n_steps=10",
                  "data.seq_len=20", "probe_sequences=8", "eval_seq_lens=10", "eval_alphas=1.0", "train.lr_c=1e38"]:
         argv += ["--set", item]
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("mechprobe: error: Training diverged: the loss became nan at step 2. The last good "
-                          f"checkpoint (step 1) is kept in {tmp_path / 'checkpoint'}") and err.count("\n") == 1, err
-    assert meta(tmp_path / "checkpoint")["step"] == 1 and not (tmp_path / "summary.json").exists()
+                          f"checkpoint (step 1) is kept in {partial / 'checkpoint'}") and err.count("\n") == 1, err
+    assert meta(partial / "checkpoint")["step"] == 1 and not (partial / "summary.json").exists()
+    assert not out.exists()  # the unfinished run is in run.partial; --out appears only when a run is done
 
 
 # -- SIGTERM ----------------------------------------------------------------------------------------

@@ -66,7 +66,12 @@ def test_cli_run_on_the_paper_data_shows_selector_copier_and_classifier(tmp_path
     assert summary["last_token_only_mass"] < 0.5 * summary["last_token_only_chance"]
     assert summary["parent_criterion_selected"] == "{1,2}"
     assert [(row["seq_len"], row["alpha"]) for row in summary["generalisation"]] == [(50, 0.1), (100, 1.0)]
-    assert all(abs(row["gap"]) < 0.5 for row in summary["generalisation"])
+    # The trained model stays near the optimum at another length and another alpha. Over seeds 0-5 of this
+    # setting the gap at (L=50, alpha=0.1) runs 0.002..0.028 (optimum 0.20..0.29 nats) and at (L=100, alpha=1.0)
+    # -0.005..0.102 (mean 0.043, sd 0.04; optimum 0.80..0.99); seed 0's are 0.003 and 0.102. The bounds leave
+    # 2.5 sd above the largest; a model reading only the last 40 of the 100 tokens is off by 0.42 at alpha=1.0.
+    gaps = {(row["seq_len"], row["alpha"]): row["gap"] for row in summary["generalisation"]}
+    assert abs(gaps[50, 0.1]) < 0.06 and abs(gaps[100, 1.0]) < 0.2, gaps
     assert summary["settings"]["n_train"] == 256 and summary["settings"]["seed"] == 0
     for name in FIGURES:
         assert (out / name).stat().st_size > 1000, name

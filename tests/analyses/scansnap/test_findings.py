@@ -56,14 +56,19 @@ def test_the_trained_toy_holds_both_attention_findings_and_its_initialisation_no
 
 
 def test_uniform_attention_costs_the_trained_toy_too_little_loss_to_hold(two_seeds):
-    """Uniform attention (Z = 0) raises the held-out loss from 2e-5 to 0.0015 / 0.0024 nats on seeds 0 / 1: clear
-    of the no-change null, far below the 0.1 nats the finding needs. Two facts with disjoint distinct tokens are
-    told apart by the uniformly pooled context too; the snap only widens a margin that was already decisive."""
-    for one in two_seeds:
+    """Uniform attention (Z = 0) raises the held-out loss from 2e-5 to 0.0015-0.0024 nats on seeds 0-7 (mean
+    0.0017, sd 0.0003; 95% intervals from 0.0013 up to 0.0028): clear of the no-change null, far below the 0.1
+    nats the finding needs. Two facts with disjoint distinct tokens are told apart by the uniformly pooled context
+    too; the snap only widens a margin that was already decisive. Judged on seeds 0-5 (seeds 2-5 add ~12 s)."""
+    seeds = [*two_seeds, *(seed_findings(FAST, seed) for seed in (2, 3, 4, 5))]
+    values = []
+    for one in seeds:
         causal = one.findings[CAUSAL]
-        assert 0.001 < causal.ci[0] <= causal.value <= causal.ci[1] < 0.003, one.seed
+        assert 0.0005 < causal.ci[0] <= causal.value <= causal.ci[1] < 0.005, one.seed  # ~3 sd beyond the seeds'
         assert causal.p_adjusted < 0.01 and causal.null_value == 0.0 and causal.control_value == 0.0
         assert causal.effect_size < 0.1 * causal.min_effect and not causal.holds
+        values.append(causal.value)
+    assert 0.001 < sum(values) / len(values) < 0.0025, values  # 0.0017: >= 4 standard errors of 6 seeds either side
 
 
 def _frozen_attention_toy(config):

@@ -19,6 +19,7 @@ from probes.core.batch import TokenBatch
 from probes.core.model_info import pattern_hook
 from probes.core.result import results_close
 from tests.hooked_models import OracleModel
+from tests.probes.attention.test_head_scores import reference_scores
 from tests.probes.tl_support import checkpoint_kinds, loadable_checkpoint_kinds
 from tests.random_checkpoints import make_random_checkpoint
 
@@ -143,11 +144,17 @@ def test_reductions_that_disagree_with_hook_pattern_fall_back(checkpoints, monke
 
 
 def test_models_without_hugging_face_attention_use_whole_patterns():
+    """OracleModel has no Hugging Face attention to reduce: asked for reductions, the runner folds its whole
+    patterns, and every score equals the nested-loop reference on those patterns."""
     model = OracleModel()
     assert not attention_rows.supports_reductions(model)
-    got = probes.run_probes(model, [probes.HeadScoreProbe()], [_tokens(n_pos=12) % 50], progress=False,
-                            max_pattern_bytes=0)
-    assert got[0].scores["induction"].shape == (2, 4)
+    tokens = _tokens(n_pos=12) % 50
+    got = probes.run_probes(model, [probes.HeadScoreProbe()], [tokens], progress=False, max_pattern_bytes=0)
+    batch = probes.as_token_batch(tokens, probes.ModelInfo.of(model))
+    patterns = [OracleModel.patterns(batch.tokens, 4)] * 2
+    for kind in probes.HEAD_SCORE_KINDS:
+        expected = reference_scores(patterns, batch.tokens, batch.valid, kind)
+        torch.testing.assert_close(got[0].scores[kind].double(), expected, rtol=0, atol=1e-6)
 
 
 def test_rows_arrive_once_each_in_order():

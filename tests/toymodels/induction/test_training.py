@@ -210,21 +210,34 @@ def test_simplified_loss_kinds_by_hand():
         SimplifiedTraining(loss="mse")
 
 
-def test_joint_reference_run_selects_the_true_parents_within_a_few_steps():
-    """The paper's main-text claim on a small set (300 chains, L = 100, reference settings, joint SGD
-    lr 1): the share c_{0,1}^2 / sum c^2 of the true parents' heads passes 0.5 by step 3 and 0.95
-    within 10 steps (measured: 0.57 at step 3, 0.99 at step 10), and a grows every step."""
-    tokens = sample_markov_icl(PAPER_DATA, 300, 0).tokens
+def _joint_reference_run(seed: int) -> tuple[list[float], list[float]]:
+    """The true parents' share and ``a`` after each of 12 joint steps on 300 chains of data seed ``seed``."""
+    tokens = sample_markov_icl(PAPER_DATA, 300, seed).tokens
     model = SimplifiedInductionModel(SimplifiedInductionConfig(**REFERENCE_MODEL))
     true_index = model.subset_labels.index("{0,1}")
-    shares, a = [], []
+    shares: list[float] = []
+    a: list[float] = []
 
     def record(step, m, history):
         shares.append(float(m.subset_weights()[true_index].detach()))
         a.append(float(m.a.detach()))
 
-    training = SimplifiedTraining(schedule="joint", n_steps=12, lr_c=1.0, lr_w=1.0, lr_a=1.0, loss="probs_as_logits")
+    training = SimplifiedTraining(schedule="joint", n_steps=12, lr_c=1.0, lr_w=1.0, lr_a=1.0, loss="probs_as_logits",
+                                  seed=seed)
     train_simplified(model, tokens, training, callbacks=[record])
-    assert shares[0] > 1 / 7
-    assert shares[2] > 0.5 and max(shares[:10]) > 0.95, shares
-    assert a[-1] > 10 * 0.01 and all(x < y for x, y in itertools.pairwise(a))
+    return shares, a
+
+
+def test_joint_reference_run_selects_the_true_parents_within_a_few_steps():
+    """The paper's main-text claim on a small set (300 chains, L = 100, reference settings, joint SGD
+    lr 1), on seeds 0-3 (data and training): the share c_{0,1}^2 / sum c^2 of the true parents' heads passes 0.5
+    by step 3 and 0.95 within 10 steps, and a grows every step. Measured on seeds 0-9: the share at step 3 is
+    0.54-0.66 (mean 0.61, sd 0.036; seed 0 0.57), its largest within 10 steps 0.991-0.998."""
+    at_step_3 = []
+    for seed in range(4):
+        shares, a = _joint_reference_run(seed)
+        assert shares[0] > 1 / 7
+        assert shares[2] > 0.5 and max(shares[:10]) > 0.95, (seed, shares)
+        assert a[-1] > 10 * 0.01 and all(x < y for x, y in itertools.pairwise(a)), seed
+        at_step_3.append(shares[2])
+    assert sum(at_step_3) / len(at_step_3) > 0.55, at_step_3  # 0.61 on average: 3 standard errors of 4 seeds above
