@@ -13,10 +13,11 @@ Three ablations, each choosing its heads on data it does not measure on:
   statistic: the loss change on tokens whose LDA topic already appeared in the row minus the change on tokens
   whose topic did not. How many rows is set by power (:func:`topic_rows_for_power`): a pilot ablation of the
   chosen heads on the ``text_rows`` richest rows gives the statistic's spread per row, from which the rows an
-  80%-power design needs at the 0.02-nat threshold follow (:func:`probes.stats.power.units_for_power`); the
-  ablation then runs on that many rows, at most ``text_rows_max`` (and the rows there are). A capped design says
-  so in its data line and its finding is ``inconclusive`` with the rows that would settle it unless the effect is
-  far from the threshold.
+  80%-power design needs at the 0.02-nat threshold follow (:func:`probes.stats.power.units_for_power`). Where
+  that is within ``text_rows_max`` (and the rows there are), the ablation runs on that many rows; where it is not,
+  more rows cannot buy the power, and the later rows are poorer in topic words (on SmolLM2, 24 rows gave a wider
+  interval than 6), so the ablation stays on the pilot's rows and its data line says how many the design would
+  need.
 
 Each unit of the bootstrap is one sequence (one row per batch). The null is the same statistic for ``draws`` random
 head sets (:class:`probes.causal.AblationPlan`), measured ten at a time and stopped once enough of them reached the
@@ -168,8 +169,8 @@ def single_rows(batches: Sequence[TokenBatch], n_rows: int, max_len: int,
 @dataclass(frozen=True)
 class RowsForPower:
     """How many rows the topic ablation measures: ``pilot`` rows gave an interval from which ``needed`` rows
-    (None: no spread to estimate from) make an 80%-power design at the threshold; ``chosen`` is that, at least the
-    pilot's and at most ``cap`` (``text_rows_max``, or the rows there are)."""
+    (None: no spread to estimate from) make an 80%-power design at the threshold; ``chosen`` is that (at least the
+    pilot's) where it is at most ``cap`` (``text_rows_max``, or the rows there are), else the pilot's."""
 
     pilot: int
     needed: int | None
@@ -179,9 +180,10 @@ class RowsForPower:
     def describe(self) -> str:
         if self.needed is None:
             return f"{self.chosen} rows (the pilot on {self.pilot} gave no spread to size the design from)"
-        capped = self.needed > self.chosen
+        beyond = (f"; more than the {self.cap} allowed (causal.text_rows_max), so the pilot's: underpowered"
+                  if self.needed > self.cap else "")
         return (f"{self.chosen} rows (a pilot on {self.pilot} asked for {self.needed} for 80% power at the "
-                f"threshold{f'; capped at {self.cap}: underpowered' if capped else ''})")
+                f"threshold{beyond})")
 
 
 def topic_rows_for_power(model: HookedModel, heads: Sequence[tuple[int, int]], ranked: Sequence[TokenBatch],
@@ -197,7 +199,7 @@ def topic_rows_for_power(model: HookedModel, heads: Sequence[tuple[int, int]], r
     low, high = measured_interval(sums, signed_contrast(signs), n_boot=n_boot, seed=seed)
     needed = units_for_power((float(low), float(high)), len(pilot), min_effect)
     cap = min(config.text_rows_max, len(ranked))
-    chosen = len(pilot) if needed is None else min(cap, max(len(pilot), needed))
+    chosen = len(pilot) if needed is None or needed > cap else max(len(pilot), needed)
     return RowsForPower(len(pilot), needed, chosen, cap)
 
 

@@ -155,17 +155,19 @@ def test_the_topic_ablation_takes_the_rows_its_power_needs(neox):
                                 **kwargs)
     assert (easy.pilot, easy.chosen) == (3, 3) and easy.needed is not None and easy.needed <= 3
     assert "underpowered" not in easy.describe()
-    # a threshold far inside it: every row allowed, and the data line says the design is underpowered
+    # a threshold far inside it: more rows than allowed would be needed, so they buy nothing and the pilot's stay;
+    # the data line says the design is underpowered
     hard = topic_rows_for_power(neox, [(0, 0), (1, 1)], ranked, slices, (1.0, -1.0), config, min_effect=1e-6,
                                 **kwargs)
-    assert hard.needed is not None and hard.needed > 10 and (hard.chosen, hard.cap) == (10, 10)
-    assert "capped at 10: underpowered" in hard.describe()
+    assert hard.needed is not None and hard.needed > 10 and (hard.chosen, hard.cap) == (3, 10)
+    assert f"asked for {hard.needed}" in hard.describe() and "underpowered" in hard.describe()
     # between the two: exactly the rows the pilot's interval asks for (units grow as one over the distance squared)
     middle = topic_rows_for_power(neox, [(0, 0), (1, 1)], ranked, slices, (1.0, -1.0), config,
                                   min_effect=1e-6 * math.sqrt(hard.needed / 6.5), **kwargs)
     assert middle.needed == 7 and middle.chosen == 7, middle
     # the cap is also the rows there are
-    short = topic_rows_for_power(neox, [(0, 0)], ranked[:5], slices, (1.0, -1.0), config, min_effect=1e-6, **kwargs)
-    assert short.cap == 5 and short.chosen == 5
+    short = topic_rows_for_power(neox, [(0, 0), (1, 1)], ranked[:5], slices, (1.0, -1.0), config,
+                                 min_effect=1e-6 * math.sqrt(hard.needed / 6.5), **kwargs)
+    assert short.needed == 7 and (short.cap, short.chosen) == (5, 3)
     with pytest.raises(ConfigError, match="text_rows_max"):
         CausalConfig(text_rows=6, text_rows_max=4)
