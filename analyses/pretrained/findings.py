@@ -21,6 +21,7 @@ both its null and the control model, see :mod:`probes.stats.findings`):
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Literal, Protocol
 
 from analyses.pretrained.held_out import HeldOut
@@ -113,9 +114,10 @@ def model_findings(measured: Measured) -> dict[str, Finding]:
     findings = {name: _finding(name, measured.held_out[name]) for name in PRETRAINED_FINDINGS
                 if name in measured.held_out}
     test = measured.embedding
-    findings["embedding_topic_similarity"] = finding_from_spec(
+    findings["embedding_topic_similarity"] = replace(finding_from_spec(
         "embedding_topic_similarity", test.gap[EMBEDDING_MEASURE], test.gap_ci[EMBEDDING_MEASURE],
-        test.null_mean(EMBEDDING_MEASURE), test.p_value[EMBEDDING_MEASURE], n_units=test.n_tokens)
+        test.null_mean(EMBEDDING_MEASURE), test.p_value[EMBEDDING_MEASURE], n_units=test.n_tokens),
+        null_draws=len(test.null_gaps[EMBEDDING_MEASURE]) or None, null_stop=test.null_stop)
     return {name: findings[name] for name in PRETRAINED_FINDINGS}
 
 

@@ -56,7 +56,7 @@ from probes.display.verdict_table import verdict_table_html, verdicts_dataframe
 from probes.dynamics.embedding_topics import EMBEDDING_MEASURES, EmbeddingTopicTest, embedding_topic_test
 from probes.stats.bootstrap import BatchStateRecorder
 from probes.stats.control_model import random_weight_control
-from probes.stats.findings import Finding
+from probes.stats.findings import ALPHA, Finding
 from probes.text.text_batches import text_token_batches
 from probes.text.token_topics import TokenTopicMap, token_topic_labels
 
@@ -285,7 +285,8 @@ def measure_model(model: HookedModel, name: str, batches: Sequence[TokenBatch], 
         "topic_attention_best_head": held_out_topic(results_a[2], results_b[2], topic_b, n_boot=n_boot, seed=seed),
         "cooccurrence_ordering": ordering_best,
     }
-    embedding = embedding_topic_test(model.W_E, labels, n_permutations=config.n_permutations, n_boot=n_boot, seed=seed)
+    embedding = embedding_topic_test(model.W_E, labels, n_permutations=config.n_permutations, n_boot=n_boot, seed=seed,
+                                     stop_at=ALPHA)
     causal = {}
     causal_note = causal_unavailable(model, info, config.causal)
     if not causal_note:

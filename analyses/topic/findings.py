@@ -171,11 +171,12 @@ def _attention_findings(model: TopicModel, config: TopicExperimentConfig) -> dic
 def _embedding_finding(model: TopicModel, config: TopicExperimentConfig) -> Finding:
     words = config.lda.n_words
     test = embedding_topic_test(model.W_E.detach()[:words].cpu(), config.lda.token_topics()[:words],
-                                n_permutations=N_PERMUTATIONS, n_boot=N_BOOT, seed=config.seed)
-    return finding_from_spec(
+                                n_permutations=N_PERMUTATIONS, n_boot=N_BOOT, seed=config.seed, stop_at=ALPHA)
+    return dataclasses.replace(finding_from_spec(
         "embedding_topic_similarity", test.gap[EMBEDDING_MEASURE], test.gap_ci[EMBEDDING_MEASURE],
         test.null_mean(EMBEDDING_MEASURE), test.p_value[EMBEDDING_MEASURE], n_units=test.n_tokens,
-        statistic="mean-centred embedding cosine, same minus different topic (joint topic toy, the words' rows)")
+        statistic="mean-centred embedding cosine, same minus different topic (joint topic toy, the words' rows)"),
+        null_draws=len(test.null_gaps[EMBEDDING_MEASURE]), null_stop=test.null_stop)
 
 
 def value_column_masses(value: Tensor, labels: Tensor, *, centre: bool) -> dict[str, Tensor]:

@@ -28,6 +28,7 @@ from probes.attention.topic_attention import check_token_topics
 from probes.core.errors import InputError
 from probes.stats.bootstrap import bootstrap_interval
 from probes.stats.nulls import label_permutations, permutation_p_value
+from probes.stats.sequential import SequentialRule, sequential_null
 
 EMBEDDING_MEASURES = ("dot", "cosine", "centred_dot", "centred_cosine")
 
@@ -117,7 +118,8 @@ class EmbeddingTopicTest:
 
     ``same[m]``, ``different[m]``: mean over same-/different-topic pairs; ``gap[m]`` = same - different;
     ``gap_ci[m]``: 95% percentile bootstrap over labelled tokens; ``null_gaps[m]`` [permutation]: the
-    gap under each label permutation; ``p_value[m]``: one-sided permutation p-value of the gap.
+    gap under each label permutation drawn; ``p_value[m]``: one-sided permutation p-value of the gap (the sequential
+    one where the null was drawn with ``stop_at``); ``null_stop``: how many permutations were drawn and why.
     """
 
     same: dict[str, float]
@@ -128,6 +130,7 @@ class EmbeddingTopicTest:
     p_value: dict[str, float]
     n_tokens: int
     n_permutations: int
+    null_stop: str = ""
 
     def null_mean(self, measure: str) -> float:
         return float(self.null_gaps[measure].mean()) if self.n_permutations else float("nan")
@@ -166,18 +169,21 @@ def _permuted_gaps(vectors: Tensor, permuted: Tensor, n_same: float, n_different
 
 
 def embedding_topic_test(embedding: Float[Tensor, "d_vocab d_model"], token_topics: Int[Tensor, " d_vocab"], *,
-                         n_permutations: int = 1000, n_boot: int = 1000, seed: int = 0) -> EmbeddingTopicTest:
+                         n_permutations: int = 1000, n_boot: int = 1000, seed: int = 0,
+                         stop_at: float | None = None) -> EmbeddingTopicTest:
     """Topic gaps of the embedding rows under the four measures, each with a bootstrap CI and a permutation null.
 
     The permutations shuffle the topic labels among the labelled tokens (topic sizes kept); the
-    bootstrap resamples labelled tokens, each carrying its pair sums with every other token.
+    bootstrap resamples labelled tokens, each carrying its pair sums with every other token. With ``stop_at`` (a
+    level) the permutations are drawn in groups of 10, 100, ... and stop once every measure's decision at that level
+    is known (:mod:`probes.stats.sequential`); without it all ``n_permutations`` are drawn.
     Example: ``embedding_topic_test(model.W_E, labels).p_value["centred_dot"]``.
     """
     integer("n_permutations", n_permutations, 0)
     integer("n_boot", n_boot)
     labels = check_token_topics(token_topics)
-    permuted = label_permutations(labels, n_permutations, seed=seed)[:, labels >= 0] if n_permutations else None
-    same, different, gap, gap_ci, null_gaps, p_value = {}, {}, {}, {}, {}, {}
+    same, different, gap, gap_ci = {}, {}, {}, {}
+    pairs_of: dict[str, tuple[Tensor, float, float]] = {}  # measure -> (rows, same-topic pairs, different-topic)
     for center in (False, True):
         rows, topics, _ = _labelled_rows(embedding, labels, None, center)
         sizes = torch.bincount(topics).double()[topics]
@@ -198,10 +204,28 @@ def embedding_topic_test(embedding: Float[Tensor, "d_vocab d_model"], token_topi
             _, low, high = bootstrap_interval(
                 units, lambda s: s["same"] / s["n_same"] - s["different"] / s["n_different"], n_boot=n_boot, seed=seed)
             gap_ci[measure] = (float(low), float(high))
-            null_gaps[measure] = torch.empty(0, dtype=torch.float64)
-            p_value[measure] = float("nan")
-            if permuted is not None:
-                null_gaps[measure] = _permuted_gaps(vectors, permuted, n_same, n_different)
-                p_value[measure] = float(permutation_p_value(torch.tensor(gap[measure]), null_gaps[measure]))
+            pairs_of[measure] = (vectors, n_same, n_different)
+    null_gaps = {m: torch.empty(0, dtype=torch.float64) for m in gap}
+    p_value = {m: float("nan") for m in gap}
+    null_stop = ""
+    if n_permutations:
+        def draw(start: int, stop: int) -> Tensor:
+            permuted = label_permutations(labels, stop - start, seed=seed, start=start)[:, labels >= 0]
+            gaps = []
+            for measure in gap:
+                vectors, n_same, n_different = pairs_of[measure]
+                gaps.append(_permuted_gaps(vectors, permuted, n_same, n_different))
+            return torch.stack(gaps, 1)
+
+        observed = torch.tensor([gap[m] for m in gap], dtype=torch.float64)
+        if stop_at is None:
+            draws = draw(0, n_permutations)
+            p = permutation_p_value(observed, draws)
+            null_stop = f"all {n_permutations} permutations"
+        else:
+            null = sequential_null(observed, draw, SequentialRule(n_permutations, stop_at, group=10, growth=10.0))
+            draws, p, null_stop = null.draws, null.p_value, null.why()
+        null_gaps = {m: draws[:, i] for i, m in enumerate(gap)}
+        p_value = {m: float(p[i]) for i, m in enumerate(gap)}
     return EmbeddingTopicTest(same, different, gap, gap_ci, null_gaps, p_value, int((labels >= 0).sum()),
-                              n_permutations)
+                              n_permutations, null_stop)
