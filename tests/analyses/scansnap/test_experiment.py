@@ -231,23 +231,66 @@ def test_wikitext_pipeline_on_a_small_local_text(tmp_path):
     assert isinstance(loaded, WikitextResult) and loaded.to_json() == summary.to_json()
 
 
+# The WikiText run's seeds: the first three, fixed before any was measured (seed 2 is the weakest of seeds 0-9).
+WIKITEXT_SEEDS = (0, 1, 2)
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not WIKITEXT.is_file(), reason="WikiText-2 test file not available locally")
 def test_wikitext_training_sharpens_attention_toward_cooccurring_words(tmp_path):
+    """The tutorial model trained 300 steps on WikiText-2 (vocabulary 2,000) on seeds 0-2 (initialisation, dropout
+    and the shuffled-lift null). Every seed: the loss falls, attention sparsifies, distinct (high-lift) keys gain
+    distance-matched attention beyond the shuffled-lift null and beyond the random-weight start (step 0, the control
+    model), and common keys lose attention per occurrence. The size of the gain is a claim over seeds: seed 2 alone
+    misses it. Measured on seeds 0-9 (Spearman of distance-matched attention with lift; ``needed`` =
+    max(shuffled-lift 95% + 0.1, step 0 + 0.15); distinct/common: top third of keys by lift over the bottom third;
+    count rho: Spearman of per-occurrence attention with the co-occurrence count):
+
+    | seed | Spearman step 0 -> 300 | needed | shuffled 95% | distinct/common 0 -> 300 | entropy | count rho 300 |
+    | 0 | -0.026 -> 0.253 | 0.156 | 0.056 | 0.950 -> 3.093 | 2.55 -> 0.82 | -0.27 |
+    | 1 | -0.023 -> 0.228 | 0.148 | 0.048 | 1.006 -> 2.146 | 2.57 -> 0.54 | -0.33 |
+    | 2 | -0.023 -> 0.135 | 0.153 | 0.053 | 1.003 -> 1.047 | 2.54 -> 0.61 | -0.35 |
+    | 3 | -0.050 -> 0.191 | 0.161 | 0.061 | 0.947 -> 1.530 | 2.56 -> 0.62 | -0.43 |
+    | 4 | -0.006 -> 0.263 | 0.161 | 0.061 | 0.974 -> 2.778 | 2.57 -> 0.69 | -0.33 |
+    | 5 | 0.018 -> 0.286 | 0.168 | 0.054 | 1.002 -> 2.736 | 2.56 -> 0.45 | -0.48 |
+    | 6 | -0.062 -> 0.306 | 0.145 | 0.045 | 0.954 -> 3.187 | 2.55 -> 0.80 | -0.48 |
+    | 7 | 0.056 -> 0.309 | 0.206 | 0.051 | 0.998 -> 2.295 | 2.58 -> 0.55 | -0.53 |
+    | 8 | -0.017 -> 0.272 | 0.165 | 0.065 | 0.961 -> 1.529 | 2.56 -> 1.04 | -0.42 |
+    | 9 | 0.041 -> 0.221 | 0.191 | 0.056 | 1.002 -> 1.716 | 2.57 -> 0.64 | -0.45 |
+
+    Loss 7.77-8.04 -> 4.68-4.80 nats. Each seed took 16-35 s on one thread (a busy machine); the test 77 s.
+    """
     wikitext = PRESETS["wikitext"].wikitext
     config = dataclasses.replace(PRESETS["wikitext"], wikitext=dataclasses.replace(
         wikitext, max_vocab=2000, train=dataclasses.replace(wikitext.train, max_steps=300), snapshot_every=100,
         probe_windows=500))
-    summary = run(config, tmp_path, progress=False)
-    result = summary.wikitext
-    assert list(result.step) == [0, 100, 200, 300]
-    assert summary.final_loss < summary.initial_loss - 2  # measured 7.77 -> 4.76
-    assert summary.entropy_last < summary.entropy_first - 1  # measured 2.55 -> 0.66 nats: attention sparsifies
-    # distinct (high-lift) keys gain attention at matched distances, beyond chance and the random-weight control
-    # (measured: Spearman -0.03 at step 0, 0.23 at step 300, shuffled-lift 95% 0.05; top/bottom third 0.95 -> 1.77)
-    assert summary.spearman_lift_matched_last > max(summary.spearman_lift_matched_null_q95 + 0.1,
-                                                    summary.spearman_lift_matched_first + 0.15)
-    assert summary.distinct_over_common_last > 1.3 > summary.distinct_over_common_first
-    assert summary.spearman_count_last < 0  # common (frequent everywhere) keys lose attention per occurrence
-    snapshots = torch.load(tmp_path / "wikitext_snapshots.pt")
-    assert snapshots["distance_matched"].shape == (4, 30, 300) and snapshots["example_patterns"].shape == (4, 35, 35)
+    over_needed, distinct_over_common = [], []
+    for seed in WIKITEXT_SEEDS:
+        out = tmp_path / f"seed{seed}"
+        summary = run(dataclasses.replace(config, seed=seed), out, progress=False)
+        result = summary.wikitext
+        assert list(result.step) == [0, 100, 200, 300]
+        assert summary.final_loss < summary.initial_loss - 2, seed  # seeds 0-9: a fall of 2.99-3.36 nats
+        assert summary.entropy_last < summary.entropy_first - 1, seed  # 1.52-2.11 nats: attention sparsifies
+        # distinct keys gain attention at matched distances: beyond the shuffled-lift 95% (by 0.082-0.261) and
+        # beyond the random-weight start (by 0.158-0.368)
+        lift_last, lift_first = summary.spearman_lift_matched_last, summary.spearman_lift_matched_first
+        assert lift_last > summary.spearman_lift_matched_null_q95, seed
+        assert lift_last > lift_first + 0.1, seed
+        # top third over bottom third: none at random weights (0.947-1.006), more after training on every seed
+        # (by 0.044 on seed 2, up to 2.233)
+        assert summary.distinct_over_common_first < 1.05, seed
+        assert summary.distinct_over_common_last > summary.distinct_over_common_first, seed
+        assert summary.spearman_count_last < 0, seed  # -0.27 to -0.53: common keys lose attention per occurrence
+        snapshots = torch.load(out / "wikitext_snapshots.pt")
+        assert snapshots["distance_matched"].shape == (4, 30, 300)
+        assert snapshots["example_patterns"].shape == (4, 35, 35)
+        needed = max(summary.spearman_lift_matched_null_q95 + 0.1, lift_first + 0.15)
+        over_needed.append(lift_last - needed)
+        distinct_over_common.append(summary.distinct_over_common_last)
+    # On average over the seeds the Spearman clears its bound: last - needed is 0.081 on seeds 0-9 (sd 0.052), so the
+    # mean of 3 seeds sits 2.7 standard errors (0.030) above 0; seeds 0-2 give 0.053 (seed 2 alone -0.018).
+    assert sum(over_needed) / len(over_needed) > 0, over_needed
+    # and the top third of keys gets over 1.3 times the bottom third's attention: 2.21 on seeds 0-9 (sd 0.74), 1.3
+    # is 2.1 standard errors (0.42) of 3 seeds below; seeds 0-2 give 2.10 (seed 2 alone 1.05).
+    assert sum(distinct_over_common) / len(distinct_over_common) > 1.3, distinct_over_common
