@@ -107,3 +107,19 @@ def test_planted_topics_beat_the_null_and_random_embeddings_do_not():
         assert unplanted.p_value[measure] > 0.05
     # the common direction inflates raw cosines for every pair alike
     assert unplanted.same["cosine"] > 0.5 and abs(unplanted.gap["cosine"]) < 0.1
+
+
+def test_a_sequential_null_draws_the_same_permutations_and_keeps_the_decision():
+    from probes.dynamics.embedding_topics import EMBEDDING_MEASURES, embedding_topic_test
+
+    for strength in (1.0, 0.0):
+        fixed = embedding_topic_test(*_planted(strength), n_permutations=300, n_boot=50, seed=2)
+        sequential = embedding_topic_test(*_planted(strength), n_permutations=300, n_boot=50, seed=2, stop_at=0.01)
+        drawn = len(sequential.null_gaps["centred_dot"])
+        for measure in EMBEDDING_MEASURES:  # the first draws are the fixed null's, and so is every decision
+            torch.testing.assert_close(sequential.null_gaps[measure], fixed.null_gaps[measure][:drawn])
+            assert (sequential.p_value[measure] < 0.01) == (fixed.p_value[measure] < 0.01)
+        if strength:  # a planted topic is beaten by every permutation: all of them are drawn
+            assert drawn == 300 and "all 300" in sequential.null_stop
+        else:  # none planted: every measure settled within the first groups (10, 100)
+            assert drawn <= 110 and "stopped after" in sequential.null_stop
