@@ -180,8 +180,8 @@ class RowsForPower:
     def describe(self) -> str:
         if self.needed is None:
             return f"{self.chosen} rows (the pilot on {self.pilot} gave no spread to size the design from)"
-        beyond = (f"; more than the {self.cap} allowed (causal.text_rows_max), so the pilot's: underpowered"
-                  if self.needed > self.cap else "")
+        beyond = (f"; more than the {self.cap} allowed (causal.text_rows_max or the rows there are), so it stays "
+                  f"on the pilot's: underpowered" if self.needed > self.cap else "")
         return (f"{self.chosen} rows (a pilot on {self.pilot} asked for {self.needed} for 80% power at the "
                 f"threshold{beyond})")
 
