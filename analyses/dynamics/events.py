@@ -8,7 +8,8 @@ curve did not rise from the first checkpoint to the last. It holds when the last
 and the first checkpoint by the curve's minimum effect (0.1 attention mass; 0.1 nats per token) with the whole
 interval above them, and the rise's adjusted p-value is below 0.01.
 
-An order ("previous-token forms before induction") is a finding on ``step_B - step_A`` (paired draws, null 0:
+An order ("previous-token forms before induction"; on the induction toy's series, Chen et al.'s "copier forms
+before classifier") is a finding on ``step_B - step_A`` (paired draws, null 0:
 no order); it is tested only when both events hold (otherwise its p-value is NaN and it does not hold). The
 findings of one series are one Holm family.
 """
@@ -35,8 +36,12 @@ EVENT_CURVES: dict[str, tuple[str, str, float]] = {
                          "0: the context does not help", 0.1),
     "context_loss_gain": ("loss at early minus late positions of natural text (nats/token)",
                           "0: the context does not help", 0.1),
+    "copier": ("layer-1 attention on the parent distances (best head per distance) on held-out chains",
+               "uniform attention", 0.1),
+    "classifier": ("generalized induction score of the best layer-2 head on held-out chains", "uniform attention",
+                   0.1),
 }
-ORDERS = (("previous_token", "induction"),)
+ORDERS = (("previous_token", "induction"), ("copier", "classifier"))
 CONTROL = "the series' first checkpoint"
 
 
