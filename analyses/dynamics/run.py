@@ -161,7 +161,8 @@ def summary_lines(summary: DynamicsSummary) -> Sequence[str]:
     for curve, event in summary.events.events.items():
         change = event.change
         lines.append(f"event {curve}: step {change.step:.0f} [{change.step_ci[0]:.0f}, {change.step_ci[1]:.0f}], "
-                     f"{change.start:.3f} -> {change.end:.3f}, p={event.finding.reported_p:.3g}: "
+                     f"{change.start:.3f} -> {change.end:.3f} (peak at step {change.peak_step:.0f}), "
+                     f"p={event.finding.reported_p:.3g}: "
                      f"{'holds' if event.holds else 'does not hold'}")
     for name, finding in summary.events.orders.items():
         lines.append(f"order {name}: {finding.value:.0f} steps [{finding.ci[0]:.0f}, {finding.ci[1]:.0f}], "
