@@ -22,7 +22,7 @@ from analyses.dynamics.summary import DynamicsSummary, load_summary
 from analyses.report.document import Figure, Section, Table
 
 DYNAMICS_FOLDER = "dynamics"
-COLUMNS = ["series", "finding", "kind", "step (order: difference)", "95% interval", "from -> to",
+COLUMNS = ["series", "finding", "kind", "step (order: difference)", "95% interval", "first -> peak (step)",
            "p (Holm)", "verdict"]
 
 
@@ -43,6 +43,10 @@ def load_series(specs: Sequence[str], out: Path) -> dict[str, DynamicsSummary]:
     return {spec: load_summary(series_folder(out, i)) for i, spec in enumerate(specs)}
 
 
+def _whole(value: float) -> str:
+    return "-" if math.isnan(value) else f"{value:.0f}"
+
+
 def _interval(ci: tuple[float, float]) -> str:
     return "-" if any(math.isnan(v) for v in ci) else f"[{ci[0]:.0f}, {ci[1]:.0f}]"
 
@@ -53,17 +57,20 @@ def dynamics_section(summaries: Mapping[str, DynamicsSummary], figures: Path, ou
     for spec, summary in summaries.items():
         for curve, event in summary.events.events.items():
             change = event.change
-            rows.append([spec, curve, "event", change.step, _interval(change.step_ci),
-                         f"{change.start:.3f} -> {change.end:.3f}", event.finding.reported_p, event.finding.verdict])
+            rows.append([spec, curve, "event", _whole(change.step), _interval(change.step_ci),
+                         f"{change.start:.3f} -> {change.end:.3f} ({_whole(change.peak_step)})",
+                         event.finding.reported_p, event.finding.verdict])
         for name, finding in summary.events.orders.items():
-            rows.append([spec, name, "order", finding.value, _interval(finding.ci), "-", finding.reported_p,
+            rows.append([spec, name, "order", _whole(finding.value), _interval(finding.ci), "-", finding.reported_p,
                          finding.verdict])
     section = Section("Dynamics: how the mechanisms form over training", [
         "Each checkpoint series measured with `mechprobe dynamics` (held-out best heads on [BOS] X X, in-context "
         "loss; for the induction toy's series the layer-1 copier and the layer-2 classifier on held-out chains). "
         "An event is the step from which a curve stays above half-way from its first checkpoint (the control) to "
-        "its last, with a bootstrap interval over batches widened to the checkpoints around it; it holds when the "
-        "last checkpoint beats the curve's null and the first checkpoint by its minimum effect. An order "
+        "its peak (its largest value; the last checkpoint for a curve that keeps rising) until the peak, with a "
+        "bootstrap interval over batches widened to the checkpoints around it; it holds when the peak checkpoint "
+        "beats the curve's null and the first checkpoint by its minimum effect, at a bootstrap max-T p-value that "
+        "allows for the search over checkpoints. An order "
         "(previous_token_before_induction, copier_before_classifier) is the later event's step minus the earlier's, "
         "tested only when both events hold. Each series' findings are one Holm family."],
         [Table(COLUMNS, rows)])
