@@ -98,7 +98,8 @@ def toy_settings(series: CheckpointSeries) -> InductionExperimentConfig | None:
     if measure != INDUCTION_TOY_MEASURE or not isinstance(series.extra.get("settings"), dict):
         raise InputError(f"{series.source}/series.json names measure {measure!r}; mechprobe dynamics knows "
                          f"{INDUCTION_TOY_MEASURE!r} (with the toy's 'settings'). Re-run the toy that wrote it.")
-    return InductionExperimentConfig.from_settings(series.extra["settings"])
+    # the chains are drawn on the CPU whatever the toy trained on (a cuda run is measured on a CPU-only machine too)
+    return InductionExperimentConfig.from_settings({**series.extra["settings"], "device": "cpu"})
 
 
 def measure_series(series: CheckpointSeries, out: Path, config: DynamicsConfig, *, load: Loader,

@@ -98,6 +98,9 @@ class InductionExperimentConfig:
             raise ToyConfigError(f"series_checkpoints saves a TransformerLens model's checkpoints; it needs "
                                  f"model='standard' (preset standard), got model={self.model!r} (whose copier is "
                                  f"planted at initialisation). Leave series_checkpoints at 0 or use --preset standard.")
+        if self.series_checkpoints and self.standard_train.n_steps < 1:
+            raise ToyConfigError("series_checkpoints needs standard_train.n_steps >= 1 (a series of step 0 alone is "
+                                 "no series).")
         if self.series_checkpoints == 1:
             raise ToyConfigError("series_checkpoints must be 0 (no series) or >= 2 (step 0 and the last step at "
                                  "least); got 1.")

@@ -14,7 +14,7 @@ import torch
 
 from analyses.dynamics.config import DynamicsConfig
 from analyses.dynamics.figures import plot_series_together
-from analyses.dynamics.run import run_dynamics
+from analyses.dynamics.run import run_dynamics, toy_settings
 from analyses.dynamics.series_writer import INDUCTION_TOY_MEASURE, write_manifest
 from analyses.dynamics.toy_measure import _uniform_copier_mass, induction_toy_points
 from analyses.induction.config import PRESETS
@@ -22,6 +22,7 @@ from analyses.induction.experiment import SERIES_FOLDER, train_model
 from analyses.induction.findings import build_model, held_out_chains
 from analyses.toy_model_store import save_standard_model
 from probes.core.checkpoint_series import checkpoint_series
+from probes.core.errors import InputError
 from toymodels.errors import ToyConfigError
 from toymodels.induction.data import sample_markov_icl
 
@@ -54,6 +55,8 @@ def test_series_checkpoints_is_for_the_standard_toy_only():
         dataclasses.replace(PRESETS["fast"], series_checkpoints=8)
     with pytest.raises(ToyConfigError, match=">= 2"):
         dataclasses.replace(PRESETS["standard"], series_checkpoints=1)
+    with pytest.raises(ToyConfigError, match="n_steps >= 1"):
+        small_toy(n_steps=0)
 
 
 def test_uniform_copier_mass_is_the_mean_of_one_over_visible_keys():
@@ -87,6 +90,19 @@ def test_a_hand_made_copier_scores_one_and_uniform_attention_scores_its_null():
     assert points["copier"].value == pytest.approx(1.0)
     assert points["classifier"].value == pytest.approx(points["classifier"].null_value)  # uniform layer 2
     model.reset_hooks()
+
+
+def test_a_toy_series_trained_on_another_device_is_measured_on_the_cpu(tmp_path):
+    config = small_toy()
+    folder = random_weight_series(tmp_path / "series", config, (0, 1))
+    manifest = json.loads((folder / "series.json").read_text())
+    manifest["settings"]["device"] = "cuda:7"  # not on this machine
+    (folder / "series.json").write_text(json.dumps(manifest))
+    assert toy_settings(checkpoint_series(folder)) == config
+    manifest["measure"] = "scan-and-snap"
+    (folder / "series.json").write_text(json.dumps(manifest))
+    with pytest.raises(InputError, match="names measure 'scan-and-snap'"):
+        toy_settings(checkpoint_series(folder))
 
 
 def test_the_toy_at_initialisation_gives_no_event_that_holds(tmp_path):
