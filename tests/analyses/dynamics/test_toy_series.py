@@ -12,6 +12,7 @@ import math
 import pytest
 import torch
 
+from analyses.cli import main
 from analyses.dynamics.config import DynamicsConfig
 from analyses.dynamics.figures import plot_series_together
 from analyses.dynamics.run import run_dynamics, toy_settings
@@ -139,3 +140,19 @@ def test_trained_toy_series_copier_and_classifier_events_and_their_order(tmp_pat
     assert order.verdict in ("holds", "absent", "inconclusive")
     path = plot_series_together({"toy": summary}, tmp_path / "together.png")
     assert path.stat().st_size > 10_000
+
+
+def test_cli_toy_induction_saves_a_series_that_dynamics_reads(tmp_path, capsys):
+    settings = ["data.seq_len=20", "standard_train.n_steps=12", "eval_every=6", "n_val=16", "probe_sequences=16",
+                "standard.d_model=16", "eval_seq_lens=(10,)", "eval_alphas=(1.0,)", "n_train=32",
+                "series_checkpoints=4"]
+    argv = ["toy", "induction", "--preset", "standard", "--out", str(tmp_path / "toy"), "--no-progress"]
+    assert main([*argv, *(item for s in settings for item in ("--set", s))]) == 0
+    series = checkpoint_series(tmp_path / "toy" / SERIES_FOLDER)
+    assert series.steps == (0, 10, 11, 12) and series.extra["measure"] == INDUCTION_TOY_MEASURE
+    capsys.readouterr()
+    assert main(["dynamics", "--model", str(tmp_path / "toy" / SERIES_FOLDER), "--out", str(tmp_path / "dyn"),
+                 "--batches", "4", "--boot", "50", "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    assert "copier:" in printed and "classifier:" in printed and "order copier_before_classifier" in printed
+    assert (tmp_path / "dyn" / "dynamics.png").is_file()
