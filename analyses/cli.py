@@ -22,6 +22,7 @@ from analyses.cli_checks import (
 from analyses.dynamics.cli_commands import add_dynamics_commands, run_dynamics_command, run_train_lm_command
 from analyses.experiments import TOY_EXPERIMENTS, toy_experiment
 from mechprobe import records
+from probes.core.checkpoint_series import checkpoint_series
 from probes.core.errors import ConfigError, MechprobeError
 from probes.core.loading import check_device
 from probes.text.corpora import check_corpus_spec
@@ -102,6 +103,10 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--toy-seeds", type=int_arg, metavar="N",
                         help="seeds each toy's findings are judged over (default 5; the full toy run is on the first)")
     report.add_argument("--no-toys", action="store_true", help="skip the toy models")
+    report.add_argument("--series", action="append", metavar="SERIES",
+                        help="a checkpoint series (any mechprobe dynamics --model spec: hub revisions, a train-lm "
+                        "folder, the induction toy's OUT/series) measured by mechprobe dynamics into a Dynamics "
+                        "section (repeatable; none: no section)")
     report.add_argument("--out", metavar="DIR", help="output folder, replaced when the report is complete (required)")
     report.add_argument("--seed", type=seed_arg, metavar="S",
                         help="one seed for the document shuffle, LDA and the probes (default 0; each alone: --set "
@@ -339,6 +344,8 @@ def report_config(args: argparse.Namespace):
         config = dataclasses.replace(config, models=tuple(args.models))
     if args.no_toys:
         config = dataclasses.replace(config, toys=())
+    if args.series:
+        config = dataclasses.replace(config, series=tuple(args.series))
     return apply_overrides(config, args.overrides)
 
 
@@ -370,6 +377,8 @@ def _run_report(args: argparse.Namespace) -> int:
                     f"--toy-preset {config.toy_preset!r}: the {name} toy has no such preset; choose from "
                     f"{', '.join(presets)} (or pass --no-toys)."
                 )
+    for spec in config.series:
+        checkpoint_series(spec)  # a malformed series spec fails before any slow work
     path = run_report(config, args.out, progress=not args.no_progress)
     print(f"report written: {path} (also report.md and summary.json in {path.parent})")
     return 0

@@ -1,14 +1,16 @@
 """Events of a checkpoint series as findings: where each curve rises, and the order of two events.
 
 Each curve's event (:func:`probes.dynamics.change_point.change_point`) is judged as a :class:`~probes.Finding`:
-the statistic is the curve at the last checkpoint, its null the curve's null there (uniform-attention chance for a
+the statistic is the curve at its peak checkpoint (the last one for a curve that keeps rising; see
+:mod:`probes.dynamics.change_point`), its null the curve's null there (uniform-attention chance for a
 head score, 0 for a loss gain), its control the curve at the first checkpoint (the series before, or as early as it
 goes), and its p-value the share of bootstrap draws (batches resampled, paired across checkpoints) in which the
-curve did not rise from the first checkpoint to the last. It holds when the last checkpoint clears both the null
+curve did not rise from the first checkpoint to the peak. It holds when the peak checkpoint clears both the null
 and the first checkpoint by the curve's minimum effect (0.1 attention mass; 0.1 nats per token) with the whole
 interval above them, and the rise's adjusted p-value is below 0.01.
 
-An order ("previous-token forms before induction") is a finding on ``step_B - step_A`` (paired draws, null 0:
+An order ("previous-token forms before induction"; on the induction toy's series, Chen et al.'s "copier forms
+before classifier") is a finding on ``step_B - step_A`` (paired draws, null 0:
 no order); it is tested only when both events hold (otherwise its p-value is NaN and it does not hold). The
 findings of one series are one Holm family.
 """
@@ -35,8 +37,12 @@ EVENT_CURVES: dict[str, tuple[str, str, float]] = {
                          "0: the context does not help", 0.1),
     "context_loss_gain": ("loss at early minus late positions of natural text (nats/token)",
                           "0: the context does not help", 0.1),
+    "copier": ("layer-1 attention on the parent distances (best head per distance) on held-out chains",
+               "uniform attention", 0.1),
+    "classifier": ("generalized induction score of the best layer-2 head on held-out chains", "uniform attention",
+                   0.1),
 }
-ORDERS = (("previous_token", "induction"),)
+ORDERS = (("previous_token", "induction"), ("copier", "classifier"))
 CONTROL = "the series' first checkpoint"
 
 
@@ -80,7 +86,8 @@ def curve_units(measures: Sequence[CheckpointMeasure], curve: str) -> CurveUnits
 
 def _event(curve: str, change: ChangePoint, null_value: float) -> Event:
     statistic, null_kind, min_effect = EVENT_CURVES[curve]
-    finding = Finding(f"{statistic} at the last checkpoint, beside the first", change.end, change.end_ci,
+    finding = Finding(f"{statistic} at its peak checkpoint (step {change.peak_step:.0f}), beside the first",
+                      change.end, change.end_ci,
                       f"{null_kind}; p: share of bootstrap draws (batches) with no rise from the first checkpoint",
                       null_value, change.p_value, min_effect, selection=f"control: {CONTROL}")
     return Event(curve, change, finding.with_control(change.start, change.start_ci))
@@ -95,7 +102,8 @@ def series_events(measures: Sequence[CheckpointMeasure], config: DynamicsConfig)
     for curve, curve_units_ in units.items():
         changes[curve] = change_point(curve_units_, steps, n_boot=config.n_boot, seed=config.seed,
                                       fraction=config.fraction)
-        findings[curve] = _event(curve, changes[curve], measures[-1].curves[curve].null_value).finding
+        peak = steps.index(int(changes[curve].peak_step))
+        findings[curve] = _event(curve, changes[curve], measures[peak].curves[curve].null_value).finding
     event_holds = {curve: finding.holds for curve, finding in adjust_family(findings).items()}
     for earlier, later in ORDERS:
         if earlier not in units or later not in units:

@@ -13,9 +13,16 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from analyses.dynamics.summary import DynamicsSummary
 
-PANELS = {"head score (best head, held out)": ("previous_token", "induction", "duplicate_token"),
+PANELS = {"head score (best head, held out)": ("previous_token", "induction", "duplicate_token", "copier",
+                                              "classifier"),
           "in-context loss gain (nats/token)": ("repeat_loss_gain", "context_loss_gain")}
-SHARED_CURVES = ("previous_token", "induction", "repeat_loss_gain")
+SHARED_COLUMNS: dict[str, tuple[str, ...]] = {
+    # one column per role; each series draws the first of its curves that it has
+    "layer-1 copying: previous-token head (LM) / copier (toy)": ("previous_token", "copier"),
+    "layer-2 matching: induction head (LM) / classifier (toy)": ("induction", "classifier"),
+    "in-context loss gain (nats/token)": ("context_loss_gain", "repeat_loss_gain"),
+}
+SHARED_CURVES = tuple(c for curves in SHARED_COLUMNS.values() for c in curves)
 
 
 def plot_dynamics(summary: DynamicsSummary, path: Path) -> Path:
@@ -27,8 +34,9 @@ def plot_dynamics(summary: DynamicsSummary, path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     x = [s + 1 for s in summary.steps]
-    figure, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for axis, (label, curves) in zip(axes, PANELS.items()):
+    panels = {label: curves for label, curves in PANELS.items() if any(c in summary.curves for c in curves)}
+    figure, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4), squeeze=False)
+    for axis, (label, curves) in zip(axes[0], panels.items()):
         for index, curve in enumerate(c for c in curves if c in summary.curves):
             colour = f"C{index}"
             axis.plot(x, summary.curves[curve], marker="o", color=colour, label=curve)
@@ -52,39 +60,49 @@ def plot_dynamics(summary: DynamicsSummary, path: Path) -> Path:
 
 
 def plot_series_together(summaries: Mapping[str, DynamicsSummary], path: Path) -> Path:
-    """The previous-token, induction and in-context loss curves of several series on shared axes: the top row
-    against the fraction of training (step / last step), the bottom row against tokens seen (log; steps where a
-    series does not know its tokens). Each series' events that hold are marked with a dot."""
+    """Several series (real-text models and toys) on shared axes, one column per role (:data:`SHARED_COLUMNS`:
+    layer-1 copying, layer-2 matching, in-context loss gain; each series draws the first of the column's curves it
+    has, so a toy's copier sits beside a language model's previous-token head). Top row: against the fraction of
+    training (step / last step); bottom row: against tokens seen (log; steps where a series does not know its
+    tokens). Each event is marked where it crosses its level: a filled dot when it holds, an open one when not."""
     from analyses.plot_backend import use_file_backend
 
     use_file_backend()
     import matplotlib.pyplot as plt
 
-    figure, axes = plt.subplots(2, len(SHARED_CURVES), figsize=(4.2 * len(SHARED_CURVES), 7), squeeze=False)
+    columns = list(SHARED_COLUMNS.items())
+    figure, axes = plt.subplots(2, len(columns), figsize=(4.6 * len(columns), 7.5), squeeze=False)
     for colour, (name, summary) in enumerate(summaries.items()):
         last = max(summary.steps[-1], 1)
         known = all(t is not None for t in summary.tokens)
         scale = [float(t) if known and t is not None else float(s) for s, t in zip(summary.steps, summary.tokens)]
-        for column, curve in enumerate(SHARED_CURVES):
-            if curve not in summary.curves:
+        per_step = scale[-1] / last if last else 1.0
+        for column, (_, curves) in enumerate(columns):
+            curve = next((c for c in curves if c in summary.curves), None)
+            if curve is None:
                 continue
             values = summary.curves[curve]
-            axes[0][column].plot([s / last for s in summary.steps], values, color=f"C{colour}", label=name)
-            axes[1][column].plot([x + 1 for x in scale], values, color=f"C{colour}", label=name)
+            label = f"{name}: {curve}"
+            axes[0][column].plot([s / last for s in summary.steps], values, color=f"C{colour}", marker=".",
+                                 label=label)
+            axes[1][column].plot([x + 1 for x in scale], values, color=f"C{colour}", marker=".", label=label)
             event = summary.events.events.get(curve)
-            if event is not None and event.holds:
+            if event is not None and event.change.step == event.change.step:
                 step = event.change.step
-                at = step * (scale[-1] / last if last else 1.0)
                 level = event.change.start + summary.settings.fraction * event.change.rise
-                axes[0][column].plot([step / last], [level], "o", color=f"C{colour}")
-                axes[1][column].plot([at + 1], [level], "o", color=f"C{colour}")
-    for column, curve in enumerate(SHARED_CURVES):
-        axes[0][column].set_title(curve)
+                face = f"C{colour}" if event.holds else "white"
+                axes[0][column].plot([step / last], [level], "o", color=f"C{colour}", markerfacecolor=face, ms=8)
+                axes[1][column].plot([step * per_step + 1], [level], "o", color=f"C{colour}", markerfacecolor=face,
+                                     ms=8)
+    for column, (title, _) in enumerate(columns):
+        axes[0][column].set_title(title, fontsize=9)
         axes[0][column].set_xlabel("fraction of training (step / last step)")
         axes[1][column].set_xscale("log")
         axes[1][column].set_xlabel("1 + tokens seen (steps where unknown)")
-        axes[0][column].legend(fontsize=7)
-    figure.suptitle("checkpoint series on one axis; dots: events that hold")
+        for row in (0, 1):
+            if axes[row][column].lines:
+                axes[row][column].legend(fontsize=7)
+    figure.suptitle("checkpoint series on one axis; events: filled dot when it holds, open when not")
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)

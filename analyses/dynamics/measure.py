@@ -37,6 +37,7 @@ from probes.stats.nulls import permutation_p_value
 
 HEAD_CURVES = ("previous_token", "induction", "duplicate_token")
 LOSS_CURVES = ("repeat_loss_gain", "repeated_half_loss", "context_loss_gain")
+TOY_CURVES = ("copier", "classifier")  # the induction toy's series (analyses.dynamics.toy_measure)
 
 
 @dataclass(frozen=True)
@@ -177,5 +178,5 @@ def measure_checkpoint(model: HookedModel, checkpoint: Checkpoint, config: Dynam
 
 def curve_table(measures: Sequence[CheckpointMeasure]) -> Mapping[str, list[float]]:
     """Each curve's value per checkpoint (NaN where a checkpoint lacks it), for printing and plotting."""
-    names = [n for n in (*HEAD_CURVES, *LOSS_CURVES) if any(n in m.curves for m in measures)]
+    names = [n for n in (*HEAD_CURVES, *LOSS_CURVES, *TOY_CURVES) if any(n in m.curves for m in measures)]
     return {n: [m.curves[n].value if n in m.curves else math.nan for m in measures] for n in names}

@@ -25,7 +25,10 @@ from analyses.dynamics.config import DynamicsConfig
 from analyses.dynamics.events import series_events
 from analyses.dynamics.figures import plot_dynamics
 from analyses.dynamics.measure import CheckpointMeasure, curve_table, measure_checkpoint
+from analyses.dynamics.series_writer import INDUCTION_TOY_MEASURE
 from analyses.dynamics.summary import SUMMARY, DynamicsSummary
+from analyses.dynamics.toy_measure import measure_toy_checkpoint
+from analyses.induction.config import InductionExperimentConfig
 from analyses.toy_model_store import load_any_model
 from mechprobe import records
 from probes import ModelInfo, TokenBatch
@@ -86,10 +89,25 @@ def _text_batches(model: Any, config: DynamicsConfig) -> list[TokenBatch]:
     return made
 
 
+def toy_settings(series: CheckpointSeries) -> InductionExperimentConfig | None:
+    """The induction toy's settings when ``series`` is a toy series (``series.json`` says ``"measure":
+    "induction-toy"``), else None; another ``measure`` is refused."""
+    measure = series.extra.get("measure")
+    if measure is None:
+        return None
+    if measure != INDUCTION_TOY_MEASURE or not isinstance(series.extra.get("settings"), dict):
+        raise InputError(f"{series.source}/series.json names measure {measure!r}; mechprobe dynamics knows "
+                         f"{INDUCTION_TOY_MEASURE!r} (with the toy's 'settings'). Re-run the toy that wrote it.")
+    # the chains are drawn on the CPU whatever the toy trained on (a cuda run is measured on a CPU-only machine too)
+    return InductionExperimentConfig.from_settings({**series.extra["settings"], "device": "cpu"})
+
+
 def measure_series(series: CheckpointSeries, out: Path, config: DynamicsConfig, *, load: Loader,
                    progress: bool = True) -> tuple[list[CheckpointMeasure], list[int], list[int]]:
     """Every checkpoint's measure, read from ``out`` where stored, else loaded (one at a time), measured and
-    stored at once; returns ``(measures, indices measured now, indices reused)``."""
+    stored at once; returns ``(measures, indices measured now, indices reused)``. The induction toy's series
+    is measured by :func:`analyses.dynamics.toy_measure.measure_toy_checkpoint` (copier and classifier)."""
+    toy = toy_settings(series)
     (out / STORE).mkdir(parents=True, exist_ok=True)
     measures, measured_now, reused = [], [], []
     bar = tqdm(list(enumerate(series.checkpoints)), desc="checkpoints", unit="ckpt", disable=not progress)
@@ -102,7 +120,10 @@ def measure_series(series: CheckpointSeries, out: Path, config: DynamicsConfig, 
             reused.append(index)
         else:
             model = load(checkpoint.spec)
-            measure = measure_checkpoint(model, checkpoint, config, text_batches=_text_batches(model, config))
+            if toy is not None:
+                measure = measure_toy_checkpoint(model, checkpoint, config, toy)
+            else:
+                measure = measure_checkpoint(model, checkpoint, config, text_batches=_text_batches(model, config))
             del model
             atomic_write_text(path, records.to_json(StoredMeasure(config, checkpoint, measure)))
             measured_now.append(index)
@@ -141,7 +162,8 @@ def summary_lines(summary: DynamicsSummary) -> Sequence[str]:
     for curve, event in summary.events.events.items():
         change = event.change
         lines.append(f"event {curve}: step {change.step:.0f} [{change.step_ci[0]:.0f}, {change.step_ci[1]:.0f}], "
-                     f"{change.start:.3f} -> {change.end:.3f}, p={event.finding.reported_p:.3g}: "
+                     f"{change.start:.3f} -> {change.end:.3f} (peak at step {change.peak_step:.0f}), "
+                     f"p={event.finding.reported_p:.3g}: "
                      f"{'holds' if event.holds else 'does not hold'}")
     for name, finding in summary.events.orders.items():
         lines.append(f"order {name}: {finding.value:.0f} steps [{finding.ci[0]:.0f}, {finding.ci[1]:.0f}], "

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,10 +24,10 @@ from pathlib import Path
 import torch
 
 from analyses.dynamics.lm_data import LmData
+from analyses.dynamics.series_writer import checkpoint_steps, saved_steps, write_manifest
 from analyses.toy_model_store import save_standard_model
 from mechprobe import records, validation
 from probes.core.atomic import atomic_write_text
-from probes.core.checkpoint_series import MANIFEST
 from probes.core.errors import ConfigError
 from toymodels.standard import StandardModelConfig, build_standard_model
 from toymodels.training import Checkpointer, History, train
@@ -77,15 +76,6 @@ class TrainLmConfig:
                                    d_vocab=d_vocab, n_ctx=self.seq_len, attn_only=True, seed=self.seed)
 
 
-def checkpoint_steps(n_steps: int, n_checkpoints: int) -> tuple[int, ...]:
-    """Step 0 and about ``n_checkpoints - 1`` log-spaced steps from 10 (or 1) to ``n_steps``, distinct, ending at
-    ``n_steps``. Example: ``checkpoint_steps(1000, 5) == (0, 10, 56, 178, 1000)`` up to rounding."""
-    first = min(10, n_steps)
-    count = max(1, n_checkpoints - 1)
-    logs = torch.linspace(math.log(first), math.log(n_steps), count, dtype=torch.float64)
-    return tuple(sorted({0, *(round(float(v)) for v in logs.exp()), n_steps}))
-
-
 @dataclass(frozen=True)
 class TrainLmSummary:
     """``OUT/summary.json`` of ``train-lm``: its settings, the saved steps, the loss history's first and last
@@ -98,12 +88,6 @@ class TrainLmSummary:
     vocab: int
     corpus_tokens: int
     seconds: float
-
-
-def _write_manifest(out: Path, saved: set[int], config: TrainLmConfig) -> None:
-    tokens = config.batch_size * config.seq_len
-    entries = [{"step": s, "tokens": s * tokens, "path": f"step_{s}"} for s in sorted(saved)]
-    atomic_write_text(out / MANIFEST, json.dumps({"checkpoints": entries}, indent=1))
 
 
 def train_lm(config: TrainLmConfig, out: str | Path, *, device: str | torch.device = "cpu",
@@ -119,14 +103,12 @@ def train_lm(config: TrainLmConfig, out: str | Path, *, device: str | torch.devi
                                   weight_decay=config.weight_decay)
     generator = torch.Generator().manual_seed(config.seed)
     wanted = set(checkpoint_steps(config.n_steps, config.n_checkpoints))
-    saved: set[int] = set()
-    if (out / MANIFEST).is_file():  # a resumed run: the steps saved before it stopped
-        saved = {int(e["step"]) for e in json.loads((out / MANIFEST).read_text(encoding="utf-8"))["checkpoints"]}
+    saved = saved_steps(out)  # a resumed run: the steps saved before it stopped
 
     def save(step: int) -> None:
         save_standard_model(model, model_config, out / f"step_{step}", "train-lm")
         saved.add(step)
-        _write_manifest(out, saved, config)
+        write_manifest(out, saved, tokens_per_step=config.batch_size * config.seq_len)
 
     def loss_fn(step: int, generator: torch.Generator) -> torch.Tensor:
         rows = data.rows(config.batch_size, config.seq_len, repeat=config.repeat, span=config.span,

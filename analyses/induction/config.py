@@ -52,8 +52,10 @@ class InductionExperimentConfig:
     ``seed + 1``), ``model_name`` and the standard model's 2 layers are filled in by the experiment
     and must be left as they are. ``max_subset`` of ``simplified`` also bounds the parent subsets
     probed on any model. ``trajectory_dense_until`` / ``trajectory_per_decade`` choose the recorded
-    steps; ``checkpoint_every`` > 0 saves a resumable checkpoint in ``OUT/checkpoint``. ``device`` is
-    where the model trains and is probed (data is sampled on the CPU).
+    steps; ``checkpoint_every`` > 0 saves a resumable checkpoint in ``OUT/checkpoint``; ``series_checkpoints`` > 0
+    (standard model only) saves the model at step 0 and about that many log-spaced steps into ``OUT/series`` (a
+    checkpoint series ``mechprobe dynamics --model OUT/series`` measures: copier and classifier per checkpoint).
+    ``device`` is where the model trains and is probed (data is sampled on the CPU).
     """
 
     model: Literal["simplified", "full", "standard"] = "simplified"
@@ -72,6 +74,7 @@ class InductionExperimentConfig:
     trajectory_dense_until: int = 100
     trajectory_per_decade: int = 20
     checkpoint_every: int = 0
+    series_checkpoints: int = 0
     seed: int = 0
     device: str = "cpu"
 
@@ -90,7 +93,17 @@ class InductionExperimentConfig:
                                          f"{getattr(default, inner)!r} (got {getattr(section, inner)!r}).")
         integers(self, ("n_train", "n_val", "probe_sequences", "eval_every", "early_step", "trajectory_dense_until",
                         "trajectory_per_decade"), 1, error=ToyConfigError)
-        integers(self, ("checkpoint_every",), 0, error=ToyConfigError)
+        integers(self, ("checkpoint_every", "series_checkpoints"), 0, error=ToyConfigError)
+        if self.series_checkpoints and self.model != "standard":
+            raise ToyConfigError(f"series_checkpoints saves a TransformerLens model's checkpoints; it needs "
+                                 f"model='standard' (preset standard), got model={self.model!r} (whose copier is "
+                                 f"planted at initialisation). Leave series_checkpoints at 0 or use --preset standard.")
+        if self.series_checkpoints and self.standard_train.n_steps < 1:
+            raise ToyConfigError("series_checkpoints needs standard_train.n_steps >= 1 (a series of step 0 alone is "
+                                 "no series).")
+        if self.series_checkpoints == 1:
+            raise ToyConfigError("series_checkpoints must be 0 (no series) or >= 2 (step 0 and the last step at "
+                                 "least); got 1.")
         for length in self.eval_seq_lens:
             dataclasses.replace(self.data, seq_len=length)  # validates each evaluation setting
         for alpha in self.eval_alphas:

@@ -39,13 +39,14 @@ import json
 import logging
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from analyses.dynamics.series_writer import INDUCTION_TOY_MEASURE, checkpoint_steps, saved_steps, write_manifest
 from analyses.induction.config import PRESETS, InductionExperimentConfig
 from analyses.induction.figures import write_figures
 from analyses.induction.findings import (
@@ -62,7 +63,7 @@ from analyses.induction.trajectory import TRAJECTORY_KEYS, log_growth_fit, traje
 from analyses.timings import write_timings
 from analyses.torch_threads import torch_threads
 from analyses.toy_findings import aggregate_seeds
-from analyses.toy_model_store import save_toy_model
+from analyses.toy_model_store import save_standard_model, save_toy_model
 from mechprobe.forward import model_device
 from probes.attention.copier import CopierProbe, CopierProfile
 from probes.attention.generalized_induction import GeneralizedInductionProbe, GeneralizedInductionScores
@@ -85,6 +86,8 @@ __all__ = ["FINDINGS", "PRESETS", "PRESET_REFERENCES", "InductionExperimentConfi
            "induction_reference", "result_from_summary", "run", "seed_findings"]
 
 log = logging.getLogger(__name__)
+
+SERIES_FOLDER = "series"
 
 result_from_summary = InductionResult.from_document  # the report's way back from summary.json
 
@@ -136,9 +139,37 @@ def train_model(config: InductionExperimentConfig, train_tokens: torch.Tensor, v
         m.train()
         history.log(step, val_loss=last_token_loss(m, val_tokens), induction_score=float(scores.scores[-1].max()))
 
-    history = train_on_fresh_chains(model, config.data, config.standard_training(), callbacks=[evaluate],
+    callbacks: list[Callable[[int, torch.nn.Module, History], None]] = [evaluate]
+    if config.series_checkpoints:
+        callbacks.append(_series_saver(model, config, out_dir / SERIES_FOLDER))
+    history = train_on_fresh_chains(model, config.data, config.standard_training(), callbacks=callbacks,
                                     checkpointer=checkpointer, progress=progress)
     return model, history
+
+
+def _series_saver(model: torch.nn.Module, config: InductionExperimentConfig, out: Path
+                  ) -> Callable[[int, torch.nn.Module, History], None]:
+    """Save ``model`` now (step 0, unless a resumed run saved it) and return the callback that saves it at the
+    log-spaced steps of ``config.series_checkpoints`` (:mod:`analyses.dynamics.series_writer`)."""
+    wanted = set(checkpoint_steps(config.standard_train.n_steps, config.series_checkpoints))
+    standard = config.standard_model_config()
+    saved = saved_steps(out)
+    extra = {"measure": INDUCTION_TOY_MEASURE, "settings": dataclasses.asdict(config)}
+    tokens_per_step = config.standard_train.batch_size * config.data.seq_len
+
+    def save(step: int) -> None:
+        save_standard_model(model, standard, out / f"step_{step}", "induction")
+        saved.add(step)
+        write_manifest(out, saved, tokens_per_step=tokens_per_step, extra=extra)
+
+    if 0 not in saved:
+        save(0)
+
+    def on_step(step: int, m: torch.nn.Module, history: History) -> None:
+        if step in wanted:
+            save(step)
+
+    return on_step
 
 
 def _trajectory_recorder(model: SimplifiedInductionModel, config: InductionExperimentConfig,

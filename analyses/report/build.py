@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from analyses.dynamics.config import DynamicsConfig
 from analyses.experiments import toy_experiment
 from analyses.linear.section import (
     load_linear_runs,
@@ -21,6 +22,7 @@ from analyses.pretrained.measure import PretrainedRun, probe_pretrained
 from analyses.report.compare import ToyRun, compare
 from analyses.report.config import ReportConfig, ReportSettings
 from analyses.report.corpus import corpus_summary
+from analyses.report.dynamics_section import load_series, run_series
 from analyses.report.run_store import load_report_inputs, save_report_inputs
 from analyses.timings import write_timings
 from analyses.toy_seeds import run_with_seeds
@@ -104,10 +106,18 @@ def run_report(config: ReportConfig, out_dir: str | Path, *, progress: bool = Tr
                                         word_topics if config.models else {}, toy_folders(toy_runs), config.linear,
                                         seed=config.seed, progress=progress)
             timings["linear_probes_s"] = time.perf_counter() - start
+        dynamics = {}
+        if config.series:
+            echo(f"measuring checkpoint series ({', '.join(config.series)}) ...")
+            start = time.perf_counter()
+            dynamics = run_series(config.series, tmp, DynamicsConfig(seed=config.seed), device=config.device,
+                                  dtype=torch_dtype(config.dtype), progress=progress)
+            timings["dynamics_s"] = time.perf_counter() - start
         corpus = corpus_summary(config.corpus, len(documents), corpus_digest(documents),
                                 topic_model if config.models else None, word_topics if config.models else None)
         settings = ReportSettings.of(config, {spec: weights_source(spec) for spec in config.models})
-        compare(toy_runs, pretrained, folder=tmp, corpus=corpus, settings=settings, linear=linear).write(tmp)
+        compare(toy_runs, pretrained, folder=tmp, corpus=corpus, settings=settings, linear=linear,
+                dynamics=dynamics).write(tmp)
         save_report_inputs(tmp, toy_runs, pretrained, corpus, settings)
         if config.linear.enabled:
             save_linear_runs(tmp / "results" / "linear", linear)
@@ -123,5 +133,7 @@ def render_report(out_dir: str | Path) -> Path:
     out_dir = Path(out_dir)
     toy_runs, pretrained, corpus, settings = load_report_inputs(out_dir)
     linear = load_linear_runs(out_dir / "results" / "linear", expected=settings is not None and settings.linear.enabled)
-    compare(toy_runs, pretrained, folder=out_dir, corpus=corpus, settings=settings, linear=linear).write(out_dir)
+    dynamics = load_series(settings.series, out_dir) if settings is not None else {}
+    compare(toy_runs, pretrained, folder=out_dir, corpus=corpus, settings=settings, linear=linear,
+            dynamics=dynamics).write(out_dir)
     return out_dir / "report.html"

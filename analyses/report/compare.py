@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 import torch
 
+from analyses.dynamics.summary import DynamicsSummary
 from analyses.induction.result import InductionResult
 from analyses.linear.section import linear_section
 from analyses.paper_result import PaperResult
@@ -19,6 +20,7 @@ from analyses.report.causal_section import causal_section
 from analyses.report.config import ReportConfig, ReportSettings
 from analyses.report.corpus import CorpusSummary, TopicHeldOut
 from analyses.report.document import Figure, Report, Section, Table, View
+from analyses.report.dynamics_section import dynamics_section
 from analyses.report.figures import layer_head_heatmaps, paired_bars
 from analyses.report.verdicts import compare_findings, verdict_section
 from analyses.scansnap.result import ScanSnapResult
@@ -265,7 +267,8 @@ def _topic_quality(overview: Section, topics: tuple[tuple[str, ...], ...], held_
 def compare(toy_runs: Mapping[str, ToyRun], pretrained_runs: Mapping[str, PretrainedRun], *,
             folder: str | Path, corpus: CorpusSummary | None = None,
             settings: ReportSettings | None = None,
-            linear: Mapping[str, LinearProbeScores] | None = None) -> Report:
+            linear: Mapping[str, LinearProbeScores] | None = None,
+            dynamics: Mapping[str, DynamicsSummary] | None = None) -> Report:
     """The toy-vs-pretrained report; figures are written into ``folder/figures``.
 
     Example:
@@ -312,6 +315,8 @@ def compare(toy_runs: Mapping[str, ToyRun], pretrained_runs: Mapping[str, Pretra
         config = settings if settings is not None else ReportConfig()
         section, linear_entry = linear_section(linear, figures, n_boot=config.linear.n_boot, seed=config.seed)
         sections.append(section)
+    if dynamics:
+        sections.append(dynamics_section(dynamics, figures, folder))
     if pretrained_runs:
         sections.append(_interactive_section(pretrained_runs))
     summary = {
@@ -323,4 +328,6 @@ def compare(toy_runs: Mapping[str, ToyRun], pretrained_runs: Mapping[str, Pretra
     }
     if linear_entry is not None:
         summary["linear"] = linear_entry
+    if dynamics:
+        summary["dynamics"] = {spec: records.dump(value) for spec, value in dynamics.items()}
     return Report("mechprobe: toy models vs pretrained models", sections, summary)

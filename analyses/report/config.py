@@ -35,13 +35,16 @@ class ReportConfig:
     seed: int = 0
     device: str = "cpu"
     dtype: str = "float32"
+    series: tuple[str, ...] = ()
+    """Checkpoint series (``mechprobe dynamics --model`` specs) measured into a "Dynamics" section; none: no
+    section."""
 
     def __post_init__(self) -> None:
         unknown = [t for t in self.toys if t not in TOY_EXPERIMENTS]
         if unknown:
             raise ConfigError(f"Unknown toy settings {unknown}; choose from {', '.join(TOY_EXPERIMENTS)}.")
-        if not self.models and not self.toys:
-            raise ConfigError("The report needs at least one pretrained model or one toy setting.")
+        if not self.models and not self.toys and not self.series:
+            raise ConfigError("The report needs at least one pretrained model, one toy setting or one --series.")
         integer("toy_seeds", self.toy_seeds, 1)
         if self.max_documents < 2 or self.min_chars < 1:
             raise ConfigError(

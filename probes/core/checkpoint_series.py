@@ -13,7 +13,8 @@ checkpoint at a time (a series of Pythia revisions does not fit in memory at onc
   (``attn-only-2l``), each loading as ``NAME@checkpoint_index=N``; the step is the index (resp. the value, the
   step or token count in the checkpoint's file name).
 - a folder with ``series.json`` (``{"checkpoints": [{"step", "tokens", "path"}, ...]}``, paths relative to the
-  folder; ``mechprobe train-lm`` writes one), or a folder of checkpoint folders or files whose names end with a
+  folder; ``mechprobe train-lm`` and the induction toy write one; its other keys are kept as the series'
+  ``extra``), or a folder of checkpoint folders or files whose names end with a
   number (``step_100``, ``checkpoint-2000``, ``500.pt``), ordered by that number.
 
 :func:`check_revisions` asks transformers for each hub revision's config before any model is loaded, so a
@@ -31,7 +32,8 @@ from __future__ import annotations
 import itertools
 import json
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -69,12 +71,14 @@ class Checkpoint:
 @dataclass(frozen=True)
 class CheckpointSeries:
     """A model's checkpoints in step order. ``source`` is the series spec; ``kind`` is ``revisions``,
-    ``legacy`` or ``folder``; ``hub_name`` the hub repo of a ``revisions`` series."""
+    ``legacy`` or ``folder``; ``hub_name`` the hub repo of a ``revisions`` series; ``extra`` the keys of a
+    ``series.json`` beside ``checkpoints`` (e.g. what a toy series is measured with), else empty."""
 
     source: str
     kind: str
     checkpoints: tuple[Checkpoint, ...]
     hub_name: str | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if len(self.checkpoints) < 2:
@@ -127,6 +131,7 @@ def _from_folder(folder: Path) -> CheckpointSeries:
         try:
             document = json.loads(manifest.read_text(encoding="utf-8"))
             entries = document["checkpoints"]
+            extra = {key: value for key, value in document.items() if key != "checkpoints"}
             checkpoints = tuple(Checkpoint(int(e["step"]), str(folder / e["path"]),
                                            None if e.get("tokens") is None else int(e["tokens"])) for e in entries)
         except (OSError, ValueError, KeyError, TypeError) as error:
@@ -136,7 +141,7 @@ def _from_folder(folder: Path) -> CheckpointSeries:
         missing = [c.spec for c in checkpoints if not Path(c.spec).exists()]
         if missing:
             raise ModelError(f"{manifest} names checkpoints that are not there: {', '.join(missing[:3])}.")
-        return CheckpointSeries(str(folder), "folder", tuple(sorted(checkpoints, key=lambda c: c.step)))
+        return CheckpointSeries(str(folder), "folder", tuple(sorted(checkpoints, key=lambda c: c.step)), extra=extra)
     numbered = []
     for entry in sorted(folder.iterdir()):
         match = _TRAILING_NUMBER.search(entry.name)

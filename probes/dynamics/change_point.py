@@ -9,17 +9,25 @@ sums (:class:`CurveUnits`) so that the curve can be recomputed on a resample of 
 the repeated copy). A bootstrap draw resamples the batches once, with the same counts at every checkpoint and for
 every curve (the batches are the same data at every checkpoint), so two curves' events are paired.
 
-The change point of a curve is where it rises: with ``start`` the first checkpoint's value (the control: the
-series before training, or as early as it goes) and ``end`` the last's, the event step is where the curve
-crosses ``start + fraction * (end - start)`` (``fraction`` 0.5: half-way) for the last time, i.e. from where on it
-stays at or above that level (a passing spike earlier is not the event), interpolated linearly in ``log(1 + step)``
-between the two checkpoints that straddle the crossing. There is no event (NaN) when ``end <= start``.
+The change point of a curve is where it rises to its peak: with ``start`` the first checkpoint's value (the
+control: the series before training, or as early as it goes) and ``end`` the value at the peak checkpoint (the
+curve's largest value after the first checkpoint, the last checkpoint for a curve that keeps rising), the event
+step is where the curve, up to the peak, crosses ``start + fraction * (end - start)`` (``fraction`` 0.5: half-way)
+for the last time, i.e. from where on it stays at or above that level until the peak (a passing spike earlier is
+not the event), interpolated linearly in ``log(1 + step)`` between the two checkpoints that straddle the crossing.
+A curve that rises and falls again (a head that forms and is then replaced) has its event on the way up. There is
+no event (NaN) when ``end <= start``. The peak checkpoint is chosen once, on the observed curve, and kept for every
+bootstrap draw (so the draws measure the rise to that checkpoint). Choosing it on the same batches favours a noisy
+maximum: a flat curve's rise to its peak is positive. The p-value accounts for that search (below), and the event's
+finding asks for a minimum effect besides (random-weight series: no event).
 Its interval is the percentile interval of the event step over the draws (draws without an event are left out and
 counted in ``draws_with_event``), widened to the two checkpoints that straddle the observed crossing (``bracket``):
 the curve is only seen at the checkpoints, so the event lies somewhere between them whatever the batches say.
-Whether the curve rose at all is judged on ``end - start`` (no search over
-checkpoints: the first and last are fixed in advance): its interval and the share of draws with ``end <= start``
-(the one-sided bootstrap p-value).
+Whether the curve rose at all is judged on ``rise = end - start`` at the peak checkpoint: its interval over the
+draws, and a one-sided p-value that allows for the peak having been searched for (a bootstrap max-T test): each
+draw's rises to every checkpoint, centred on the observed ones, ``(draw[t] - draw[0]) - (value[t] - value[0])``,
+give under "no rise anywhere" the distribution of the largest rise over the checkpoints; ``p`` is the share of
+draws whose largest centred rise reaches the observed ``rise``.
 
 The order of two events (A before B) is ``step_B - step_A`` per draw: its interval (widened to the differences of the
 two brackets' ends) and the share of draws in which it is not positive, or either event is missing (the p-value).
@@ -100,16 +108,28 @@ def resample_counts(n_units: int, n_boot: int, seed: int) -> Float[Tensor, "draw
     return counts.scatter_add_(1, draws, torch.ones(n_boot, n_units, dtype=torch.float64))
 
 
-def rise_steps(values: Float[Tensor, "draw checkpoint"], steps: Sequence[int], fraction: float = 0.5
-               ) -> Float[Tensor, " draw"]:
-    """Per row, the step where the curve crosses ``start + fraction * (end - start)`` for the last time (from there on
-    it stays at or above it), interpolated in ``log(1 + step)``; NaN where ``end <= start`` (module docstring)."""
+def peak_index(values: Float[Tensor, " checkpoint"]) -> int:
+    """The checkpoint (after the first) where the curve is largest; the earliest of equal maxima."""
+    if values.shape[0] < 2:
+        raise InputError(f"A curve needs at least 2 checkpoints; got {values.shape[0]}.")
+    rest = torch.nan_to_num(values[1:].double(), nan=float("-inf"))
+    return 1 + int(rest.argmax())
+
+
+def rise_steps(values: Float[Tensor, "draw checkpoint"], steps: Sequence[int], fraction: float = 0.5,
+               peak: int | None = None) -> Float[Tensor, " draw"]:
+    """Per row, the step where the curve up to checkpoint ``peak`` (default: the last) crosses
+    ``start + fraction * (end - start)`` for the last time (from there on it stays at or above it until ``peak``),
+    interpolated in ``log(1 + step)``, with ``end`` the value at ``peak``; NaN where ``end <= start`` (module
+    docstring)."""
     if not 0 < fraction < 1:
         raise ConfigError(f"fraction must lie in (0, 1) (0.5: half-way from the first to the last value); "
                           f"got {fraction!r}.")
     x = torch.log1p(torch.tensor([float(s) for s in steps], dtype=torch.float64))
     if values.shape[-1] != x.shape[0]:
         raise InputError(f"The curve has {values.shape[-1]} checkpoints but {x.shape[0]} steps were given.")
+    if peak is not None:
+        values, x = values[:, : peak + 1], x[: peak + 1]
     start, end = values[:, 0], values[:, -1]
     threshold = start + fraction * (end - start)
     reached = values >= threshold[:, None]
@@ -125,9 +145,12 @@ def rise_steps(values: Float[Tensor, "draw checkpoint"], steps: Sequence[int], f
     return torch.where((end > start) & stays.any(1), step, torch.full_like(step, float("nan")))
 
 
-def crossing_bracket(values: Float[Tensor, " checkpoint"], steps: Sequence[int], fraction: float = 0.5
-                     ) -> tuple[float, float]:
-    """The steps of the two checkpoints between which the curve last crosses its event level (NaN: no event)."""
+def crossing_bracket(values: Float[Tensor, " checkpoint"], steps: Sequence[int], fraction: float = 0.5,
+                     peak: int | None = None) -> tuple[float, float]:
+    """The steps of the two checkpoints between which the curve (up to checkpoint ``peak``, default the last) last
+    crosses its event level (NaN: no event)."""
+    if peak is not None:
+        values, steps = values[: peak + 1], list(steps)[: peak + 1]
     start, end = float(values[0]), float(values[-1])
     if not end > start:
         return (math.nan, math.nan)
@@ -139,9 +162,9 @@ def crossing_bracket(values: Float[Tensor, " checkpoint"], steps: Sequence[int],
 @dataclass(frozen=True)
 class ChangePoint:
     """Where one curve rises: ``step`` with ``step_ci`` and the straddling checkpoints ``bracket`` (module
-    docstring), ``start`` and ``end`` (the first and
-    last checkpoints' values) with ``end_ci``, the rise ``end - start`` with ``rise_ci`` and its one-sided
-    bootstrap ``p_value``, and the share of draws in which the curve rose (``draws_with_event``)."""
+    docstring), ``start`` and ``end`` (the first and the peak checkpoints' values, the peak at ``peak_step``) with
+    ``end_ci``, the rise ``end - start`` with ``rise_ci`` and its one-sided bootstrap max-T ``p_value``, and the
+    share of draws in which the curve rose (``draws_with_event``)."""
 
     step: float
     step_ci: tuple[float, float]
@@ -155,6 +178,7 @@ class ChangePoint:
     p_value: float
     draws_with_event: float
     fraction: float
+    peak_step: float = math.nan
 
 
 def _widened(ci: tuple[float, float], bounds: tuple[float, float]) -> tuple[float, float]:
@@ -186,18 +210,23 @@ def change_point(units: CurveUnits, steps: Sequence[int], *, n_boot: int = 1000,
     counts = resample_counts(units.n_units, n_boot, seed) if counts is None else counts
     observed = units.values()
     draws = units.values(counts)
-    step = rise_steps(observed, steps, fraction)[0]
-    draw_steps = rise_steps(draws, steps, fraction)
-    bracket = crossing_bracket(observed[0], steps, fraction)
-    rises = draws[:, -1] - draws[:, 0]
-    finite = torch.isfinite(rises)
-    p_value = float((1 + ((rises <= 0) & finite).sum()) / (1 + finite.sum()))
+    peak = peak_index(observed[0])
+    step = rise_steps(observed, steps, fraction, peak)[0]
+    draw_steps = rise_steps(draws, steps, fraction, peak)
+    bracket = crossing_bracket(observed[0], steps, fraction, peak)
+    rises = draws[:, peak] - draws[:, 0]
+    centred = (draws - draws[:, :1]) - (observed - observed[:, :1])
+    largest = torch.nan_to_num(centred[:, 1:], nan=float("-inf")).max(1).values
+    finite = torch.isfinite(largest)
+    observed_rise = observed[0, peak] - observed[0, 0]
+    p_value = float((1 + ((largest >= observed_rise) & finite).sum()) / (1 + finite.sum()))
     return ChangePoint(
         step=float(step), step_ci=_widened(_interval(draw_steps, level), bracket), bracket=bracket,
         start=float(observed[0, 0]), start_ci=_interval(draws[:, 0], level),
-        end=float(observed[0, -1]), end_ci=_interval(draws[:, -1], level),
-        rise=float(observed[0, -1] - observed[0, 0]), rise_ci=_interval(rises, level), p_value=p_value,
-        draws_with_event=float(torch.isfinite(draw_steps).double().mean()), fraction=float(fraction))
+        end=float(observed[0, peak]), end_ci=_interval(draws[:, peak], level),
+        rise=float(observed[0, peak] - observed[0, 0]), rise_ci=_interval(rises, level), p_value=p_value,
+        draws_with_event=float(torch.isfinite(draw_steps).double().mean()), fraction=float(fraction),
+        peak_step=float(steps[peak]))
 
 
 @dataclass(frozen=True)
@@ -223,12 +252,14 @@ def event_order(earlier: CurveUnits, later: CurveUnits, steps: Sequence[int], *,
         raise InputError(f"The two curves must be measured on the same batches; got {earlier.n_units} and "
                          f"{later.n_units} units.")
     counts = resample_counts(earlier.n_units, n_boot, seed)
-    a = rise_steps(earlier.values(), steps, fraction)[0]
-    b = rise_steps(later.values(), steps, fraction)[0]
-    draws = rise_steps(later.values(counts), steps, fraction) - rise_steps(earlier.values(counts), steps, fraction)
+    peak_a, peak_b = peak_index(earlier.values()[0]), peak_index(later.values()[0])
+    a = rise_steps(earlier.values(), steps, fraction, peak_a)[0]
+    b = rise_steps(later.values(), steps, fraction, peak_b)[0]
+    draws = (rise_steps(later.values(counts), steps, fraction, peak_b)
+             - rise_steps(earlier.values(counts), steps, fraction, peak_a))
     not_after = ~(draws > 0)  # NaN (an event missing) counts against the order
-    first, second = crossing_bracket(earlier.values()[0], steps, fraction), crossing_bracket(later.values()[0], steps,
-                                                                                              fraction)
+    first = crossing_bracket(earlier.values()[0], steps, fraction, peak_a)
+    second = crossing_bracket(later.values()[0], steps, fraction, peak_b)
     ci = _widened(_interval(draws, level), (second[0] - first[1], second[1] - first[0]))
     return EventOrder(names[0], names[1], float(b - a), ci,
                       float((1 + not_after.sum()) / (1 + draws.shape[0])))

@@ -1,0 +1,53 @@
+"""Saving a training run as a checkpoint series: the log-spaced steps to save, and ``series.json``.
+
+A series folder holds one checkpoint folder per saved step (``step_N``) and ``series.json``
+(``{"checkpoints": [{"step", "tokens", "path"}, ...], ...}``, read by
+:func:`probes.core.checkpoint_series.checkpoint_series`), rewritten after each saved step so that a stopped run
+leaves a usable series. Extra keys of the manifest (``measure``, ``settings``) tell ``mechprobe dynamics`` what
+a toy series is measured with. ``mechprobe train-lm`` and the induction toy (``--set series_checkpoints=N``) both
+write series this way.
+
+Example: ``write_manifest(out, {0, 10, 100}, tokens_per_step=4096)``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from probes.core.atomic import atomic_write_text
+from probes.core.checkpoint_series import MANIFEST
+
+INDUCTION_TOY_MEASURE = "induction-toy"
+"""``series.json["measure"]`` of the induction toy's series (with its ``settings``): ``mechprobe dynamics`` measures
+its copier and classifier (:mod:`analyses.dynamics.toy_measure`) instead of the ``[BOS] X X`` protocol."""
+
+
+def checkpoint_steps(n_steps: int, n_checkpoints: int) -> tuple[int, ...]:
+    """Step 0 and about ``n_checkpoints - 1`` log-spaced steps from 10 (or 1) to ``n_steps``, distinct, ending at
+    ``n_steps``. Example: ``checkpoint_steps(1000, 5) == (0, 10, 56, 178, 1000)`` up to rounding."""
+    first = min(10, n_steps)
+    count = max(1, n_checkpoints - 1)
+    logs = torch.linspace(math.log(first), math.log(n_steps), count, dtype=torch.float64)
+    return tuple(sorted({0, *(round(float(v)) for v in logs.exp()), n_steps}))
+
+
+def saved_steps(out: Path) -> set[int]:
+    """The steps ``out/series.json`` lists (empty when there is none yet: a fresh run)."""
+    manifest = out / MANIFEST
+    if not manifest.is_file():
+        return set()
+    return {int(e["step"]) for e in json.loads(manifest.read_text(encoding="utf-8"))["checkpoints"]}
+
+
+def write_manifest(out: Path, steps: Iterable[int], *, tokens_per_step: int,
+                   extra: Mapping[str, Any] | None = None) -> None:
+    """Write ``out/series.json`` listing ``out/step_N`` for each of ``steps`` (tokens seen: ``N * tokens_per_step``)
+    and the ``extra`` keys beside ``checkpoints``."""
+    entries = [{"step": s, "tokens": s * tokens_per_step, "path": f"step_{s}"} for s in sorted(set(steps))]
+    atomic_write_text(out / MANIFEST, json.dumps({"checkpoints": entries, **(extra or {})}, indent=1))

@@ -1,0 +1,158 @@
+"""The induction toy as a checkpoint series (Chen et al. 2024: the layer-1 copier and the layer-2 classifier):
+``series_checkpoints`` saves the standard toy at log-spaced steps with its settings, ``dynamics`` measures copier and
+classifier per checkpoint (held-out heads, uniform-attention nulls), finds both events and judges "copier forms
+before classifier" in the Finding schema; random-weight checkpoints of the toy give no event that holds."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+import pytest
+import torch
+
+from analyses.cli import main
+from analyses.dynamics.config import DynamicsConfig
+from analyses.dynamics.figures import plot_series_together
+from analyses.dynamics.run import run_dynamics, toy_settings
+from analyses.dynamics.series_writer import INDUCTION_TOY_MEASURE, write_manifest
+from analyses.dynamics.toy_measure import _uniform_copier_mass, induction_toy_points
+from analyses.induction.config import PRESETS
+from analyses.induction.experiment import SERIES_FOLDER, train_model
+from analyses.induction.findings import build_model, held_out_chains
+from analyses.toy_model_store import save_standard_model
+from probes.core.checkpoint_series import checkpoint_series
+from probes.core.errors import InputError
+from toymodels.errors import ToyConfigError
+from toymodels.induction.data import sample_markov_icl
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+CONFIG = DynamicsConfig(n_batches=8, n_boot=500)
+
+
+def small_toy(n_steps: int = 300, **changes):
+    """The standard preset made small: chains of 50 states, 64 held out; 300 Adam steps form both heads."""
+    base = PRESETS["standard"]
+    return dataclasses.replace(base, data=dataclasses.replace(base.data, seq_len=50), eval_seq_lens=(50,), n_val=64,
+                               probe_sequences=64, eval_every=10**6, series_checkpoints=10,
+                               standard_train=dataclasses.replace(base.standard_train, n_steps=n_steps), **changes)
+
+
+def random_weight_series(folder, config, seeds):
+    """A toy series whose checkpoints are the toy at initialisation, drawn with ``seeds`` (one per step)."""
+    standard = config.standard_model_config()
+    for step, seed in zip((0, 10, 30, 100, 300, 1000), seeds):
+        torch.manual_seed(seed)
+        model = build_model(dataclasses.replace(config, seed=seed))
+        save_standard_model(model, dataclasses.replace(standard, seed=seed), folder / f"step_{step}", "induction")
+    write_manifest(folder, (0, 10, 30, 100, 300, 1000)[: len(seeds)], tokens_per_step=1600,
+                   extra={"measure": INDUCTION_TOY_MEASURE, "settings": dataclasses.asdict(config)})
+    return folder
+
+
+def test_series_checkpoints_is_for_the_standard_toy_only():
+    with pytest.raises(ToyConfigError, match="model='standard'"):
+        dataclasses.replace(PRESETS["fast"], series_checkpoints=8)
+    with pytest.raises(ToyConfigError, match=">= 2"):
+        dataclasses.replace(PRESETS["standard"], series_checkpoints=1)
+    with pytest.raises(ToyConfigError, match="n_steps >= 1"):
+        small_toy(n_steps=0)
+
+
+def test_uniform_copier_mass_is_the_mean_of_one_over_visible_keys():
+    batch = torch.zeros(3, 6, dtype=torch.long)  # queries 2..5 see 3..6 keys
+    assert _uniform_copier_mass([batch], 2) == pytest.approx((1 / 3 + 1 / 4 + 1 / 5 + 1 / 6) / 4)
+
+
+def test_a_hand_made_copier_scores_one_and_uniform_attention_scores_its_null():
+    """Planted truth: layer-1 head 0 attends exactly to distance 1 and head 1 to distance 2 (order 3); every
+    other head is uniform. The copier curve is then 1.0; a model that is uniform everywhere scores the null."""
+    config = small_toy()
+    model = build_model(config)
+    n_pos = config.data.seq_len
+
+    def planted(pattern, hook):
+        q = torch.arange(n_pos)
+        uniform = torch.tril(torch.ones(n_pos, n_pos)) / (q[:, None] + 1)
+        pattern[:] = uniform.to(pattern.dtype)
+        if hook.name == "blocks.0.attn.hook_pattern":
+            for head, distance in ((0, 1), (1, 2)):
+                rows = q[distance:]
+                pattern[:, head] = 0
+                pattern[:, head, rows, rows - distance] = 1
+                pattern[:, head, :distance] = uniform[:distance].to(pattern.dtype)
+        return pattern
+
+    batches = list(held_out_chains(config)[:64, :-1].tensor_split(8))
+    model.blocks[0].attn.hook_pattern.add_hook(planted)
+    model.blocks[1].attn.hook_pattern.add_hook(planted)
+    points = induction_toy_points(model, batches, config, CONFIG)
+    assert points["copier"].value == pytest.approx(1.0)
+    assert points["classifier"].value == pytest.approx(points["classifier"].null_value)  # uniform layer 2
+    model.reset_hooks()
+
+
+def test_a_toy_series_trained_on_another_device_is_measured_on_the_cpu(tmp_path):
+    config = small_toy()
+    folder = random_weight_series(tmp_path / "series", config, (0, 1))
+    manifest = json.loads((folder / "series.json").read_text())
+    manifest["settings"]["device"] = "cuda:7"  # not on this machine
+    (folder / "series.json").write_text(json.dumps(manifest))
+    assert toy_settings(checkpoint_series(folder)) == config
+    manifest["measure"] = "scan-and-snap"
+    (folder / "series.json").write_text(json.dumps(manifest))
+    with pytest.raises(InputError, match="names measure 'scan-and-snap'"):
+        toy_settings(checkpoint_series(folder))
+
+
+def test_the_toy_at_initialisation_gives_no_event_that_holds(tmp_path):
+    config = small_toy()
+    for name, seeds in (("same", (0,) * 6), ("redrawn", (0, 1, 2, 3, 4, 5))):
+        series = random_weight_series(tmp_path / name, config, seeds)
+        summary = run_dynamics(series, tmp_path / f"{name}-dynamics", CONFIG, progress=False)
+        assert set(summary.curves) == {"copier", "classifier"}
+        assert not any(event.holds for event in summary.events.events.values()), name
+        order = summary.events.orders["copier_before_classifier"]
+        assert not order.holds and math.isnan(order.p_value)  # untested: its events do not hold
+
+
+@pytest.mark.slow  # about 40 s on one thread: 300 steps of the small standard toy
+def test_trained_toy_series_copier_and_classifier_events_and_their_order(tmp_path):
+    config = small_toy()
+    train_model(config, sample_markov_icl(config.data, 8, 0).tokens, held_out_chains(config), tmp_path, progress=False)
+    folder = tmp_path / SERIES_FOLDER
+    series = checkpoint_series(folder)
+    manifest = json.loads((folder / "series.json").read_text())
+    assert series.steps[0] == 0 and series.steps[-1] == 300 and len(series.steps) == 10
+    assert manifest["measure"] == INDUCTION_TOY_MEASURE and series.checkpoints[-1].tokens == 300 * 32 * 50
+    summary = run_dynamics(folder, tmp_path / "dynamics", CONFIG, progress=False)
+    copier, classifier = summary.events.events["copier"], summary.events.events["classifier"]
+    assert copier.holds and classifier.holds  # both form from near their nulls
+    assert summary.curves["copier"][0] < 0.15 < 0.5 < summary.curves["copier"][-1]
+    assert summary.curves["classifier"][-1] > classifier.finding.null_value + 0.3
+    for event in (copier, classifier):
+        low, high = event.change.bracket
+        assert low <= event.change.step <= high and event.change.step_ci[0] <= low and event.change.step_ci[1] >= high
+    order = summary.events.orders["copier_before_classifier"]
+    assert order.value == pytest.approx(classifier.change.step - copier.change.step)
+    assert order.ci[0] <= order.value <= order.ci[1] and not math.isnan(order.p_value)  # tested: both hold
+    assert order.verdict in ("holds", "absent", "inconclusive")
+    path = plot_series_together({"toy": summary}, tmp_path / "together.png")
+    assert path.stat().st_size > 10_000
+
+
+def test_cli_toy_induction_saves_a_series_that_dynamics_reads(tmp_path, capsys):
+    settings = ["data.seq_len=20", "standard_train.n_steps=12", "eval_every=6", "n_val=16", "probe_sequences=16",
+                "standard.d_model=16", "eval_seq_lens=(10,)", "eval_alphas=(1.0,)", "n_train=32",
+                "series_checkpoints=4"]
+    argv = ["toy", "induction", "--preset", "standard", "--out", str(tmp_path / "toy"), "--no-progress"]
+    assert main([*argv, *(item for s in settings for item in ("--set", s))]) == 0
+    series = checkpoint_series(tmp_path / "toy" / SERIES_FOLDER)
+    assert series.steps == (0, 10, 11, 12) and series.extra["measure"] == INDUCTION_TOY_MEASURE
+    capsys.readouterr()
+    assert main(["dynamics", "--model", str(tmp_path / "toy" / SERIES_FOLDER), "--out", str(tmp_path / "dyn"),
+                 "--batches", "4", "--boot", "50", "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    assert "copier:" in printed and "classifier:" in printed and "order copier_before_classifier" in printed
+    assert (tmp_path / "dyn" / "dynamics.png").is_file()
