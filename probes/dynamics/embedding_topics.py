@@ -225,7 +225,7 @@ def embedding_topic_test(embedding: Float[Tensor, "d_vocab d_model"], token_topi
         else:
             null = sequential_null(observed, draw, SequentialRule(n_permutations, stop_at, group=10, growth=10.0))
             draws, p, null_stop = null.draws, null.p_value, null.why()
-        null_gaps = {m: draws[:, i] for i, m in enumerate(gap)}
+        null_gaps = {m: draws[:, i].contiguous() for i, m in enumerate(gap)}  # as saved: the mean sums alike
         p_value = {m: float(p[i]) for i, m in enumerate(gap)}
     return EmbeddingTopicTest(same, different, gap, gap_ci, null_gaps, p_value, int((labels >= 0).sum()),
                               n_permutations, null_stop)

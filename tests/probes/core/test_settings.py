@@ -17,7 +17,8 @@ def test_settings_are_the_constructor_arguments_as_json():
     labels = torch.tensor([0, 1, -1, 1])
     probe = TopicAttentionProbe(labels, n_permutations=3, permutation_seed=7)
     settings = probe.settings()
-    assert list(settings) == ["token_topics", "has_topic", "n_permutations", "permutation_seed", "null"]
+    assert list(settings) == ["token_topics", "has_topic", "n_permutations", "permutation_seed", "null",
+                              "permutation_start"]
     assert settings["token_topics"] == [0, 1, -1, 1] and settings["has_topic"] is None
     assert (settings["n_permutations"], settings["permutation_seed"]) == (3, 7)
     json.dumps(settings)  # JSON as it is
