@@ -11,7 +11,9 @@ every curve (the batches are the same data at every checkpoint), so two curves' 
 
 The change point of a curve is where it rises to its peak: with ``start`` the first checkpoint's value (the
 control: the series before training, or as early as it goes) and ``end`` the value at the peak checkpoint (the
-curve's largest value after the first checkpoint, the last checkpoint for a curve that keeps rising), the event
+curve's largest value after the first checkpoint that it holds: the last checkpoint, or one whose next checkpoint
+is still at least half-way up, so a bump seen at one checkpoint and gone at the next is not a peak; the last
+checkpoint for a curve that keeps rising), the event
 step is where the curve, up to the peak, crosses ``start + fraction * (end - start)`` (``fraction`` 0.5: half-way)
 for the last time, i.e. from where on it stays at or above that level until the peak (a passing spike earlier is
 not the event), interpolated linearly in ``log(1 + step)`` between the two checkpoints that straddle the crossing.
@@ -108,11 +110,16 @@ def resample_counts(n_units: int, n_boot: int, seed: int) -> Float[Tensor, "draw
     return counts.scatter_add_(1, draws, torch.ones(n_boot, n_units, dtype=torch.float64))
 
 
-def peak_index(values: Float[Tensor, " checkpoint"]) -> int:
-    """The checkpoint (after the first) where the curve is largest; the earliest of equal maxima."""
+def peak_index(values: Float[Tensor, " checkpoint"], fraction: float = 0.5) -> int:
+    """The checkpoint (after the first) where the curve is largest among those it holds: the last checkpoint, or one
+    whose next checkpoint is still at least ``fraction`` of the way up from the first value to it (a one-checkpoint
+    bump that falls straight back is no peak); the earliest of equal maxima."""
     if values.shape[0] < 2:
         raise InputError(f"A curve needs at least 2 checkpoints; got {values.shape[0]}.")
-    rest = torch.nan_to_num(values[1:].double(), nan=float("-inf"))
+    values = values.double()
+    level = values[0] + fraction * (values[1:] - values[0])
+    held = torch.cat([values[2:] >= level[:-1], torch.ones(1, dtype=torch.bool)])
+    rest = torch.nan_to_num(torch.where(held, values[1:], float("nan")), nan=float("-inf"))
     return 1 + int(rest.argmax())
 
 
@@ -210,7 +217,7 @@ def change_point(units: CurveUnits, steps: Sequence[int], *, n_boot: int = 1000,
     counts = resample_counts(units.n_units, n_boot, seed) if counts is None else counts
     observed = units.values()
     draws = units.values(counts)
-    peak = peak_index(observed[0])
+    peak = peak_index(observed[0], fraction)
     step = rise_steps(observed, steps, fraction, peak)[0]
     draw_steps = rise_steps(draws, steps, fraction, peak)
     bracket = crossing_bracket(observed[0], steps, fraction, peak)
@@ -252,7 +259,7 @@ def event_order(earlier: CurveUnits, later: CurveUnits, steps: Sequence[int], *,
         raise InputError(f"The two curves must be measured on the same batches; got {earlier.n_units} and "
                          f"{later.n_units} units.")
     counts = resample_counts(earlier.n_units, n_boot, seed)
-    peak_a, peak_b = peak_index(earlier.values()[0]), peak_index(later.values()[0])
+    peak_a, peak_b = peak_index(earlier.values()[0], fraction), peak_index(later.values()[0], fraction)
     a = rise_steps(earlier.values(), steps, fraction, peak_a)[0]
     b = rise_steps(later.values(), steps, fraction, peak_b)[0]
     draws = (rise_steps(later.values(counts), steps, fraction, peak_b)
