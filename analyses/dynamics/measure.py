@@ -101,13 +101,23 @@ def _difference_point(first: list[tuple[float, float]], second: list[tuple[float
                       tuple(units["b"].tolist()), tuple(units["nb"].tolist()))
 
 
-def _mean_point(parts: list[tuple[float, float]], *, n_boot: int, seed: int) -> CurvePoint:
-    """A plain mean over batches with its bootstrap CI (no null: a descriptive curve, NaN null and p)."""
-    units = {"s": torch.tensor([s for s, _ in parts]), "n": torch.tensor([n for _, n in parts])}
+def mean_point(numerator: Tensor, denominator: Tensor, *, null_value: float = math.nan, n_boot: int, seed: int,
+               head: tuple[int, int] | None = None) -> CurvePoint:
+    """``sum(numerator) / sum(denominator)`` over batches with its bootstrap CI and, given a ``null_value``, the
+    one-sided p-value against it (the share of draws at or below it); NaN null and p for a descriptive curve."""
+    units = {"s": numerator, "n": denominator}
     estimate, draws = bootstrap_draws(units, lambda s: s["s"] / s["n"], n_boot=n_boot, seed=seed)
     low, high = percentile_interval(draws)
-    return CurvePoint(float(estimate), (float(low), float(high)), math.nan, math.nan,
-                      tuple(units["s"].tolist()), tuple(units["n"].tolist()))
+    p_value = (math.nan if math.isnan(null_value)
+               else float(permutation_p_value(torch.tensor(null_value), draws, alternative="less")))
+    return CurvePoint(float(estimate), (float(low), float(high)), null_value, p_value,
+                      tuple(numerator.tolist()), tuple(denominator.tolist()), head=head)
+
+
+def _mean_point(parts: list[tuple[float, float]], *, n_boot: int, seed: int) -> CurvePoint:
+    """A plain mean over batches with its bootstrap CI (no null: a descriptive curve, NaN null and p)."""
+    return mean_point(torch.tensor([s for s, _ in parts]), torch.tensor([n for _, n in parts]), n_boot=n_boot,
+                      seed=seed)
 
 
 def loss_points(model: HookedModel, batches: Sequence[TokenBatch], config: DynamicsConfig) -> dict[str, CurvePoint]:

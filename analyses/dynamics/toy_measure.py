@@ -30,7 +30,7 @@ import torch
 from torch import Tensor
 
 from analyses.dynamics.config import DynamicsConfig
-from analyses.dynamics.measure import CheckpointMeasure, CurvePoint
+from analyses.dynamics.measure import CheckpointMeasure, CurvePoint, mean_point
 from analyses.induction.config import InductionExperimentConfig
 from analyses.induction.findings import held_out_chains
 from analyses.pretrained.held_out import halves
@@ -40,8 +40,7 @@ from probes.attention.generalized_induction import GeneralizedInductionProbe
 from probes.core.checkpoint_series import Checkpoint
 from probes.core.errors import InputError
 from probes.core.model_kind import HookedModel
-from probes.stats.bootstrap import BatchStateRecorder, bootstrap_draws, percentile_interval
-from probes.stats.nulls import permutation_p_value
+from probes.stats.bootstrap import BatchStateRecorder
 
 
 def toy_batches(settings: InductionExperimentConfig, config: DynamicsConfig) -> list[Tensor]:
@@ -52,18 +51,6 @@ def toy_batches(settings: InductionExperimentConfig, config: DynamicsConfig) -> 
                          f"probe_sequences)); --batches {config.n_batches} needs at least as many. Give fewer "
                          f"--batches.")
     return list(chains.tensor_split(config.n_batches))
-
-
-def _point(numerator: Tensor, denominator: Tensor, null_value: float, config: DynamicsConfig,
-           head: tuple[int, int]) -> CurvePoint:
-    """The mean ``sum(numerator) / sum(denominator)`` over batches, its bootstrap interval, and its one-sided
-    p-value against ``null_value`` (the share of draws at or below it)."""
-    units = {"s": numerator.double(), "n": denominator.double()}
-    estimate, draws = bootstrap_draws(units, lambda s: s["s"] / s["n"], n_boot=config.n_boot, seed=config.seed)
-    low, high = percentile_interval(draws)
-    p_value = float(permutation_p_value(torch.tensor(null_value), draws, alternative="less"))
-    return CurvePoint(float(estimate), (float(low), float(high)), null_value, p_value,
-                      tuple(units["s"].tolist()), tuple(units["n"].tolist()), head=head)
 
 
 def _uniform_copier_mass(batches: Sequence[Tensor], min_query: int) -> float:
@@ -100,11 +87,12 @@ def induction_toy_points(model: HookedModel, batches: Sequence[Tensor], settings
     last = classifier_units["full/mass"].shape[1] - 1
     rows = classifier_units["rows_with_target"].double()
     return {
-        "copier": _point(copier_mass, copier_units["n_queries"],
-                         _uniform_copier_mass(measuring_batches, max(parents)), config, (0, copier_heads[0])),
-        "classifier": _point(classifier_units["full/mass"][:, last, classifier_head], rows,
-                             float(classifier_units["full/chance_mass"].sum() / rows.sum()), config,
-                             (last, classifier_head)),
+        "copier": mean_point(copier_mass.double(), copier_units["n_queries"].double(),
+                             null_value=_uniform_copier_mass(measuring_batches, max(parents)), n_boot=config.n_boot,
+                             seed=config.seed, head=(0, copier_heads[0])),
+        "classifier": mean_point(classifier_units["full/mass"][:, last, classifier_head].double(), rows,
+                                 null_value=float(classifier_units["full/chance_mass"].sum() / rows.sum()),
+                                 n_boot=config.n_boot, seed=config.seed, head=(last, classifier_head)),
     }
 
 

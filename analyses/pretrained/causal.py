@@ -169,13 +169,16 @@ def single_rows(batches: Sequence[TokenBatch], n_rows: int, max_len: int,
 @dataclass(frozen=True)
 class RowsForPower:
     """How many rows the topic ablation measures: ``pilot`` rows gave an interval from which ``needed`` rows
-    (None: no spread to estimate from) make an 80%-power design at the threshold; ``chosen`` is that (at least the
-    pilot's) where it is at most ``cap`` (``text_rows_max``, or the rows there are), else the pilot's."""
+    (None: no spread to estimate from) make an 80%-power design at the threshold; :attr:`chosen` is that (at least
+    the pilot's) where it is at most ``cap`` (``text_rows_max``, or the rows there are), else the pilot's."""
 
     pilot: int
     needed: int | None
-    chosen: int
     cap: int
+
+    @property
+    def chosen(self) -> int:
+        return self.pilot if self.needed is None or self.needed > self.cap else max(self.pilot, self.needed)
 
     def describe(self) -> str:
         if self.needed is None:
@@ -194,13 +197,11 @@ def topic_rows_for_power(model: HookedModel, heads: Sequence[tuple[int, int]], r
     pilot = list(ranked[: config.text_rows])
     plan = AblationPlan.build(ModelInfo.of(model), heads, method=config.method, n_draws=0, seed=seed)
     means = head_output_means(model, plan.layers, pilot) if config.method == "mean" else None
-    sums, _ = ablation_with_null(model, plan, pilot, slices, signed_contrast(signs), means=means,
-                                 max_rows=config.max_rows)
-    low, high = measured_interval(sums, signed_contrast(signs), n_boot=n_boot, seed=seed)
+    statistic = signed_contrast(signs)
+    sums, _ = ablation_with_null(model, plan, pilot, slices, statistic, means=means, max_rows=config.max_rows)
+    low, high = measured_interval(sums, statistic, n_boot=n_boot, seed=seed)
     needed = units_for_power((float(low), float(high)), len(pilot), min_effect)
-    cap = min(config.text_rows_max, len(ranked))
-    chosen = len(pilot) if needed is None or needed > cap else max(len(pilot), needed)
-    return RowsForPower(len(pilot), needed, chosen, cap)
+    return RowsForPower(len(pilot), needed, min(config.text_rows_max, len(ranked)))
 
 
 def causal_unavailable(model: HookedModel, info: ModelInfo, config: CausalConfig) -> str:

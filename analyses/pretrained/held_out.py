@@ -108,6 +108,11 @@ def held_out_topic(selection: TopicAttention, estimation: TopicAttention, per_ba
                    float(selection.ratio[layer, head]), n_units=int(units["same_topic/pairs"].shape[0]))
 
 
+def mean_null_ratio(whole: TopicAttention) -> Tensor:
+    """The null's same/different-topic ratio averaged over every head, per permutation [permutation]."""
+    return whole.null_ratio.double().flatten(1).nanmean(1)
+
+
 def topic_mean_over_heads(whole: TopicAttention, per_batch: Mapping[str, Tensor], *, n_boot: int,
                           seed: int) -> HeldOut:
     """Same/different-topic ratio averaged over every head (no search): all batches, bootstrap over batches,
@@ -116,7 +121,7 @@ def topic_mean_over_heads(whole: TopicAttention, per_batch: Mapping[str, Tensor]
     _, low, high = bootstrap_interval(units, lambda s: topic_ratio(s).flatten(1).nanmean(1), n_boot=n_boot,
                                       seed=seed)
     value = float(whole.ratio.double().nanmean())
-    null = whole.null_ratio.double().flatten(1).nanmean(1)
+    null = mean_null_ratio(whole)
     return HeldOut(value, (float(low), float(high)), float(null.mean()),
                    float(permutation_p_value(torch.tensor(value), null)),
                    n_units=int(units["same_topic/pairs"].shape[0]))

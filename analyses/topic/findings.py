@@ -61,7 +61,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from analyses.pretrained.findings import EMBEDDING_MEASURE, finding_from_spec
-from analyses.pretrained.held_out import TOPIC_UNIT_KEYS, topic_mean_over_heads
+from analyses.pretrained.held_out import TOPIC_UNIT_KEYS, mean_null_ratio, topic_mean_over_heads
 from analyses.topic.config import TopicExperimentConfig
 from analyses.torch_threads import torch_threads
 from analyses.toy_causal import paired_loss_change
@@ -87,8 +87,7 @@ N_PERMUTATIONS = 1000  # the smallest p, 1/1001, Holm-adjusted over the 5 findin
 # The label permutations are drawn in groups of 10, 100, 890 (probes.stats.sequential): each group is a pass over the
 # held-out documents, about as costly as 75 permutations, so a trained toy (whose null is drawn to the end) pays two
 # passes more and a toy at initialisation (settled within about 30 draws) one pass of 110 instead of 1,000.
-NULL_GROUP = 10
-NULL_GROWTH = 10.0
+NULL_RULE = SequentialRule.growing(N_PERMUTATIONS, ALPHA)
 N_BOOT = 1000
 FINDING_BATCH = 8  # held-out documents per bootstrap unit of the attention ratio
 VALUE_MIN_EFFECT = 0.25
@@ -144,8 +143,6 @@ def held_out_documents(config: TopicExperimentConfig, *, masked: bool = False) -
 def _attention_findings(model: TopicModel, config: TopicExperimentConfig) -> dict[str, Finding]:
     labels = config.lda.token_topics()
     batches = list(held_out_documents(config).split(FINDING_BATCH))
-    rule = SequentialRule(N_PERMUTATIONS, ALPHA, group=NULL_GROUP, growth=NULL_GROWTH)
-
     def measure(start: int, stop: int, recorder: BatchStateRecorder | None = None) -> TopicAttention:
         probe = TopicAttentionProbe(labels, n_permutations=stop - start, permutation_seed=config.seed,
                                     permutation_start=start)
@@ -153,14 +150,11 @@ def _attention_findings(model: TopicModel, config: TopicExperimentConfig) -> dic
                     progress=False, on_batch=recorder)
         return probe.compute()
 
-    def mean_over_heads(result: TopicAttention) -> Tensor:
-        return result.null_ratio.double().flatten(1).nanmean(1)
-
     recorder = BatchStateRecorder(keys=lambda key: key in TOPIC_UNIT_KEYS)
-    whole = measure(0, rule.group_stop(0, 0), recorder)
+    whole = measure(0, NULL_RULE.group_stop(0, 0), recorder)
     held = topic_mean_over_heads(whole, recorder.per_unit(0), n_boot=N_BOOT, seed=config.seed)
-    null = sequential_null(torch.tensor(held.value), lambda start, stop: mean_over_heads(measure(start, stop)), rule,
-                           first=mean_over_heads(whole))
+    null = sequential_null(torch.tensor(held.value), lambda start, stop: mean_null_ratio(measure(start, stop)),
+                           NULL_RULE, first=mean_null_ratio(whole))
     return {name: dataclasses.replace(
                 finding_from_spec(name, held.value, held.ci, float(null.draws.mean()), float(null.p_value),
                                   statistic=statistic, selection=_ONE_HEAD, n_units=held.n_units),
@@ -211,8 +205,7 @@ def _value_finding(model: TopicModel, config: TopicExperimentConfig) -> Finding:
         return torch.tensor([block_structure(value, permuted, centre_columns=centre).score
                              for permuted in label_permutations(labels, stop - start, seed=config.seed, start=start)])
 
-    null = sequential_null(torch.tensor(score), draw, SequentialRule(N_PERMUTATIONS, ALPHA, group=NULL_GROUP,
-                                                                     growth=NULL_GROWTH))
+    null = sequential_null(torch.tensor(score), draw, NULL_RULE)
     return Finding(
         f"block score of W_V over the words{', columns centred' if centre else ''} (uniform topic toy: one-hot "
         f"frozen embeddings, uniform frozen attention, identity decoder, W_V trained)",

@@ -223,7 +223,7 @@ def embedding_topic_test(embedding: Float[Tensor, "d_vocab d_model"], token_topi
             p = permutation_p_value(observed, draws)
             null_stop = f"all {n_permutations} permutations"
         else:
-            null = sequential_null(observed, draw, SequentialRule(n_permutations, stop_at, group=10, growth=10.0))
+            null = sequential_null(observed, draw, SequentialRule.growing(n_permutations, stop_at))
             draws, p, null_stop = null.draws, null.p_value, null.why()
         null_gaps = {m: draws[:, i].contiguous() for i, m in enumerate(gap)}  # as saved: the mean sums alike
         p_value = {m: float(p[i]) for i, m in enumerate(gap)}

@@ -61,6 +61,12 @@ class SequentialRule:
         if not self.growth >= 1.0:
             raise ConfigError(f"growth must be at least 1 (groups never shrink); got {self.growth!r}.")
 
+    @classmethod
+    def growing(cls, max_draws: int, alpha: float = 0.01) -> SequentialRule:
+        """Groups of 10, 100, 1,000, ...: for a null whose every group costs a pass over the data (module
+        docstring)."""
+        return cls(max_draws, alpha, group=DRAW_GROUP, growth=10.0)
+
     def group_stop(self, drawn: int, groups: int) -> int:
         """Where the group after ``drawn`` draws in ``groups`` groups ends (at most ``max_draws``)."""
         return min(self.max_draws, drawn + max(1, round(self.group * self.growth ** groups)))
