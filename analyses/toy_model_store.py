@@ -21,6 +21,7 @@ import torch
 from safetensors.torch import load_model as load_weights
 from safetensors.torch import save_model as save_weights
 
+from analyses.dynamics.lm_data import VOCAB_FILE, CutVocabTokenizer
 from analyses.induction.config import InductionExperimentConfig
 from analyses.paper_result import SUMMARY_FILE
 from analyses.scansnap.config import ScanSnapConfig
@@ -119,7 +120,8 @@ def load_toy_model(folder: str | Path, *, device: str | torch.device = "cpu") ->
     """The model saved in a toy run's ``folder``, in eval mode on ``device``, with the run's config.
 
     ``model.json``, ``model.safetensors`` and ``summary.json`` must all be there and whole (a ``train-lm``
-    checkpoint has no ``summary.json`` of its own: its ``config`` is None): a missing or damaged one raises
+    checkpoint has no ``summary.json`` of its own: its ``config`` is None, and its model reads text through the
+    series' :class:`~analyses.dynamics.lm_data.CutVocabTokenizer`): a missing or damaged one raises
     :class:`~mechprobe.errors.RecordError` (or :class:`ModelError` for weights of another shape) in one line that
     names the file and the field and says to re-run the toy.
     """
@@ -133,7 +135,10 @@ def load_toy_model(folder: str | Path, *, device: str | torch.device = "cpu") ->
     saved = records.checked(ModelFile, document, path, rerun=rerun)
     if saved.model_class == STANDARD_BRIDGE:
         standard = records.checked(StandardModelConfig, saved.config, path, at="config", rerun=rerun)
-        return _loaded(build_standard_model(standard, device=device), folder, saved, None, device, rerun)
+        loaded = _loaded(build_standard_model(standard, device=device), folder, saved, None, device, rerun)
+        if saved.experiment == "train-lm" and (folder.parent / VOCAB_FILE).is_file():
+            loaded.model.tokenizer = CutVocabTokenizer.of_series(folder.parent)
+        return loaded
     model_class, config_class = MODEL_CLASSES[saved.model_class]
     config: Any = records.checked(config_class, saved.config, path, at="config", rerun=rerun)
     summary = folder / SUMMARY_FILE

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from mechprobe import validation
 from probes.core.errors import ConfigError
+from probes.text.topics import LdaTopicConfig
 
 
 @dataclass(frozen=True)
@@ -19,7 +20,11 @@ class DynamicsConfig:
       to the last's;
     - ``corpus``, ``text_seq_len``, ``text_batches``, ``early``, ``late``: natural text for ``context_loss_gain``
       (models with a tokenizer only; ``corpus=None`` skips it); ``early`` / ``late`` are ``[start, stop)``
-      positions.
+      positions;
+    - ``topic_batches``, ``n_permutations``, ``n_pair_tokens``, ``topics``: with a corpus, the report's text probes
+      (same-topic attention, co-occurrence ordering; :mod:`analyses.dynamics.text_measure`) on that many batches
+      of 8 paragraph rows, with that many shuffles of the topic and ordering nulls, that many tracked tokens, and
+      the LDA settings of the topics.
     """
 
     seq_len: int = 40
@@ -33,10 +38,15 @@ class DynamicsConfig:
     text_batches: int = 8
     early: tuple[int, int] = (1, 11)
     late: tuple[int, int] = (100, 127)
+    topic_batches: int = 16
+    n_permutations: int = 200
+    n_pair_tokens: int = 100
+    topics: LdaTopicConfig = field(default_factory=LdaTopicConfig)
 
     def __post_init__(self) -> None:
         for name, low in (("seq_len", 2), ("n_batches", 4), ("batch_size", 1), ("n_boot", 10), ("text_seq_len", 4),
-                          ("text_batches", 2)):
+                          ("text_batches", 2), ("topic_batches", 4),
+                          ("n_permutations", 1), ("n_pair_tokens", 3)):
             validation.integer(name, getattr(self, name), low)
         validation.seed("seed", self.seed)
         if self.n_batches % 2:

@@ -7,7 +7,8 @@ head score, 0 for a loss gain), its control the curve at the first checkpoint (t
 goes), and its p-value the share of bootstrap draws (batches resampled, paired across checkpoints) in which the
 curve did not rise from the first checkpoint to the peak. It holds when the peak checkpoint clears both the null
 and the first checkpoint by the curve's minimum effect (0.1 attention mass; 0.1 nats per token) with the whole
-interval above them, and the rise's adjusted p-value is below 0.01.
+interval above them, and the rise's adjusted p-value is below 0.01. The text probes' curves (same-topic attention, a
+ratio; co-occurrence ordering) take the report's minimum effects and nulls.
 
 An order ("previous-token forms before induction"; on the induction toy's series, Chen et al.'s "copier forms
 before classifier") is a finding on ``step_B - step_A`` (paired draws, null 0:
@@ -20,27 +21,36 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 
 from analyses.dynamics.config import DynamicsConfig
 from analyses.dynamics.measure import CheckpointMeasure
+from analyses.pretrained.findings import TOPIC_ATTENTION_NULL, min_effect_of
+from probes.core.errors import InputError
 from probes.dynamics.change_point import ChangePoint, CurveUnits, change_point, event_order
 from probes.stats.findings import Finding, adjust_family
 
-EVENT_CURVES: dict[str, tuple[str, str, float]] = {
-    # curve: (what it is, its null, minimum effect)
-    "previous_token": ("previous-token score of the best head on [BOS] X X", "uniform attention", 0.1),
-    "induction": ("induction score of the best head on [BOS] X X", "uniform attention", 0.1),
-    "duplicate_token": ("duplicate-token score of the best head on [BOS] X X", "uniform attention", 0.1),
+EVENT_CURVES: dict[str, tuple[str, str, float, Literal["difference", "ratio"]]] = {
+    # curve: (what it is, its null, minimum effect, effect)
+    "previous_token": ("previous-token score of the best head on [BOS] X X", "uniform attention", 0.1, "difference"),
+    "induction": ("induction score of the best head on [BOS] X X", "uniform attention", 0.1, "difference"),
+    "duplicate_token": ("duplicate-token score of the best head on [BOS] X X", "uniform attention", 0.1,
+                        "difference"),
     "repeat_loss_gain": ("loss on the first copy of X minus on the repeated copy (nats/token)",
-                         "0: the context does not help", 0.1),
+                         "0: the context does not help", 0.1, "difference"),
     "context_loss_gain": ("loss at early minus late positions of natural text (nats/token)",
-                          "0: the context does not help", 0.1),
+                          "0: the context does not help", 0.1, "difference"),
+    "topic_attention": ("same/different-topic attention ratio of the best head on natural text",
+                        TOPIC_ATTENTION_NULL, min_effect_of("topic_attention_best_head"), "ratio"),
+    "cooccurrence_ordering": ("Spearman of distance-matched attention with co-occurrence, best head, natural text",
+                              "co-occurrence shuffled among each query's keys", min_effect_of("cooccurrence_ordering"),
+                              "difference"),
     "copier": ("layer-1 attention on the parent distances (best head per distance) on held-out chains",
-               "uniform attention", 0.1),
+               "uniform attention", 0.1, "difference"),
     "classifier": ("generalized induction score of the best layer-2 head on held-out chains", "uniform attention",
-                   0.1),
+                   0.1, "difference"),
 }
 ORDERS = (("previous_token", "induction"), ("copier", "classifier"))
 CONTROL = "the series' first checkpoint"
@@ -81,15 +91,20 @@ def curve_units(measures: Sequence[CheckpointMeasure], curve: str) -> CurveUnits
 
     numerator, denominator = stack("numerator"), stack("denominator")
     assert numerator is not None and denominator is not None
-    return CurveUnits(numerator, denominator, stack("minus_numerator"), stack("minus_denominator"))
+    divide = {p.divide for p in points}
+    if len(divide) != 1:
+        raise InputError(f"The curve {curve} is a ratio at some checkpoints and a difference at others; measure the "
+                         f"series again into a new --out.")
+    return CurveUnits(numerator, denominator, stack("minus_numerator"), stack("minus_denominator"),
+                      divide=divide.pop())
 
 
 def _event(curve: str, change: ChangePoint, null_value: float) -> Event:
-    statistic, null_kind, min_effect = EVENT_CURVES[curve]
+    statistic, null_kind, min_effect, effect = EVENT_CURVES[curve]
     finding = Finding(f"{statistic} at its peak checkpoint (step {change.peak_step:.0f}), beside the first",
                       change.end, change.end_ci,
                       f"{null_kind}; p: share of bootstrap draws (batches) with no rise from the first checkpoint",
-                      null_value, change.p_value, min_effect, selection=f"control: {CONTROL}")
+                      null_value, change.p_value, min_effect, effect, selection=f"control: {CONTROL}")
     return Event(curve, change, finding.with_control(change.start, change.start_ci))
 
 

@@ -15,7 +15,8 @@ if TYPE_CHECKING:
 
 PANELS = {"head score (best head, held out)": ("previous_token", "induction", "duplicate_token", "copier",
                                               "classifier"),
-          "in-context loss gain (nats/token)": ("repeat_loss_gain", "context_loss_gain")}
+          "in-context loss gain (nats/token)": ("repeat_loss_gain", "context_loss_gain"),
+          "natural text: topic ratio, ordering Spearman": ("topic_attention", "cooccurrence_ordering")}
 SHARED_COLUMNS: dict[str, tuple[str, ...]] = {
     # one column per role; each series draws the first of its curves that it has
     "layer-1 copying: previous-token head (LM) / copier (toy)": ("previous_token", "copier"),

@@ -12,12 +12,20 @@ frequent tokens, random windows of it, and in a fraction of them a span of the f
 
 Example: ``rows = LmData.from_corpus("wikipedia-excerpt", vocab=2000).rows(32, 128, repeat=1.0, span=24,
 generator=g)``.
+
+A trained model reads text through :class:`CutVocabTokenizer` (SmolLM2's tokenizer, then the cut), which
+:func:`analyses.toy_model_store.load_toy_model` attaches to every ``train-lm`` checkpoint, so the text probes
+(in-context loss, topic attention, co-occurrence ordering) run on it as on any pretrained model.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.util
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -28,9 +36,15 @@ from probes.core.errors import InputError
 from probes.core.loading import PACKAGED_MODELS, cache_dir
 from probes.text.corpora import iter_documents
 
+VOCAB_FILE = "vocab.json"
+"""A train-lm series' cut vocabulary: ``{"smollm2_ids": [...], "other": OTHER}`` (model id ``i`` is SmolLM2 id
+``smollm2_ids[i]``; every other SmolLM2 id is ``OTHER``)."""
 
+
+@functools.lru_cache(maxsize=1)
 def smollm2_tokenizer() -> Any:
-    """SmolLM2's tokenizer: from the converted model in the mechprobe cache when there, else the packaged GGUF."""
+    """SmolLM2's tokenizer: from the converted model in the mechprobe cache when there, else the packaged GGUF
+    (loaded once per process: a few seconds; treat it as read-only)."""
     from transformers import AutoTokenizer
 
     entry = PACKAGED_MODELS["smollm2-135m"]
@@ -90,3 +104,61 @@ class LmData:
             source, target = int(sources[row]), int(targets[row])
             rows[row, target : target + span] = rows[row, source : source + span].clone()
         return rows
+
+
+class CutVocabTokenizer:
+    """The text reader of a ``train-lm`` model: SmolLM2's tokenizer, then each id mapped into the cut vocabulary
+    (``OTHER`` for the tokens cut). The model was trained on a stream with no BOS and no special positions, so
+    the tokenizer names none (``bos_token_id``, ``pad_token_id`` ... None, ``all_special_ids`` empty: the probes
+    then frame and mask text as for the training rows); ``unk_token_id`` is ``OTHER``, which carries no word (no
+    topic label). Implements the part of the Hugging Face tokenizer interface the probes call.
+
+    Example: ``CutVocabTokenizer.of_series("runs/lm").encode(" the cat", add_special_tokens=False)``.
+    """
+
+    bos_token_id = None
+    cls_token_id = None
+    sep_token_id = None
+    pad_token_id = None
+    all_special_ids: Sequence[int] = ()
+
+    def __init__(self, kept_ids: Sequence[int]) -> None:
+        self.kept_ids = tuple(int(i) for i in kept_ids)
+        self.unk_token_id = len(self.kept_ids)
+        self._cut = {smollm2: model for model, smollm2 in enumerate(self.kept_ids)}
+        base = smollm2_tokenizer()
+        self.eos_token_id = self._cut.get(int(base.eos_token_id), self.unk_token_id)
+        self.name_or_path = f"{getattr(base, 'name_or_path', 'SmolLM2')} (cut to {len(self)} ids)"
+
+    @classmethod
+    def of_series(cls, folder: str | Path) -> CutVocabTokenizer:
+        """The tokenizer of the train-lm series in ``folder`` (its ``vocab.json``)."""
+        path = Path(folder) / VOCAB_FILE
+        try:
+            kept = json.loads(path.read_text(encoding="utf-8"))["smollm2_ids"]
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise InputError(f"{path} does not hold a train-lm vocabulary ({type(error).__name__}); re-run "
+                             f"`mechprobe train-lm --out {folder}` (a new folder).") from None
+        return cls(kept)
+
+    def __len__(self) -> int:
+        return len(self.kept_ids) + 1
+
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        ids = smollm2_tokenizer()(text, add_special_tokens=False)["input_ids"]
+        return [self._cut.get(int(i), self.unk_token_id) for i in ids]
+
+    def __call__(self, text: str, add_special_tokens: bool = False) -> dict[str, list[int]]:
+        return {"input_ids": self.encode(text)}
+
+    def convert_ids_to_tokens(self, ids: int | Sequence[int]) -> str | list[str]:
+        def one(i: int) -> str:
+            if not 0 <= int(i) < len(self.kept_ids):
+                return "<other>"
+            return str(smollm2_tokenizer().convert_ids_to_tokens(self.kept_ids[int(i)]))
+
+        return one(ids) if isinstance(ids, int) else [one(i) for i in ids]
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return "".join("<other>" if not 0 <= int(i) < len(self.kept_ids) else
+                       smollm2_tokenizer().decode([self.kept_ids[int(i)]]) for i in ids)

@@ -11,7 +11,9 @@ uniform-attention chance as the null). On the odd batches also:
   not use the context, ``log(d_vocab)``-sized for a perfect copier; null 0;
 - ``repeated_half_loss``: the loss on the repeated copy alone (the number Olsson et al. plot);
 - ``context_loss_gain`` (when text batches are given): the loss at early positions of natural text minus at late
-  positions (Olsson et al.'s in-context learning score), null 0.
+  positions (Olsson et al.'s in-context learning score), null 0;
+- ``topic_attention`` and ``cooccurrence_ordering`` (when the text probes' data are given): the report's text
+  probes, :mod:`analyses.dynamics.text_measure`.
 
 Example: ``measure_checkpoint(model, checkpoint, DynamicsConfig()).curves["induction"].value``.
 """
@@ -27,6 +29,8 @@ import torch
 from torch import Tensor
 
 from analyses.dynamics.config import DynamicsConfig
+from analyses.dynamics.curve_point import CurvePoint, mean_point
+from analyses.dynamics.text_measure import TEXT_CURVES, TextProbeData, text_points
 from analyses.pretrained.held_out import halves, held_out_head_score
 from mechprobe import forward
 from probes import HeadScoreProbe, ModelInfo, TokenBatch, feed_probes, repeated_random_tokens
@@ -38,23 +42,6 @@ from probes.stats.nulls import permutation_p_value
 HEAD_CURVES = ("previous_token", "induction", "duplicate_token")
 LOSS_CURVES = ("repeat_loss_gain", "repeated_half_loss", "context_loss_gain")
 TOY_CURVES = ("copier", "classifier")  # the induction toy's series (analyses.dynamics.toy_measure)
-
-
-@dataclass(frozen=True)
-class CurvePoint:
-    """One curve at one checkpoint: ``value`` with its bootstrap ``ci`` over the measuring batches, the
-    ``null_value`` and one-sided ``p_value`` against it, the chosen ``head`` (head scores), and per-batch sums:
-    ``value = sum(numerator) / sum(denominator) - sum(minus_numerator) / sum(minus_denominator)``."""
-
-    value: float
-    ci: tuple[float, float]
-    null_value: float
-    p_value: float
-    numerator: tuple[float, ...]
-    denominator: tuple[float, ...]
-    minus_numerator: tuple[float, ...] | None = None
-    minus_denominator: tuple[float, ...] | None = None
-    head: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -99,19 +86,6 @@ def _difference_point(first: list[tuple[float, float]], second: list[tuple[float
                       float(permutation_p_value(torch.tensor(0.0), draws, alternative="less")),
                       tuple(units["a"].tolist()), tuple(units["na"].tolist()),
                       tuple(units["b"].tolist()), tuple(units["nb"].tolist()))
-
-
-def mean_point(numerator: Tensor, denominator: Tensor, *, null_value: float = math.nan, n_boot: int, seed: int,
-               head: tuple[int, int] | None = None) -> CurvePoint:
-    """``sum(numerator) / sum(denominator)`` over batches with its bootstrap CI and, given a ``null_value``, the
-    one-sided p-value against it (the share of draws at or below it); NaN null and p for a descriptive curve."""
-    units = {"s": numerator, "n": denominator}
-    estimate, draws = bootstrap_draws(units, lambda s: s["s"] / s["n"], n_boot=n_boot, seed=seed)
-    low, high = percentile_interval(draws)
-    p_value = (math.nan if math.isnan(null_value)
-               else float(permutation_p_value(torch.tensor(null_value), draws, alternative="less")))
-    return CurvePoint(float(estimate), (float(low), float(high)), null_value, p_value,
-                      tuple(numerator.tolist()), tuple(denominator.tolist()), head=head)
 
 
 def _mean_point(parts: list[tuple[float, float]], *, n_boot: int, seed: int) -> CurvePoint:
@@ -171,8 +145,11 @@ def head_points(model: HookedModel, batches: Sequence[TokenBatch], config: Dynam
 
 
 def measure_checkpoint(model: HookedModel, checkpoint: Checkpoint, config: DynamicsConfig, *,
-                       text_batches: Sequence[TokenBatch] = ()) -> CheckpointMeasure:
-    """Every curve of ``model`` at ``checkpoint`` (module docstring); ``text_batches`` add ``context_loss_gain``."""
+                       text_batches: Sequence[TokenBatch] = (), text: TextProbeData | None = None
+                       ) -> CheckpointMeasure:
+    """Every curve of ``model`` at ``checkpoint`` (module docstring); ``text_batches`` add ``context_loss_gain``,
+    ``text`` the text probes' ``topic_attention`` and ``cooccurrence_ordering``
+    (:mod:`analyses.dynamics.text_measure`)."""
     started = time.perf_counter()
     info = ModelInfo.of(model)
     batches = protocol_batches(info, config)
@@ -182,11 +159,14 @@ def measure_checkpoint(model: HookedModel, checkpoint: Checkpoint, config: Dynam
     curves.update(loss_points(model, halves(batches)[1], config))
     if text_batches:
         curves["context_loss_gain"] = context_loss_point(model, text_batches, config)
+    if text is not None:
+        curves.update(text_points(model, text, config))
     return CheckpointMeasure(checkpoint.step, checkpoint.tokens, checkpoint.spec, curves,
                              time.perf_counter() - started)
 
 
 def curve_table(measures: Sequence[CheckpointMeasure]) -> Mapping[str, list[float]]:
     """Each curve's value per checkpoint (NaN where a checkpoint lacks it), for printing and plotting."""
-    names = [n for n in (*HEAD_CURVES, *LOSS_CURVES, *TOY_CURVES) if any(n in m.curves for m in measures)]
+    names = [n for n in (*HEAD_CURVES, *LOSS_CURVES, *TEXT_CURVES, *TOY_CURVES)
+             if any(n in m.curves for m in measures)]
     return {n: [m.curves[n].value if n in m.curves else math.nan for m in measures] for n in names}

@@ -27,6 +27,7 @@ from analyses.dynamics.figures import plot_dynamics
 from analyses.dynamics.measure import CheckpointMeasure, curve_table, measure_checkpoint
 from analyses.dynamics.series_writer import INDUCTION_TOY_MEASURE
 from analyses.dynamics.summary import SUMMARY, DynamicsSummary
+from analyses.dynamics.text_measure import text_probe_data, word_topics_of
 from analyses.dynamics.toy_measure import measure_toy_checkpoint
 from analyses.induction.config import InductionExperimentConfig
 from analyses.toy_model_store import load_any_model
@@ -110,6 +111,7 @@ def measure_series(series: CheckpointSeries, out: Path, config: DynamicsConfig, 
     toy = toy_settings(series)
     (out / STORE).mkdir(parents=True, exist_ok=True)
     measures, measured_now, reused = [], [], []
+    topics: tuple[list[Any], dict[str, int]] | None = None  # the corpus's LDA topics, fitted once when first needed
     bar = tqdm(list(enumerate(series.checkpoints)), desc="checkpoints", unit="ckpt", disable=not progress)
     for index, checkpoint in bar:
         bar.set_postfix_str(f"step {checkpoint.step}")
@@ -123,7 +125,12 @@ def measure_series(series: CheckpointSeries, out: Path, config: DynamicsConfig, 
             if toy is not None:
                 measure = measure_toy_checkpoint(model, checkpoint, config, toy)
             else:
-                measure = measure_checkpoint(model, checkpoint, config, text_batches=_text_batches(model, config))
+                text = None
+                if config.corpus is not None and getattr(model, "tokenizer", None) is not None:
+                    topics = topics or word_topics_of(config)
+                    text = text_probe_data(model, config, topics)
+                measure = measure_checkpoint(model, checkpoint, config, text_batches=_text_batches(model, config),
+                                             text=text)
             del model
             atomic_write_text(path, records.to_json(StoredMeasure(config, checkpoint, measure)))
             measured_now.append(index)

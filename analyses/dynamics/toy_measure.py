@@ -30,7 +30,8 @@ import torch
 from torch import Tensor
 
 from analyses.dynamics.config import DynamicsConfig
-from analyses.dynamics.measure import CheckpointMeasure, CurvePoint, mean_point
+from analyses.dynamics.curve_point import CurvePoint, mean_point
+from analyses.dynamics.measure import CheckpointMeasure
 from analyses.induction.config import InductionExperimentConfig
 from analyses.induction.findings import held_out_chains
 from analyses.pretrained.held_out import halves

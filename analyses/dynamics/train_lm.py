@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from analyses.dynamics.lm_data import LmData
+from analyses.dynamics.lm_data import VOCAB_FILE, LmData
 from analyses.dynamics.series_writer import checkpoint_steps, saved_steps, write_manifest
 from analyses.toy_model_store import save_standard_model
 from mechprobe import records, validation
@@ -96,7 +96,7 @@ def train_lm(config: TrainLmConfig, out: str | Path, *, device: str | torch.devi
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     data = LmData.from_corpus(config.corpus, vocab=config.vocab)
-    (out / "vocab.json").write_text(json.dumps({"smollm2_ids": list(data.kept_ids), "other": data.vocab - 1}))
+    (out / VOCAB_FILE).write_text(json.dumps({"smollm2_ids": list(data.kept_ids), "other": data.vocab - 1}))
     model_config = config.model_config(data.vocab)
     model = build_standard_model(model_config, device=device)
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=config.lr,

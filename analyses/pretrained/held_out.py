@@ -127,7 +127,7 @@ def topic_mean_over_heads(whole: TopicAttention, per_batch: Mapping[str, Tensor]
                    n_units=int(units["same_topic/pairs"].shape[0]))
 
 
-def _ordering_per_head(attention: KeyTokenAttention) -> tuple[Tensor, Tensor]:
+def ordering_per_head(attention: KeyTokenAttention) -> tuple[Tensor, Tensor]:
     """Distance-matched Spearman [layer head query] and the mask of query tokens with enough ranked keys."""
     ordering = cooccurrence_ordering(attention, measure="distance_matched")
     ranked = ordering.n_keys >= MIN_RANKED_KEYS
@@ -141,9 +141,9 @@ def held_out_ordering(selection: KeyTokenAttention, estimation: KeyTokenAttentio
     """The head whose distance-matched attention follows co-occurrence best on the selection half; on the
     estimation half its mean Spearman over query tokens, a bootstrap CI over query tokens, and the null with
     co-occurrence shuffled among each query's keys."""
-    rho_a, ranked_a = _ordering_per_head(selection)
+    rho_a, ranked_a = ordering_per_head(selection)
     layer, head = _flat_argmax(rho_a[:, :, ranked_a].nanmean(-1))
-    rho_b, ranked_b = _ordering_per_head(estimation)
+    rho_b, ranked_b = ordering_per_head(estimation)
     values = rho_b[layer, head, ranked_b]
     finite = torch.isfinite(values)
     units = {"rho": torch.where(finite, values, 0.0), "n": finite.double()}
@@ -173,7 +173,7 @@ class CooccurrenceSummary:
 
 def cooccurrence_summary(whole: KeyTokenAttention, best: HeldOut) -> CooccurrenceSummary:
     """The :class:`CooccurrenceSummary` of the whole ordering probe and its held-out best head."""
-    matched, ranked = _ordering_per_head(whole)
+    matched, ranked = ordering_per_head(whole)
     raw = cooccurrence_ordering(whole).spearman.double()
     return CooccurrenceSummary(float(matched[:, :, ranked].nanmean()), float(raw[:, :, ranked].nanmean()),
                                best.chosen_head(), best.value, best.ci, best.null_value, best.p_value,

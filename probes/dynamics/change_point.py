@@ -6,8 +6,10 @@ sums (:class:`CurveUnits`) so that the curve can be recomputed on a resample of 
     value[t] = sum_b num[t, b] / sum_b den[t, b]  -  sum_b minus_num[t, b] / sum_b minus_den[t, b]
 
 (the second term only for a difference of two means, e.g. the loss on the first copy of ``X`` minus the loss on
-the repeated copy). A bootstrap draw resamples the batches once, with the same counts at every checkpoint and for
-every curve (the batches are the same data at every checkpoint), so two curves' events are paired.
+the repeated copy), or with ``divide`` the first mean over the second (a ratio of two means, e.g. same-topic
+over different-topic attention). A bootstrap draw resamples the batches once, with the same counts at every
+checkpoint and for every curve (the batches are the same data at every checkpoint), so two curves' events are
+paired.
 
 The change point of a curve is where it rises to its peak: with ``start`` the first checkpoint's value (the
 control: the series before training, or as early as it goes) and ``end`` the value at the peak checkpoint (the
@@ -57,12 +59,13 @@ from probes.stats.bootstrap import percentile_interval
 @dataclass(frozen=True)
 class CurveUnits:
     """Per-batch sums of a curve at each checkpoint ``[checkpoint unit]`` (module docstring); ``minus_*`` are
-    None for a plain mean."""
+    None for a plain mean, and the mean they make divides the first instead of being subtracted when ``divide``."""
 
     numerator: Float[Tensor, "checkpoint unit"]
     denominator: Float[Tensor, "checkpoint unit"]
     minus_numerator: Float[Tensor, "checkpoint unit"] | None = None
     minus_denominator: Float[Tensor, "checkpoint unit"] | None = None
+    divide: bool = False
 
     def __post_init__(self) -> None:
         shapes = {tuple(t.shape) for t in self._parts()}
@@ -71,6 +74,8 @@ class CurveUnits:
                              f"{sorted(shapes)}.")
         if (self.minus_numerator is None) != (self.minus_denominator is None):
             raise InputError("minus_numerator and minus_denominator go together (a difference of two means).")
+        if self.divide and self.minus_numerator is None:
+            raise InputError("divide needs minus_numerator and minus_denominator (the mean to divide by).")
 
     def _parts(self) -> list[Tensor]:
         return [t for t in (self.numerator, self.denominator, self.minus_numerator, self.minus_denominator)
@@ -94,7 +99,8 @@ class CurveUnits:
 
         value = mean(self.numerator, self.denominator)
         if self.minus_numerator is not None and self.minus_denominator is not None:
-            value = value - mean(self.minus_numerator, self.minus_denominator)
+            second = mean(self.minus_numerator, self.minus_denominator)
+            value = value / second if self.divide else value - second
         return value
 
 

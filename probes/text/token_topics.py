@@ -43,9 +43,10 @@ def word_variants(word: str) -> list[str]:
 def token_topic_labels(word_topics: Mapping[str, int], tokenizer: Any, d_vocab: int) -> TokenTopicMap:
     """Label the vocabulary ids of ``tokenizer`` with the topics of the words they spell.
 
-    A word contributes each variant (see :func:`word_variants`) that encodes to exactly one token.
-    A token claimed by words of different topics is marked -1 (ambiguous). Words with no
-    single-token variant are counted in ``n_multi_token_words`` and left out.
+    A word contributes each variant (see :func:`word_variants`) that encodes to exactly one token other than
+    the tokenizer's ``unk_token_id`` (an unknown token spells no word). A token claimed by words of different
+    topics is marked -1 (ambiguous). Words with no single-token variant are counted in ``n_multi_token_words``
+    and left out.
     """
     if not isinstance(word_topics, Mapping):
         raise InputError(
@@ -72,6 +73,7 @@ def token_topic_labels(word_topics: Mapping[str, int], tokenizer: Any, d_vocab: 
     if isinstance(d_vocab, bool) or not isinstance(d_vocab, int) or d_vocab < 1:
         raise InputError(f"d_vocab must be a positive integer (the model's vocabulary size); got {d_vocab!r}.")
     labels = torch.full((d_vocab,), -1, dtype=torch.long)
+    unknown = getattr(tokenizer, "unk_token_id", None)
     owner: dict[int, int] = {}
     conflicts: set[int] = set()
     mapped = multi = 0
@@ -79,7 +81,7 @@ def token_topic_labels(word_topics: Mapping[str, int], tokenizer: Any, d_vocab: 
         hit = False
         for form in word_variants(word):
             ids = tokenizer.encode(form, add_special_tokens=False)
-            if len(ids) != 1 or not 0 <= ids[0] < d_vocab:
+            if len(ids) != 1 or not 0 <= ids[0] < d_vocab or ids[0] == unknown:
                 continue
             hit = True
             token = ids[0]

@@ -9,6 +9,7 @@ import math
 import pytest
 import torch
 
+from probes.core.errors import InputError
 from probes.dynamics.change_point import (
     CurveUnits,
     change_point,
@@ -154,3 +155,19 @@ def test_a_difference_of_two_means_is_a_curve_too():
     units = CurveUnits(first, rows, second, rows)
     assert units.values()[0].tolist() == pytest.approx((3.0 - second[:, 0]).tolist())
     assert resample_counts(4, 20, seed=0).sum(1).eq(4).all()
+
+
+def test_a_ratio_of_two_means_is_a_curve_too():
+    # same-topic mass over 10 pairs per batch against different-topic mass over 40 pairs: the ratio of the means
+    same_pairs = torch.full((len(STEPS), 4), 10.0, dtype=torch.float64)
+    different_pairs = torch.full((len(STEPS), 4), 40.0, dtype=torch.float64)
+    per_pair = torch.tensor([0.10, 0.10, 0.10, 0.12, 0.20, 0.28, 0.30, 0.30], dtype=torch.float64)
+    units = CurveUnits(per_pair[:, None] * same_pairs, same_pairs, 0.10 * different_pairs, different_pairs,
+                       divide=True)
+    assert units.values()[0].tolist() == pytest.approx((per_pair / 0.10).tolist())
+    point = change_point(units, STEPS, n_boot=100, seed=0)
+    assert point.start == pytest.approx(1.0) and point.end == pytest.approx(3.0)
+    assert point.step == pytest.approx(slow_rise_step((per_pair / 0.10).tolist(), STEPS, 0.5))
+    assert 100 < point.step < 300
+    with pytest.raises(InputError, match="divide needs"):
+        CurveUnits(same_pairs, same_pairs, divide=True)

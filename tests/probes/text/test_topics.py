@@ -90,6 +90,27 @@ def test_conflicting_and_missing_words(minilm):
         token_topic_labels({"qzxjvkwplm": 0}, minilm.tokenizer, minilm.cfg.d_vocab)
 
 
+class WordTokenizer:
+    """Each known word is one id; every other word is the unknown id 0."""
+
+    unk_token_id = 0
+
+    def __init__(self, words: list[str]) -> None:
+        self.ids = {w: i + 1 for i, w in enumerate(words)}
+
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        return [self.ids.get(w, 0) for w in text.split()]
+
+
+def test_a_word_read_as_the_unknown_token_labels_nothing():
+    tokenizer = WordTokenizer(["tiger", "copper"])
+    mapping = token_topic_labels({"tiger": 0, "zebra": 0, "copper": 1}, tokenizer, 3)
+    assert mapping.labels.tolist() == [-1, 0, 1]  # "zebra" is unknown: id 0 keeps no topic
+    assert mapping.n_words_mapped == 2 and mapping.n_multi_token_words == 1
+    with pytest.raises(InputError, match="None of the topic words"):
+        token_topic_labels({"zebra": 0, "lion": 1}, tokenizer, 3)
+
+
 @pytest.mark.parametrize("changes", [{"n_topics": 1}, {"no_above": 0.0}, {"threshold": 1.5}, {"assignment": "x"}])
 def test_bad_topic_settings(changes):
     with pytest.raises(ConfigError):
