@@ -20,6 +20,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
+from analyses.dynamics.curve_series import CurveSeries
 from analyses.scansnap.config import ScanSnapConfig
 from analyses.toy_orders import events_text, min_effect, order_finding
 from probes.dynamics.event_orders import ScanSnapOrder, scan_snap_order
@@ -54,3 +55,19 @@ def scan_before_snap(orders: Sequence[ScanSnapOrder], config: ScanSnapConfig) ->
     exact = [o.order for o in orders]
     return order_finding(exact, statistic=f"{STATISTIC}; events per fact: {events_text(exact)}",
                          min_effect=min_effect(config.train.n_steps), selection=SELECTION)
+
+
+def order_series(orders: Sequence[ScanSnapOrder], steps: Sequence[int], finding: Finding,
+                 name: str = "Scan and Snap toy") -> CurveSeries:
+    """The composition's displacement from its start (mean over facts) with every fact's scan (where its own curve
+    crosses half-way) and snap (its curve's value at the snap) marked, filled when ``finding``, the order's, holds;
+    for :func:`analyses.dynamics.figures.plot_series_together`."""
+    curve = [sum(values) / len(orders) for values in zip(*(o.displacement for o in orders))]
+    marks = []
+    for order in orders:
+        if order.scan.step == order.scan.step:
+            marks.append((order.scan.step, order.scan.level, finding.holds))
+        if order.snap.snapped:
+            marks.append((float(order.snap.step), order.displacement[order.snap.index], finding.holds))
+    return CurveSeries(name, tuple(steps), {"composition_displacement": curve},
+                       {"composition_displacement": tuple(marks)})

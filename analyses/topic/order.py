@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
+from analyses.dynamics.curve_series import CurveSeries
 from analyses.topic.config import TopicExperimentConfig
 from analyses.toy_orders import events_text, min_effect, order_finding
 from probes.dynamics.change_point import curve_event
@@ -84,3 +85,14 @@ def train_staged(config: TopicExperimentConfig, data: MaskedLMData) -> tuple[Top
     history = train_topic_model(model, data, config.training("two_stage"),
                                 callbacks=[record_weight_displacement(model, config.record_every)])
     return model, history
+
+
+def order_series(history: History, finding: Finding, name: str = "topic toy") -> CurveSeries:
+    """The two displacement curves of a two-stage ``history`` with their events (filled when ``finding``, the
+    order's, holds), for :func:`analyses.dynamics.figures.plot_series_together`."""
+    steps, curves = displacement_curves(history)
+    events = {}
+    for curve, values in curves.items():
+        event = curve_event(values, steps)
+        events[curve] = () if event.step != event.step else ((event.step, event.level, finding.holds),)
+    return CurveSeries(name, steps, curves, events)
