@@ -24,7 +24,7 @@ SHARED_COLUMNS: dict[str, tuple[str, ...]] = {
     "in-context loss gain (nats/token)": ("context_loss_gain", "repeat_loss_gain"),
     "topic toy: W_V moved from init (relative)": ("value_displacement",),
     "topic toy: W_K/W_Q moved from init (relative)": ("key_query_displacement",),
-    "Scan and Snap: attention composition moved from init (TV); scan and snap": ("composition_displacement",),
+    "Scan and Snap: composition moved (TV); scan, snap": ("composition_displacement",),
 }
 SHARED_CURVES = tuple(c for curves in SHARED_COLUMNS.values() for c in curves)
 

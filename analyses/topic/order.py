@@ -91,7 +91,7 @@ def order_series(history: History, finding: Finding, name: str = "topic toy") ->
     """The two displacement curves of a two-stage ``history`` with their events (filled when ``finding``, the
     order's, holds), for :func:`analyses.dynamics.figures.plot_series_together`."""
     steps, curves = displacement_curves(history)
-    events = {}
+    events: dict[str, tuple[tuple[float, float, bool], ...]] = {}
     for curve, values in curves.items():
         event = curve_event(values, steps)
         events[curve] = () if event.step != event.step else ((event.step, event.level, finding.holds),)
