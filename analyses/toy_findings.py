@@ -59,14 +59,18 @@ TOY_OF_FINDING = {
     "previous_token_causal": "induction",
     "topic_heads_causal": "topic",
     "scansnap_attention_causal": "scansnap",
+    "scan_before_snap": "scansnap",
+    "value_before_key_query": "topic",
 }
 """Which toy carries each finding: the seven pretrained findings, two of the pretrained head ablations (the
-induction toy's parent copiers, the topic toy's attention made uniform), the papers' own headline claims and
-the Scan and Snap toy's attention made uniform."""
+induction toy's parent copiers, the topic toy's attention made uniform), the papers' own headline claims (with
+their orders of events) and the Scan and Snap toy's attention made uniform."""
 
-TOY_ONLY_FINDINGS = ("scan_order", "generalized_induction", "value_block_structure", "scansnap_attention_causal")
-"""The papers' own claims, measured on their toys only (Tian et al., Chen et al., Li et al.), and the loss the
-Scan and Snap toy loses with uniform attention (no pretrained counterpart)."""
+TOY_ONLY_FINDINGS = ("scan_order", "generalized_induction", "value_block_structure", "scansnap_attention_causal",
+                     "scan_before_snap", "value_before_key_query")
+"""The papers' own claims, measured on their toys only (Tian et al., Chen et al., Li et al.; the orders of events:
+:mod:`analyses.toy_orders`), and the loss the Scan and Snap toy loses with uniform attention (no pretrained
+counterpart)."""
 
 
 @dataclass(frozen=True)

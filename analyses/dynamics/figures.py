@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from analyses.dynamics.curve_series import CurveSeries
     from analyses.dynamics.summary import DynamicsSummary
 
 PANELS = {"head score (best head, held out)": ("previous_token", "induction", "duplicate_token", "copier",
@@ -22,6 +23,9 @@ SHARED_COLUMNS: dict[str, tuple[str, ...]] = {
     "layer-1 copying: previous-token head (LM) / copier (toy)": ("previous_token", "copier"),
     "layer-2 matching: induction head (LM) / classifier (toy)": ("induction", "classifier"),
     "in-context loss gain (nats/token)": ("context_loss_gain", "repeat_loss_gain"),
+    "topic toy: W_V moved from init (relative)": ("value_displacement",),
+    "topic toy: W_K/W_Q moved from init (relative)": ("key_query_displacement",),
+    "Scan and Snap: composition moved (TV); scan, snap": ("composition_displacement",),
 }
 SHARED_CURVES = tuple(c for curves in SHARED_COLUMNS.values() for c in curves)
 
@@ -60,18 +64,23 @@ def plot_dynamics(summary: DynamicsSummary, path: Path) -> Path:
 
 
 
-def plot_series_together(summaries: Mapping[str, DynamicsSummary], path: Path) -> Path:
-    """Several series (real-text models and toys) on shared axes, one column per role (:data:`SHARED_COLUMNS`:
-    layer-1 copying, layer-2 matching, in-context loss gain; each series draws the first of the column's curves it
-    has, so a toy's copier sits beside a language model's previous-token head). Top row: against the fraction of
-    training (step / last step); bottom row: against tokens seen (log; steps where a series does not know its
-    tokens). Each event is marked where it crosses its level: a filled dot when it holds, an open one when not."""
+def plot_series_together(summaries: Mapping[str, DynamicsSummary | CurveSeries], path: Path) -> Path:
+    """Several series (real-text models and toys) on shared axes, one column per role that some series has
+    (:data:`SHARED_COLUMNS`: layer-1 copying, layer-2 matching, in-context loss gain, the topic toy's W_V and
+    W_K/W_Q displacements, the Scan and Snap toy's composition; each series draws the first of the column's curves
+    it has, so a toy's copier sits beside a language model's previous-token head). Measured series are
+    :class:`DynamicsSummary` s, the toys' recorded curves :class:`~analyses.dynamics.curve_series.CurveSeries`.
+    Top row: against the fraction of training (step / last step); bottom row: against tokens seen (log; steps
+    where a series does not know its tokens). Each event is marked where it crosses its level: a filled dot when
+    it holds, an open one when not."""
     from analyses.plot_backend import use_file_backend
 
     use_file_backend()
     import matplotlib.pyplot as plt
 
-    columns = list(SHARED_COLUMNS.items())
+    columns = [(title, curves) for title, curves in SHARED_COLUMNS.items()
+               if any(c in summary.curves for summary in summaries.values() for c in curves)
+               ] or list(SHARED_COLUMNS.items())
     figure, axes = plt.subplots(2, len(columns), figsize=(4.6 * len(columns), 7.5), squeeze=False)
     for colour, (name, summary) in enumerate(summaries.items()):
         last = max(summary.steps[-1], 1)
@@ -87,11 +96,8 @@ def plot_series_together(summaries: Mapping[str, DynamicsSummary], path: Path) -
             axes[0][column].plot([s / last for s in summary.steps], values, color=f"C{colour}", marker=".",
                                  label=label)
             axes[1][column].plot([x + 1 for x in scale], values, color=f"C{colour}", marker=".", label=label)
-            event = summary.events.events.get(curve)
-            if event is not None and event.change.step == event.change.step:
-                step = event.change.step
-                level = event.change.start + summary.settings.fraction * event.change.rise
-                face = f"C{colour}" if event.holds else "white"
+            for step, level, holds in summary.marks(curve):
+                face = f"C{colour}" if holds else "white"
                 axes[0][column].plot([step / last], [level], "o", color=f"C{colour}", markerfacecolor=face, ms=8)
                 axes[1][column].plot([step * per_step + 1], [level], "o", color=f"C{colour}", markerfacecolor=face,
                                      ms=8)

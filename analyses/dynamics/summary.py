@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +27,14 @@ class DynamicsSummary:
     events: SeriesEvents
     measured_now: tuple[int, ...]
     reused: tuple[int, ...]
+
+    def marks(self, curve: str) -> list[tuple[float, float, bool]]:
+        """Where ``curve``'s event is drawn: ``(step, level it crosses, holds)``, none without an event."""
+        event = self.events.events.get(curve)
+        if event is None or math.isnan(event.change.step):
+            return []
+        change = event.change
+        return [(change.step, change.start + self.settings.fraction * change.rise, event.holds)]
 
 
 def load_summary(folder: str | Path) -> DynamicsSummary:

@@ -42,6 +42,11 @@ uniformly pooled context already names the fact and the decoder ``Y`` has grown 
 only widens a margin that was already decisive: attention's snap is real (``cooccurrence_ordering``,
 ``scan_order``) but the toy's predictions do not rest on it.
 
+``scan_before_snap`` (the paper's own claim, toy only): per fact, the snap step minus the scan step (where the
+composition's total-variation distance from its start crosses half-way to its peak), mean over facts
+(:mod:`analyses.scansnap.order`; the rules of every toy order: :mod:`analyses.toy_orders`). Its control, the
+composition with attention frozen, neither scans nor snaps: 0, no order.
+
 Controls. The toy at initialisation (same seed, same evaluation sequences); its trajectory, a dynamics
 statistic's control, is that of the same training with attention frozen at initialisation (eta_Z = 0): ``Z``
 keeps its initial value, so the composition recorded at every step is the initial one (Y does not enter it).
@@ -72,6 +77,7 @@ from analyses.pretrained.findings import finding_from_spec
 from analyses.pretrained.held_out import MIN_RANKED_KEYS
 from analyses.scansnap.config import ScanSnapConfig
 from analyses.scansnap.main_run import MainRun, eval_sets, main_run
+from analyses.scansnap.order import ORDER, frozen_attention_trajectory, scan_before_snap, scan_snap_orders
 from analyses.torch_threads import torch_threads
 from analyses.toy_causal import paired_loss_change
 from analyses.toy_findings import SeedFindings, judge_against_init
@@ -79,6 +85,7 @@ from mechprobe import forward
 from mechprobe.forward import model_device
 from probes import feed_probes
 from probes.attention.key_token_attention import KeyTokenAttention, KeyTokenAttentionProbe
+from probes.dynamics.event_orders import ScanSnapOrder
 from probes.dynamics.scan_order import ScanOrder, scan_order
 from probes.stats.bootstrap import BatchStateRecorder, bootstrap_draws, percentile_interval
 from probes.stats.findings import Finding
@@ -88,7 +95,7 @@ from toymodels.errors import ToyConfigError
 from toymodels.scansnap.data import CooccurrenceData
 from toymodels.scansnap.model import YZTransformer
 
-FINDINGS = ("cooccurrence_ordering", "scan_order", "scansnap_attention_causal")
+FINDINGS = ("cooccurrence_ordering", "scan_order", "scansnap_attention_causal", ORDER)
 N_PERMUTATIONS = 1000
 N_BOOT = 1000
 N_UNITS = 16
@@ -257,21 +264,26 @@ def attention_causal_finding(model: YZTransformer, data: CooccurrenceData, evalu
                    spec["min_effect"], spec["effect"], selection=spec["selection"])
 
 
-def measure(model: YZTransformer, orders: Sequence[ScanOrder], data: CooccurrenceData,
-            evaluation: Sequence[Tensor], seed: int) -> dict[str, Finding]:
-    """The findings of one toy (unadjusted): ``model`` probed on ``evaluation``, ``orders`` its training's."""
+def measure(model: YZTransformer, orders: Sequence[ScanOrder], scan_snaps: Sequence[ScanSnapOrder],
+            data: CooccurrenceData, evaluation: Sequence[Tensor], config: ScanSnapConfig) -> dict[str, Finding]:
+    """The findings of one toy (unadjusted): ``model`` probed on ``evaluation``, ``orders`` (scan orders) and
+    ``scan_snaps`` (scan and snap per fact) its training's, at ``config.seed``."""
+    seed = config.seed
     return {"cooccurrence_ordering": ordering_finding(model, data, evaluation, seed),
             "scan_order": scan_order_finding(orders, seed),
-            "scansnap_attention_causal": attention_causal_finding(model, data, evaluation, seed)}
+            "scansnap_attention_causal": attention_causal_finding(model, data, evaluation, seed),
+            ORDER: scan_before_snap(scan_snaps, config)}
 
 
 def main_run_findings(config: ScanSnapConfig, main: MainRun, evaluation: Sequence[Tensor]) -> SeedFindings:
-    """The findings of ``config.seed``'s main run (its trained model and scan orders) against the same toy at
-    initialisation, both probed on ``evaluation`` (the run's held-out sequences per fact)."""
+    """The findings of ``config.seed``'s main run (its trained model, scan orders and scan and snap) against the same
+    toy at initialisation, both probed on ``evaluation`` (the run's held-out sequences per fact)."""
     initial = YZTransformer(config.model_config(), device=config.device)
-    trained = measure(main.model, main.scan_orders, main.data, evaluation, config.seed)
-    init = measure(initial, frozen_attention_orders(initial, main.data, main.steps, config.scan_tolerance),
-                   main.data, evaluation, config.seed)
+    trained = measure(main.model, main.scan_orders, scan_snap_orders(main.trajectory, main.steps, config),
+                      main.data, evaluation, config)
+    frozen = scan_snap_orders(frozen_attention_trajectory(initial, main.data, main.steps), main.steps, config)
+    init = measure(initial, frozen_attention_orders(initial, main.data, main.steps, config.scan_tolerance), frozen,
+                   main.data, evaluation, config)
     return judge_against_init(trained, init, config.seed)
 
 

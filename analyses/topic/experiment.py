@@ -21,8 +21,9 @@ that loss). ``model.qkv_bias`` / ``model.scale_scores`` add the reference code's
 names the paper, the experiment and the deviations that remain (:mod:`analyses.topic.reference`).
 Settings and presets: :mod:`analyses.topic.config`; the result: :mod:`analyses.topic.result`; figures:
 :mod:`analyses.topic.figures`. The toy findings (``result.findings``) of ``config.seed`` are measured on the
-joint and uniform models trained here, beside themselves at initialisation (:mod:`analyses.topic.findings`);
-``seed_findings(config, seed)`` trains only those two models for a further seed.
+joint and uniform models and the two-stage run (its weights' displacement from initialisation, recorded in
+``history_two_stage.json``) trained here, beside themselves at initialisation (:mod:`analyses.topic.findings`);
+``seed_findings(config, seed)`` trains only those three models for a further seed.
 
 Topic attention is measured on *unmasked* held-out documents (as the reference code does);
 ``same_token_attention`` counts a position's attention to itself, as the reference code does.
@@ -70,6 +71,7 @@ from toymodels.topic.training import (
     MaskedLMData,
     record_attention_norms,
     record_value,
+    record_weight_displacement,
     train_topic_model,
     training_fingerprint,
 )
@@ -191,7 +193,6 @@ def _run(config: TopicExperimentConfig, out_dir: Path, progress: bool) -> TopicR
     # cross-entropy ignores a constant added to a column of W_V (softmax over logits W_V Z a, sum(a) = 1)
     centre = config.uniform.loss == "cross_entropy"
     value_blocks = block_structure(value, word_labels, centre_columns=centre)
-    findings = aggregate_seeds("topic", [judge_trained(joint, uniform, config)])  # the toy findings of config.seed
     uniform_decoder = topic_model(config, embedding="one_hot_frozen", attention="uniform_frozen")
     train(uniform_decoder, "uniform", name="uniform_trained_decoder")
     value_alone = uniform_decoder.W_V.detach()[: lda.n_words, : lda.n_words].cpu()
@@ -231,7 +232,9 @@ def _run(config: TopicExperimentConfig, out_dir: Path, progress: bool) -> TopicR
         return float(result.ratio[0, 0])
 
     history = train(staged, "two_stage",
-                    callbacks=[record_value("attention_ratio", attention_ratio, ratio_probe_every)])
+                    callbacks=[record_value("attention_ratio", attention_ratio, ratio_probe_every),
+                               record_weight_displacement(staged, config.record_every)])
+    findings = aggregate_seeds("topic", [judge_trained(joint, uniform, history, config)])  # config.seed's findings
     stages = detect_two_stage(history.steps, {name: history.column(name) for name in history.values})
     two_stage = TwoStageNumbers(stages.first_moves_at, stages.first_plateaus_at, stages.second_moves_at,
                                 stages.second_progress_at_first_plateau, stages.separated, dict(stages.events),

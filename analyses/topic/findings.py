@@ -1,6 +1,6 @@
 """The topic toy's findings in the schema of the pretrained ones (:mod:`analyses.pretrained.findings`), per seed.
 
-Two of the experiment's models carry them, each judged beside itself at initialisation (same seed, so
+Three of the experiment's models carry them, each judged beside itself at initialisation (same seed, so
 the same weights at step 0, and the same held-out documents):
 
 - *joint* (trained embeddings, everything trained; Li et al.'s claims 1 and 3):
@@ -41,7 +41,12 @@ the same weights at step 0, and the same held-out documents):
   least 0.02 nats above the larger of the null and the toy at initialisation (whose near-uniform attention
   changes nothing: 1e-11 nats). Measured 0.04-0.06 nats on seeds 0-4 of the fast preset.
 
-:func:`seed_findings` trains the two models at one seed exactly as ``run`` does (same data, same
+- *two_stage* (one-hot frozen embeddings, the rest trained with plain SGD; claim 4): ``value_before_key_query``,
+  the step at which W_K/W_Q's displacement from initialisation crosses half-way to its peak minus the step at
+  which W_V's does (:mod:`analyses.topic.order`; the rules of every toy order: :mod:`analyses.toy_orders`). Its
+  control is the same model with learning rate 0, which has no event (0: no order).
+
+:func:`seed_findings` trains the three models at one seed exactly as ``run`` does (same data, same
 minibatches) and returns the seed's :class:`~analyses.toy_findings.SeedFindings`.
 
 Example::
@@ -63,6 +68,7 @@ from torch import Tensor
 from analyses.pretrained.findings import EMBEDDING_MEASURE, finding_from_spec
 from analyses.pretrained.held_out import TOPIC_UNIT_KEYS, mean_null_ratio, topic_mean_over_heads
 from analyses.topic.config import TopicExperimentConfig
+from analyses.topic.order import ORDER, STAGED_VARIANT, frozen_history, train_staged, value_before_key_query
 from analyses.torch_threads import torch_threads
 from analyses.toy_causal import paired_loss_change
 from analyses.toy_findings import SeedFindings, judge_against_init
@@ -80,10 +86,11 @@ from probes.stats.sequential import SequentialRule, sequential_null
 from toymodels.topic.data import MaskedDocuments, mask_documents, sample_documents
 from toymodels.topic.model import TopicModel
 from toymodels.topic.training import MaskedLMData, train_topic_model
+from toymodels.training import History
 
 FINDINGS = ("topic_attention_mean", "topic_attention_best_head", "embedding_topic_similarity",
-            "value_block_structure", "topic_heads_causal")
-N_PERMUTATIONS = 1000  # the smallest p, 1/1001, Holm-adjusted over the 5 findings (0.005) clears ALPHA = 0.01
+            "value_block_structure", "topic_heads_causal", ORDER)
+N_PERMUTATIONS = 1000  # the smallest p, 1/1001, Holm-adjusted over the 6 findings (0.006) clears ALPHA = 0.01
 # The label permutations are drawn in groups of 10, 100, 890 (probes.stats.sequential): each group is a pass over the
 # held-out documents, about as costly as 75 permutations, so a trained toy (whose null is drawn to the end) pays two
 # passes more and a toy at initialisation (settled within about 30 draws) one pass of 110 instead of 1,000.
@@ -266,28 +273,34 @@ def topic_heads_causal(model: TopicModel, config: TopicExperimentConfig) -> Find
                                 statistic=statistic, selection=CAUSAL_SELECTION, null_kind=CAUSAL_NULL)
 
 
-def _measure(joint: TopicModel, uniform: TopicModel, config: TopicExperimentConfig) -> dict[str, Finding]:
-    """The unadjusted findings of one joint and one uniform model, in :data:`FINDINGS` order."""
+def _measure(joint: TopicModel, uniform: TopicModel, staged: History, config: TopicExperimentConfig
+             ) -> dict[str, Finding]:
+    """The unadjusted findings of one joint and one uniform model and one two-stage history, in :data:`FINDINGS`
+    order."""
     measured = {**_attention_findings(joint, config),
                 "embedding_topic_similarity": _embedding_finding(joint, config),
                 "value_block_structure": _value_finding(uniform, config),
-                "topic_heads_causal": topic_heads_causal(joint, config)}
+                "topic_heads_causal": topic_heads_causal(joint, config),
+                ORDER: value_before_key_query(staged, config)}
     return {name: measured[name] for name in FINDINGS}
 
 
-def judge_trained(joint: TopicModel, uniform: TopicModel, config: TopicExperimentConfig) -> SeedFindings:
-    """The findings of the trained ``joint`` and ``uniform`` models of ``config.seed`` beside the same models at
-    initialisation (rebuilt from their configs: same seed, same weights at step 0), measured on the same
-    held-out documents."""
+def judge_trained(joint: TopicModel, uniform: TopicModel, staged: History, config: TopicExperimentConfig
+                  ) -> SeedFindings:
+    """The findings of the trained ``joint`` and ``uniform`` models and of the two-stage run's displacement history
+    (``staged``, :mod:`analyses.topic.order`) of ``config.seed`` beside the same models at initialisation (rebuilt
+    from their configs: same seed, same weights at step 0; the two-stage model read with learning rate 0), measured
+    on the same held-out documents."""
     init_joint, init_uniform = (TopicModel(model.cfg, device=config.device) for model in (joint, uniform))
-    return judge_against_init(_measure(joint, uniform, config), _measure(init_joint, init_uniform, config),
-                              config.seed)
+    init_staged = frozen_history(topic_model(config, **STAGED_VARIANT), config)
+    return judge_against_init(_measure(joint, uniform, staged, config),
+                              _measure(init_joint, init_uniform, init_staged, config), config.seed)
 
 
 def seed_findings(config: TopicExperimentConfig, seed: int, *, joint_variant: Mapping[str, str] = JOINT_VARIANT,
                   uniform_variant: Mapping[str, str] = UNIFORM_VARIANT) -> SeedFindings:
-    """Train the joint and the uniform model of ``config`` at ``seed`` (as ``run`` does, without files or
-    figures, on one thread) and judge their findings against themselves at initialisation.
+    """Train the joint, the uniform and the two-stage model of ``config`` at ``seed`` (as ``run`` does, without
+    files or figures, on one thread) and judge their findings against themselves at initialisation.
 
     ``joint_variant`` / ``uniform_variant`` pick the frozen parts of the two models (``TopicModelConfig``'s
     ``embedding``, ``attention``, ``value``, ``decoder``), e.g. ``{"embedding": "trained", "attention":
@@ -302,4 +315,5 @@ def seed_findings(config: TopicExperimentConfig, seed: int, *, joint_variant: Ma
         joint, uniform = topic_model(config, **joint_variant), topic_model(config, **uniform_variant)
         train_topic_model(joint, data, config.training("joint"))
         train_topic_model(uniform, data, config.training("uniform"))
-        return judge_trained(joint, uniform, config)
+        _, staged = train_staged(config, data)
+        return judge_trained(joint, uniform, staged, config)

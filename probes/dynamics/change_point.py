@@ -36,6 +36,9 @@ draws whose largest centred rise reaches the observed ``rise``.
 The order of two events (A before B) is ``step_B - step_A`` per draw: its interval (widened to the differences of the
 two brackets' ends) and the share of draws in which it is not positive, or either event is missing (the p-value).
 
+A curve known exactly (a toy's weights, an attention composition computed from the weights) has no batches to
+resample: :func:`curve_event` gives its event by the same rule, with the bracket as its only uncertainty.
+
 Example::
 
     point = change_point(units, steps=(0, 100, 1000, 10000), n_boot=1000, seed=0)
@@ -170,6 +173,45 @@ def crossing_bracket(values: Float[Tensor, " checkpoint"], steps: Sequence[int],
     threshold = start + fraction * (end - start)
     index = next(i for i in range(1, len(steps)) if all(float(v) >= threshold for v in values[i:]))
     return (float(steps[index - 1]), float(steps[index]))
+
+
+@dataclass(frozen=True)
+class CurveEvent:
+    """The event of one exactly known curve (no batches to resample: a toy's weights or attention composition
+    recorded during training): its ``step`` (NaN: the curve never rises above its first value), the two
+    checkpoints that straddle it (``bracket``), the first and the peak values (``start``, ``end``) and the peak's
+    step."""
+
+    step: float
+    bracket: tuple[float, float]
+    start: float
+    end: float
+    peak_step: float
+    fraction: float
+
+    @property
+    def level(self) -> float:
+        """The value the curve crosses at its event: ``start + fraction * (end - start)``."""
+        return self.start + self.fraction * (self.end - self.start)
+
+
+def curve_event(values: Sequence[float] | Tensor, steps: Sequence[int], fraction: float = 0.5) -> CurveEvent:
+    """The event of a plain curve by the rule of :func:`change_point` (module docstring): the held peak
+    (:func:`peak_index`), the last crossing of the level on the way up to it (:func:`rise_steps`, interpolated in
+    ``log(1 + step)``) and its bracket (:func:`crossing_bracket`).
+
+    Example: ``curve_event([0.0, 0.1, 0.9, 1.0], (0, 10, 100, 1000)).step`` is about 32 (the level 0.5 lies
+    half-way from 0.1 to 0.9, so half-way from 10 to 100 in ``log(1 + step)``).
+    """
+    curve = torch.as_tensor(values, dtype=torch.float64)
+    if curve.ndim != 1 or len(steps) != curve.shape[0]:
+        raise InputError(f"A curve needs one value per step; got shape {tuple(curve.shape)} for {len(steps)} steps.")
+    if not bool(torch.isfinite(curve).all()):
+        raise InputError("A curve's values must be finite (record the curve at every listed step).")
+    peak = peak_index(curve, fraction)
+    step = float(rise_steps(curve[None], steps, fraction, peak)[0])
+    return CurveEvent(step, crossing_bracket(curve, steps, fraction, peak), float(curve[0]), float(curve[peak]),
+                      float(steps[peak]), float(fraction))
 
 
 @dataclass(frozen=True)

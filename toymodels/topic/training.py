@@ -231,6 +231,36 @@ def record_attention_norms(every: int = 1) -> Callback:
     return callback
 
 
+def record_weight_displacement(model: nn.Module, every: int = 1) -> Callback:
+    """Callback logging how far the attention's weights have moved from ``model``'s weights now (call it before
+    training: step 0), relative to their size then, every ``every`` steps:
+    ``w_v_displacement = ||W_V(t) - W_V(0)|| / ||W_V(0)||`` and ``w_kq_displacement``, the same for W_K and W_Q
+    taken together (``||[W_K(t) - W_K(0), W_Q(t) - W_Q(0)]|| / ||[W_K(0), W_Q(0)]||``; Frobenius norms).
+
+    Example: ``train_topic_model(model, data, config, callbacks=[record_weight_displacement(model, 10)])``.
+    """
+    if every < 1:
+        raise ToyConfigError(f"every must be >= 1; got {every}.")
+    with torch.no_grad():
+        start = {name: weight.detach().clone() for name, weight in attention_weights(model).items()}
+    sizes = {"w_v": float(start["W_V"].norm()), "w_kq": math.hypot(float(start["W_K"].norm()),
+                                                                   float(start["W_Q"].norm()))}
+    for name, size in sizes.items():
+        if not size > 0:
+            raise ToyConfigError(f"The model's {name} weights are all zero, so their displacement relative to "
+                                 f"initialisation is undefined; initialise them with init_std > 0.")
+
+    def callback(step: int, trained: nn.Module, history: History) -> None:
+        if step % every == 0 or step == 1:
+            with torch.no_grad():
+                now = attention_weights(trained)
+                moved = {name: float((now[name] - start[name]).norm()) for name in start}
+            history.log(step, w_v_displacement=moved["W_V"] / sizes["w_v"],
+                        w_kq_displacement=math.hypot(moved["W_K"], moved["W_Q"]) / sizes["w_kq"])
+
+    return callback
+
+
 def record_value(name: str, measure: Callable[[nn.Module], float], every: int) -> Callback:
     """Callback logging ``measure(model)`` (e.g. a probe's number) as ``name`` every ``every`` steps."""
     if every < 1:

@@ -1,6 +1,7 @@
-"""The Scan and Snap toy's findings: the trained Y/Z model holds both attention findings on every seed, the toy at
-initialisation and a toy trained with its attention frozen (eta_Z = 0) hold neither, uniform attention costs the
-trained toy too little loss for the causal finding to hold, and ``run`` stores them in summary.json."""
+"""The Scan and Snap toy's findings: the trained Y/Z model holds both attention findings and "scan before snap" on
+every seed, the toy at initialisation and a toy trained with its attention frozen (eta_Z = 0) hold none, uniform
+attention costs the trained toy too little loss for the causal finding to hold, and ``run`` stores them in
+summary.json."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import torch
 from analyses.scansnap.config import PRESETS, StandardComparison
 from analyses.scansnap.experiment import FINDINGS, eval_sets, run, seed_findings
 from analyses.scansnap.findings import frozen_attention_orders, measure
+from analyses.scansnap.order import scan_snap_orders
 from analyses.scansnap.result import ScanSnapResult
 from analyses.toy_findings import aggregate_seeds, judge_against_init
 from mechprobe import records
@@ -28,6 +30,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 FAST = PRESETS["fast"]
 ATTENTION = ("cooccurrence_ordering", "scan_order")
 CAUSAL = "scansnap_attention_causal"
+ORDER = "scan_before_snap"
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +41,7 @@ def two_seeds():
 def test_the_trained_toy_holds_both_attention_findings_and_its_initialisation_none(two_seeds):
     for one in two_seeds:
         assert tuple(one.findings) == tuple(one.control) == FINDINGS
-        assert [name for name, finding in one.findings.items() if finding.holds] == list(ATTENTION), one.seed
+        assert [name for name, finding in one.findings.items() if finding.holds] == [*ATTENTION, ORDER], one.seed
         # Scan and Snap: among a fact's distinct tokens attention ends ordered by co-occurrence (measured 1.0 on
         # seeds 0-4), and the rarest peak first (measured 0.989-0.995)
         assert one.findings["cooccurrence_ordering"].value == 1.0
@@ -50,7 +53,7 @@ def test_the_trained_toy_holds_both_attention_findings_and_its_initialisation_no
             assert (control.value, control.ci, control.null_value, control.p_value) == (0.0, (0.0, 0.0), 0.0, 1.0)
             assert not control.holds
     findings = aggregate_seeds("scansnap", two_seeds)
-    for name in ATTENTION:
+    for name in (*ATTENTION, ORDER):
         assert findings[name].holds and findings[name].held == 2 and not findings[name].control_finding().holds
     assert not findings[CAUSAL].holds and findings[CAUSAL].held == 0
 
@@ -88,11 +91,13 @@ def _frozen_attention_toy(config):
     recorded = torch.stack(trajectory)  # step fact d_vocab
     orders = tuple(scan_order(recorded[:, f, data.distinct_tokens[f]], data.context_probs[f, data.distinct_tokens[f]],
                               [0, *history.steps], tolerance=config.scan_tolerance) for f in range(data.n_facts))
-    return model, data, history, orders
+    scan_snaps = scan_snap_orders([list(recorded[:, f, data.support(f)]) for f in range(data.n_facts)],
+                                  [0, *history.steps], config)
+    return model, data, history, orders, scan_snaps
 
 
 def test_a_toy_trained_with_frozen_attention_holds_neither_finding():
-    model, data, history, orders = _frozen_attention_toy(FAST)
+    model, data, history, orders, scan_snaps = _frozen_attention_toy(FAST)
     losses = history.values["loss"]
     assert losses[0] == pytest.approx(math.log(34), abs=1e-4) and losses[-1] < 0.01  # the decoder still learns (0.001)
     initial = YZTransformer(FAST.model_config())
@@ -101,8 +106,9 @@ def test_a_toy_trained_with_frozen_attention_holds_neither_finding():
     assert [(o.peak_steps, o.cooccurrence) for o in orders] == [(o.peak_steps, o.cooccurrence) for o in control]
     assert all(o.peak_steps == (0,) * 10 and math.isnan(o.spearman) for o in orders)  # ScanOrder's own is NaN
     evaluation = eval_sets(FAST, data)
-    frozen = measure(model, orders, data, evaluation, FAST.seed)
-    init = measure(initial, orders, data, evaluation, FAST.seed)
+    assert all(math.isnan(o.scan.step) and not o.snap.snapped for o in scan_snaps)  # neither scans nor snaps
+    frozen = measure(model, orders, scan_snaps, data, evaluation, FAST)
+    init = measure(initial, orders, scan_snaps, data, evaluation, FAST)
     judged = judge_against_init(frozen, init, FAST.seed)
     assert not any(finding.holds for finding in judged.findings.values())
     assert all(finding.value == 0.0 for finding in judged.findings.values())
