@@ -3,12 +3,21 @@ draws beside the measured checkpoint series (:class:`~analyses.dynamics.summary.
 weight displacements (:func:`analyses.topic.order.order_series`) and the Scan and Snap toy's composition
 (:func:`analyses.scansnap.order.order_series`).
 
+Each toy's run writes its series into its folder (:data:`SERIES_FILE`, :func:`save_curve_series`); the report
+reads them back (:func:`load_curve_series`) to draw the toys beside each other and beside any checkpoint series.
+
 Example: ``plot_series_together({"SmolLM2 run": summary, "topic toy": order_series(history, finding)}, path)``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+
+from mechprobe import records
+from probes.core.atomic import atomic_write_text
+
+SERIES_FILE = "order_series.json"
 
 
 @dataclass(frozen=True)
@@ -28,3 +37,17 @@ class CurveSeries:
     def marks(self, curve: str) -> list[tuple[float, float, bool]]:
         """The events drawn on ``curve`` (none for a curve without events)."""
         return list(self.events.get(curve, ()))
+
+
+def save_curve_series(series: CurveSeries, folder: str | Path) -> Path:
+    """Write ``series`` into ``folder/``:data:`SERIES_FILE` (atomically)."""
+    path = Path(folder) / SERIES_FILE
+    atomic_write_text(path, records.to_json(series))
+    return path
+
+
+def load_curve_series(folder: str | Path, *, rerun: str) -> CurveSeries | None:
+    """The series a toy's run saved in ``folder`` (None when it saved none: a toy without orders of events); a
+    damaged file is one line saying to ``rerun``."""
+    path = Path(folder) / SERIES_FILE
+    return records.read_record(CurveSeries, path, rerun=rerun) if path.is_file() else None

@@ -10,6 +10,8 @@ from typing import Any, TypeVar
 
 import torch
 
+from analyses.dynamics.curve_series import CurveSeries, load_curve_series
+from analyses.dynamics.figures import plot_series_together
 from analyses.dynamics.summary import DynamicsSummary
 from analyses.induction.result import InductionResult
 from analyses.linear.section import linear_section
@@ -181,6 +183,18 @@ def _cooccurrence_section(toy: Mapping[str, ToyRun], runs: Mapping[str, Pretrain
     )
 
 
+def toy_series(toy: Mapping[str, ToyRun]) -> dict[str, CurveSeries]:
+    """The curves each toy's run saved for the shared-axis figure (the topic toy's weight displacements, the Scan
+    and Snap toy's composition), by toy name; toys that saved none are left out."""
+    found = {}
+    for run in toy.values():
+        series = load_curve_series(run.folder, rerun=f"Re-run `mechprobe report` (the {run.name} toy's folder "
+                                   f"{run.folder} is damaged).")
+        if series is not None:
+            found[f"{run.name} toy"] = series
+    return found
+
+
 def _toy_dynamics_section(toy: Mapping[str, ToyRun], figures: Path) -> Section:
     rows = []
     if (scansnap := _toy(toy, "scansnap", ScanSnapResult)) is not None:
@@ -202,6 +216,12 @@ def _toy_dynamics_section(toy: Mapping[str, ToyRun], figures: Path) -> Section:
         "The paper-specific probes of each toy setting. Each toy's summary.json names the experiment it "
         "reproduces and lists every remaining deviation under reference.deviations."],
         [Table(["toy", "quantity", "value"], rows), Table(["toy", "paper", "experiment", "deviations"], references)])
+    if series := toy_series(toy):
+        together = plot_series_together(series, figures / "toy_orders_together.png")
+        section.figures.append(Figure(str(together.relative_to(figures.parent)),
+                                      "the toys' orders of events on one axis (fraction of training): W_V before "
+                                      "W_K/W_Q (topic toy), scan before snap (Scan and Snap toy); events filled when "
+                                      "the seed's order holds"))
     for run in toy.values():
         for png in sorted(run.folder.glob("*.png")):
             target = figures / f"toy_{run.name}_{png.name}"
@@ -316,7 +336,7 @@ def compare(toy_runs: Mapping[str, ToyRun], pretrained_runs: Mapping[str, Pretra
         section, linear_entry = linear_section(linear, figures, n_boot=config.linear.n_boot, seed=config.seed)
         sections.append(section)
     if dynamics:
-        sections.append(dynamics_section(dynamics, figures, folder))
+        sections.append(dynamics_section(dynamics, figures, folder, toys=toy_series(toy_runs)))
     if pretrained_runs:
         sections.append(_interactive_section(pretrained_runs))
     summary = {

@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 from analyses.dynamics.config import DynamicsConfig
+from analyses.dynamics.curve_series import CurveSeries
 from analyses.dynamics.figures import plot_series_together
 from analyses.dynamics.run import FIGURE, run_dynamics
 from analyses.dynamics.summary import DynamicsSummary, load_summary
@@ -51,8 +52,10 @@ def _interval(ci: tuple[float, float]) -> str:
     return "-" if any(math.isnan(v) for v in ci) else f"[{ci[0]:.0f}, {ci[1]:.0f}]"
 
 
-def dynamics_section(summaries: Mapping[str, DynamicsSummary], figures: Path, out: Path) -> Section:
-    """The section: the shared-axis figure, each series' own figure, and one row per event and order."""
+def dynamics_section(summaries: Mapping[str, DynamicsSummary], figures: Path, out: Path, *,
+                     toys: Mapping[str, CurveSeries] | None = None) -> Section:
+    """The section: the shared-axis figure (the series and the ``toys``' recorded curves), each series' own
+    figure, and one row per event and order."""
     rows: list[list[object]] = []
     for spec, summary in summaries.items():
         for curve, event in summary.events.events.items():
@@ -73,11 +76,16 @@ def dynamics_section(summaries: Mapping[str, DynamicsSummary], figures: Path, ou
         "beats the curve's null and the first checkpoint by its minimum effect, at a bootstrap max-T p-value that "
         "allows for the search over checkpoints. An order "
         "(previous_token_before_induction, copier_before_classifier) is the later event's step minus the earlier's, "
-        "tested only when both events hold. Each series' findings are one Holm family."],
+        "tested only when both events hold. Each series' findings are one Holm family. The shared-axis figure "
+        "also draws the toys' recorded curves: the topic toy's W_V and W_K/W_Q displacement from initialisation "
+        "and the Scan and Snap toy's attention composition, whose orders (value_before_key_query, "
+        "scan_before_snap) are judged over seeds with the toys' findings. Series measured by `mechprobe "
+        "dynamics --corpus` carry the report's text probes too (topic_attention, cooccurrence_ordering)."],
         [Table(COLUMNS, rows)])
-    together = plot_series_together(summaries, figures / "dynamics_together.png")
+    together = plot_series_together({**summaries, **(toys or {})}, figures / "dynamics_together.png")
     section.figures.append(Figure(str(together.relative_to(figures.parent)),
-                                  "every series on one axis: fraction of training (top), tokens seen (bottom)"))
+                                  "every series and the toys' orders on one axis: fraction of training (top), "
+                                  "tokens seen (bottom; steps for the toys)"))
     for index, spec in enumerate(summaries):
         own = series_folder(out, index) / FIGURE
         if own.is_file():

@@ -57,11 +57,13 @@ from typing import Any
 
 import torch
 
+from analyses.dynamics.curve_series import save_curve_series
 from analyses.paper_result import SUMMARY_FILE
 from analyses.scansnap.config import PRESETS, ScanSnapConfig
 from analyses.scansnap.figures import plot_heatmap, plot_loss
 from analyses.scansnap.findings import FINDINGS, main_run_findings, seed_findings
 from analyses.scansnap.main_run import MainRun, average_statistics, eval_loss, eval_sets, main_run, probe_fact
+from analyses.scansnap.order import ORDER, order_series, scan_snap_orders
 from analyses.scansnap.result import (
     LossCurve,
     ScanSnapResult,
@@ -152,6 +154,8 @@ def _run(config: ScanSnapConfig, out_dir: Path, *, progress: bool) -> ScanSnapRe
         plot_loss(main.history, out_dir / "loss.png")
         findings_start = time.perf_counter()
         findings = aggregate_seeds("scansnap", [main_run_findings(config, main, eval_sets(config, main.data))])
+        save_curve_series(order_series(scan_snap_orders(main.trajectory, main.steps, config), main.steps,
+                                       findings[ORDER].first), out_dir)  # the report's shared-axis figure
         timings["findings"] = time.perf_counter() - findings_start
         standard = standard_run(config) if config.standard.enabled else None
         sweep = figure6 = None

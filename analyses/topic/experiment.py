@@ -40,6 +40,7 @@ from pathlib import Path
 
 import torch
 
+from analyses.dynamics.curve_series import save_curve_series
 from analyses.paper_result import Claim
 from analyses.timings import write_timings
 from analyses.topic.config import PRESET_REFERENCES, PRESETS, STAGES, TopicExperimentConfig, TopicModelSettings
@@ -53,6 +54,7 @@ from analyses.topic.findings import (
     seed_findings,
     topic_model,
 )
+from analyses.topic.order import ORDER, order_series
 from analyses.topic.reference import topic_reference
 from analyses.topic.result import AttentionNumbers, TopicResult, TwoStageNumbers
 from analyses.torch_threads import torch_threads
@@ -235,6 +237,7 @@ def _run(config: TopicExperimentConfig, out_dir: Path, progress: bool) -> TopicR
                     callbacks=[record_value("attention_ratio", attention_ratio, ratio_probe_every),
                                record_weight_displacement(staged, config.record_every)])
     findings = aggregate_seeds("topic", [judge_trained(joint, uniform, history, config)])  # config.seed's findings
+    save_curve_series(order_series(history, findings[ORDER].first), out_dir)  # the report's shared-axis figure
     stages = detect_two_stage(history.steps, {name: history.column(name) for name in history.values})
     two_stage = TwoStageNumbers(stages.first_moves_at, stages.first_plateaus_at, stages.second_moves_at,
                                 stages.second_progress_at_first_plateau, stages.separated, dict(stages.events),

@@ -11,6 +11,7 @@ import pytest
 
 from analyses.cli import main
 from analyses.dynamics.config import DynamicsConfig
+from analyses.dynamics.curve_series import load_curve_series
 from analyses.dynamics.run import run_dynamics
 from analyses.linear.section import LinearReportConfig
 from analyses.report.build import render_report, run_report
@@ -73,3 +74,26 @@ def test_series_flag_reaches_the_config_and_a_bad_spec_fails_before_work(tmp_pat
         dataclasses.replace(ReportConfig(), models=(), toys=())
     assert main(["report", "--out", str(tmp_path / "r"), "--series", "gpt2"]) == 2
     assert "names one model, not a series" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_the_toys_orders_are_drawn_beside_the_series_and_rendered_again(hub, tmp_path, monkeypatch):
+    use_stand_in_hub(monkeypatch, hub)
+    config = ReportConfig(models=(), toys=("topic", "scansnap"), toy_seeds=2, series=(SERIES,),
+                          linear=LinearReportConfig(enabled=False))
+    run_report(config, tmp_path / "report", progress=False, echo=lambda _: None)
+    out = tmp_path / "report"
+    markdown = (out / "report.md").read_text()
+    assert "figures/toy_orders_together.png" in markdown and "figures/dynamics_together.png" in markdown
+    topic = load_curve_series(out / "toy" / "topic", rerun="-")
+    scansnap = load_curve_series(out / "toy" / "scansnap", rerun="-")
+    assert topic is not None and set(topic.curves) == {"value_displacement", "key_query_displacement"}
+    assert scansnap is not None and set(scansnap.curves) == {"composition_displacement"}
+    value_step = topic.marks("value_displacement")[0][0]
+    assert value_step < topic.marks("key_query_displacement")[0][0]  # W_V first on the fast preset (seed 0)
+    assert len(scansnap.marks("composition_displacement")) >= 2  # scans and snaps of the facts
+    for name in ("value_before_key_query", "scan_before_snap"):
+        assert f"| {name} |" in markdown
+    (out / "report.md").unlink()
+    render_report(out)
+    assert (out / "report.md").read_text() == markdown
