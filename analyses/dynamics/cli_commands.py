@@ -20,8 +20,10 @@ def add_dynamics_commands(sub: Any, add_device_flags: Callable[[argparse.Argumen
         description="Measure every checkpoint of a series (Hugging Face revisions, legacy TransformerLens checkpoints, "
         "a folder of checkpoints, a train-lm run) one at a time: previous-token, induction and duplicate head scores "
         "on [BOS] X X (best head held out, uniform-attention null), the in-context loss gain, and with --corpus the "
-        "loss at early minus late text positions. Each checkpoint is stored in OUT/checkpoints/ as it is done, so "
-        "the same command resumes a killed run. Writes OUT/summary.json (events with bootstrap intervals, their "
+        "loss at early minus late text positions and the report's text probes (same-topic attention of the best "
+        "head against the distance-matched topic null, co-occurrence ordering; LDA topics fitted on the corpus). "
+        "Each checkpoint is stored in OUT/checkpoints/ as it is done, so the same command resumes a killed run. "
+        "Writes OUT/summary.json (events with bootstrap intervals, their "
         "order as a finding; the first checkpoint is the control) and OUT/dynamics.png.",
     )
     dynamics.add_argument("--model", required=True, metavar="SERIES",
@@ -36,11 +38,13 @@ def add_dynamics_commands(sub: Any, add_device_flags: Callable[[argparse.Argumen
     dynamics.add_argument("--boot", type=int_arg, default=1000, metavar="N", help="bootstrap draws (default 1000)")
     dynamics.add_argument("--seed", type=seed_arg, default=0, metavar="S", help="tokens and draws (default 0)")
     dynamics.add_argument("--corpus", metavar="SPEC",
-                          help="natural text for the early-minus-late loss (models with a tokenizer), e.g. "
+                          help="natural text for the early-minus-late loss and the topic and co-occurrence probes "
+                          "(models with a tokenizer; train-lm checkpoints read it through their cut vocabulary), e.g. "
                           "wikipedia-excerpt")
     dynamics.add_argument("--compare", action="append", default=[], metavar="DIR",
-                          help="a finished dynamics --out folder to draw beside this series on one axis (fraction of "
-                          "training, tokens seen) in OUT/dynamics_compare.png (repeatable)")
+                          help="a finished dynamics --out folder, or a topic or scansnap toy's --out folder (its "
+                          "recorded order curves), to draw beside this series on one axis (fraction of training, "
+                          "tokens seen) in OUT/dynamics_compare.png (repeatable)")
     add_device_flags(dynamics)
     dynamics.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
@@ -71,7 +75,7 @@ def run_dynamics_command(args: argparse.Namespace) -> int:
     from analyses.dynamics.config import DynamicsConfig
     from analyses.dynamics.figures import plot_series_together
     from analyses.dynamics.run import FIGURE, STORE, run_dynamics, summary_lines
-    from analyses.dynamics.summary import SUMMARY, load_summary
+    from analyses.dynamics.summary import SUMMARY
     from probes.core.loading import torch_dtype
 
     config = DynamicsConfig(seq_len=args.seq_len, n_batches=args.batches, batch_size=args.batch_size,
@@ -80,7 +84,7 @@ def run_dynamics_command(args: argparse.Namespace) -> int:
     if args.corpus is not None:
         check_corpus_spec(args.corpus, "text")
     out = check_output_folder("--out", args.out, earlier_output=lambda folder: (folder / STORE).is_dir())
-    others = {folder: load_summary(folder) for folder in args.compare}  # checked before any measuring
+    others = {folder: compared_series(folder) for folder in args.compare}  # checked before any measuring
     summary = run_dynamics(args.model, out, config, device=args.device, dtype=torch_dtype(args.dtype or "float32"),
                            progress=not args.no_progress)
     for line in summary_lines(summary):
@@ -90,6 +94,18 @@ def run_dynamics_command(args: argparse.Namespace) -> int:
         path = plot_series_together({args.model: summary, **others}, out / "dynamics_compare.png")
         print(f"wrote {path}")
     return 0
+
+
+def compared_series(folder: str) -> Any:
+    """What ``--compare FOLDER`` draws: a finished dynamics run's summary, or a toy run's recorded order curves."""
+    from pathlib import Path
+
+    from analyses.dynamics.curve_series import SERIES_FILE, load_curve_series
+    from analyses.dynamics.summary import load_summary
+
+    if (Path(folder) / SERIES_FILE).is_file():  # a toy's folder (a dynamics run writes no such file)
+        return load_curve_series(folder, rerun=f"Re-run the toy that wrote {folder}.")
+    return load_summary(folder)
 
 
 def run_train_lm_command(args: argparse.Namespace) -> int:

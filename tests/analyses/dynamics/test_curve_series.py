@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 
-from analyses.dynamics.curve_series import CurveSeries
+from analyses.dynamics.curve_series import SERIES_FILE, CurveSeries, load_curve_series, save_curve_series
 from analyses.dynamics.figures import plot_series_together
 from analyses.scansnap.order import order_series
 from analyses.toy_orders import order_finding
+from mechprobe.errors import RecordError
 from probes.dynamics.event_orders import scan_snap_order
 
 
@@ -28,3 +30,24 @@ def test_a_scan_and_snap_series_marks_scan_and_snap_and_plots_beside_another(tmp
                         {"value_displacement": ((8.0, 3.0, True),)})
     path = plot_series_together({"scan and snap": series, "topic": topic}, tmp_path / "together.png")
     assert path.is_file() and path.stat().st_size > 10_000
+
+
+def test_a_saved_toy_series_loads_back_and_a_damaged_one_is_one_line(tmp_path):
+    series = CurveSeries("topic toy", (0, 10, 20), {"value_displacement": [0.0, 5.0, 6.0]},
+                         {"value_displacement": ((8.0, 3.0, True),)})
+    save_curve_series(series, tmp_path)
+    assert load_curve_series(tmp_path, rerun="x") == series
+    assert load_curve_series(tmp_path / "none", rerun="x") is None  # a toy without orders saved none
+    (tmp_path / SERIES_FILE).write_text('{"series": "topic toy", "steps": [0, 10]')
+    with pytest.raises(RecordError, match=f"{SERIES_FILE}.*re-run the topic toy"):
+        load_curve_series(tmp_path, rerun="re-run the topic toy")
+
+
+def test_compare_reads_a_toy_folder_as_its_recorded_curves(tmp_path):
+    from analyses.dynamics.cli_commands import compared_series
+
+    series = CurveSeries("scan and snap", (0, 5, 50), {"composition_displacement": [0.0, 0.2, 0.3]}, {})
+    (tmp_path / "toy").mkdir()
+    save_curve_series(series, tmp_path / "toy")
+    (tmp_path / "toy" / "summary.json").write_text("{}")  # a toy folder also holds the toy's own summary.json
+    assert compared_series(str(tmp_path / "toy")) == series
