@@ -72,11 +72,14 @@ class Event:
 @dataclass(frozen=True)
 class SeriesEvents:
     """The events of every curve, the orders between them, and whether the in-context loss drop's step falls
-    inside the induction event's interval (None when either is missing)."""
+    inside the induction event's interval: on the repeated half of ``[BOS] X X`` (``repeat_loss_gain``,
+    ``loss_drop_within_induction``) and on natural text (``context_loss_gain``, with ``--corpus``:
+    ``text_loss_drop_within_induction``); None when either event is missing or does not hold."""
 
     events: dict[str, Event]
     orders: dict[str, Finding]
     loss_drop_within_induction: bool | None
+    text_loss_drop_within_induction: bool | None = None
 
 
 def curve_units(measures: Sequence[CheckpointMeasure], curve: str) -> CurveUnits | None:
@@ -133,9 +136,11 @@ def series_events(measures: Sequence[CheckpointMeasure], config: DynamicsConfig)
     adjusted = adjust_family(findings)
     events = {curve: Event(curve, changes[curve], adjusted[curve]) for curve in changes}
     orders = {name: finding for name, finding in adjusted.items() if name not in changes}
-    within = None
-    gain = "context_loss_gain" if "context_loss_gain" in events else "repeat_loss_gain"
-    if "induction" in events and gain in events and events["induction"].holds and events[gain].holds:
+    def within(gain: str) -> bool | None:
+        if "induction" not in events or gain not in events or not events["induction"].holds or \
+                not events[gain].holds:
+            return None
         low, high = events["induction"].change.step_ci
-        within = bool(low <= events[gain].change.step <= high)
-    return SeriesEvents(events, orders, within)
+        return bool(low <= events[gain].change.step <= high)
+
+    return SeriesEvents(events, orders, within("repeat_loss_gain"), within("context_loss_gain"))

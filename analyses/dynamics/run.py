@@ -175,8 +175,9 @@ def summary_lines(summary: DynamicsSummary) -> Sequence[str]:
     for name, finding in summary.events.orders.items():
         lines.append(f"order {name}: {finding.value:.0f} steps [{finding.ci[0]:.0f}, {finding.ci[1]:.0f}], "
                      f"p={finding.reported_p:.3g}: {'holds' if finding.holds else 'does not hold'}")
-    if summary.events.loss_drop_within_induction is not None:
-        lines.append(f"in-context loss event inside the induction event's interval: "
-                     f"{summary.events.loss_drop_within_induction}")
+    for where, within in (("repeated half of [BOS] X X", summary.events.loss_drop_within_induction),
+                          ("natural text", summary.events.text_loss_drop_within_induction)):
+        if within is not None:
+            lines.append(f"in-context loss event ({where}) inside the induction event's interval: {within}")
     return lines
 

@@ -254,8 +254,9 @@ def test_main_job_report_in_headless_chromium(main_job, tmp_path):
     from analyses.report.render_check import dump_dom
 
     require_chromium()
-    # tall enough to reach the heatmaps below the forest plot (mostly white: dots and thin lines)
-    assert colourful_fraction(screenshot(main_job / "report.html", tmp_path / "shot.png", height=9000)) > 0.01
+    # tall enough to reach the heatmaps below the forest plot and the tables (mostly white: dots and thin lines);
+    # they start about 9,000 px down since the toys' order findings joined the forest plot and the verdict table
+    assert colourful_fraction(screenshot(main_job / "report.html", tmp_path / "shot.png", height=12000)) > 0.01
     dom = dump_dom(main_job / "report.html")
     assert "**" not in dom and "<strong>holds</strong>" in dom
     assert re.search(r"<img[^>]*>", dom).group(0).startswith("<img alt=\"Every finding:")  # forest plot first
