@@ -135,10 +135,10 @@ def load_toy_model(folder: str | Path, *, device: str | torch.device = "cpu") ->
     saved = records.checked(ModelFile, document, path, rerun=rerun)
     if saved.model_class == STANDARD_BRIDGE:
         standard = records.checked(StandardModelConfig, saved.config, path, at="config", rerun=rerun)
-        loaded = _loaded(build_standard_model(standard, device=device), folder, saved, None, device, rerun)
+        bridge = build_standard_model(standard, device=device)
         if saved.experiment == "train-lm" and (folder.parent / VOCAB_FILE).is_file():
-            loaded.model.tokenizer = CutVocabTokenizer.of_series(folder.parent)
-        return loaded
+            bridge.tokenizer = CutVocabTokenizer.of_series(folder.parent)
+        return _loaded(bridge, folder, saved, None, device, rerun)
     model_class, config_class = MODEL_CLASSES[saved.model_class]
     config: Any = records.checked(config_class, saved.config, path, at="config", rerun=rerun)
     summary = folder / SUMMARY_FILE
