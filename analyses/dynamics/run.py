@@ -27,7 +27,7 @@ from analyses.dynamics.figures import plot_dynamics
 from analyses.dynamics.measure import CheckpointMeasure, curve_table, measure_checkpoint
 from analyses.dynamics.series_writer import INDUCTION_TOY_MEASURE
 from analyses.dynamics.summary import SUMMARY, DynamicsSummary
-from analyses.dynamics.text_measure import text_probe_data, word_topics_of
+from analyses.dynamics.text_measure import TextProbeData, text_probe_data
 from analyses.dynamics.toy_measure import measure_toy_checkpoint
 from analyses.induction.config import InductionExperimentConfig
 from analyses.toy_model_store import load_any_model
@@ -90,6 +90,30 @@ def _text_batches(model: Any, config: DynamicsConfig) -> list[TokenBatch]:
     return made
 
 
+@dataclass(frozen=True)
+class SeriesText:
+    """The natural text every checkpoint of a series reads, built once from the first checkpoint measured (the
+    checkpoints of a series share their tokenizer and vocabulary of ``d_vocab`` ids): the ``context`` batches of
+    ``context_loss_gain`` and the text probes' data (None: skipped, logged)."""
+
+    context: list[TokenBatch]
+    probes: TextProbeData | None
+    d_vocab: int
+
+    def check(self, model: Any, checkpoint: Checkpoint) -> None:
+        """Refuse a checkpoint whose vocabulary is not the one the text was read for."""
+        d_vocab = ModelInfo.of(model).d_vocab
+        if d_vocab != self.d_vocab:
+            raise InputError(f"{checkpoint.spec} has {d_vocab} vocabulary ids, the series' earlier checkpoints "
+                             f"{self.d_vocab}: the text was tokenized for those. Measure checkpoints of one "
+                             f"vocabulary per series.")
+
+
+def series_text(model: Any, config: DynamicsConfig) -> SeriesText:
+    """The :class:`SeriesText` of ``config.corpus`` for ``model``'s tokenizer."""
+    return SeriesText(_text_batches(model, config), text_probe_data(model, config), ModelInfo.of(model).d_vocab)
+
+
 def toy_settings(series: CheckpointSeries) -> InductionExperimentConfig | None:
     """The induction toy's settings when ``series`` is a toy series (``series.json`` says ``"measure":
     "induction-toy"``), else None; another ``measure`` is refused."""
@@ -111,7 +135,7 @@ def measure_series(series: CheckpointSeries, out: Path, config: DynamicsConfig, 
     toy = toy_settings(series)
     (out / STORE).mkdir(parents=True, exist_ok=True)
     measures, measured_now, reused = [], [], []
-    topics: tuple[list[Any], dict[str, int]] | None = None  # the corpus's LDA topics, fitted once when first needed
+    text: SeriesText | None = None  # read once, from the first checkpoint measured here
     bar = tqdm(list(enumerate(series.checkpoints)), desc="checkpoints", unit="ckpt", disable=not progress)
     for index, checkpoint in bar:
         bar.set_postfix_str(f"step {checkpoint.step}")
@@ -125,12 +149,11 @@ def measure_series(series: CheckpointSeries, out: Path, config: DynamicsConfig, 
             if toy is not None:
                 measure = measure_toy_checkpoint(model, checkpoint, config, toy)
             else:
-                text = None
-                if config.corpus is not None and getattr(model, "tokenizer", None) is not None:
-                    topics = topics or word_topics_of(config)
-                    text = text_probe_data(model, config, topics)
-                measure = measure_checkpoint(model, checkpoint, config, text_batches=_text_batches(model, config),
-                                             text=text)
+                if config.corpus is not None:
+                    text = text or series_text(model, config)
+                    text.check(model, checkpoint)
+                measure = measure_checkpoint(model, checkpoint, config, text_batches=text.context if text else (),
+                                             text=text.probes if text else None)
             del model
             atomic_write_text(path, records.to_json(StoredMeasure(config, checkpoint, measure)))
             measured_now.append(index)
