@@ -12,9 +12,13 @@ GiB per layer. What the attention probes need from a head is far less (DESIGN.md
 
 :func:`reduced_attention` runs the Hugging Face attention modules themselves with an attention function registered
 in ``transformers`` (``AttentionInterface``) that computes the module's output with a fused kernel returning the
-row log-sum-exp (on the CPU ``aten._scaled_dot_product_flash_attention_for_cpu``, on CUDA
-``aten._scaled_dot_product_efficient_attention``), with the probes' label columns appended to ``v`` (``q`` and
-``k`` zero-padded to the same width, which changes no score), so the label sums come out of the model's own call.
+row log-sum-exp. On the CPU that is ``aten._scaled_dot_product_flash_attention_for_cpu`` with the probes' label
+columns appended to ``v`` (``q`` and ``k`` zero-padded to the same width, which changes no score), so the label sums
+come out of the model's own call. On CUDA it is the kernel plain SDPA would pick, on the unpadded ``q``, ``k``, ``v``:
+``aten._scaled_dot_product_flash_attention`` (half precision, no mask) or else
+``aten._scaled_dot_product_efficient_attention``; the label sums are a second efficient-attention call whose values
+are the label columns, made only when a probe asks for them. The kernel follows the device *type* named by
+:func:`kernels_for` when one is (the cost ledger runs the CUDA route on ``meta`` tensors), else the tensors' own.
 Each layer's :class:`LayerAttention` (``q``, ``k``, log-sum-exp, label sums, mask) goes to a sink. Where the fused
 kernel cannot run (soft-capping, another device, a failing private op) a blocked eager computation gives the same
 quantities a block of query rows at a time (logged once). A probe that needs a dense part of the pattern gets it a
@@ -29,6 +33,7 @@ position biases, ALiBi, models whose attention bypasses ``AttentionInterface``).
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import logging
 import types
@@ -143,15 +148,41 @@ def _masked(scores: Tensor, start: int, causal: bool, allowed: Tensor | None) ->
 LayerSink = Callable[[LayerAttention], None]
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Active:
     sink: LayerSink
-    columns: Tensor | None  # [batch k_pos column] label columns appended to v
+    columns: Tensor | None  # [batch k_pos column] label columns whose attention mass each layer reports
     fused: bool  # try the fused kernel (False: blocked eager, the reference the fused kernel is tested against)
 
 
-_active: _Active | None = None
+_ACTIVE: contextvars.ContextVar[_Active | None] = contextvars.ContextVar("mechprobe_reductions", default=None)
+_KERNELS: contextvars.ContextVar[str | None] = contextvars.ContextVar("mechprobe_kernels", default=None)
 _fallback_logged: set[str] = set()
+KERNEL_DEVICE_TYPES = ("cpu", "cuda")
+
+
+@contextlib.contextmanager
+def kernels_for(device_type: str) -> Iterator[None]:
+    """Within the block, attention reductions choose their kernels as on ``device_type`` ("cpu" or "cuda")
+    whatever device the tensors sit on: the cost ledger runs the CUDA route on ``meta`` tensors this way.
+
+    Example::
+
+        with torch.device("meta"), kernels_for("cuda"):
+            ...  # a forward on meta weights takes the flash / efficient-attention route
+    """
+    if device_type not in KERNEL_DEVICE_TYPES:
+        raise ValueError(f"kernels_for takes one of {KERNEL_DEVICE_TYPES}; got {device_type!r}.")
+    token = _KERNELS.set(device_type)
+    try:
+        yield
+    finally:
+        _KERNELS.reset(token)
+
+
+def kernel_device_type(tensor: Tensor) -> str:
+    """The device type whose kernels attention on ``tensor`` takes: :func:`kernels_for`'s, else the tensor's."""
+    return _KERNELS.get() or tensor.device.type
 
 
 def _repeat_kv(states: Tensor, groups: int) -> Tensor:
@@ -172,26 +203,90 @@ def _padded(tensors: tuple[Tensor, ...], width: int) -> tuple[Tensor, ...]:
     return tuple(out)
 
 
-def _fused(query: Tensor, key: Tensor, value: Tensor, allowed: Tensor | None, causal: bool,
-           scaling: float) -> tuple[Tensor, Tensor]:
-    """(output, row log-sum-exp) from the device's fused kernel; ``value`` may be wider than ``query``."""
-    width = -(-max(query.shape[-1], value.shape[-1]) // 8) * 8  # a multiple of 8, as the CUDA kernels want
+def _additive_mask(allowed: Tensor, dtype: torch.dtype) -> Tensor:
+    """``allowed`` (True = may attend) as an additive mask in ``dtype`` (min, not -inf: a fully masked row stays
+    finite)."""
+    return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill(~allowed, torch.finfo(dtype).min)
+
+
+def _fused_cpu(query: Tensor, key: Tensor, value: Tensor, allowed: Tensor | None, causal: bool,
+               scaling: float) -> tuple[Tensor, Tensor]:
+    """(output, row log-sum-exp) from the CPU flash kernel; ``value`` may be wider than ``query`` (all three are
+    zero-padded to one width, a multiple of 8, which changes no score)."""
+    width = -(-max(query.shape[-1], value.shape[-1]) // 8) * 8
     query, key, value = _padded((query, key, value), width)
-    bias = None
-    if allowed is not None:  # an additive mask in the query's dtype (min, not -inf: a fully masked row stays finite)
-        bias = torch.zeros(allowed.shape, dtype=query.dtype, device=query.device)
-        bias = bias.masked_fill(~allowed, torch.finfo(query.dtype).min)
-    if query.device.type == "cpu":
-        output, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
-            query, key, value, 0.0, causal, attn_mask=bias, scale=scaling)
-    elif query.device.type == "cuda":
-        if bias is not None:
-            bias = bias.expand(query.shape[0], query.shape[1], *bias.shape[2:])
-        output, lse, _, _ = torch.ops.aten._scaled_dot_product_efficient_attention(
-            query, key, value, bias, True, 0.0, causal, scale=scaling)
-    else:
-        raise NotImplementedError(f"no fused attention with log-sum-exp on {query.device.type}")
+    bias = None if allowed is None else _additive_mask(allowed, query.dtype)
+    output, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+        query, key, value, 0.0, causal, attn_mask=bias, scale=scaling)
     return output, lse[..., : query.shape[2]].float()
+
+
+def _flash_runs(query: Tensor, value: Tensor, allowed: Tensor | None) -> bool:
+    """Whether CUDA's flash kernel takes these inputs: half precision, no mask, one head size up to 256."""
+    return (allowed is None and query.dtype in (torch.float16, torch.bfloat16)
+            and query.shape[-1] == value.shape[-1] and query.shape[-1] % 8 == 0 and query.shape[-1] <= 256)
+
+
+def _efficient_cuda(query: Tensor, key: Tensor, value: Tensor, allowed: Tensor | None, causal: bool,
+                    scaling: float) -> tuple[Tensor, Tensor]:
+    """(output, row log-sum-exp in float32) from CUDA's memory-efficient kernel (any mask; ``value`` of any width)."""
+    bias = None
+    if allowed is not None:
+        bias = _additive_mask(allowed, query.dtype).expand(query.shape[0], query.shape[1], *allowed.shape[2:])
+    output, lse, _, _ = torch.ops.aten._scaled_dot_product_efficient_attention(
+        query, key, value, bias, True, 0.0, causal, scale=scaling)
+    return output, lse[..., : query.shape[2]].float()
+
+
+def _fused_cuda(query: Tensor, key: Tensor, value: Tensor, allowed: Tensor | None, causal: bool,
+                scaling: float) -> tuple[Tensor, Tensor]:
+    """(output, row log-sum-exp in float32) from the kernel plain SDPA would pick on CUDA, on the unpadded
+    ``q``, ``k``, ``v``: flash where it runs, else memory-efficient attention."""
+    if _flash_runs(query, value, allowed):
+        output, lse = torch.ops.aten._scaled_dot_product_flash_attention(
+            query, key, value, 0.0, causal, False, scale=scaling)[:2]
+        return output, lse.float()
+    return _efficient_cuda(query, key, value, allowed, causal, scaling)
+
+
+def _column_mass_cuda(query: Tensor, key: Tensor, columns: Tensor, allowed: Tensor | None, causal: bool,
+                      scaling: float) -> Tensor:
+    """``sum_k p[b, h, q, k] * columns[b, k, c]`` in float32 from a second memory-efficient call whose values are
+    the label columns (every head reads the same columns; width padded to a multiple of 8)."""
+    n_columns = columns.shape[-1]
+    width = -(-n_columns // 8) * 8
+    value = columns.new_zeros((columns.shape[0], 1, columns.shape[1], width))
+    value[:, 0, :, :n_columns] = columns
+    value = value.to(query.dtype).expand(query.shape[0], query.shape[1], columns.shape[1], width)
+    mass, _ = _efficient_cuda(query, key, value, allowed, causal, scaling)
+    return mass[..., :n_columns].float()
+
+
+def _fused(query: Tensor, key: Tensor, value: Tensor, columns: Tensor | None, allowed: Tensor | None, causal: bool,
+           scaling: float) -> tuple[Tensor, Tensor, Tensor | None]:
+    """(output, row log-sum-exp in float32, label column mass or None) from the fused kernels of
+    :func:`kernel_device_type`."""
+    device_type = kernel_device_type(query)
+    if device_type == "cuda":
+        output, lse = _fused_cuda(query, key, value, allowed, causal, scaling)
+        mass = None if columns is None else _column_mass_cuda(query, key, columns, allowed, causal, scaling)
+        return output, lse, mass
+    if device_type != "cpu":
+        raise NotImplementedError(f"no fused attention with log-sum-exp on {device_type}")
+    d_value = value.shape[-1]
+    extended = value if columns is None else _with_columns(value, columns)
+    output, lse = _fused_cpu(query, key, extended, allowed, causal, scaling)
+    mass = None if columns is None else output[..., d_value : d_value + columns.shape[-1]].float()
+    return output[..., :d_value], lse, mass
+
+
+def _with_columns(value: Tensor, columns: Tensor) -> Tensor:
+    """``value`` with the label columns appended as extra value dimensions of every head."""
+    d_value = value.shape[-1]
+    extended = value.new_empty((*value.shape[:-1], d_value + columns.shape[-1]))
+    extended[..., :d_value] = value
+    extended[..., d_value:] = columns[:, None].to(value.dtype)
+    return extended
 
 
 def _blocked(query: Tensor, key: Tensor, value: Tensor, allowed: Tensor | None, causal: bool, scaling: float,
@@ -232,29 +327,26 @@ def reduced_attention_forward(module: Any, query: Tensor, key: Tensor, value: Te
     if allowed is not None and allowed.dtype != torch.bool:
         allowed = allowed == 0  # an additive float mask: 0 where allowed
     causal = allowed is None and n_pos > 1 and bool(getattr(module, "is_causal", True))
-    active = _active
+    active = _ACTIVE.get()
     columns = None if active is None else active.columns
-    extended = value
-    if columns is not None:  # the label columns ride along as extra value dimensions of every head
-        extended = value.new_empty((*value.shape[:-1], d_value + columns.shape[-1]))
-        extended[..., :d_value] = value
-        extended[..., d_value:] = columns[:, None].to(value.dtype)
     result = None
     if active is not None and active.fused and softcap is None:
         try:
-            result = _fused(query, key, extended, allowed, causal, scaling)
+            result = _fused(query, key, value, columns, allowed, causal, scaling)
         except (RuntimeError, NotImplementedError) as error:
             _log_fallback_once(f"{type(error).__name__}: {str(error)[:120]}")
     elif softcap is not None:
         _log_fallback_once("soft-capped scores")
     if result is None:
-        result = _blocked(query, key, extended, allowed, causal, scaling, softcap)
-    output, lse = result
+        extended = value if columns is None else _with_columns(value, columns)
+        output, lse = _blocked(query, key, extended, allowed, causal, scaling, softcap)
+        mass = None if columns is None else output[..., d_value : d_value + columns.shape[-1]].float()
+        result = output[..., :d_value], lse, mass
+    output, lse, mass = result
     layer = getattr(module, "layer_idx", None)
     if active is not None and layer is not None:
-        mass = None if columns is None else output[..., d_value : d_value + columns.shape[-1]].float()
         active.sink(LayerAttention(int(layer), query, key, lse, scaling, softcap, allowed, causal, mass))
-    return output[..., :d_value].transpose(1, 2).contiguous(), None
+    return output.transpose(1, 2).contiguous(), None
 
 
 def _register() -> None:
@@ -304,7 +396,6 @@ def reduced_attention(model: HookedModel, sink: LayerSink, *, columns: Tensor | 
         with reduced_attention(bridge, lambda layer: print(layer.layer, layer.lse.shape)):
             forward.run(bridge, tokens)
     """
-    global _active
     if not supports_reductions(model):
         raise TypeError("attention reductions need a TransformerBridge over a Hugging Face model")
     from transformer_lens.model_bridge.generalized_components.attention import AttentionBridge
@@ -313,17 +404,18 @@ def reduced_attention(model: HookedModel, sink: LayerSink, *, columns: Tensor | 
     configs = _configs(model.original_model)
     before = [config._attn_implementation for config in configs]
     bridges = _attention_bridges(model)
-    previous = _active
+    token = None
     try:
         for config in configs:
             config._attn_implementation = IMPLEMENTATION
         for bridge in bridges:  # delegate to the wrapped HF module, which calls the registered function
             # bridges redirect setattr
             object.__setattr__(bridge, "forward", types.MethodType(AttentionBridge.forward, bridge))
-        _active = _Active(sink, columns, fused)
+        token = _ACTIVE.set(_Active(sink, columns, fused))
         yield
     finally:
-        _active = previous
+        if token is not None:
+            _ACTIVE.reset(token)
         for bridge in bridges:
             bridge.__dict__.pop("forward", None)
         for config, implementation in zip(configs, before):

@@ -145,6 +145,13 @@ def fold_forward(model: HookedModel, probes: Sequence[Probe[Any]], batch: TokenB
         held.clear()
 
 
+def assume_reductions_match(model: HookedModel) -> None:
+    """Take the reductions as exact on ``model`` without the once-per-model comparison with ``hook_pattern``: for a
+    model on ``meta`` weights (the cost ledger), where there are no values to compare. The route taken is then the
+    one a real model of the same architecture takes once its check has passed."""
+    _REDUCTIONS_CHECKED[model] = True
+
+
 def reductions_apply(model: HookedModel, probes: Sequence[Probe[Any]], batch: TokenBatch, info: ModelInfo,
                      max_pattern_bytes: int | None) -> bool:
     """Whether ``batch``'s attention should reach ``probes`` as reductions (:mod:`probes.core.attention_rows`)
