@@ -56,8 +56,9 @@ from torch import Tensor
 from mechprobe.validation import integer
 from probes.attention.head_scores import visible_keys
 from probes.core.attention_rows import LayerAttention
+from probes.core.attention_terms import AttentionTerms, TermSums
 from probes.core.batch import TokenBatch
-from probes.core.errors import ConfigError, InputError
+from probes.core.errors import ConfigError, InputError, ProbeStateError
 from probes.core.model_info import ModelInfo, pattern_hook
 from probes.core.model_kind import HookedModel
 from probes.core.pattern_sums import float_at_least_32, is_pattern_block
@@ -421,6 +422,45 @@ class TopicAttentionProbe(LayerwiseProbe[TopicAttention]):
         itself = attention.diagonal() * labelled[:, None]
         same_token = self._same_token_rows(attention.entries, 0, attention.shape[2], context)
         self._fold_topic_mass(index, attention.column_mass, itself, same_token, 0, context)
+
+    def _folds_terms(self) -> bool:
+        return not self.n_permutations  # the permutation null scores every labelled pair: rows, a block at a time
+
+    def _terms(self, batch: TokenBatch, context: dict[str, Any]) -> AttentionTerms:
+        """The decomposition of :meth:`_fold_topic_mass` as linear terms. Entry sums: 0 the same-token pairs; 1 those
+        of queries with same-topic pairs; 2 each such query on itself; ``3 + s`` each labelled query of topic ``s``
+        with other keys of its topic, on itself. Column mass rows (``C`` topics each): queries of topic ``s`` with
+        same-topic pairs; with different-topic pairs; all; with other keys of their own topic."""
+        one_hot = context["one_hot"]  # [batch pos topic], zero rows for unlabelled positions
+        has = context["has_pairs"]
+        own = (context["has_topic_pairs"] & one_hot.bool()).any(-1)  # other visible keys of the query's own topic
+        topic = one_hot.argmax(-1)
+        tb, tq, tk = context["same_token"]
+        lb, lq = context["labelled"]
+        with_same, own_seen = has["same_topic"][lb, lq], own[lb, lq]
+        on_same = has["same_topic"][tb, tq]
+        parts = [((tb, tq, tk), 0), ((tb[on_same], tq[on_same], tk[on_same]), 1),
+                 ((lb[with_same], lq[with_same], lq[with_same]), 2)]
+        b, q, k = (torch.cat([entries[axis] for entries, _ in parts] + [(lb, lq, lq)[axis][own_seen]])
+                   for axis in range(3))
+        sums = torch.cat([torch.full_like(entries[0], i) for entries, i in parts] + [3 + topic[lb, lq][own_seen]])
+        weights = torch.cat([one_hot * has["same_topic"][..., None], one_hot * has["different_topic"][..., None],
+                             one_hot, one_hot * own[..., None]], -1)
+        return AttentionTerms((b, q, k), sums, 3 + self.n_topics, columns=self._one_hot(self._topics(batch)).float(),
+                              query_weights=weights)
+
+    def _fold_terms(self, sums: TermSums, context: dict[str, Any]) -> None:
+        if sums.columns is None:
+            raise ProbeStateError("the topic probe's term sums came without their column mass")
+        blocks = sums.columns.unflatten(2, (4, self.n_topics))  # [layer head block s c]
+        own = blocks.diagonal(dim1=-2, dim2=-1)  # [layer head block s]: each row block's mass on the query's topic
+        entries = sums.entries  # [layer sum head]
+        self._add("same_token/mass", entries[:, 0])
+        self._add("same_topic/mass", own[:, :, 0].sum(-1) - entries[:, 1] - entries[:, 2])
+        self._add("different_topic/mass", blocks[:, :, 1].sum((-2, -1)) - own[:, :, 1].sum(-1))
+        off = ~torch.eye(self.n_topics, dtype=torch.bool, device=blocks.device)
+        own_topic = torch.diag_embed(own[:, :, 3] - entries[:, 3:].transpose(1, 2))  # [layer head s s]
+        self._add("by_topic/mass", blocks[:, :, 2] * off + own_topic)
 
     def _compute(self, state: Mapping[str, Tensor], info: ModelInfo, provenance: Provenance) -> TopicAttention:
         mean, pairs, chance = {}, {}, {}

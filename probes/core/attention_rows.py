@@ -47,6 +47,7 @@ from torch import Tensor
 
 from mechprobe import forward
 from probes.core.model_kind import HookedModel, ModelKind, model_kind, wrapped_model
+from probes.core.pattern_sums import float_at_least_32
 
 log = logging.getLogger(__name__)
 
@@ -103,16 +104,22 @@ class LayerAttention:
 
     def entries(self, b: Tensor, q: Tensor, k: Tensor) -> Float[Tensor, "entry head"]:
         """``p[b, :, q, k]`` for each ``(b, q, k)`` entry, in float32 (0 where the mask forbids the key)."""
+        return self.entry_weights(b * self.query.shape[2] + q, b * self.key.shape[2] + k, b, q, k).T
+
+    def entry_weights(self, query_rows: Tensor, key_rows: Tensor, b: Tensor, q: Tensor, k: Tensor, *,
+                      causal_may_forbid: bool = True) -> Float[Tensor, "head entry"]:
+        """``p[b, :, q, k]`` for each entry as ``[head entry]`` in float32 (0 where the mask forbids the key), given
+        its flat rows ``query_rows = b * q_pos + q`` and ``key_rows = b * k_pos + k``: one gather of ``q . k``
+        for every head and entry. ``causal_may_forbid=False`` skips the causal test when no entry has ``k > q``."""
         queries, keys = self._heads_first
-        scores = (queries.index_select(1, b * self.query.shape[2] + q).float()
-                  * keys.index_select(1, b * self.key.shape[2] + k).float()).sum(-1).T  # [entry head]
-        weights = torch.exp(self._scores(scores) - self.lse[b, :, q])
-        ok = torch.ones_like(b, dtype=torch.bool)
-        if self.causal:
-            ok &= k <= q
-        if self.allowed is not None:
-            ok &= self.allowed[b, 0, q, k]
-        return torch.where(ok[:, None], weights, 0.0)
+        scores = (float_at_least_32(queries.index_select(1, query_rows))
+                  * float_at_least_32(keys.index_select(1, key_rows))).sum(-1)  # [head entry]
+        weights = torch.exp(self._scores(scores) - self.lse[b, :, q].T)
+        if self.causal and causal_may_forbid:
+            weights = weights * (k <= q)
+        if self.allowed is not None:  # where, not a product: a row with every key forbidden has an lse near -inf
+            weights = torch.where(self.allowed[b, 0, q, k], weights, 0.0)
+        return weights
 
     def rows(self, start: int, stop: int) -> Float[Tensor, "batch head rows k_pos"]:
         """The pattern's query rows ``start:stop``, in float32 (the materialising path, a block at a time)."""
