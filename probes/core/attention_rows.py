@@ -34,11 +34,11 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import functools
 import logging
 import types
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -56,7 +56,7 @@ ROW_BLOCK_BYTES = 256 * 2**20
 """Size of one float32 block of query rows ``[batch head rows k_pos]`` wherever rows are materialised."""
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class LayerAttention:
     """One layer's attention as the probes read it, without its ``[batch head q_pos k_pos]`` pattern.
 
@@ -155,11 +155,20 @@ def _masked(scores: Tensor, start: int, causal: bool, allowed: Tensor | None) ->
 LayerSink = Callable[[LayerAttention], None]
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass
 class _Active:
     sink: LayerSink
     columns: Tensor | None  # [batch k_pos column] label columns whose attention mass each layer reports
     fused: bool  # try the fused kernel (False: blocked eager, the reference the fused kernel is tested against)
+    _values: dict[torch.dtype, Tensor] = dataclasses.field(default_factory=dict)
+
+    def column_values(self, dtype: torch.dtype) -> Tensor:
+        """The label columns as padded values in ``dtype`` (:func:`_column_values`), made on first use."""
+        if dtype not in self._values:
+            if self.columns is None:
+                raise ValueError("no label columns were asked for")
+            self._values[dtype] = _column_values(self.columns, dtype)
+        return self._values[dtype]
 
 
 _ACTIVE: contextvars.ContextVar[_Active | None] = contextvars.ContextVar("mechprobe_reductions", default=None)
@@ -256,17 +265,26 @@ def _fused_cuda(query: Tensor, key: Tensor, value: Tensor, allowed: Tensor | Non
     return _efficient_cuda(query, key, value, allowed, causal, scaling)
 
 
+def _column_values(columns: Tensor, dtype: torch.dtype) -> Tensor:
+    """The label columns ``[batch k_pos column]`` as one head's values ``[batch 1 k_pos width]`` in ``dtype``, zero
+    padded to a multiple of 8 (made once per forward pass, read by every layer)."""
+    n_columns = columns.shape[-1]
+    value = torch.zeros((columns.shape[0], 1, columns.shape[1], -(-n_columns // 8) * 8), dtype=dtype,
+                        device=columns.device)
+    value[:, 0, :, :n_columns] = columns
+    return value
+
+
 def _column_mass_cuda(query: Tensor, key: Tensor, columns: Tensor, allowed: Tensor | None, causal: bool,
                       scaling: float) -> Tensor:
     """``sum_k p[b, h, q, k] * columns[b, k, c]`` in float32 from a second memory-efficient call whose values are
-    the label columns (every head reads the same columns; width padded to a multiple of 8)."""
-    n_columns = columns.shape[-1]
-    width = -(-n_columns // 8) * 8
-    value = columns.new_zeros((columns.shape[0], 1, columns.shape[1], width))
-    value[:, 0, :, :n_columns] = columns
-    value = value.to(query.dtype).expand(query.shape[0], query.shape[1], columns.shape[1], width)
-    mass, _ = _efficient_cuda(query, key, value, allowed, causal, scaling)
-    return mass[..., :n_columns].float()
+    the label columns (every head reads the same columns)."""
+    active = _ACTIVE.get()
+    value = (active.column_values(query.dtype) if active is not None and active.columns is columns
+             else _column_values(columns, query.dtype))
+    mass, _ = _efficient_cuda(query, key, value.expand(query.shape[0], query.shape[1], *value.shape[2:]), allowed,
+                              causal, scaling)
+    return mass[..., : columns.shape[-1]].float()
 
 
 def _fused(query: Tensor, key: Tensor, value: Tensor, columns: Tensor | None, allowed: Tensor | None, causal: bool,

@@ -10,8 +10,9 @@ reduce the column mass to ``[head row column]``), built from the batch's tokens 
 data is read on the device, no per-layer Python loop over probes, kinds or heads). :class:`TermsPlan` joins every
 probe's terms, moves them to the model's device once, and at each layer computes all entries' softmax weights in one
 gather of ``q . k`` minus the row log-sum-exp, adds them to their sums in one ``index_add_``, and reduces the column
-mass in one contraction per probe that asks for columns; sums stay on the device, in float64, stacked by layer, until
-the batch ends (:meth:`TermsPlan.sums`). Each probe then folds its ``[layer ...]`` sums in a few operations per
+mass in one contraction per probe that asks for columns. Each layer's sums (over a batch's entries and queries) are
+reduced in float32 and stay on the device, stacked by layer, until the batch ends; they reach float64 there
+(:meth:`TermsPlan.sums`). Each probe then folds its ``[layer ...]`` sums in a few operations per
 batch (``LayerwiseProbe._fold_terms``). The per-probe row path stays the reference these sums are tested against.
 """
 
@@ -46,7 +47,7 @@ class AttentionTerms:
 
 @dataclass(frozen=True)
 class TermSums:
-    """One probe's sums over a batch, stacked by layer, on the model's device in float64: ``entries[l, s, h]`` and
+    """One probe's sums over a batch, stacked by layer, on the model's device (float64): ``entries[l, s, h]`` and
     ``columns[l, h, r, c]`` (None without columns)."""
 
     entries: Float[Tensor, "layer sum head"]
@@ -96,7 +97,7 @@ class TermsPlan:
                 where = slice(n_columns, n_columns + part.columns.shape[-1])
                 column_parts.append(part.columns.float())
                 n_columns += part.columns.shape[-1]
-            weights = None if part.query_weights is None else part.query_weights.to(device, torch.float64)
+            weights = None if part.query_weights is None else part.query_weights.to(device, torch.float32)
             readers.append(_Reader(slice(n_sums, n_sums + part.n_sums), where, weights))
             n_sums += part.n_sums
         self._readers = readers
@@ -110,10 +111,11 @@ class TermsPlan:
         moved = torch.stack([b, q, k, b * n_pos + q, b * n_pos + k, sums]).to(device)
         self._b, self._q, self._k, self._query_rows, self._key_rows, self._sums = moved.unbind()
         self.columns = torch.cat(column_parts, -1).to(device) if column_parts else None
-        self._entries = torch.zeros(n_layers, n_heads, n_sums, dtype=torch.float64, device=device)
+        self._entries = torch.zeros(n_layers, n_heads, n_sums, dtype=torch.float32, device=device)
         self._column_sums = {i: torch.zeros(n_layers, n_heads, r.query_weights.shape[-1],
-                                            r.columns.stop - r.columns.start, dtype=torch.float64, device=device)
+                                            r.columns.stop - r.columns.start, dtype=torch.float32, device=device)
                              for i, r in enumerate(readers) if r.columns is not None and r.query_weights is not None}
+        self._all_columns = 0 if self.columns is None else self.columns.shape[-1]
 
     def fold(self, attention: LayerAttention) -> None:
         """Add ``attention``'s layer: every entry's softmax weight into its sum, every probe's column mass reduced
@@ -121,17 +123,21 @@ class TermsPlan:
         if len(self._sums):
             weights = attention.entry_weights(self._query_rows, self._key_rows, self._b, self._q, self._k,
                                               causal_may_forbid=not self._keep_all)  # [head entry]
-            self._entries[attention.layer].index_add_(1, self._sums, weights.double())
+            self._entries[attention.layer].index_add_(1, self._sums, weights)
         if self._column_sums:
-            if attention.column_mass is None:
+            mass = attention.column_mass
+            if mass is None:
                 raise RuntimeError("the layer's attention came without the label columns' mass the plan asked for")
-            mass = attention.column_mass.double()
             for i, out in self._column_sums.items():
                 reader = self._readers[i]
-                out[attention.layer] = torch.einsum("bqr,bhqc->hrc", reader.query_weights, mass[..., reader.columns])
+                whole = reader.columns == slice(0, self._all_columns)
+                out[attention.layer] = torch.einsum("bqr,bhqc->hrc", reader.query_weights,
+                                                    mass if whole else mass[..., reader.columns])
 
     def sums(self) -> list[TermSums]:
         """Each probe's sums over the layers folded, in the order its terms were given: ``entries``
         ``[layer sum head]`` and ``columns`` ``[layer head row column]``."""
-        return [TermSums(self._entries[:, :, r.entry_sums].transpose(1, 2), self._column_sums.get(i))
+        entries = self._entries.double()
+        return [TermSums(entries[:, :, r.entry_sums].transpose(1, 2),
+                         None if i not in self._column_sums else self._column_sums[i].double())
                 for i, r in enumerate(self._readers)]

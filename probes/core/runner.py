@@ -237,7 +237,8 @@ def fold_forward_reduced(model: HookedModel, probes: Sequence[Probe[Any]], batch
                 activations.append((str(attention.query.device), str(attention.query.dtype).removeprefix("torch.")))
             if plan is not None:
                 mass = attention.column_mass
-                plan.fold(attention if planned_columns is None or mass is None
+                whole = planned_columns is None or mass is None or planned_columns == slice(0, mass.shape[-1])
+                plan.fold(attention if whole
                           else dataclasses.replace(attention, column_mass=mass[..., planned_columns]))
             for probe in readers.get(name, ()):
                 if probe in planned:
