@@ -236,10 +236,10 @@ def fold_forward_reduced(model: HookedModel, probes: Sequence[Probe[Any]], batch
             if not activations:
                 activations.append((str(attention.query.device), str(attention.query.dtype).removeprefix("torch.")))
             if plan is not None:
-                mass = attention.column_mass
-                whole = planned_columns is None or mass is None or planned_columns == slice(0, mass.shape[-1])
-                plan.fold(attention if whole
-                          else dataclasses.replace(attention, column_mass=mass[..., planned_columns]))
+                mass, layer = attention.column_mass, attention
+                if mass is not None and planned_columns is not None and planned_columns != slice(0, mass.shape[-1]):
+                    layer = dataclasses.replace(attention, column_mass=mass[..., planned_columns])
+                plan.fold(layer)
             for probe in readers.get(name, ()):
                 if probe in planned:
                     continue
