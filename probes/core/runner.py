@@ -179,7 +179,8 @@ def reductions_apply(model: HookedModel, probes: Sequence[Probe[Any]], batch: To
         ok = attention_rows.supports_reductions(model) and attention_rows.reductions_match_hook_pattern(model, short)
         _REDUCTIONS_CHECKED[model] = ok
         if not ok:
-            log.warning("%s: attention reductions do not reproduce hook_pattern; whole patterns are used", info.name)
+            log.warning("%s: attention reductions do not reproduce hook_pattern; whole patterns are used (%d MiB a "
+                        "layer at this length)", info.name, layer_bytes >> 20)
     return _REDUCTIONS_CHECKED[model]
 
 
