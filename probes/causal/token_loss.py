@@ -30,11 +30,8 @@ from probes.core.model_kind import HookedModel
 
 LOSS_KINDS = ("next", "masked")
 
-LOGIT_CHUNK_BYTES = 64 * 2**20
-"""Float32 logits computed at once when summing the loss: ``LOGIT_CHUNK_BYTES / (4 d_vocab)`` positions (a quarter
-of the default pass budget :data:`probes.causal.pass_size.PASS_BYTES`, whose activations are freed by then; each
-chunk is about 8 operator calls, so on a GPU smaller chunks cost launches: 16 MiB made 33 chunks per grouped pass of
-SmolLM2 at 7 copies of 8 x 101 tokens)."""
+LOGIT_CHUNK_BYTES = 16 * 2**20
+"""Float32 logits computed at once when summing the loss: ``LOGIT_CHUNK_BYTES / (4 d_vocab)`` positions."""
 
 
 def default_loss(info: ModelInfo) -> str:
