@@ -24,7 +24,8 @@ kernel cannot run (soft-capping, another device, a failing private op) a blocked
 quantities a block of query rows at a time (logged once). A probe that needs a dense part of the pattern gets it a
 block of rows at a time from :meth:`LayerAttention.rows`, never a whole ``[T, T]`` layer.
 
-It is only as exact as the model's attention module is standard, so :func:`reductions_match_hook_pattern`
+It is only as exact as the model's attention module is standard, so
+:func:`probes.core.reductions_check.reductions_match_hook_pattern`
 compares it once per model with ``hook_pattern`` on a short input; the runner falls back to ``hook_pattern``
 (the materialising reference every probe is tested against) where they disagree (attention sinks, relative
 position biases, ALiBi, models whose attention bypasses ``AttentionInterface``).
@@ -45,9 +46,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from mechprobe import forward
 from probes.core.model_kind import HookedModel, ModelKind, model_kind, wrapped_model
-from probes.core.pattern_sums import float_at_least_32
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +131,12 @@ class LayerAttention:
         step = max(1, ROW_BLOCK_BYTES // (4 * n_batch * n_heads * n_keys))
         for start in range(0, n_pos, step):
             yield start, self.rows(start, min(n_pos, start + step))
+
+
+def float_at_least_32(tensor: Tensor) -> Tensor:
+    """``tensor`` in float32, or as it is when already float32/float64 (what a layer is reduced in; no operation
+    then)."""
+    return tensor if tensor.dtype in (torch.float32, torch.float64) else tensor.float()
 
 
 def _scaled(scores: Tensor, scaling: float, softcap: float | None) -> Tensor:
@@ -445,85 +450,3 @@ def reduced_attention(model: HookedModel, sink: LayerSink, *, columns: Tensor | 
             bridge.__dict__.pop("forward", None)
         for config, implementation in zip(configs, before):
             config._attn_implementation = implementation
-
-
-@contextlib.contextmanager
-def _in_float32(model: HookedModel) -> Iterator[bool]:
-    """Within the block, ``model``'s half-precision parameters and buffers are float32 copies (yields whether any
-    were); after it, the original tensors are put back, bit for bit. Out of memory for the copies: nothing changed,
-    yields False."""
-    tensors = {id(t): t for t in [*model.parameters(), *model.buffers()]
-               if t.dtype in (torch.float16, torch.bfloat16)}
-    originals: dict[int, Tensor] = {}
-    try:
-        with torch.inference_mode(False), torch.no_grad():
-            for key, tensor in tensors.items():
-                originals[key] = tensor.data
-                tensor.data = tensor.data.float()
-    except torch.OutOfMemoryError:
-        log.info("no room for a float32 copy of the weights: the reductions are checked in half precision")
-        for key, original in originals.items():
-            tensors[key].data = original
-        originals.clear()
-    try:
-        yield bool(originals)
-    finally:
-        for key, original in originals.items():
-            tensors[key].data = original
-
-
-def reductions_match_hook_pattern(model: HookedModel, tokens: Tensor, *, atol: float | None = None) -> bool:
-    """Whether the reductions reproduce every layer's ``hook_pattern`` on ``tokens`` (a short input): the rows
-    rebuilt from ``q``, ``k`` and the fused kernel's log-sum-exp, and a label column's mass, within ``atol``
-    (default 1e-4).
-
-    A half-precision model is compared in float32: its half-precision weights and buffers are float32 copies for the
-    check (put back bit for bit after). In half precision the eager pattern and the fused kernel round differently
-    and the two forwards drift apart layer by layer (a random bfloat16 model of Llama-3.2-1B's attention shape
-    differed by 0.0101 at 48 tokens, with sharper attention by up to 0.8 at the fourth layer), so a fixed tolerance
-    refused standard models and sent 32,768-token runs to whole ``[T, T]`` patterns: out of memory on a 139 GB
-    GPU. Where there is no room for the copy, the comparison stays in half precision with 2 eps of the dtype plus 4 eps
-    relative. Attention the reductions do not model (ALiBi, relative position biases, sinks) moves whole rows."""
-    with _in_float32(model) as upcast:
-        if not upcast and any(t.dtype in (torch.float16, torch.bfloat16) for t in model.parameters()):
-            log.info("%s: attention reductions checked in half precision", model.cfg.model_name)
-        return _reductions_match(model, tokens, atol)
-
-
-def _reductions_match(model: HookedModel, tokens: Tensor, atol: float | None) -> bool:
-    from probes.core.model_info import pattern_hook
-
-    n_layers = model.cfg.n_layers
-    names = [pattern_hook(layer) for layer in range(n_layers)]
-    columns = (tokens % 2).to(torch.float32)[..., None]
-    got: dict[int, tuple[Tensor, Tensor | None]] = {}
-
-    def keep(attention: LayerAttention) -> None:
-        got[attention.layer] = (attention.rows(0, attention.shape[2]), attention.column_mass)
-
-    with torch.inference_mode():
-        _, cache = forward.cached(model, tokens, names=names)
-        try:
-            with reduced_attention(model, keep, columns=forward.on_model(model, columns)):
-                forward.run(model, tokens)
-        except Exception as error:  # any failure means: not this model
-            log.info("attention reductions do not run on %s: %s", model.cfg.model_name, error)
-            return False
-    if sorted(got) != list(range(n_layers)):
-        return False
-    for layer in range(n_layers):
-        rows, mass = got[layer]
-        expected = cache[names[layer]].float()
-        dtype = cache[names[layer]].dtype
-        half = dtype not in (torch.float32, torch.float64)
-        eps = torch.finfo(dtype).eps
-        tolerance = atol if atol is not None else (2 * eps if half else 1e-4)
-        relative = 4 * eps if half else 0.0
-        expected_mass = expected @ forward.on_model(model, columns)[:, None]
-        if (rows.shape != expected.shape or not torch.allclose(rows, expected, rtol=relative, atol=tolerance)
-                or mass is None or not torch.allclose(mass, expected_mass, rtol=relative, atol=tolerance)):
-            worst = (rows - expected).abs().max().item() if rows.shape == expected.shape else float("nan")
-            log.info("attention reductions differ from hook_pattern at layer %d on %s (largest difference %.3g)",
-                     layer, model.cfg.model_name, worst)
-            return False
-    return True

@@ -160,7 +160,7 @@ def reductions_apply(model: HookedModel, probes: Sequence[Probe[Any]], batch: To
     Reductions are used when one layer's pattern would exceed ``max_pattern_bytes``, every hook the probes read is
     an attention pattern read by a probe that folds query rows, and the reductions reproduce ``hook_pattern`` on
     this model (checked once per model on a short input)."""
-    from probes.core import attention_rows
+    from probes.core import attention_rows, reductions_check
 
     n_batch, n_pos = batch.tokens.shape
     dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
@@ -176,7 +176,7 @@ def reductions_apply(model: HookedModel, probes: Sequence[Probe[Any]], batch: To
         return False
     if model not in _REDUCTIONS_CHECKED:
         short = batch.tokens[:1, : min(n_pos, 48)]
-        ok = attention_rows.supports_reductions(model) and attention_rows.reductions_match_hook_pattern(model, short)
+        ok = attention_rows.supports_reductions(model) and reductions_check.reductions_match_hook_pattern(model, short)
         _REDUCTIONS_CHECKED[model] = ok
         if not ok:
             log.warning("%s: attention reductions do not reproduce hook_pattern; whole patterns are used (%d MiB a "

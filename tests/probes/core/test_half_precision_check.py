@@ -17,7 +17,7 @@ import tempfile
 import pytest
 import torch
 
-from probes.core import attention_rows
+from probes.core import attention_rows, reductions_check
 from probes.core.model_info import ModelInfo
 from tests.random_checkpoints import smollm2_tokenizer
 
@@ -60,7 +60,7 @@ def test_a_standard_bfloat16_model_passes_the_check_and_keeps_its_weights(sharp_
     assert ModelInfo.of(model).n_heads == 32
     before = {name: tensor.clone() for name, tensor in [*model.named_parameters(), *model.named_buffers()]}
     with torch.inference_mode():  # as the runner calls it
-        assert attention_rows.reductions_match_hook_pattern(model, _tokens())
+        assert reductions_check.reductions_match_hook_pattern(model, _tokens())
     after = dict([*model.named_parameters(), *model.named_buffers()])
     for name, tensor in before.items():
         assert after[name].dtype == tensor.dtype and torch.equal(after[name], tensor), name
@@ -74,8 +74,8 @@ def test_in_half_precision_the_same_comparison_fails(sharp_llama_1b_attention, m
     def no_room(model):
         yield False
 
-    monkeypatch.setattr(attention_rows, "_in_float32", no_room)
-    assert not attention_rows.reductions_match_hook_pattern(sharp_llama_1b_attention, _tokens())
+    monkeypatch.setattr(reductions_check, "_in_float32", no_room)
+    assert not reductions_check.reductions_match_hook_pattern(sharp_llama_1b_attention, _tokens())
 
 
 def test_the_check_still_refuses_attention_that_moves_rows(sharp_llama_1b_attention, monkeypatch):
@@ -86,4 +86,4 @@ def test_the_check_still_refuses_attention_that_moves_rows(sharp_llama_1b_attent
         return correct(module, query, key * 1.1, value, attention_mask, **kwargs)
 
     monkeypatch.setattr(attention_rows, "reduced_attention_forward", biased)
-    assert not attention_rows.reductions_match_hook_pattern(sharp_llama_1b_attention, _tokens())
+    assert not reductions_check.reductions_match_hook_pattern(sharp_llama_1b_attention, _tokens())
