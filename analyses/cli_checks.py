@@ -146,6 +146,40 @@ def script_main(main: F) -> F:
     return run  # type: ignore[return-value]
 
 
+def device_arg(text: str) -> str:
+    """argparse type of every ``--device``: a torch device that exists on this machine (``check_device``)."""
+    from probes.core.loading import check_device
+
+    try:
+        check_device(text)
+    except ConfigError as error:
+        raise argparse.ArgumentTypeError(str(error).rstrip(".")) from None
+    return text
+
+
+def model_arg(text: str) -> str:
+    """argparse type of a ``--model`` that names one model: not empty, not a path that is not there."""
+    try:
+        return check_model_spec("the model", text)
+    except InputError as error:
+        raise argparse.ArgumentTypeError(str(error).rstrip(".")) from None
+
+
+@contextlib.contextmanager
+def naming(flag: str) -> Iterator[None]:
+    """The checks in the block name ``flag`` in their error (prefixed to the message unless it names it already)."""
+    try:
+        yield
+    except MechprobeError as error:
+        if flag in str(error):
+            raise
+        try:
+            renamed = type(error)(f"{flag}: {error}")
+        except TypeError:
+            renamed = ConfigError(f"{flag}: {error}")
+        raise renamed from None
+
+
 def check_pattern_name(flag: str, spec: str) -> None:
     """``spec`` names a head pattern (``offset:D`` and ``induction:D`` with D within 64 bits), before any work."""
     match = _PARAMETRISED.fullmatch(spec)

@@ -29,10 +29,9 @@ import torch
 
 import probes
 from analyses.ablate import parse_heads
-from analyses.cli_checks import ScriptParser, check_model_spec, check_output_file, count_arg, script_main
+from analyses.cli_checks import ScriptParser, check_model_spec, check_output_file, count_arg, device_arg, script_main
 from probes.causal import AblationPlan, ablation_sums, head_output_means, repeated_half
 from probes.causal.pass_size import PASS_BYTES
-from probes.core.loading import check_device
 
 
 def _batches(model, args):
@@ -135,14 +134,13 @@ def main() -> None:
     parser.add_argument("--pass-mib", type=count_arg(1), default=PASS_BYTES // 2**20,
                         help="activations one grouped pass may hold (probes.causal.pass_size)")
     parser.add_argument("--no-shortcuts", action="store_true", help="every pass through the whole model, full logits")
-    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--device", type=device_arg, default="cpu")
     parser.add_argument("--threads", type=count_arg(1), default=1)
     parser.add_argument("--json", help="also write both processes' measurements to this file")
     parser.add_argument("--role", choices=("suite", "ablation"), help=argparse.SUPPRESS)
     parser.add_argument("--heads-json", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
     check_model_spec("--model", args.model)
-    check_device(args.device)
     heads = None if args.heads is None else [list(pair) for pair in parse_heads(args.heads)]
     if args.json is not None:
         check_output_file("--json", args.json)

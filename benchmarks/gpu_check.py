@@ -51,7 +51,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from analyses.cli_checks import ScriptParser, check_output_file, check_output_folder, number_arg, script_main
+from analyses.cli_checks import (
+    ScriptParser,
+    check_output_file,
+    check_output_folder,
+    naming,
+    number_arg,
+    script_main,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGED = ("smollm2-135m", "minilm-l6")
@@ -333,7 +340,8 @@ def check_args(args: argparse.Namespace) -> None:
         check_output_folder("--pack-configs", str(args.pack_configs),
                             earlier_output=lambda folder: (folder / "models").is_dir())
         return
-    check_device(args.device)
+    with naming("--device"):
+        check_device(args.device)
     if args.configs is not None and not (args.configs / "models").is_dir():
         raise InputError(f"--configs {args.configs} holds no models/ folder; write it with --pack-configs "
                          f"{args.configs}.")

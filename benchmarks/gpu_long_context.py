@@ -40,7 +40,7 @@ import sys
 import tempfile
 import time
 
-from analyses.cli_checks import ScriptParser, check_output_file, count_arg, number_arg, script_main
+from analyses.cli_checks import ScriptParser, check_output_file, count_arg, device_arg, number_arg, script_main
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -207,7 +207,7 @@ def _ratio(value: float | None, base: float | None) -> str:
 @script_main
 def main() -> None:
     parser = ScriptParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--device", type=device_arg, default="cpu")
     parser.add_argument("--dtype", default=None, choices=("float32", "float16", "bfloat16"),
                         help="default: bfloat16 on cuda, float32 on cpu")
     parser.add_argument("--shapes", nargs="+", default=["smollm2"], choices=sorted(SHAPES))
@@ -230,9 +230,6 @@ def main() -> None:
     if args.child:
         print(json.dumps(child(json.loads(args.child))))
         return
-    from probes.core.loading import check_device
-
-    check_device(args.device)
     if args.json is not None:
         check_output_file("--json", args.json)
     dtype = args.dtype or ("bfloat16" if args.device.startswith("cuda") else "float32")

@@ -107,7 +107,7 @@ def test_a_missing_revision_fails_in_one_line_before_loading(hub, monkeypatch):
 def _manifest(folder, entries):
     folder.mkdir(parents=True, exist_ok=True)
     for entry in entries:
-        if isinstance(entry.get("path"), str) and not entry["path"].startswith(("/", "..")):
+        if isinstance(entry, dict) and not entry["path"].startswith(("/", "..")):
             (folder / entry["path"]).mkdir(parents=True, exist_ok=True)
     (folder / "series.json").write_text(json.dumps({"checkpoints": entries}))
     return folder
