@@ -19,6 +19,7 @@ from analyses.cli_checks import (
     model_arg,
     naming,
     seed_arg,
+    text_arg,
     written_atomically,
     written_resumably,
 )
@@ -92,21 +93,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     report.add_argument("--model", dest="models", type=model_arg, action="append", metavar="SPEC",
                         help="pretrained model (repeatable; default: smollm2-135m and minilm-l6)")
-    report.add_argument("--corpus", metavar="SPEC",
+    report.add_argument("--corpus", type=text_arg, metavar="SPEC",
                         help="wikipedia-excerpt (default, offline), wikitext-2[:split], wikitext-103[:split], "
                         "hf:NAME[:CONFIG][:SPLIT] (any Hugging Face dataset, streamed), a .txt/.jsonl/.parquet/"
                         "WikiText "
                         "file or a folder of .txt files")
-    report.add_argument("--text-column", metavar="NAME",
+    report.add_argument("--text-column", type=text_arg, metavar="NAME",
                         help="column holding the text in hf: datasets and .jsonl/.parquet files (default text)")
     report.add_argument("--fast", action="store_true",
                         help="less text: 2,000 paragraphs and 8 batches per model (the head ablations, most of "
                              "the time on a decoder, stay the same)")
-    report.add_argument("--toy-preset", metavar="P", help="preset of the toy models (default fast)")
+    report.add_argument("--toy-preset", type=text_arg, metavar="P", help="preset of the toy models (default fast)")
     report.add_argument("--toy-seeds", type=int_arg, metavar="N",
                         help="seeds each toy's findings are judged over (default 5; the full toy run is on the first)")
     report.add_argument("--no-toys", action="store_true", help="skip the toy models")
-    report.add_argument("--series", action="append", metavar="SERIES",
+    report.add_argument("--series", type=text_arg, action="append", metavar="SERIES",
                         help="a checkpoint series (any mechprobe dynamics --model spec: hub revisions, a train-lm "
                         "folder, the induction toy's OUT/series) measured by mechprobe dynamics into a Dynamics "
                         "section (repeatable; none: no section)")
@@ -120,7 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--control", action=argparse.BooleanOptionalAction, default=None,
                         help="probe each pretrained model's random-weight control (same architecture, built from its "
                         "config) on the same batches and show it beside the model (default: on)")
-    report.add_argument("--config", metavar="FILE.toml",
+    report.add_argument("--config", type=text_arg, metavar="FILE.toml",
                         help="settings from a TOML file (tables are sections: [topics], [pretrained]); flags and --set "
                         "win over it")
     report.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
@@ -197,7 +198,8 @@ def build_parser() -> argparse.ArgumentParser:
                          description="Train the toy model of one paper and write summary.json and figures.")
     toy.add_argument("experiment", choices=sorted(TOY_EXPERIMENTS),
                      help="topic (Li et al. 2023), scansnap (Tian et al. 2023), induction (Chen et al. 2024)")
-    toy.add_argument("--preset", default="fast", help="configuration preset (default fast); see --list-presets")
+    toy.add_argument("--preset", type=text_arg, default="fast",
+                     help="configuration preset (default fast); see --list-presets")
     toy.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                      help="override one field of the preset's config (repeatable)")
     toy.add_argument("--out", metavar="DIR", help="output folder, written whole when the run is done; until then the "

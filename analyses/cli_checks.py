@@ -146,6 +146,13 @@ def script_main(main: F) -> F:
     return run  # type: ignore[return-value]
 
 
+def text_arg(text: str) -> str:
+    """argparse type of a flag that names something (a corpus, a preset, a series, a file): not empty text."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("the value is empty; give one (see --help)")
+    return text
+
+
 def device_arg(text: str) -> str:
     """argparse type of every ``--device``: a torch device that exists on this machine (``check_device``)."""
     from probes.core.loading import check_device

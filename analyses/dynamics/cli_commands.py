@@ -7,7 +7,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from analyses.cli_checks import check_output_folder, device_arg, int_arg, naming, seed_arg
+from analyses.cli_checks import check_output_folder, device_arg, int_arg, naming, seed_arg, text_arg
 from probes.core.errors import ConfigError
 from probes.text.corpora import check_corpus_spec
 
@@ -26,7 +26,7 @@ def add_dynamics_commands(sub: Any, add_device_flags: Callable[[argparse.Argumen
         "Writes OUT/summary.json (events with bootstrap intervals, their "
         "order as a finding; the first checkpoint is the control) and OUT/dynamics.png.",
     )
-    dynamics.add_argument("--model", required=True, metavar="SERIES",
+    dynamics.add_argument("--model", type=text_arg, required=True, metavar="SERIES",
                           help="NAME@revisions=step0,step1000,... (hub revisions), NAME@checkpoint_index=0,1,... "
                           "(legacy TransformerLens), or a folder of checkpoints / with series.json")
     dynamics.add_argument("--out", required=True, metavar="DIR", help="output folder (created; reused to resume)")
@@ -37,11 +37,11 @@ def add_dynamics_commands(sub: Any, add_device_flags: Callable[[argparse.Argumen
     dynamics.add_argument("--batch-size", type=int_arg, default=8, metavar="R", help="sequences per batch (default 8)")
     dynamics.add_argument("--boot", type=int_arg, default=1000, metavar="N", help="bootstrap draws (default 1000)")
     dynamics.add_argument("--seed", type=seed_arg, default=0, metavar="S", help="tokens and draws (default 0)")
-    dynamics.add_argument("--corpus", metavar="SPEC",
+    dynamics.add_argument("--corpus", type=text_arg, metavar="SPEC",
                           help="natural text for the early-minus-late loss and the topic and co-occurrence probes "
                           "(models with a tokenizer; train-lm checkpoints read it through their cut vocabulary), e.g. "
                           "wikipedia-excerpt")
-    dynamics.add_argument("--compare", action="append", default=[], metavar="DIR",
+    dynamics.add_argument("--compare", type=text_arg, action="append", default=[], metavar="DIR",
                           help="a finished dynamics --out folder, or a topic or scansnap toy's --out folder (its "
                           "recorded order curves), to draw beside this series on one axis (fraction of training, "
                           "tokens seen) in OUT/dynamics_compare.png (repeatable)")
@@ -55,7 +55,7 @@ def add_dynamics_commands(sub: Any, add_device_flags: Callable[[argparse.Argumen
         "first half later in the row. Saves the model at step 0 and at log-spaced steps into OUT/step_N with "
         "OUT/series.json, which mechprobe dynamics --model OUT reads.",
     )
-    train_lm.add_argument("--corpus", metavar="SPEC",
+    train_lm.add_argument("--corpus", type=text_arg, metavar="SPEC",
                           help="any corpus the report reads (default wikipedia-excerpt, offline)")
     train_lm.add_argument("--out", required=True, metavar="DIR",
                           help="output folder (created; the same command resumes a stopped run)")
