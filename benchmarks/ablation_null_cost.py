@@ -32,6 +32,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
 import probes
+from analyses.ablate import parse_heads
+from analyses.cli_checks import ScriptParser, check_model_spec, check_output_file, count_arg, device_arg, script_main
 from probes.causal import AblationPlan, ablation_sums, head_output_means, repeated_half
 from probes.causal.pass_size import PASS_BYTES
 
@@ -156,28 +158,33 @@ def _child(args, role: str, extra: list[str]) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@script_main
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ScriptParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="smollm2-135m")
-    parser.add_argument("--heads", default="", help="L.H,... (default: the top --k induction heads)")
-    parser.add_argument("--k", type=int, default=5)
+    parser.add_argument("--heads", help="L.H,... (default: the top --k induction heads)")
+    parser.add_argument("--k", type=count_arg(1), default=5)
     parser.add_argument("--method", default="mean", choices=probes.ABLATION_METHODS)
-    parser.add_argument("--draws", type=int, default=200)
-    parser.add_argument("--batches", type=int, default=2)
-    parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--seq-len", type=int, default=50)
-    parser.add_argument("--max-rows", type=int, default=256)
-    parser.add_argument("--pass-mib", type=int, default=PASS_BYTES // 2**20,
+    parser.add_argument("--draws", type=count_arg(0), default=200)
+    parser.add_argument("--batches", type=count_arg(1), default=2)
+    parser.add_argument("--batch-size", type=count_arg(1), default=8)
+    parser.add_argument("--seq-len", type=count_arg(2), default=50)
+    parser.add_argument("--max-rows", type=count_arg(1), default=256)
+    parser.add_argument("--pass-mib", type=count_arg(1), default=PASS_BYTES // 2**20,
                         help="activations one grouped pass may hold (probes.causal.pass_size)")
     parser.add_argument("--no-shortcuts", action="store_true", help="every pass through the whole model, full logits")
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--device", type=device_arg, default="cpu")
+    parser.add_argument("--threads", type=count_arg(1), default=1)
     parser.add_argument("--count", action="store_true",
                         help="also count FLOPs and aten operator calls of the null and the bare forwards")
-    parser.add_argument("--json", default="", help="also write both processes' measurements to this file")
+    parser.add_argument("--json", help="also write both processes' measurements to this file")
     parser.add_argument("--role", choices=("suite", "ablation"), help=argparse.SUPPRESS)
     parser.add_argument("--heads-json", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    check_model_spec("--model", args.model)
+    heads = None if args.heads is None else [list(pair) for pair in parse_heads(args.heads)]
+    if args.json is not None:
+        check_output_file("--json", args.json)
     torch.set_num_threads(args.threads)
     if args.role == "suite":
         print(json.dumps(probe_suite(args)))
@@ -186,8 +193,7 @@ def main() -> None:
         print(json.dumps(ablation(args)))
         return
     suite = _child(args, "suite", [])
-    heads = ([[int(v) for v in pair.split(".")] for pair in args.heads.split(",")] if args.heads
-             else suite["top_induction"])
+    heads = heads if heads is not None else suite["top_induction"]
     run = _child(args, "ablation", ["--heads-json", json.dumps(heads)])
     ratio = run["null"] / run["bare"]
     print(f"{args.model} on {args.device} ({args.threads} threads), {args.batches} batches x {args.batch_size} rows x "
@@ -204,7 +210,7 @@ def main() -> None:
           f"{suite['peak_mib']:.0f} MiB; ratio {run['peak_mib'] / suite['peak_mib']:.2f}x")
     q99 = run["null_q99"]
     print(f"loss change of the heads {run['change']:+.3f}; null q99 {q99 if q99 is None else f'{q99:+.3f}'}")
-    if args.json:
+    if args.json is not None:
         with open(args.json, "w", encoding="utf-8") as handle:
             json.dump({"suite": suite, "ablation": run, "heads": heads, "draws": args.draws, "x_bare_forward": ratio,
                        "peak_x_suite": run["peak_mib"] / suite["peak_mib"]}, handle, indent=1)
