@@ -132,6 +132,8 @@ LONGEST_FIRST: tuple[str, ...] = (
     "tests/analyses/pretrained/test_pretrained_report.py::test_main_job_on_the_offline_defaults",
     "tests/analyses/test_determinism.py",
     "tests/analyses/test_random_weights_hold_nothing.py",
+    "tests/test_gpu.py",  # the CPU twins of the GPU tests (about 3.5 min on one worker)
+    "tests/test_gpu_check.py",  # gpu_check.py --quick --device cpu (about 2 min)
     "tests/analyses/topic/test_findings.py",
     "tests/toymodels/test_resume_kill.py",
     "tests/analyses/scansnap/test_experiment.py",
