@@ -111,8 +111,8 @@ class LayerAttention:
         its flat rows ``query_rows = b * q_pos + q`` and ``key_rows = b * k_pos + k``: one gather of ``q . k``
         for every head and entry. ``causal_may_forbid=False`` skips the causal test when no entry has ``k > q``."""
         queries, keys = self._heads_first
-        scores = (float_at_least_32(queries.index_select(1, query_rows))
-                  * float_at_least_32(keys.index_select(1, key_rows))).sum(-1)  # [head entry]
+        # products in the layer's dtype summed in float32 (a half-precision model's own scores are rounded more)
+        scores = (queries.index_select(1, query_rows) * keys.index_select(1, key_rows)).sum(-1, dtype=torch.float32)
         weights = torch.exp(self._scores(scores) - self.lse[b, :, q].T)
         if self.causal and causal_may_forbid:
             weights = weights * (k <= q)
