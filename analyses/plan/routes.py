@@ -1,0 +1,172 @@
+"""The routes the ledger meters: the project's own code on ``meta`` weights, taking the kernels it takes on CUDA.
+
+Each route runs one pass over one batch of ``batch x n_pos`` token ids (real CPU tensors) under
+:func:`probes.core.attention_rows.kernels_for` ``("cuda")`` (the attention reductions pick flash / memory-efficient
+kernels), :func:`analyses.plan.cuda_sdpa.cuda_sdpa` (plain SDPA picks them too), :class:`~analyses.plan.twins.CpuTwins`
+(data read on the CPU) and the :class:`~analyses.plan.meter.Meter` with a FLOP counter:
+
+- ``bare``: the Hugging Face body (no LM head) with SDPA attention under ``torch.inference_mode``;
+- ``bridge``: the TransformerBridge's forward (eager attention, logits);
+- ``suite``: ``probes.run_probes`` with HeadScoreProbe, GeneralizedInductionProbe(3) and TopicAttentionProbe
+  (10 topics), the default ``max_pattern_bytes``, after ``assume_reductions_match`` (the once-per-model check
+  compares values, which ``meta`` has not);
+- ``null``: mean ablation of 5 heads with the 200-draw random-head-set null as ``benchmarks/ablation_null_cost.py``
+  runs it (``head_output_means`` then ``ablation_sums``, public API) on ``[BOS] X X``;
+- ``report-model``: the report's probes on one text batch: the suite above plus the topic probe's label
+  permutation null (``n_permutations=100``); the report's ablations are the ``null`` route.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from analyses.plan.cuda_sdpa import cuda_sdpa
+from analyses.plan.meter import Allocation, Meter, flop_counter
+from analyses.plan.shapes import MetaModels
+from analyses.plan.twins import CpuTwins
+
+ROUTES = ("bare", "bridge", "suite", "null", "report-model")
+N_TOPICS = 10
+NULL_DRAWS = 200
+NULL_HEADS = 5
+
+
+@dataclass(frozen=True)
+class LayerLedger:
+    """One layer's calls: device operator calls, attention kernel calls by kind, and the route its attention took."""
+
+    device_calls: int
+    attention: dict[str, int]
+
+    @property
+    def route(self) -> str:
+        """``flash``, ``efficient``, ``blocked eager``, ``eager pattern`` (several joined by ``+``), or ``none``."""
+        return "+".join(sorted(self.attention)) or "none"
+
+
+@dataclass(frozen=True)
+class RouteLedger:
+    """What one route cost on one shape and length (see :class:`~analyses.plan.meter.Meter` for each number)."""
+
+    route: str
+    model: str
+    n_pos: int
+    batch: int
+    weight_bytes: int
+    peak_bytes: int
+    flops: int
+    device_calls: int
+    host_calls: int
+    kernels: dict[tuple[int, int], int]
+    layers: tuple[LayerLedger, ...]
+    outside_calls: int
+    largest: tuple[Allocation, ...]
+    peak_live: tuple[Allocation, ...]
+    assumed_reads: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def calls_per_layer(self) -> float:
+        return sum(layer.device_calls for layer in self.layers) / max(1, len(self.layers))
+
+    def quadratic(self) -> list[Allocation]:
+        """Allocations with two axes of at least ``n_pos`` (a whole ``[T, T]`` grid) among the largest kept."""
+        return [a for a in self.largest if sum(size >= self.n_pos for size in a.shape) >= 2]
+
+
+def draw_tokens(models: MetaModels, n_pos: int, batch: int, seed: int = 0) -> torch.Tensor:
+    """``[batch n_pos]`` random token ids on the CPU, below the tokenizer's vocabulary and above the special ids."""
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randint(3, models.draw_vocab(), (batch, n_pos), generator=generator)
+
+
+def _bare(models: MetaModels, tokens: torch.Tensor) -> None:
+    with torch.inference_mode():
+        models.bare(input_ids=tokens.to("meta"))
+
+
+def _bridge(models: MetaModels, tokens: torch.Tensor) -> None:
+    from mechprobe import forward
+
+    with torch.inference_mode():
+        forward.run(models.bridge, tokens)
+
+
+def _topic_labels(models: MetaModels) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(1)
+    labels = torch.randint(0, N_TOPICS, (int(models.config.vocab_size),), generator=generator)
+    labels[:3] = -1
+    return labels
+
+
+def _suite(models: MetaModels, tokens: torch.Tensor, n_permutations: int = 0) -> None:
+    import probes
+    from probes.core.runner import assume_reductions_match
+
+    assume_reductions_match(models.bridge)
+    suite = [probes.HeadScoreProbe(), probes.GeneralizedInductionProbe(3),
+             probes.TopicAttentionProbe(_topic_labels(models), n_permutations=n_permutations)]
+    probes.run_probes(models.bridge, suite, [tokens], progress=False)
+
+
+def _report_model(models: MetaModels, tokens: torch.Tensor) -> None:
+    _suite(models, tokens, n_permutations=100)
+
+
+def null_heads(n_layers: int, n_heads: int) -> list[tuple[int, int]]:
+    """The measured heads of the ``null`` route: ``NULL_HEADS`` heads spread over the upper half of the layers
+    (where induction heads sit), as the top induction heads of a trained model would be."""
+    layers = [n_layers // 2 + (i * (n_layers - n_layers // 2)) // NULL_HEADS for i in range(NULL_HEADS)]
+    return [(layer, (3 * i) % n_heads) for i, layer in enumerate(layers)]
+
+
+def _null(models: MetaModels, tokens: torch.Tensor, n_draws: int = NULL_DRAWS) -> None:
+    import probes
+    from probes.causal import AblationPlan, ablation_sums, head_output_means, repeated_half
+
+    info = probes.ModelInfo.of(models.bridge)
+    seq_len = (tokens.shape[1] - 1) // 2
+    batch = probes.repeated_random_tokens(info, seq_len=seq_len, n_sequences=tokens.shape[0],
+                                          generator=torch.Generator().manual_seed(0))
+    heads = null_heads(info.n_layers, info.n_heads)
+    plan = AblationPlan.build(info, heads, method="mean", n_draws=n_draws, seed=0)
+    means = head_output_means(models.bridge, plan.layers, [batch])
+    ablation_sums(models.bridge, plan, [batch], {"repeated_half": repeated_half(seq_len)}, means=means)
+
+
+RUNNERS: dict[str, Callable[[MetaModels, torch.Tensor], None]] = {
+    "bare": _bare, "bridge": _bridge, "suite": _suite, "null": _null, "report-model": _report_model}
+
+
+@contextlib.contextmanager
+def cuda_route(meter: Meter, layers: Any, *, check_flops: bool = False) -> Iterator[tuple[Any, CpuTwins]]:
+    """The modes of a metered pass that takes CUDA's kernels on ``meta``: yields (torch's FLOP counter when
+    ``check_flops``, else None; the twins)."""
+    from probes.core.attention_rows import kernels_for
+
+    twins = CpuTwins()
+    flops = flop_counter() if check_flops else contextlib.nullcontext()
+    with kernels_for("cuda"), cuda_sdpa(), twins, flops, meter, meter.attribute_layers(layers):
+        yield (flops if check_flops else None), twins
+
+
+def run_route(models: MetaModels, route: str, n_pos: int, *, batch: int = 1,
+              runner: Callable[[MetaModels, torch.Tensor], None] | None = None) -> RouteLedger:
+    """Meter ``route`` on ``models`` at ``batch x n_pos`` tokens (``runner`` replaces the route's own code)."""
+    tokens = draw_tokens(models, n_pos, batch)
+    meter = Meter(n_pos=n_pos)
+    layers = models.bare.layers if route == "bare" else models.bridge.blocks
+    with cuda_route(meter, layers) as (_, twins):
+        (runner or RUNNERS[route])(models, tokens)
+    per_layer = tuple(LayerLedger(sum(meter.calls[i].device.values()) if i in meter.calls else 0,
+                                  dict(meter.calls[i].attention) if i in meter.calls else {})
+                      for i in range(models.n_layers))
+    outside = meter.calls.get(None)
+    return RouteLedger(route, models.name, n_pos, batch, models.weight_bytes(), meter.peak_bytes,
+                       meter.flops, meter.device_calls(), meter.host_calls(), dict(meter.kernels),
+                       per_layer, 0 if outside is None else sum(outside.device.values()), tuple(meter.largest),
+                       tuple(meter.peak_live), dict(twins.assumed))
