@@ -68,6 +68,7 @@ class RouteLedger:
     largest: tuple[Allocation, ...]
     peak_live: tuple[Allocation, ...]
     assumed_reads: dict[str, int] = field(default_factory=dict)
+    note: str = ""
 
     @property
     def calls_per_layer(self) -> float:
@@ -124,6 +125,11 @@ def null_heads(n_layers: int, n_heads: int) -> list[tuple[int, int]]:
     return [(layer, (3 * i) % n_heads) for i, layer in enumerate(layers)]
 
 
+def null_length(n_pos: int) -> int:
+    """Tokens of the null route's ``[BOS] X X`` rows at a length of about ``n_pos``."""
+    return 2 * ((n_pos - 1) // 2) + 1
+
+
 def _null(models: MetaModels, tokens: torch.Tensor, n_draws: int = NULL_DRAWS) -> None:
     import probes
     from probes.causal import AblationPlan, ablation_sums, head_output_means, repeated_half
@@ -158,7 +164,7 @@ def run_route(models: MetaModels, route: str, n_pos: int, *, batch: int = 1,
               runner: Callable[[MetaModels, torch.Tensor], None] | None = None) -> RouteLedger:
     """Meter ``route`` on ``models`` at ``batch x n_pos`` tokens (``runner`` replaces the route's own code)."""
     tokens = draw_tokens(models, n_pos, batch)
-    meter = Meter(n_pos=n_pos)
+    meter = Meter(n_pos=null_length(n_pos) if route == "null" else n_pos)
     layers = models.bare.layers if route == "bare" else models.bridge.blocks
     with cuda_route(meter, layers) as (_, twins):
         (runner or RUNNERS[route])(models, tokens)
@@ -170,3 +176,68 @@ def run_route(models: MetaModels, route: str, n_pos: int, *, batch: int = 1,
                        meter.flops, meter.device_calls(), meter.host_calls(), dict(meter.kernels),
                        per_layer, 0 if outside is None else sum(outside.device.values()), tuple(meter.largest),
                        tuple(meter.peak_live), dict(twins.assumed))
+
+
+def run_null(models: MetaModels, n_pos: int, *, batch: int = 1, n_draws: int = NULL_DRAWS) -> RouteLedger:
+    """The ``null`` route with ``n_draws`` random head sets, metered with as few draws as show its grouped passes.
+
+    Every grouped pass of the null carries the same number of head sets (copies of the batch), so its cost is
+    that of the measured heads' pass plus one more pass per group: the ledger meters 0 draws and ``m`` draws, reads
+    the copies per pass from the rows of the largest forward, and adds ``(passes(n_draws) - 1) / (passes(m) - 1)``
+    times the difference (exact when the passes of ``m`` draws are full; ``m`` grows until one is not). The peak
+    is the larger of the two runs' (a full pass is among them)."""
+    rows: list[int] = []
+
+    def count(module: Any, args: tuple, kwargs: dict) -> None:
+        tokens = args[0] if args else kwargs.get("input")
+        if isinstance(tokens, torch.Tensor):
+            rows.append(int(tokens.shape[0]))
+
+    def metered(draws: int) -> RouteLedger:
+        rows.clear()
+        handle = models.bridge.embed.register_forward_pre_hook(count, with_kwargs=True)  # every pass embeds
+        try:
+            return run_route(models, "null", n_pos, batch=batch, runner=lambda m, t: _null(m, t, n_draws=draws))
+        finally:
+            handle.remove()
+
+    if n_draws <= 3:
+        return metered(n_draws)
+    base = metered(0)
+    draws = 3
+    while True:
+        more = metered(draws)
+        copies = max(rows) // batch
+        if copies < draws + 1 or draws >= n_draws:
+            break
+        draws = min(n_draws, 4 * (draws + 1) - 1)
+    if draws >= n_draws:
+        return more
+    passes = -(-(n_draws + 1) // copies)
+    factor = (passes - 1) / (-(-(draws + 1) // copies) - 1)
+    return _extrapolated(base, more, factor, f"{n_draws} draws from metered runs of 0 and {draws} "
+                                             f"({copies} head sets per pass, {passes} passes)")
+
+
+def _extrapolated(base: RouteLedger, more: RouteLedger, factor: float, note: str) -> RouteLedger:
+    """``base + factor * (more - base)`` for every count; the peak and largest tensors of the larger run."""
+    def grow(a: float, b: float) -> int:
+        return round(a + factor * (b - a))
+
+    kernels = {key: grow(base.kernels.get(key, 0), more.kernels.get(key, 0))
+               for key in {*base.kernels, *more.kernels}}
+    layers = tuple(LayerLedger(grow(a.device_calls, b.device_calls),
+                               {k: grow(a.attention.get(k, 0), b.attention.get(k, 0))
+                                for k in {*a.attention, *b.attention}})
+                   for a, b in zip(base.layers, more.layers))
+    top = more if more.peak_bytes >= base.peak_bytes else base
+    return RouteLedger(more.route, more.model, more.n_pos, more.batch, more.weight_bytes, top.peak_bytes,
+                       grow(base.flops, more.flops), grow(base.device_calls, more.device_calls),
+                       grow(base.host_calls, more.host_calls), {k: v for k, v in kernels.items() if v > 0}, layers,
+                       grow(base.outside_calls, more.outside_calls), top.largest, top.peak_live, more.assumed_reads,
+                       note)
+
+
+def run(models: MetaModels, route: str, n_pos: int, *, batch: int = 1) -> RouteLedger:
+    """Meter ``route`` (the null through :func:`run_null`)."""
+    return run_null(models, n_pos, batch=batch) if route == "null" else run_route(models, route, n_pos, batch=batch)
