@@ -75,6 +75,7 @@ class LayerCalls:
     device: Counter[str] = field(default_factory=Counter)
     host: Counter[str] = field(default_factory=Counter)
     attention: Counter[str] = field(default_factory=Counter)  # route -> calls (flash, efficient, eager, blocked...)
+    kernels: Counter[tuple[int, int]] = field(default_factory=Counter)  # (FLOPs done, bytes moved) -> calls
 
 
 class Meter(TorchDispatchMode):
@@ -109,7 +110,6 @@ class Meter(TorchDispatchMode):
         self._live: dict[int, Allocation] = {}  # id(storage) -> allocation, while the storage lives
         self._at_peak = False
         self.flops = 0  # as torch.utils.flop_counter counts them
-        self.kernels: Counter[tuple[int, int]] = Counter()  # (FLOPs done, bytes moved) of each kernel -> calls
         self._depth = 0  # nesting of operator calls: only the outermost counts as a call
         self._route: str | None = None  # the attention route of the outermost call running
 
@@ -120,7 +120,7 @@ class Meter(TorchDispatchMode):
         handles = []
         for index, module in enumerate(layers):
             handles.append(module.register_forward_pre_hook(self._entering(index)))
-            handles.append(module.register_forward_hook(self._leaving))
+            handles.append(module.register_forward_hook(self._leaving, always_call=True))  # on an early stop too
         try:
             yield
         finally:
@@ -186,7 +186,7 @@ class Meter(TorchDispatchMode):
         moved = sum(min(t.numel() * t.element_size(), t.untyped_storage().nbytes()) for t in device)
         flops, timed = _flops(func, args, kwargs, out)
         self.flops += flops
-        self.kernels[(timed, moved)] += 1
+        self.calls.setdefault(self.layer, LayerCalls()).kernels[(timed, moved)] += 1
 
     def _attention_route(self, name: str, outputs: list[torch.Tensor]) -> str | None:
         if name in ATTENTION_KERNELS:
@@ -240,6 +240,14 @@ class Meter(TorchDispatchMode):
         """Device operator calls in ``layer`` (default: in the whole pass)."""
         chosen = self.calls.values() if layer is ... else [self.calls.get(layer, LayerCalls())]
         return sum(sum(c.device.values()) for c in chosen)
+
+    @property
+    def kernels(self) -> Counter[tuple[int, int]]:
+        """(FLOPs done, bytes moved) of each device kernel of the pass -> how many ran."""
+        total: Counter[tuple[int, int]] = Counter()
+        for calls in self.calls.values():
+            total += calls.kernels
+        return total
 
     def host_calls(self) -> int:
         return sum(sum(c.host.values()) for c in self.calls.values())
@@ -297,7 +305,8 @@ def _short(path: str) -> str:
 
 def flop_counter() -> FlopCounterMode:
     """``FlopCounterMode`` that counts the CPU flash kernel as the CUDA one (torch registers no formula for it)."""
-    return FlopCounterMode(display=False, custom_mapping={aten._scaled_dot_product_flash_attention_for_cpu: sdpa_flop})
+    raw = sdpa_flop.__wrapped__  # type: ignore[attr-defined]  # FlopCounterMode wraps the formulas it is given
+    return FlopCounterMode(display=False, custom_mapping={aten._scaled_dot_product_flash_attention_for_cpu: raw})
 
 
 @contextlib.contextmanager

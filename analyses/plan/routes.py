@@ -13,7 +13,9 @@ kernels), :func:`analyses.plan.cuda_sdpa.cuda_sdpa` (plain SDPA picks them too),
 - ``null``: mean ablation of 5 heads with the 200-draw random-head-set null as ``benchmarks/ablation_null_cost.py``
   runs it (``head_output_means`` then ``ablation_sums``, public API) on ``[BOS] X X``;
 - ``report-model``: the report's probes on one text batch: the suite above plus the topic probe's label
-  permutation null (``n_permutations=100``); the report's ablations are the ``null`` route.
+  permutation null (``n_permutations=100``); the report's ablations are the ``null`` route;
+- ``suite-patterns``: the suite on ``hook_pattern`` (``max_pattern_bytes=None``): what it falls back to when the
+  once-per-model check (:func:`probes.core.attention_rows.reductions_match_hook_pattern`) fails.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from analyses.plan.meter import Allocation, Meter, flop_counter
 from analyses.plan.shapes import MetaModels
 from analyses.plan.twins import CpuTwins
 
-ROUTES = ("bare", "bridge", "suite", "null", "report-model")
+ROUTES = ("bare", "bridge", "suite", "null", "report-model", "suite-patterns")
 N_TOPICS = 10
 NULL_DRAWS = 200
 NULL_HEADS = 5
@@ -104,14 +106,15 @@ def _topic_labels(models: MetaModels) -> torch.Tensor:
     return labels
 
 
-def _suite(models: MetaModels, tokens: torch.Tensor, n_permutations: int = 0) -> None:
+def _suite(models: MetaModels, tokens: torch.Tensor, n_permutations: int = 0, patterns: bool = False) -> None:
     import probes
-    from probes.core.runner import assume_reductions_match
+    from probes.core.runner import MAX_PATTERN_BYTES, assume_reductions_match
 
     assume_reductions_match(models.bridge)
     suite = [probes.HeadScoreProbe(), probes.GeneralizedInductionProbe(3),
              probes.TopicAttentionProbe(_topic_labels(models), n_permutations=n_permutations)]
-    probes.run_probes(models.bridge, suite, [tokens], progress=False)
+    probes.run_probes(models.bridge, suite, [tokens], progress=False,
+                      max_pattern_bytes=None if patterns else MAX_PATTERN_BYTES)
 
 
 def _report_model(models: MetaModels, tokens: torch.Tensor) -> None:
@@ -145,7 +148,8 @@ def _null(models: MetaModels, tokens: torch.Tensor, n_draws: int = NULL_DRAWS) -
 
 
 RUNNERS: dict[str, Callable[[MetaModels, torch.Tensor], None]] = {
-    "bare": _bare, "bridge": _bridge, "suite": _suite, "null": _null, "report-model": _report_model}
+    "bare": _bare, "bridge": _bridge, "suite": _suite, "null": _null, "report-model": _report_model,
+    "suite-patterns": lambda models, tokens: _suite(models, tokens, patterns=True)}
 
 
 @contextlib.contextmanager

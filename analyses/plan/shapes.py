@@ -119,10 +119,11 @@ def packaged_tokenizer() -> Any:
     return AutoTokenizer.from_pretrained(_package_dir(entry), gguf_file=entry.gguf_file)
 
 
-def meta_models(spec: str, *, n_pos: int, dtype: torch.dtype = torch.bfloat16, n_layers: int | None = None
-                ) -> MetaModels:
+def meta_models(spec: str, *, n_pos: int, dtype: torch.dtype = torch.bfloat16, n_layers: int | None = None,
+                device: str = "meta") -> MetaModels:
     """The bridge (eager attention, as TransformerLens boots it) and the bare SDPA body of ``spec`` on ``meta``
-    weights, with a context of at least ``n_pos``; ``n_layers`` overrides the depth."""
+    weights, with a context of at least ``n_pos``; ``n_layers`` overrides the depth. ``device="cpu"`` builds the
+    same models with random weights on the CPU (the tests compare the meter's numbers on both)."""
     from transformer_lens.model_bridge import TransformerBridge
     from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
 
@@ -138,13 +139,13 @@ def meta_models(spec: str, *, n_pos: int, dtype: torch.dtype = torch.bfloat16, n
     with tempfile.TemporaryDirectory(prefix=f"mechprobe-plan-{name}-") as folder:
         config.save_pretrained(folder)
         tokenizer.save_pretrained(folder)
-        with torch.device("meta"):
+        with torch.device(device):
             hf = AutoModelForCausalLM.from_config(config, dtype=dtype)
-        bridge = TransformerBridge.boot_transformers(folder, hf_model=hf, tokenizer=tokenizer, device="meta",
+        bridge = TransformerBridge.boot_transformers(folder, hf_model=hf, tokenizer=tokenizer, device=device,
                                                      dtype=dtype)
     bridge.eval()
     sdpa = AutoConfig.for_model(model_type, **settings, attn_implementation="sdpa")
-    with torch.device("meta"):
+    with torch.device(device):
         bare = AutoModel.from_config(sdpa, dtype=dtype)
     bare.eval()
     return MetaModels(name, bridge, bare, config, dtype)
