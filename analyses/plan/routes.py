@@ -122,10 +122,16 @@ def _report_model(models: MetaModels, tokens: torch.Tensor) -> None:
 
 
 def null_heads(n_layers: int, n_heads: int) -> list[tuple[int, int]]:
-    """The measured heads of the ``null`` route: ``NULL_HEADS`` heads spread over the upper half of the layers
-    (where induction heads sit), as the top induction heads of a trained model would be."""
-    layers = [n_layers // 2 + (i * (n_layers - n_layers // 2)) // NULL_HEADS for i in range(NULL_HEADS)]
-    return [(layer, (3 * i) % n_heads) for i, layer in enumerate(layers)]
+    """The measured heads of the ``null`` route: ``NULL_HEADS`` distinct heads spread over the upper half of the
+    layers (where induction heads sit), as the top induction heads of a trained model would be."""
+    heads: list[tuple[int, int]] = []
+    for i in range(min(NULL_HEADS, (n_layers - n_layers // 2) * n_heads)):
+        layer = n_layers // 2 + (i * (n_layers - n_layers // 2)) // NULL_HEADS
+        head = (3 * i) % n_heads
+        while (layer, head) in heads:
+            head = (head + 1) % n_heads
+        heads.append((layer, head))
+    return heads
 
 
 def null_length(n_pos: int) -> int:
@@ -176,7 +182,7 @@ def run_route(models: MetaModels, route: str, n_pos: int, *, batch: int = 1,
                                   dict(meter.calls[i].attention) if i in meter.calls else {})
                       for i in range(models.n_layers))
     outside = meter.calls.get(None)
-    return RouteLedger(route, models.name, n_pos, batch, models.weight_bytes(), meter.peak_bytes,
+    return RouteLedger(route, models.name, meter.n_pos or n_pos, batch, models.weight_bytes(), meter.peak_bytes,
                        meter.flops, meter.device_calls(), meter.host_calls(), dict(meter.kernels),
                        per_layer, 0 if outside is None else sum(outside.device.values()), tuple(meter.largest),
                        tuple(meter.peak_live), dict(twins.assumed))
