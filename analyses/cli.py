@@ -210,7 +210,8 @@ def build_parser() -> argparse.ArgumentParser:
     toy.add_argument("--device", metavar="DEV",
                      help="where the toy models train: cpu (default), cuda, cuda:1, mps ... (same as --set device=DEV)")
     toy.add_argument("--dtype", help=argparse.SUPPRESS)  # accepted only to say why it does not apply
-    for command in (heads, report, linear, ablate, dynamics, train_lm, toy, plan):  # --debug also after the command name
+    # --debug also after the command name
+    for command in (heads, report, linear, ablate, dynamics, train_lm, toy, plan):
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show the full traceback")
     return parser
 

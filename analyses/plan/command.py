@@ -125,7 +125,8 @@ def run_plan_command(args: argparse.Namespace) -> int:
         print(f"{route:<13} {_gib(ledger.peak_bytes):>9} {ledger.flops / 1e12:>8.2f} {ledger.calls_per_layer:>11.0f} "
               + " ".join(f"{_time(e):>20}" for e in found))
         print(f"{'':<13} attention: {layer_routes(ledger)}; largest: "
-              f"{ledger.largest[0].describe() if ledger.largest else '-'}" + (f"; {ledger.note}" if ledger.note else ""))
+              f"{ledger.largest[0].describe() if ledger.largest else '-'}"
+              + (f"; {ledger.note}" if ledger.note else ""))
     for gpu in gpus:
         fitting = [r["route"] for r in records if r["gpus"][gpu.name]["fits"]]
         missing = [r["route"] for r in records if not r["gpus"][gpu.name]["fits"]]

@@ -63,7 +63,7 @@ def cuda_sdpa() -> Iterator[None]:
     original = torch.nn.functional.scaled_dot_product_attention
 
     def attention(*args: Any, **kwargs: Any) -> Tensor:
-        return cuda_attention(*args, **kwargs, original=original)
+        return cuda_attention(*args, **{**kwargs, "original": original})
 
     torch.nn.functional.scaled_dot_product_attention = attention
     try:

@@ -15,8 +15,9 @@ apart. FLOPs are counted with the formulas of ``torch.utils.flop_counter`` (the 
 CUDA one), call by call, so ``FlopCounterMode`` in the same run (:func:`metered`) gives the same total. A composite
 operator (``linear``, ``matmul``, ``to``) is one call, as torch dispatches it under ``inference_mode``, and runs
 its parts through the meter, so their temporaries count; each part that runs a kernel is a kernel in
-:attr:`Meter.kernels` with its FLOPs and the bytes it reads and writes (a view moves nothing). Calls are attributed to the layer whose forward is running
-(:meth:`Meter.attribute_layers`: a pre-hook on each decoder layer sets the current layer), else to ``None``.
+:attr:`Meter.kernels` with its FLOPs and the bytes it reads and writes (a view moves nothing). Calls are attributed
+to the layer whose forward is running (:meth:`Meter.attribute_layers`: a pre-hook on each decoder layer sets the
+current layer), else to ``None``.
 """
 
 from __future__ import annotations
