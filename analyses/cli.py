@@ -14,8 +14,12 @@ import probes
 from analyses.cli_checks import (
     check_output_folder,
     check_partial_folder,
+    device_arg,
     int_arg,
+    model_arg,
+    naming,
     seed_arg,
+    text_arg,
     written_atomically,
     written_resumably,
 )
@@ -25,7 +29,6 @@ from analyses.plan.command import add_plan_command, run_plan_command
 from mechprobe import records
 from probes.core.checkpoint_series import checkpoint_series
 from probes.core.errors import ConfigError, MechprobeError
-from probes.core.loading import check_device
 from probes.text.corpora import check_corpus_spec
 from toymodels.errors import TrainingDiverged, TrainingInterrupted
 
@@ -42,7 +45,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _add_device_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--device", default="cpu", metavar="DEV", help="cpu (default), cuda, cuda:1, mps ...")
+    parser.add_argument("--device", type=device_arg, default="cpu", metavar="DEV",
+                        help="cpu (default), cuda, cuda:1, mps ...")
     parser.add_argument("--dtype", choices=["float32", "float16", "bfloat16"],
                         help="weights of pretrained models (default float32; probes accumulate in float64 "
                         "regardless)")
@@ -66,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
         "mass on the token after the earlier copy (induction), on the previous token, and on earlier "
         "copies of the current token (duplicate). Prints the top heads and optionally writes JSON.",
     )
-    heads.add_argument("--model", required=True, metavar="SPEC",
+    heads.add_argument("--model", type=model_arg, required=True, metavar="SPEC",
                        help="packaged name (smollm2-135m, minilm-l6), local checkpoint folder or hub name")
     heads.add_argument("--seq-len", type=int_arg, default=50, metavar="N",
                        help="length of the repeated block (default 50)")
@@ -88,23 +92,23 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train the toy models of the three papers, run the same probes on pretrained models over a "
         "real corpus with gensim LDA topics, and write report.md, a self-contained report.html and summary.json.",
     )
-    report.add_argument("--model", dest="models", action="append", metavar="SPEC",
+    report.add_argument("--model", dest="models", type=model_arg, action="append", metavar="SPEC",
                         help="pretrained model (repeatable; default: smollm2-135m and minilm-l6)")
-    report.add_argument("--corpus", metavar="SPEC",
+    report.add_argument("--corpus", type=text_arg, metavar="SPEC",
                         help="wikipedia-excerpt (default, offline), wikitext-2[:split], wikitext-103[:split], "
                         "hf:NAME[:CONFIG][:SPLIT] (any Hugging Face dataset, streamed), a .txt/.jsonl/.parquet/"
                         "WikiText "
                         "file or a folder of .txt files")
-    report.add_argument("--text-column", metavar="NAME",
+    report.add_argument("--text-column", type=text_arg, metavar="NAME",
                         help="column holding the text in hf: datasets and .jsonl/.parquet files (default text)")
     report.add_argument("--fast", action="store_true",
                         help="less text: 2,000 paragraphs and 8 batches per model (the head ablations, most of "
                              "the time on a decoder, stay the same)")
-    report.add_argument("--toy-preset", metavar="P", help="preset of the toy models (default fast)")
+    report.add_argument("--toy-preset", type=text_arg, metavar="P", help="preset of the toy models (default fast)")
     report.add_argument("--toy-seeds", type=int_arg, metavar="N",
                         help="seeds each toy's findings are judged over (default 5; the full toy run is on the first)")
     report.add_argument("--no-toys", action="store_true", help="skip the toy models")
-    report.add_argument("--series", action="append", metavar="SERIES",
+    report.add_argument("--series", type=text_arg, action="append", metavar="SERIES",
                         help="a checkpoint series (any mechprobe dynamics --model spec: hub revisions, a train-lm "
                         "folder, the induction toy's OUT/series) measured by mechprobe dynamics into a Dynamics "
                         "section (repeatable; none: no section)")
@@ -118,7 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--control", action=argparse.BooleanOptionalAction, default=None,
                         help="probe each pretrained model's random-weight control (same architecture, built from its "
                         "config) on the same batches and show it beside the model (default: on)")
-    report.add_argument("--config", metavar="FILE.toml",
+    report.add_argument("--config", type=text_arg, metavar="FILE.toml",
                         help="settings from a TOML file (tables are sections: [topics], [pretrained]); flags and --set "
                         "win over it")
     report.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
@@ -144,7 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
         "what the current token alone predicts), for the model and its random-weight control. "
         "Writes OUT/summary.json, OUT/result/ and OUT/control/.",
     )
-    linear.add_argument("--model", required=True, metavar="SPEC",
+    linear.add_argument("--model", type=model_arg, required=True, metavar="SPEC",
                         help="packaged name, checkpoint folder, hub name, or a toy run folder "
                         "(mechprobe toy ... --out)")
     linear.add_argument("--target", required=True, choices=["parent", "topic", "next"],
@@ -164,7 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
         "with as many heads in each layer (the null), for the model and its random-weight control. --top heads are "
         "chosen on the even batches and ablated on the odd ones. Prints a table and writes OUT/ablation.json.",
     )
-    ablate.add_argument("--model", required=True, metavar="SPEC",
+    ablate.add_argument("--model", type=model_arg, required=True, metavar="SPEC",
                         help="packaged name (smollm2-135m), local checkpoint folder or hub name")
     chosen = ablate.add_mutually_exclusive_group(required=True)
     chosen.add_argument("--heads", metavar="L.H,...", help="heads to ablate, e.g. 17.3,18.6")
@@ -196,7 +200,8 @@ def build_parser() -> argparse.ArgumentParser:
                          description="Train the toy model of one paper and write summary.json and figures.")
     toy.add_argument("experiment", choices=sorted(TOY_EXPERIMENTS),
                      help="topic (Li et al. 2023), scansnap (Tian et al. 2023), induction (Chen et al. 2024)")
-    toy.add_argument("--preset", default="fast", help="configuration preset (default fast); see --list-presets")
+    toy.add_argument("--preset", type=text_arg, default="fast",
+                     help="configuration preset (default fast); see --list-presets")
     toy.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                      help="override one field of the preset's config (repeatable)")
     toy.add_argument("--out", metavar="DIR", help="output folder, written whole when the run is done; until then the "
@@ -207,7 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
                      "first)")
     toy.add_argument("--list-presets", action="store_true", help="print the presets and their settings, then exit")
     toy.add_argument("--no-progress", action="store_true", help="hide the progress bars")
-    toy.add_argument("--device", metavar="DEV",
+    toy.add_argument("--device", type=device_arg, metavar="DEV",
                      help="where the toy models train: cpu (default), cuda, cuda:1, mps ... (same as --set device=DEV)")
     toy.add_argument("--dtype", help=argparse.SUPPRESS)  # accepted only to say why it does not apply
     # --debug also after the command name
@@ -233,7 +238,6 @@ def _run_toy(args: argparse.Namespace) -> int:
         )
     overrides = list(args.overrides)
     if args.device is not None:
-        check_device(args.device)
         if any(o.partition("=")[0].strip() == "device" for o in overrides):
             raise ConfigError("--device and --set device=... both set the device; give only one of them.")
         overrides.append(f"device={args.device}")
@@ -286,7 +290,6 @@ def _run_linear(args: argparse.Namespace) -> int:
     if toy and args.dtype is not None:
         raise ConfigError(f"--dtype does not apply to a toy folder ({args.model}: its model is float32, as trained); "
                           f"drop --dtype.")
-    check_device(args.device)
     out = check_output_folder("--out", args.out, earlier_output=lambda folder: (folder / "summary.json").is_file()
                               and (folder / "result").is_dir())
     with written_atomically(out) as tmp:
@@ -309,7 +312,6 @@ def _run_ablate(args: argparse.Namespace) -> int:
         method=args.method, heads=None if args.heads is None else tuple(parse_heads(args.heads)),
         top=None if args.top is None else parse_top(args.top), seq_len=args.seq_len, batches=args.batches,
         batch_size=args.batch_size, n_draws=args.draws, seed=args.seed, max_rows=args.max_rows)
-    check_device(args.device)
     out = check_output_folder("--out", args.out, earlier_output=lambda folder: (folder / RESULT_FILE).is_file())
     with written_atomically(out) as tmp:
         run_ablate(args.model, settings, out=tmp, control=args.control, device=args.device,
@@ -328,21 +330,28 @@ def report_config(args: argparse.Namespace):
     then ``--config FILE.toml``, then the flags given, then ``--set`` (each validated)."""
     import dataclasses
 
-    from analyses.config_overrides import apply_overrides, toml_assignments
+    from analyses.config_overrides import apply_overrides, refuse_flag_and_set, toml_assignments
     from analyses.report.config import ReportConfig
 
     config = ReportConfig.fast() if args.fast else ReportConfig()
     if args.config:
         config = apply_overrides(config, toml_assignments(args.config), flag=f"--config {args.config}:")
-    flags = [f"{key}={value}" for key, value in (
-        ("corpus", args.corpus), ("text_column", args.text_column), ("toy_preset", args.toy_preset),
-        ("toy_seeds", args.toy_seeds),
-        ("seed", args.seed), ("topics.seed", args.seed), ("pretrained.seed", args.seed),
-        ("pretrained.seq_len", args.seq_len), ("pretrained.batch_size", args.batch_size),
-        ("pretrained.max_batches", args.max_batches), ("pretrained.control", args.control),
+    given = [(key, value, flag) for key, value, flag in (
+        ("corpus", args.corpus, "--corpus"), ("text_column", args.text_column, "--text-column"),
+        ("toy_preset", args.toy_preset, "--toy-preset"), ("toy_seeds", args.toy_seeds, "--toy-seeds"),
+        ("seed", args.seed, "--seed"), ("topics.seed", args.seed, "--seed"), ("pretrained.seed", args.seed, "--seed"),
+        ("pretrained.seq_len", args.seq_len, "--seq-len"), ("pretrained.batch_size", args.batch_size, "--batch-size"),
+        ("pretrained.max_batches", args.max_batches, "--max-batches"),
+        ("pretrained.control", args.control, "--control/--no-control"), ("dtype", args.dtype, "--dtype"),
+        ("models", args.models, "--model"), ("toys", args.no_toys or None, "--no-toys"),
+        ("series", args.series, "--series"),
     ) if value is not None]
-    flags += [f"device={args.device}"] + ([f"dtype={args.dtype}"] if args.dtype else [])
-    config = apply_overrides(config, flags, flag="flag")
+    refuse_flag_and_set({key: flag for key, _, flag in given}, args.overrides)
+    for key, value, flag in given:
+        if key not in ("models", "toys", "series"):
+            with naming(flag):
+                config = apply_overrides(config, [f"{key}={value}"], flag=flag)
+    config = apply_overrides(config, [f"device={args.device}"], flag="--device")
     if args.models:
         config = dataclasses.replace(config, models=tuple(args.models))
     if args.no_toys:
@@ -364,24 +373,24 @@ def _run_report(args: argparse.Namespace) -> int:
         raise ConfigError("mechprobe report needs --out DIR (the folder the report is written to).")
     # Everything that can be checked without loading a model or reading text is checked first.
     check_output_folder("--out", args.out, earlier_output=_is_report_folder, make_parents=False)
-    check_device(args.device)
     for flag, value, low in (("--batch-size", args.batch_size, 1), ("--max-batches", args.max_batches, 4),
                              ("--seq-len", args.seq_len, 2)):
         if value is not None and value < low:
             why = " (two halves of 2: one picks the best head, the other measures it)" if low == 4 else ""
             raise ConfigError(f"{flag} must be >= {low}{why}; got {value}.")
     config = report_config(args)
-    check_corpus_spec(config.corpus, config.text_column)
-    if config.toys:
-        for name in config.toys:
-            presets = toy_experiment(name).PRESETS
-            if config.toy_preset not in presets:
-                raise ConfigError(
-                    f"--toy-preset {config.toy_preset!r}: the {name} toy has no such preset; choose from "
-                    f"{', '.join(presets)} (or pass --no-toys)."
-                )
+    with naming("--corpus" if args.corpus is not None else "the corpus setting"):
+        check_corpus_spec(config.corpus, config.text_column)
+    for name in config.toys or TOY_EXPERIMENTS:  # a preset set for toys that do not run is still checked
+        presets = toy_experiment(name).PRESETS
+        if config.toy_preset not in presets:
+            raise ConfigError(
+                f"--toy-preset {config.toy_preset!r}: the {name} toy has no such preset; choose from "
+                f"{', '.join(presets)}."
+            )
     for spec in config.series:
-        checkpoint_series(spec)  # a malformed series spec fails before any slow work
+        with naming("--series"):
+            checkpoint_series(spec)  # a malformed series spec fails before any slow work
     path = run_report(config, args.out, progress=not args.no_progress)
     print(f"report written: {path} (also report.md and summary.json in {path.parent})")
     return 0

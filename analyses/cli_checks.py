@@ -8,24 +8,36 @@ Example: ``parser.add_argument("--seed", type=seed_arg, default=0)``;
 ``check_output_folder("--out", Path(args.out), earlier_output=lambda p: (p / "ablation.json").is_file())``.
 A command that resumes after a kill (``mechprobe toy``) works in ``OUT.partial`` instead of a temporary folder
 (:func:`partial_folder`, :func:`written_resumably`); the same rename puts it at ``OUT`` when it is done.
+
+The benchmark scripts take the same entry: :class:`ScriptParser` (a usage error is one line, exit 2), the typed
+flags :func:`count_arg`, :func:`number_arg` and :func:`list_arg` (each value checked as it is parsed), the
+output checks above and :func:`check_output_file`, and :func:`script_main` (a mechprobe error or an OSError during
+the run is one line, exit 2). Example::
+
+    parser = ScriptParser(description="...")
+    parser.add_argument("--repeats", type=count_arg(1), default=3)
+    parser.add_argument("--budget", type=number_arg(0, above=True), default=480.0)
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import re
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any, NoReturn, TypeVar
 
 import torch
 
 from mechprobe import validation
 from probes import ModelInfo, head_pattern, repeated_random_tokens
 from probes.core.atomic import atomic_directory, replace_directory
-from probes.core.errors import ConfigError, InputError
+from probes.core.errors import ConfigError, InputError, MechprobeError
 
 _PARAMETRISED = re.compile(r"[a-z_]+:(-?\d+)")
 
@@ -50,6 +62,129 @@ def seed_arg(text: str) -> int:
         return validation.seed("seed", value)
     except ConfigError as error:
         raise argparse.ArgumentTypeError(str(error).rstrip(".")) from None
+
+
+def count_arg(minimum: int = 1) -> Callable[[str], int]:
+    """argparse type of an integer flag of at least ``minimum`` (a count, a size, a number of threads)."""
+
+    def count(text: str) -> int:
+        value = int_arg(text)
+        try:
+            return validation.integer("value", value, minimum)
+        except ConfigError:
+            raise argparse.ArgumentTypeError(f"{text} is below {minimum}; give an integer >= {minimum}") from None
+
+    count.__name__ = "int"  # what argparse names in "invalid int value: ..."
+    return count
+
+
+def number_arg(minimum: float = 0.0, *, positive: bool = False, maximum: float | None = None
+               ) -> Callable[[str], float]:
+    """argparse type of a finite number of at least ``minimum`` (``positive``: more than 0), at most ``maximum``."""
+
+    def number(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid number: {text!r}") from None
+        try:
+            validation.positive("value", value) if positive else validation.at_least("value", value, minimum)
+            if maximum is not None and value > maximum:
+                raise ConfigError("above the maximum")
+        except ConfigError:
+            bound = "> 0" if positive else f">= {minimum:g}"
+            bound += "" if maximum is None else f" and <= {maximum:g}"
+            raise argparse.ArgumentTypeError(f"{text} is not a finite number {bound}; give one such as "
+                                              f"{maximum if maximum is not None else max(minimum, 0) + 1:g}") from None
+        return value
+
+    number.__name__ = "float"
+    return number
+
+
+T = TypeVar("T")
+
+
+def list_arg(item: Callable[[str], T]) -> Callable[[str], list[T]]:
+    """argparse type of a comma-separated list of ``item`` values: at least one, none of them empty."""
+
+    def items(text: str) -> list[T]:
+        parts = text.split(",")
+        if not text.strip() or any(not part.strip() for part in parts):
+            raise argparse.ArgumentTypeError(f"{text!r} has an empty item; give values separated by single commas, "
+                                              f"e.g. 1,2")
+        return [item(part.strip()) for part in parts]
+
+    items.__name__ = "list"
+    return items
+
+
+class ScriptParser(argparse.ArgumentParser):
+    """argparse for the benchmark scripts: a usage error is one line ``PROG: error: ... See PROG --help.`` on
+    stderr and exit 2 (as ``mechprobe``'s)."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"{self.prog}: error: {message}. See {self.prog} --help.", file=sys.stderr)
+        raise SystemExit(2)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def script_main(main: F) -> F:
+    """A benchmark script's ``main``: a mechprobe error or an OSError it raises is one ``PROG: error: ...`` line on
+    stderr and exit 2 (the checks of its flags come first; this is what a late failure prints)."""
+
+    @functools.wraps(main)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return main(*args, **kwargs)
+        except (MechprobeError, OSError) as error:
+            print(f"{Path(sys.argv[0]).name}: error: {' '.join(str(error).split())}", file=sys.stderr)
+            raise SystemExit(2) from None
+
+    return run  # type: ignore[return-value]
+
+
+def text_arg(text: str) -> str:
+    """argparse type of a flag that names something (a corpus, a preset, a series, a file): not empty text."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("the value is empty; give one (see --help)")
+    return text
+
+
+def device_arg(text: str) -> str:
+    """argparse type of every ``--device``: a torch device that exists on this machine (``check_device``)."""
+    from probes.core.loading import check_device
+
+    try:
+        check_device(text)
+    except ConfigError as error:
+        raise argparse.ArgumentTypeError(str(error).rstrip(".")) from None
+    return text
+
+
+def model_arg(text: str) -> str:
+    """argparse type of a ``--model`` that names one model: not empty, not a path that is not there."""
+    try:
+        return check_model_spec("the model", text)
+    except InputError as error:
+        raise argparse.ArgumentTypeError(str(error).rstrip(".")) from None
+
+
+@contextlib.contextmanager
+def naming(flag: str) -> Iterator[None]:
+    """The checks in the block name ``flag`` in their error (prefixed to the message unless it names it already)."""
+    try:
+        yield
+    except MechprobeError as error:
+        if flag in str(error):
+            raise
+        try:
+            renamed = type(error)(f"{flag}: {error}")
+        except TypeError:
+            renamed = ConfigError(f"{flag}: {error}")
+        raise renamed from None
 
 
 def check_pattern_name(flag: str, spec: str) -> None:
@@ -115,6 +250,41 @@ def check_output_folder(flag: str, out: str, *, earlier_output: Callable[[Path],
     if path.is_dir() and any(path.iterdir()) and not earlier_output(path):
         raise InputError(f"{flag} {out} is a folder that holds other files; give a new or empty folder (nothing of "
                          f"yours is overwritten).")
+    return path
+
+
+def check_model_spec(flag: str, spec: str) -> str:
+    """``spec`` names a model that may load: a packaged name, a path that exists, or a hub name (not empty text,
+    not a path that is not there); checked before any work, the rest where the model loads."""
+    from probes.core.loading import PACKAGED_MODELS
+
+    if not spec.strip():
+        raise InputError(f"{flag} is empty; give a packaged name ({', '.join(PACKAGED_MODELS)}), a checkpoint folder "
+                         f"or a Hugging Face hub name.")
+    path = Path(spec).expanduser()
+    if spec not in PACKAGED_MODELS and not path.exists() and (path.is_absolute() or spec.startswith((".", "~"))
+                                                              or spec.count("/") > 1):
+        raise InputError(f"{flag} {spec}: no such file or folder; give a checkpoint folder that exists, a packaged "
+                         f"name ({', '.join(PACKAGED_MODELS)}) or a Hugging Face hub name.")
+    return spec
+
+
+def check_output_file(flag: str, out: str) -> Path:
+    """``out`` as a file this command may write (it is replaced if it exists): not empty text, not a folder, in a
+    folder that exists or can be made (not under a file) and is writable. Checked before any work."""
+    if not out.strip():
+        raise InputError(f"{flag} is empty; give a file path such as runs/out.json.")
+    path = Path(out)
+    if path.is_dir() or path.resolve() in (Path.cwd(), *Path.cwd().parents):
+        raise InputError(f"{flag} {out} is a folder; give a file path such as {path / 'out.json'}.")
+    existing = _nearest_existing(path.resolve().parent)
+    if not existing.is_dir():
+        raise InputError(f"{flag} {out}: {existing} is a file, not a folder; give a path in a folder.")
+    try:
+        tempfile.TemporaryDirectory(dir=existing).cleanup()
+    except OSError as error:
+        raise InputError(f"{flag} {out}: cannot write in {existing} ({error.strerror}); choose another {flag}."
+                         ) from None
     return path
 
 

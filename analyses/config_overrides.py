@@ -45,7 +45,7 @@ def _describe(annotation: Any) -> str:
     if origin in (tuple, list):
         item = args[0] if args else str
         return "comma-separated " + {int: "integers", float: "numbers", bool: "booleans"}.get(item, "values")
-    return {bool: "a boolean (true/false)", int: "an integer", float: "a number", str: "text"}.get(
+    return {bool: "a boolean (true/false)", int: "an integer", float: "a number", str: "non-empty text"}.get(
         annotation, str(annotation))
 
 
@@ -94,6 +94,8 @@ def _parse(text: str, annotation: Any) -> Any:
             raise ValueError(text)
         return value
     if annotation is str:
+        if not text.strip():
+            raise ValueError(text)  # an empty name, path or spec is never a setting's value
         return text
     raise TypeError(annotation)
 
@@ -191,6 +193,15 @@ def refuse_unused(unused: Mapping[str, str], assignments: Sequence[str], *, wher
         for name, why in unused.items():
             if key == name or key.startswith(name + "."):
                 raise ConfigError(f"{flag} {key}: {where} does not use {name} ({why}); drop the setting.")
+
+
+def refuse_flag_and_set(flags: Mapping[str, str], assignments: Sequence[str], *, flag: str = "--set") -> None:
+    """Refuse a ``key=value`` of ``assignments`` that sets what an explicit flag set too (``flags``: setting -> the
+    flag given), by name: one of the two would silently win."""
+    for assignment in assignments:
+        key = assignment.partition("=")[0].strip()
+        if key in flags:
+            raise ConfigError(f"{flags[key]} and {flag} {key}=... both set {key}; give only one of them.")
 
 
 def config_sections(kind: type) -> dict[str, type]:

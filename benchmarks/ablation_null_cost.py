@@ -9,7 +9,9 @@ Two fresh processes, so each peak memory is its own (``ru_maxrss`` of the proces
    :func:`probes.causal.ablation_sums` with the measured heads and ``--draws`` random head sets matched by layer.
 
 Printed: both times, the ratio of (2) to one bare forward over the batches (and per head set), both peaks and their
-ratio, and the route the ablation took. The issue's targets: the 200-draw null at most 20x one forward, peak memory
+ratio, and the route the ablation took; with ``--count``, a third run of both counted instead of timed: FLOPs
+(``FlopCounterMode``) and aten operator calls (on a GPU each is a launch, about 5 microseconds) of (2) against the
+bare forwards. The issue's targets: the 200-draw null at most 20x one forward, peak memory
 within 1.5x of the probe suite's. Run::
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/ablation_null_cost.py --draws 200 --batches 2 --batch-size 4 \
@@ -26,8 +28,12 @@ import sys
 import time
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import FlopCounterMode
 
 import probes
+from analyses.ablate import parse_heads
+from analyses.cli_checks import ScriptParser, check_model_spec, check_output_file, count_arg, device_arg, script_main
 from probes.causal import AblationPlan, ablation_sums, head_output_means, repeated_half
 from probes.causal.pass_size import PASS_BYTES
 
@@ -43,6 +49,26 @@ def _peak_mib(device: str) -> float:
     if device.startswith("cuda"):
         return torch.cuda.max_memory_allocated() / 2**20
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10
+
+
+class OperatorCalls(TorchDispatchMode):
+    """Counts the aten operator calls made inside it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.calls += 1
+        return func(*args, **(kwargs or {}))
+
+
+def counted(run) -> tuple[int, int]:
+    """(FLOPs, aten operator calls) of ``run()``."""
+    calls, flops = OperatorCalls(), FlopCounterMode(display=False)
+    with flops, calls:
+        run()
+    return flops.get_total_flops(), calls.calls
 
 
 def _sync(device: str) -> None:
@@ -104,7 +130,22 @@ def ablation(args) -> dict:
     _sync(args.device)
     null = time.perf_counter() - start
     change = sums.loss_change()[:, 0]
-    return {"bare": bare, "null": null, "bare_peak_mib": bare_peak, "peak_mib": _peak_mib(args.device),
+    counts = {}
+    if args.count:
+        def bare_run() -> None:
+            with torch.inference_mode():
+                for batch in batches:
+                    model(batch.tokens)
+
+        def null_run() -> None:
+            means = head_output_means(model, plan.layers, batches) if args.method == "mean" else None
+            ablation_sums(model, plan, batches, {"repeated_half": repeated_half(args.seq_len)}, means=means,
+                          max_rows=args.max_rows, pass_bytes=args.pass_mib * 2**20, shortcuts=not args.no_shortcuts)
+
+        (bare_flops, bare_calls), (null_flops, null_calls) = counted(bare_run), counted(null_run)
+        counts = {"flops_x": null_flops / bare_flops, "calls_x": null_calls / bare_calls, "bare_flops": bare_flops,
+                  "bare_calls": bare_calls}
+    return {**counts, "bare": bare, "null": null, "bare_peak_mib": bare_peak, "peak_mib": _peak_mib(args.device),
             "change": float(change[0]), "null_q99": float(torch.quantile(change[1:], 0.99)) if args.draws else None,
             "tokens": batches[0].shape[1], "route": ROUTES[-1] if ROUTES else "plain"}
 
@@ -117,26 +158,33 @@ def _child(args, role: str, extra: list[str]) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@script_main
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ScriptParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="smollm2-135m")
-    parser.add_argument("--heads", default="", help="L.H,... (default: the top --k induction heads)")
-    parser.add_argument("--k", type=int, default=5)
+    parser.add_argument("--heads", help="L.H,... (default: the top --k induction heads)")
+    parser.add_argument("--k", type=count_arg(1), default=5)
     parser.add_argument("--method", default="mean", choices=probes.ABLATION_METHODS)
-    parser.add_argument("--draws", type=int, default=200)
-    parser.add_argument("--batches", type=int, default=2)
-    parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--seq-len", type=int, default=50)
-    parser.add_argument("--max-rows", type=int, default=256)
-    parser.add_argument("--pass-mib", type=int, default=PASS_BYTES // 2**20,
+    parser.add_argument("--draws", type=count_arg(0), default=200)
+    parser.add_argument("--batches", type=count_arg(1), default=2)
+    parser.add_argument("--batch-size", type=count_arg(1), default=8)
+    parser.add_argument("--seq-len", type=count_arg(2), default=50)
+    parser.add_argument("--max-rows", type=count_arg(1), default=256)
+    parser.add_argument("--pass-mib", type=count_arg(1), default=PASS_BYTES // 2**20,
                         help="activations one grouped pass may hold (probes.causal.pass_size)")
     parser.add_argument("--no-shortcuts", action="store_true", help="every pass through the whole model, full logits")
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--json", default="", help="also write both processes' measurements to this file")
+    parser.add_argument("--device", type=device_arg, default="cpu")
+    parser.add_argument("--threads", type=count_arg(1), default=1)
+    parser.add_argument("--count", action="store_true",
+                        help="also count FLOPs and aten operator calls of the null and the bare forwards")
+    parser.add_argument("--json", help="also write both processes' measurements to this file")
     parser.add_argument("--role", choices=("suite", "ablation"), help=argparse.SUPPRESS)
     parser.add_argument("--heads-json", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    check_model_spec("--model", args.model)
+    heads = None if args.heads is None else [list(pair) for pair in parse_heads(args.heads)]
+    if args.json is not None:
+        check_output_file("--json", args.json)
     torch.set_num_threads(args.threads)
     if args.role == "suite":
         print(json.dumps(probe_suite(args)))
@@ -145,8 +193,7 @@ def main() -> None:
         print(json.dumps(ablation(args)))
         return
     suite = _child(args, "suite", [])
-    heads = ([[int(v) for v in pair.split(".")] for pair in args.heads.split(",")] if args.heads
-             else suite["top_induction"])
+    heads = heads if heads is not None else suite["top_induction"]
     run = _child(args, "ablation", ["--heads-json", json.dumps(heads)])
     ratio = run["null"] / run["bare"]
     print(f"{args.model} on {args.device} ({args.threads} threads), {args.batches} batches x {args.batch_size} rows x "
@@ -155,12 +202,15 @@ def main() -> None:
     print(f"route: {run['route']}")
     print(f"bare forward: {run['bare']:.2f} s; ablation + null: {run['null']:.2f} s; ratio {ratio:.1f}x "
           f"({ratio / (args.draws + 1):.3f}x per head set)")
+    if "flops_x" in run:
+        print(f"counted: FLOPs {run['flops_x']:.1f}x, aten operator calls {run['calls_x']:.1f}x one bare forward "
+              f"({run['bare_flops'] / 1e9:.1f} GFLOP, {run['bare_calls']} calls); time {ratio:.1f}x")
     print(f"peak memory (fresh processes): ablation {run['peak_mib']:.0f} MiB (after the bare forwards "
           f"{run['bare_peak_mib']:.0f} MiB); probe suite (head_scores, {suite['seconds']:.1f} s) "
           f"{suite['peak_mib']:.0f} MiB; ratio {run['peak_mib'] / suite['peak_mib']:.2f}x")
     q99 = run["null_q99"]
     print(f"loss change of the heads {run['change']:+.3f}; null q99 {q99 if q99 is None else f'{q99:+.3f}'}")
-    if args.json:
+    if args.json is not None:
         with open(args.json, "w", encoding="utf-8") as handle:
             json.dump({"suite": suite, "ablation": run, "heads": heads, "draws": args.draws, "x_bare_forward": ratio,
                        "peak_x_suite": run["peak_mib"] / suite["peak_mib"]}, handle, indent=1)

@@ -10,7 +10,6 @@ are timed round robin after one warm-up call of ours; the medians are compared.
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import time
@@ -22,6 +21,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch
 
 import probes
+from analyses.cli_checks import ScriptParser, count_arg, script_main
 from probes.text.cooccurrence import count_cooccurrence
 from probes.text.corpora import iter_documents
 
@@ -40,12 +40,13 @@ def python_count(rows: list[list[int]], tracked: set[int]) -> Counter:
     return counts
 
 
+@script_main
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--windows", type=int, default=400)
-    parser.add_argument("--seq-len", type=int, default=128)
-    parser.add_argument("--top-k", type=int, default=200)
-    parser.add_argument("--repeats", type=int, default=5, help="timed repeats of each route (median reported)")
+    parser = ScriptParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--windows", type=count_arg(1), default=400)
+    parser.add_argument("--seq-len", type=count_arg(1), default=128)
+    parser.add_argument("--top-k", type=count_arg(1), default=200)
+    parser.add_argument("--repeats", type=count_arg(1), default=5, help="timed repeats of each route (median reported)")
     args = parser.parse_args()
     tokenizer = probes.load_model("minilm-l6").tokenizer
     corpus = WIKITEXT if WIKITEXT.is_file() else "wikipedia-excerpt"

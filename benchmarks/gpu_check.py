@@ -51,6 +51,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from analyses.cli_checks import (
+    ScriptParser,
+    check_output_file,
+    check_output_folder,
+    naming,
+    number_arg,
+    script_main,
+)
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGED = ("smollm2-135m", "minilm-l6")
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt", ".pth")
@@ -304,10 +313,11 @@ def child_env(configs: Path | None, work: Path) -> dict[str, str]:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line (see the module docstring)."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = ScriptParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", default="cuda", help="cuda (default), cuda:N, or cpu to test this script")
     parser.add_argument("--quick", action="store_true", help="shrink every part (a few minutes on a 2-core CPU)")
-    parser.add_argument("--budget", type=float, default=480.0, help="seconds for all parts together (default 480)")
+    parser.add_argument("--budget", type=number_arg(positive=True), default=480.0,
+                        help="seconds for all parts together (default 480)")
     parser.add_argument("--configs", type=Path, help="packed configs and tokenizers (--pack-configs) used as the "
                         "mechprobe cache where the packaged weights are absent")
     parser.add_argument("--work", type=Path, default=Path("gpu_check_work"), help="the parts' logs and outputs")
@@ -317,14 +327,40 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+WORK_MARK = ".gpu_check_work"  # in --work: this script made the folder (a later run may replace it)
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """Every flag checked before any part runs or anything is written (one line and exit 2 otherwise): the device,
+    --configs, and --work and --out as places this script may write (--work new, empty or an earlier run's)."""
+    from probes.core.errors import InputError
+    from probes.core.loading import check_device
+
+    if args.pack_configs:
+        check_output_folder("--pack-configs", str(args.pack_configs),
+                            earlier_output=lambda folder: (folder / "models").is_dir())
+        return
+    with naming("--device"):
+        check_device(args.device)
+    if args.configs is not None and not (args.configs / "models").is_dir():
+        raise InputError(f"--configs {args.configs} holds no models/ folder; write it with --pack-configs "
+                         f"{args.configs}.")
+    check_output_folder("--work", str(args.work), earlier_output=lambda folder: (folder / WORK_MARK).is_file())
+    check_output_file("--out", str(args.out))
+
+
+@script_main
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    check_args(args)
     if args.pack_configs:
         print(f"packed configs and tokenizers in {pack_configs(args.pack_configs)}")
         return 0
     work = args.work.resolve()
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
+    if (work / WORK_MARK).is_file():  # an earlier run's work folder, which this script made: replaced
+        shutil.rmtree(work)
+    work.mkdir(parents=True, exist_ok=True)
+    (work / WORK_MARK).touch()
     env = child_env(args.configs, work)
     meta = {"device": args.device, "quick": args.quick, "budget_s": args.budget, "python": sys.version.split()[0],
             "started": time.strftime("%Y-%m-%d %H:%M:%S"), "work": str(work)}

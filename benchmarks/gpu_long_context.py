@@ -40,6 +40,8 @@ import sys
 import tempfile
 import time
 
+from analyses.cli_checks import ScriptParser, check_output_file, count_arg, device_arg, number_arg, script_main
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 SHAPES = {
@@ -202,23 +204,25 @@ def _ratio(value: float | None, base: float | None) -> str:
     return "-" if value is None or not base else f"{value / base:.2f}x"
 
 
+@script_main
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--dtype", default=None, help="default: bfloat16 on cuda, float32 on cpu")
+    parser = ScriptParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--device", type=device_arg, default="cpu")
+    parser.add_argument("--dtype", default=None, choices=("float32", "float16", "bfloat16"),
+                        help="default: bfloat16 on cuda, float32 on cpu")
     parser.add_argument("--shapes", nargs="+", default=["smollm2"], choices=sorted(SHAPES))
-    parser.add_argument("--lengths", type=int, nargs="+", default=[512, 2048])
-    parser.add_argument("--batch", type=int, default=1)
-    parser.add_argument("--n-layers", type=int, default=None,
+    parser.add_argument("--lengths", type=count_arg(1), nargs="+", default=[512, 2048])
+    parser.add_argument("--batch", type=count_arg(1), default=1)
+    parser.add_argument("--n-layers", type=count_arg(1), default=None,
                         help="layers of every shape in the main table (default: the shape's own count)")
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--layers", type=int, nargs="*", default=[4, 8, 16, 30],
+    parser.add_argument("--repeats", type=count_arg(1), default=3)
+    parser.add_argument("--layers", type=count_arg(1), nargs="*", default=[4, 8, 16, 30],
                         help="layer counts of the SmolLM2 shape for the flat-in-layers check (empty: skip)")
-    parser.add_argument("--layers-length", type=int, default=2048)
+    parser.add_argument("--layers-length", type=count_arg(1), default=2048)
     parser.add_argument("--routes", nargs="+", default=list(ROUTES), choices=ROUTES,
                         help="routes to run (default all; cache runs out of memory first at long lengths)")
-    parser.add_argument("--threads", type=int, default=0, help="torch threads in each child (0 = default)")
-    parser.add_argument("--timeout", type=float, default=None,
+    parser.add_argument("--threads", type=count_arg(0), default=0, help="torch threads in each child (0 = default)")
+    parser.add_argument("--timeout", type=number_arg(positive=True), default=None,
                         help="seconds each measurement's process may take (default: no limit)")
     parser.add_argument("--json", help="also write every measurement to this file (rewritten after each one)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -226,6 +230,8 @@ def main() -> None:
     if args.child:
         print(json.dumps(child(json.loads(args.child))))
         return
+    if args.json is not None:
+        check_output_file("--json", args.json)
     dtype = args.dtype or ("bfloat16" if args.device.startswith("cuda") else "float32")
     common = {"device": args.device, "dtype": dtype, "batch": args.batch, "repeats": args.repeats,
               "threads": args.threads}

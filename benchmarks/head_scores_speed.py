@@ -12,7 +12,6 @@ text (its token count is printed beside ours) and runs its own full cache per ca
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import time
@@ -23,6 +22,7 @@ import torch
 from transformer_lens.head_detector import detect_head
 
 import probes
+from analyses.cli_checks import ScriptParser, check_model_spec, count_arg, script_main
 
 
 def timed(fn) -> float:
@@ -31,17 +31,19 @@ def timed(fn) -> float:
     return time.perf_counter() - start
 
 
+@script_main
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = ScriptParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", default="smollm2-135m")
-    parser.add_argument("--seq-len", type=int, default=50)
-    parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--batches", type=int, default=2)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--detect-sequences", type=int, default=4,
+    parser.add_argument("--seq-len", type=count_arg(2), default=50)
+    parser.add_argument("--batch-size", type=count_arg(1), default=8)
+    parser.add_argument("--batches", type=count_arg(1), default=2)
+    parser.add_argument("--repeats", type=count_arg(1), default=3)
+    parser.add_argument("--detect-sequences", type=count_arg(1), default=4,
                         help="sequences given to detect_head (its time is scaled to all sequences)")
-    parser.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch's default)")
+    parser.add_argument("--threads", type=count_arg(0), default=0, help="torch threads (0 = torch's default)")
     args = parser.parse_args()
+    check_model_spec("--model", args.model)
     if args.threads:
         torch.set_num_threads(args.threads)
 

@@ -12,11 +12,11 @@ a message when the file is absent). Reading the corpus, the fit (tokenizing, dic
 
 from __future__ import annotations
 
-import argparse
 import logging
 import time
 from pathlib import Path
 
+from analyses.cli_checks import ScriptParser, count_arg, script_main
 from probes.text.corpora import iter_documents
 from probes.text.topics import LdaTopicConfig, assign_word_topics, fit_lda_topics
 
@@ -38,9 +38,10 @@ def measure(name: str, spec: object, max_documents: int | None, config: LdaTopic
           f"{fit_s:>7.2f} {assign_s:>8.3f} {len(words):>12}")
 
 
+@script_main
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--max-documents", type=int, default=4000, help="paragraphs of the embedded corpus")
+    parser = ScriptParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--max-documents", type=count_arg(1), default=4000, help="paragraphs of the embedded corpus")
     args = parser.parse_args()
     logging.getLogger("gensim").setLevel(logging.WARNING)
     config = LdaTopicConfig()

@@ -21,6 +21,8 @@ import subprocess
 import sys
 import time
 
+from analyses.cli_checks import ScriptParser, check_model_spec, count_arg, list_arg, script_main
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
@@ -62,21 +64,23 @@ def child(model_name: str, n_batches: int, max_examples: int) -> None:
                       "accuracy_1_best": float(result.accuracy["1"].max())}))
 
 
+@script_main
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ScriptParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="minilm-l6")
-    parser.add_argument("--base-batches", type=int, default=2, help="batches of 8 x 128 tokens at 1x")
-    parser.add_argument("--scales", default="1,2,4,8,16")
-    parser.add_argument("--max-examples", type=int, default=2000)
+    parser.add_argument("--base-batches", type=count_arg(1), default=2, help="batches of 8 x 128 tokens at 1x")
+    parser.add_argument("--scales", type=list_arg(count_arg(1)), default=[1, 2, 4, 8, 16])
+    parser.add_argument("--max-examples", type=count_arg(1), default=2000)
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    check_model_spec("--model", args.model)
     if args.child is not None:
         child(args.model, args.child, args.max_examples)
         return
     print("| corpus | batches | labelled seen | kept | reservoir MiB | keep-all MiB | peak RSS loaded / streamed / "
           "fitted MiB | stream s | fit s |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |")
-    for scale in (int(s) for s in args.scales.split(",")):
+    for scale in args.scales:
         n = scale * args.base_batches
         out = subprocess.run([sys.executable, __file__, "--model", args.model, "--max-examples", str(args.max_examples),
                               "--child", str(n)], check=True, capture_output=True, text=True).stdout

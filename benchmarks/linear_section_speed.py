@@ -18,7 +18,6 @@ Prints one JSON line per part and a total; ``section_s`` is what ``timings.json`
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
@@ -26,14 +25,22 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from analyses.cli_checks import ScriptParser, check_model_spec, list_arg, script_main
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
+@script_main
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = ScriptParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--report", default="runs/baseline", help="a finished report folder (topics/, toy/)")
-    parser.add_argument("--models", default="smollm2-135m,minilm-l6")
+    parser.add_argument("--models", type=list_arg(str), default=["smollm2-135m", "minilm-l6"])
     args = parser.parse_args()
+    if not Path(args.report).is_dir():
+        parser.error(f"--report {args.report!r} is not a folder; give a finished report folder (mechprobe report "
+                     f"--out DIR)")
+    for spec in args.models:
+        check_model_spec("--models", spec)
 
     import torch
 
@@ -47,7 +54,7 @@ def main() -> None:
     config = ReportConfig()
     report = Path(args.report)
     start = time.perf_counter()
-    models = {spec: load_model(spec) for spec in args.models.split(",") if spec}
+    models = {spec: load_model(spec) for spec in args.models}
     documents = list(iter_documents(config.corpus, unit="paragraph", min_chars=config.min_chars,
                                     text_column=config.text_column, max_documents=config.max_documents))
     if (report / "topics" / "topic_config.json").is_file():

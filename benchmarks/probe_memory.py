@@ -21,6 +21,8 @@ import subprocess
 import sys
 import time
 
+from analyses.cli_checks import ScriptParser, count_arg, script_main
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
@@ -66,12 +68,13 @@ def child(n_batches: int, seq_len: int, batch_size: int) -> None:
                       "peak_mib": peak_mib(), "seconds": time.perf_counter() - start}))
 
 
+@script_main
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--base-batches", type=int, default=2, help="batches of the 1x corpus")
-    parser.add_argument("--factors", type=int, nargs="+", default=[1, 4, 16])
-    parser.add_argument("--seq-len", type=int, default=128)
-    parser.add_argument("--batch-size", type=int, default=8)
+    parser = ScriptParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--base-batches", type=count_arg(1), default=2, help="batches of the 1x corpus")
+    parser.add_argument("--factors", type=count_arg(1), nargs="+", default=[1, 4, 16])
+    parser.add_argument("--seq-len", type=count_arg(2), default=128)
+    parser.add_argument("--batch-size", type=count_arg(1), default=8)
     parser.add_argument("--child", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:

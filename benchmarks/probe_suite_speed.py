@@ -19,7 +19,6 @@ by probes.text_token_batches, topic labels from a small gensim LDA). Routes run 
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import statistics
@@ -31,6 +30,7 @@ import torch
 from transformer_lens.head_detector import detect_head
 
 import probes
+from analyses.cli_checks import ScriptParser, check_model_spec, count_arg, script_main
 from probes.text.corpora import iter_documents
 from probes.text.token_topics import token_topic_labels
 from probes.text.topics import LdaTopicConfig, assign_word_topics, fit_lda_topics
@@ -58,19 +58,21 @@ def frequent_labelled_tokens(batches: list[probes.TokenBatch], labels: torch.Ten
     return sorted(int(t) for t in counts.topk(min(k, int((counts > 0).sum()))).indices)
 
 
+@script_main
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = ScriptParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", default="minilm-l6", help="minilm-l6 or smollm2-135m (any probes.load_model spec)")
-    parser.add_argument("--seq-len", type=int, default=128)
-    parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--batches", type=int, default=2)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--lda-documents", type=int, default=600, help="paragraphs the small LDA is fitted on")
-    parser.add_argument("--pair-tokens", type=int, default=100)
-    parser.add_argument("--detect-sequences", type=int, default=1,
+    parser.add_argument("--seq-len", type=count_arg(2), default=128)
+    parser.add_argument("--batch-size", type=count_arg(1), default=8)
+    parser.add_argument("--batches", type=count_arg(1), default=2)
+    parser.add_argument("--repeats", type=count_arg(1), default=3)
+    parser.add_argument("--lda-documents", type=count_arg(1), default=600, help="paragraphs the small LDA is fitted on")
+    parser.add_argument("--pair-tokens", type=count_arg(1), default=100)
+    parser.add_argument("--detect-sequences", type=count_arg(1), default=1,
                         help="sequences given to detect_head (its time is scaled to all sequences)")
-    parser.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch's default)")
+    parser.add_argument("--threads", type=count_arg(0), default=0, help="torch threads (0 = torch's default)")
     args = parser.parse_args()
+    check_model_spec("--model", args.model)
     logging.getLogger("gensim").setLevel(logging.WARNING)
     if args.threads:
         torch.set_num_threads(args.threads)

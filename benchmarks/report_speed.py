@@ -17,23 +17,21 @@ the cores.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from analyses.cli_checks import ScriptParser, check_output_folder, script_main
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def run_report(code: Path, out: Path) -> dict[str, float]:
     """One default report of the code in ``code``: timings.json's parts, the wall time and the peak RSS."""
-    if out.exists():
-        shutil.rmtree(out)
     env = {**os.environ, "PYTHONPATH": str(code), "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     command = ["/usr/bin/time", "-f", "%e %M", sys.executable, "-c",
                "import sys; from analyses.cli import main; sys.exit(main(sys.argv[1:]))",
@@ -46,14 +44,21 @@ def run_report(code: Path, out: Path) -> dict[str, float]:
     return {**parts, "wall_s": float(wall), "peak_rss_mib": int(peak_kib) / 1024}
 
 
+@script_main
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = ScriptParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--baseline", required=True, help="the older commit (e.g. 9dc0f1d)")
     parser.add_argument("--out", default="runs/report_speed", help="where the two reports go")
     parser.add_argument("--order", choices=["old-first", "new-first"], default="old-first")
     args = parser.parse_args()
-
-    out = Path(args.out).resolve()
+    known = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{args.baseline}^{{commit}}"], cwd=ROOT,
+                           capture_output=True, text=True)
+    if not args.baseline.strip() or known.returncode != 0:
+        parser.error(f"--baseline {args.baseline!r} names no commit of {ROOT}; give one such as 9dc0f1d")
+    # An earlier run of this script (before/ and now/, each a report that `mechprobe report` replaces when the new
+    # one is complete) may be reused; any other folder with files is refused: nothing of the user's is removed.
+    out = check_output_folder("--out", args.out, earlier_output=lambda folder: {p.name for p in folder.iterdir()}
+                              <= {"before", "now"}).resolve()
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as scratch:
         worktree = Path(scratch) / "baseline"

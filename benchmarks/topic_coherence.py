@@ -26,7 +26,6 @@ and other held-out windows.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import logging
 import random
@@ -37,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from analyses.cli_checks import ScriptParser, count_arg, script_main, seed_arg
 from probes.text.corpora import Document, iter_documents
 from probes.text.topic_coherence import held_out_split, npmi_per_topic
 from probes.text.topics import (
@@ -233,10 +233,12 @@ def print_generic_words(documents: list[Document]) -> None:
     print(", ".join(f"{w} {f:.2f}" for f, w in rows))
 
 
+@script_main
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--max-documents", type=int, default=None, help="paragraphs of the corpus (default: all)")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds (held-out draw and LDA)")
+    parser = ScriptParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--max-documents", type=count_arg(1), default=None,
+                        help="paragraphs of the corpus (default: all)")
+    parser.add_argument("--seeds", type=seed_arg, nargs="+", default=[0, 1, 2], help="seeds (held-out draw and LDA)")
     parser.add_argument("--generic-words", action="store_true", help="print GENERIC_WORDS' article fractions and exit")
     args = parser.parse_args()
     logging.getLogger("gensim").setLevel(logging.WARNING)

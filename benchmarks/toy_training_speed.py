@@ -25,7 +25,6 @@ step's one-off allocations excluded).
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import statistics
 import subprocess
@@ -36,6 +35,7 @@ from pathlib import Path
 
 import torch
 
+from analyses.cli_checks import ScriptParser, count_arg, script_main
 from analyses.induction.experiment import PRESETS as INDUCTION_PRESETS
 from analyses.scansnap.config import PRESETS as SCANSNAP_PRESETS
 from analyses.topic.experiment import PRESETS as TOPIC_PRESETS
@@ -177,15 +177,17 @@ def topic(steps: int, batch_size: int) -> dict[str, float]:
     return {"data s": data_s, "documents": config.data.n_documents, "sequences/s": clock.rate(1) * batch_size}
 
 
+@script_main
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--scansnap-steps", type=int, default=50)
-    parser.add_argument("--induction-steps", type=int, default=4, help="full-batch steps per stage (c, w, a)")
-    parser.add_argument("--full-steps", type=int, default=2, help="full-model full-batch steps per stage")
-    parser.add_argument("--topic-steps", type=int, default=50)
-    parser.add_argument("--topic-batch", type=int, default=40)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--repeats", type=int, default=3, help="fresh-interpreter timings of Scan and Snap (median)")
+    parser = ScriptParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--scansnap-steps", type=count_arg(1), default=50)
+    parser.add_argument("--induction-steps", type=count_arg(1), default=4, help="full-batch steps per stage (c, w, a)")
+    parser.add_argument("--full-steps", type=count_arg(1), default=2, help="full-model full-batch steps per stage")
+    parser.add_argument("--topic-steps", type=count_arg(1), default=50)
+    parser.add_argument("--topic-batch", type=count_arg(1), default=40)
+    parser.add_argument("--threads", type=count_arg(1), default=1)
+    parser.add_argument("--repeats", type=count_arg(1), default=3,
+                        help="fresh-interpreter timings of Scan and Snap (median)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 

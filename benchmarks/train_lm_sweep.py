@@ -18,7 +18,6 @@ training uses ``--threads`` torch threads; the runs are sequential.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -30,6 +29,15 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from analyses.cli_checks import (  # noqa: E402
+    ScriptParser,
+    check_output_folder,
+    count_arg,
+    list_arg,
+    number_arg,
+    script_main,
+    seed_arg,
+)
 from analyses.toy_findings import ToyFinding  # noqa: E402
 from mechprobe import records  # noqa: E402
 from probes.stats.findings import Finding  # noqa: E402
@@ -65,23 +73,26 @@ def _order(events: dict[str, Any]) -> tuple[str, Finding | None]:
     return f"{finding.value:.0f} [{low:.0f}, {high:.0f}] ({finding.verdict})", finding
 
 
+@script_main
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeat", default="0,0.5,1", help="repeat fractions, comma separated")
-    parser.add_argument("--seeds", default="0", help="seeds, comma separated")
-    parser.add_argument("--steps", type=int, default=None, help="optimizer steps (default: train-lm's)")
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--out", type=Path, required=True)
+    parser = ScriptParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=list_arg(number_arg(0, maximum=1)), default=[0.0, 0.5, 1.0],
+                        help="repeat fractions, comma separated")
+    parser.add_argument("--seeds", type=list_arg(seed_arg), default=[0], help="seeds, comma separated")
+    parser.add_argument("--steps", type=count_arg(1), default=None, help="optimizer steps (default: train-lm's)")
+    parser.add_argument("--threads", type=count_arg(1), default=1)
+    parser.add_argument("--out", required=True, help="the sweep's folder (new, empty, or an earlier sweep's to resume)")
     args = parser.parse_args()
-    repeats = [float(r) for r in args.repeat.split(",")]
-    seeds = [int(s) for s in args.seeds.split(",")]
+    out = check_output_folder("--out", args.out, earlier_output=lambda folder: all(
+        p.is_dir() and p.name.startswith("repeat_") for p in folder.iterdir()))
+    repeats, seeds = args.repeat, args.seeds
     rows = ["| repeat | seed | train s (this call) | previous-token event | induction event "
             "| induction first -> peak (chance) | previous-token before induction | loss gain inside induction's |",
             "|" + " --- |" * 8]
     orders: dict[float, list[tuple[int, Finding]]] = {}
     for repeat in repeats:
         for seed in seeds:
-            run = args.out / f"repeat_{repeat:g}" / f"seed_{seed}"
+            run = out / f"repeat_{repeat:g}" / f"seed_{seed}"
             run.parent.mkdir(parents=True, exist_ok=True)
             steps = () if args.steps is None else ("--steps", str(args.steps))
             trained = mechprobe("train-lm", "--out", str(run), "--repeat", str(repeat), "--seed", str(seed), *steps,

@@ -7,8 +7,8 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from analyses.cli_checks import check_output_folder, int_arg, seed_arg
-from probes.core.loading import check_device
+from analyses.cli_checks import check_output_folder, device_arg, int_arg, naming, seed_arg, text_arg
+from probes.core.errors import ConfigError
 from probes.text.corpora import check_corpus_spec
 
 
@@ -26,7 +26,7 @@ def add_dynamics_commands(sub: Any, add_device_flags: Callable[[argparse.Argumen
         "Writes OUT/summary.json (events with bootstrap intervals, their "
         "order as a finding; the first checkpoint is the control) and OUT/dynamics.png.",
     )
-    dynamics.add_argument("--model", required=True, metavar="SERIES",
+    dynamics.add_argument("--model", type=text_arg, required=True, metavar="SERIES",
                           help="NAME@revisions=step0,step1000,... (hub revisions), NAME@checkpoint_index=0,1,... "
                           "(legacy TransformerLens), or a folder of checkpoints / with series.json")
     dynamics.add_argument("--out", required=True, metavar="DIR", help="output folder (created; reused to resume)")
@@ -37,11 +37,11 @@ def add_dynamics_commands(sub: Any, add_device_flags: Callable[[argparse.Argumen
     dynamics.add_argument("--batch-size", type=int_arg, default=8, metavar="R", help="sequences per batch (default 8)")
     dynamics.add_argument("--boot", type=int_arg, default=1000, metavar="N", help="bootstrap draws (default 1000)")
     dynamics.add_argument("--seed", type=seed_arg, default=0, metavar="S", help="tokens and draws (default 0)")
-    dynamics.add_argument("--corpus", metavar="SPEC",
+    dynamics.add_argument("--corpus", type=text_arg, metavar="SPEC",
                           help="natural text for the early-minus-late loss and the topic and co-occurrence probes "
                           "(models with a tokenizer; train-lm checkpoints read it through their cut vocabulary), e.g. "
                           "wikipedia-excerpt")
-    dynamics.add_argument("--compare", action="append", default=[], metavar="DIR",
+    dynamics.add_argument("--compare", type=text_arg, action="append", default=[], metavar="DIR",
                           help="a finished dynamics --out folder, or a topic or scansnap toy's --out folder (its "
                           "recorded order curves), to draw beside this series on one axis (fraction of training, "
                           "tokens seen) in OUT/dynamics_compare.png (repeatable)")
@@ -55,7 +55,7 @@ def add_dynamics_commands(sub: Any, add_device_flags: Callable[[argparse.Argumen
         "first half later in the row. Saves the model at step 0 and at log-spaced steps into OUT/step_N with "
         "OUT/series.json, which mechprobe dynamics --model OUT reads.",
     )
-    train_lm.add_argument("--corpus", default="wikipedia-excerpt", metavar="SPEC",
+    train_lm.add_argument("--corpus", type=text_arg, metavar="SPEC",
                           help="any corpus the report reads (default wikipedia-excerpt, offline)")
     train_lm.add_argument("--out", required=True, metavar="DIR",
                           help="output folder (created; the same command resumes a stopped run)")
@@ -66,7 +66,8 @@ def add_dynamics_commands(sub: Any, add_device_flags: Callable[[argparse.Argumen
     train_lm.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                           help="override a setting (vocab, seq_len, batch_size, d_model, n_heads, lr, span, "
                           "n_checkpoints, ...; repeatable)")
-    train_lm.add_argument("--device", default="cpu", metavar="DEV", help="cpu (default), cuda, cuda:1, mps ...")
+    train_lm.add_argument("--device", type=device_arg, default="cpu", metavar="DEV",
+                          help="cpu (default), cuda, cuda:1, mps ...")
     train_lm.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     return dynamics, train_lm
 
@@ -78,11 +79,17 @@ def run_dynamics_command(args: argparse.Namespace) -> int:
     from analyses.dynamics.summary import SUMMARY
     from probes.core.loading import torch_dtype
 
-    config = DynamicsConfig(seq_len=args.seq_len, n_batches=args.batches, batch_size=args.batch_size,
-                            n_boot=args.boot, seed=args.seed, corpus=args.corpus)
-    check_device(args.device)
+    flags = {"seq_len": "--seq-len", "n_batches": "--batches", "batch_size": "--batch-size", "n_boot": "--boot",
+             "seed": "--seed", "corpus": "--corpus"}
+    try:
+        config = DynamicsConfig(seq_len=args.seq_len, n_batches=args.batches, batch_size=args.batch_size,
+                                n_boot=args.boot, seed=args.seed, corpus=args.corpus)
+    except ConfigError as error:  # the config names its field: say which flag set it
+        field = str(error).split()[0]
+        raise ConfigError(f"{flags[field]}: {error}" if field in flags else str(error)) from None
     if args.corpus is not None:
-        check_corpus_spec(args.corpus, "text")
+        with naming("--corpus"):
+            check_corpus_spec(args.corpus, "text")
     out = check_output_folder("--out", args.out, earlier_output=lambda folder: (folder / STORE).is_dir())
     others = {folder: compared_series(folder) for folder in args.compare}  # checked before any measuring
     summary = run_dynamics(args.model, out, config, device=args.device, dtype=torch_dtype(args.dtype or "float32"),
@@ -109,14 +116,20 @@ def compared_series(folder: str) -> Any:
 
 
 def run_train_lm_command(args: argparse.Namespace) -> int:
-    from analyses.config_overrides import apply_overrides
+    from analyses.config_overrides import apply_overrides, refuse_flag_and_set
     from analyses.dynamics.train_lm import TrainLmConfig, train_lm
 
-    flags = [f"{key}={value}" for key, value in (("corpus", args.corpus), ("n_steps", args.steps),
-                                                 ("repeat", args.repeat), ("seed", args.seed)) if value is not None]
-    config = apply_overrides(apply_overrides(TrainLmConfig(), flags, flag="flag"), args.overrides)
-    check_device(args.device)
-    check_corpus_spec(config.corpus, "text")
+    given = [(key, value, flag) for key, value, flag in (
+        ("corpus", args.corpus, "--corpus"), ("n_steps", args.steps, "--steps"), ("repeat", args.repeat, "--repeat"),
+        ("seed", args.seed, "--seed")) if value is not None]
+    refuse_flag_and_set({key: flag for key, _, flag in given}, args.overrides)
+    config = TrainLmConfig()
+    for key, value, flag in given:
+        with naming(flag):
+            config = apply_overrides(config, [f"{key}={value}"], flag=flag)
+    config = apply_overrides(config, args.overrides)
+    with naming("--corpus" if args.corpus is not None else "the corpus setting"):
+        check_corpus_spec(config.corpus, "text")
     out = check_output_folder("--out", args.out, earlier_output=lambda folder: (folder / "checkpoint").is_dir())
     summary = train_lm(config, out, device=args.device, progress=not args.no_progress)
     print(f"trained {config.n_steps} steps in {summary.seconds:.0f} s: loss {summary.first_loss:.3f} -> "

@@ -48,6 +48,7 @@ from torch import Tensor
 from probes.attention.head_patterns import HEAD_PATTERNS, HeadPattern, head_pattern
 from probes.attention.repeated_tokens import repeated_random_tokens
 from probes.core.attention_rows import LayerAttention
+from probes.core.attention_terms import AttentionTerms, TermSums, key_mask_terms
 from probes.core.batch import TokenBatch
 from probes.core.errors import ConfigError, InputError
 from probes.core.model_info import ModelInfo, pattern_hook
@@ -187,6 +188,16 @@ class HeadScoreProbe(LayerwiseProbe[HeadScores]):
         n_layers = len(self.hook_names(self.info))
         for kind, mask in context:
             self._add_at(f"{kind}/mass", index, n_layers, mask.attention_sum(attention))
+
+    def _folds_terms(self) -> bool:
+        return True
+
+    def _terms(self, batch: TokenBatch, context: list[tuple[str, KeyMask]]) -> AttentionTerms | None:
+        return key_mask_terms([mask for _, mask in context])
+
+    def _fold_terms(self, sums: TermSums, context: list[tuple[str, KeyMask]]) -> None:
+        for i, (name, _) in enumerate(context):
+            self._add(f"{name}/mass", sums.entries[:, i])
 
     def _compute(self, state: Mapping[str, Tensor], info: ModelInfo, provenance: Provenance) -> HeadScores:
         scores, masses, counts, chance = {}, {}, {}, {}

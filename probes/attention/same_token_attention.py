@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from probes.attention.topic_attention import check_pattern_batch, check_token_topics, visible_pairs
+from probes.attention.topic_pairs import check_pattern_batch, check_token_topics, visible_pairs
 from probes.core.batch import TokenBatch
 from probes.core.model_info import ModelInfo, pattern_hook
 from probes.core.model_kind import HookedModel

@@ -50,17 +50,17 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from jaxtyping import Bool, Int
 from torch import Tensor
 
 from mechprobe.validation import integer
 from probes.attention.head_scores import visible_keys
-from probes.core.attention_rows import LayerAttention
+from probes.attention.topic_pairs import check_pattern_batch, check_token_topics, topic_pair_masks, visible_pairs
+from probes.core.attention_rows import LayerAttention, float_at_least_32
+from probes.core.attention_terms import AttentionTerms, TermSums
 from probes.core.batch import TokenBatch
-from probes.core.errors import ConfigError, InputError
+from probes.core.errors import ConfigError, InputError, ProbeStateError
 from probes.core.model_info import ModelInfo, pattern_hook
 from probes.core.model_kind import HookedModel
-from probes.core.pattern_sums import float_at_least_32, is_pattern_block
 from probes.core.probe import LayerwiseProbe
 from probes.core.result import ProbeResult, Provenance
 from probes.core.runner import run_probes
@@ -71,77 +71,6 @@ from probes.stats.nulls import label_permutations
 TOPIC_PAIR_KINDS = ("same_topic", "different_topic", "same_token")
 TOPIC_NULLS = ("vocabulary", "distance")
 NULL_CHUNK_ENTRIES = 8_000_000  # pairs x permutations held at once while scoring the null
-
-
-def check_token_topics(token_topics: Any, has_topic: Any = None) -> Int[Tensor, " d_vocab"]:
-    """Validated copy of the labels with ids outside ``has_topic`` set to -1."""
-    if not isinstance(token_topics, Tensor) or token_topics.ndim != 1 or token_topics.dtype.is_floating_point \
-            or token_topics.dtype == torch.bool:
-        raise ConfigError(
-            f"token_topics must be a 1-d integer tensor [d_vocab] (topic id per token, -1 = none); got "
-            f"{type(token_topics).__name__}{tuple(token_topics.shape) if isinstance(token_topics, Tensor) else ''}."
-        )
-    labels = token_topics.detach().to("cpu", torch.long).clone()
-    if has_topic is not None:
-        if not isinstance(has_topic, Tensor) or has_topic.shape != labels.shape:
-            raise ConfigError(
-                f"has_topic must be a bool tensor of the same shape as token_topics {tuple(labels.shape)}; got "
-                f"{tuple(has_topic.shape) if isinstance(has_topic, Tensor) else type(has_topic).__name__}."
-            )
-        labels[~has_topic.detach().cpu().bool()] = -1
-    if bool((labels < -1).any()):
-        raise ConfigError(f"Topic ids must be >= 0, or -1 for no topic; got {int(labels.min())}.")
-    if not bool((labels >= 0).any()):
-        raise ConfigError("token_topics gives no token a topic (all -1); nothing can be measured.")
-    return labels
-
-
-def topic_pair_masks(
-    tokens: Int[Tensor, "batch pos"], topics: Int[Tensor, "batch pos"], visible: Bool[Tensor, "batch q_pos k_pos"]
-) -> dict[str, Bool[Tensor, "batch q_pos k_pos"]]:
-    """The three disjoint pair categories (``topics`` is -1 at unlabelled positions)."""
-    labelled = topics >= 0
-    n_pos = tokens.shape[1]
-    off_diagonal = ~torch.eye(n_pos, dtype=torch.bool, device=tokens.device)
-    pairs = labelled[:, :, None] & labelled[:, None, :] & off_diagonal & visible
-    same_token = tokens[:, :, None] == tokens[:, None, :]
-    same_topic = topics[:, :, None] == topics[:, None, :]
-    return {
-        "same_topic": pairs & same_topic & ~same_token,
-        "different_topic": pairs & ~same_topic,
-        "same_token": pairs & same_token,
-    }
-
-
-def check_pattern_batch(info: ModelInfo, token_topics: Tensor, first: Tensor, batch: TokenBatch) -> bool:
-    """Check that ``token_topics`` labels every vocabulary id and the pattern ``first`` (the first layer
-    folded) is [batch head q k]; return whether the model is causal (from ``info``, else read off
-    ``first``)."""
-    if info.d_vocab > token_topics.shape[0]:
-        raise InputError(
-            f"token_topics labels {token_topics.shape[0]} ids but the model's vocabulary has "
-            f"{info.d_vocab}; give a label (-1 = none) for every id."
-        )
-    n_batch, n_pos = batch.tokens.shape
-    expected = (n_batch, info.n_heads, n_pos, n_pos)
-    if not is_pattern_block(first, expected):
-        raise InputError(
-            f"Attention patterns must be [batch head q_pos k_pos] = {expected}; the model's hook gave "
-            f"{tuple(first.shape)}. Check the model's hook_pattern layout."
-        )
-    return info.is_causal(first)
-
-
-def visible_pairs(batch: TokenBatch, causal: bool) -> Bool[Tensor, "batch q_pos k_pos"]:
-    """``visible[b, q, k]``: query ``q`` can attend to key ``k`` (causality and attention_mask)."""
-    n_batch, n_pos = batch.tokens.shape
-    device = batch.tokens.device
-    visible = torch.ones(n_batch, n_pos, n_pos, dtype=torch.bool, device=device)
-    if causal:
-        visible = visible & torch.ones(n_pos, n_pos, dtype=torch.bool, device=device).tril()
-    if batch.attention_mask is not None:
-        visible = visible & batch.attention_mask.bool()[:, None, :]
-    return visible
 
 
 @dataclass(frozen=True)
@@ -421,6 +350,45 @@ class TopicAttentionProbe(LayerwiseProbe[TopicAttention]):
         itself = attention.diagonal() * labelled[:, None]
         same_token = self._same_token_rows(attention.entries, 0, attention.shape[2], context)
         self._fold_topic_mass(index, attention.column_mass, itself, same_token, 0, context)
+
+    def _folds_terms(self) -> bool:
+        return not self.n_permutations  # the permutation null scores every labelled pair: rows, a block at a time
+
+    def _terms(self, batch: TokenBatch, context: dict[str, Any]) -> AttentionTerms:
+        """The decomposition of :meth:`_fold_topic_mass` as linear terms. Entry sums: 0 the same-token pairs; 1 those
+        of queries with same-topic pairs; 2 each such query on itself; ``3 + s`` each labelled query of topic ``s``
+        with other keys of its topic, on itself. Column mass rows (``C`` topics each): queries of topic ``s`` with
+        same-topic pairs; with different-topic pairs; all; with other keys of their own topic."""
+        one_hot = context["one_hot"]  # [batch pos topic], zero rows for unlabelled positions
+        has = context["has_pairs"]
+        own = (context["has_topic_pairs"] & one_hot.bool()).any(-1)  # other visible keys of the query's own topic
+        topic = one_hot.argmax(-1)
+        tb, tq, tk = context["same_token"]
+        lb, lq = context["labelled"]
+        with_same, own_seen = has["same_topic"][lb, lq], own[lb, lq]
+        on_same = has["same_topic"][tb, tq]
+        parts = [((tb, tq, tk), 0), ((tb[on_same], tq[on_same], tk[on_same]), 1),
+                 ((lb[with_same], lq[with_same], lq[with_same]), 2)]
+        b, q, k = (torch.cat([entries[axis] for entries, _ in parts] + [(lb, lq, lq)[axis][own_seen]])
+                   for axis in range(3))
+        sums = torch.cat([torch.full_like(entries[0], i) for entries, i in parts] + [3 + topic[lb, lq][own_seen]])
+        weights = torch.cat([one_hot * has["same_topic"][..., None], one_hot * has["different_topic"][..., None],
+                             one_hot, one_hot * own[..., None]], -1)
+        return AttentionTerms((b, q, k), sums, 3 + self.n_topics, columns=self._one_hot(self._topics(batch)).float(),
+                              query_weights=weights)
+
+    def _fold_terms(self, sums: TermSums, context: dict[str, Any]) -> None:
+        if sums.columns is None:
+            raise ProbeStateError("the topic probe's term sums came without their column mass")
+        blocks = sums.columns.unflatten(2, (4, self.n_topics))  # [layer head block s c]
+        own = blocks.diagonal(dim1=-2, dim2=-1)  # [layer head block s]: each row block's mass on the query's topic
+        entries = sums.entries  # [layer sum head]
+        self._add("same_token/mass", entries[:, 0])
+        self._add("same_topic/mass", own[:, :, 0].sum(-1) - entries[:, 1] - entries[:, 2])
+        self._add("different_topic/mass", blocks[:, :, 1].sum((-2, -1)) - own[:, :, 1].sum(-1))
+        off = ~torch.eye(self.n_topics, dtype=torch.bool, device=blocks.device)
+        own_topic = torch.diag_embed(own[:, :, 3] - entries[:, 3:].transpose(1, 2))  # [layer head s s]
+        self._add("by_topic/mass", blocks[:, :, 2] * off + own_topic)
 
     def _compute(self, state: Mapping[str, Tensor], info: ModelInfo, provenance: Provenance) -> TopicAttention:
         mean, pairs, chance = {}, {}, {}

@@ -47,6 +47,7 @@ from probes.causal.routes import (
     choose_route,
     cut_after_last_measured,
     resid_hook,
+    residual_at,
     token_losses,
 )
 from probes.causal.slices import SliceFn
@@ -190,15 +191,43 @@ def _replacement(plan: AblationPlan, layer: int, batch: TokenBatch, means: HeadM
 
 
 def _ablating_hook(set_mask: Bool[Tensor, "copy head"], replacement: Tensor | float, n_rows: int):
+    converted: dict[tuple[torch.dtype, torch.device], Tensor] = {}
+
     def hook(z: Tensor, hook: Any) -> Tensor:
         if z.ndim != 4 or z.shape[0] != set_mask.shape[0] * n_rows or z.shape[2] != set_mask.shape[1]:
             raise ModelError(f"{hook.name} fired with shape {tuple(z.shape)}; head ablation needs [batch pos head "
                              f"d_head] with {set_mask.shape[1]} heads.")
         copies = z.reshape(set_mask.shape[0], n_rows, *z.shape[1:])
-        new = torch.as_tensor(replacement, dtype=z.dtype, device=z.device)
-        return torch.where(set_mask[:, None, None, :, None], new, copies).reshape(z.shape)
+        key = (z.dtype, z.device)
+        if key not in converted:
+            converted[key] = torch.as_tensor(replacement, dtype=z.dtype, device=z.device)
+        return torch.where(set_mask[:, None, None, :, None], converted[key], copies).reshape(z.shape)
 
     return hook
+
+
+def _replacements_as(replacements: dict[int, Tensor | float], dtype: torch.dtype) -> dict[int, Tensor | float]:
+    """The replacements in the model's dtype once per batch (not once per pass and layer)."""
+    return {layer: value.to(dtype) if isinstance(value, Tensor) and value.is_floating_point() else value
+            for layer, value in replacements.items()}
+
+
+def shared_prefix(sets: Bool[Tensor, "set layer head"], layers: tuple[int, ...]
+                  ) -> tuple[int, Tensor, Tensor] | None:
+    """Where the head sets share most work: ``(j, prefixes, index)`` with ``prefixes[p]`` (``[j, head]``) the
+    distinct choices of the sets in ``layers[:j]`` and ``index[s]`` set ``s``'s among them, for the ``j`` that
+    saves the most blocks run per copy, ``(sets - prefixes) * (layers[j] - layers[0])``, among those with at most
+    half as many prefixes as sets; None when no split saves any. (Random sets matched by layer with one head in the
+    lowest ablated layer take at most ``n_heads`` values there, so the blocks up to the next ablated layer run once
+    per value, not once per set.)"""
+    best: tuple[int, int, Tensor, Tensor] | None = None
+    n_sets = int(sets.shape[0])
+    for j in range(1, len(layers)):
+        prefixes, index = torch.unique(sets[:, :j].flatten(1), dim=0, return_inverse=True)
+        saved = (n_sets - int(prefixes.shape[0])) * (layers[j] - layers[0])
+        if 2 * int(prefixes.shape[0]) <= n_sets and saved > 0 and (best is None or saved > best[0]):
+            best = (saved, j, prefixes.view(-1, j, sets.shape[2]), index)
+    return None if best is None else best[1:]
 
 
 def batch_ablation_sums(model: HookedModel, batch: TokenBatch, plan: AblationPlan, slices: Mapping[str, SliceFn], *,
@@ -227,26 +256,62 @@ def batch_ablation_sums(model: HookedModel, batch: TokenBatch, plan: AblationPla
         keepers.append((resid_hook(route.start_layer), keep(kept, "resid")))
     clean_route = ForwardRoute(unembed=route.unembed, cut_tail=route.cut_tail)
     clean = slice_sums(token_losses(model, clean_route, inputs, kwargs, keepers, 1), inputs)[0]
-    replacements = {layer: _replacement(plan, layer, batch, means, clean_z) for layer in plan.layers}
+    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
+    replacements = _replacements_as({layer: _replacement(plan, layer, batch, means, clean_z)
+                                     for layer in plan.layers}, dtype)
     sets = plan.sets.to(batch.tokens.device)
     size = PassSize() if size is None else size
     n_pos = inputs.tokens.shape[1]
-    group = size.copies(model, route, n_rows, n_pos, batch.tokens.device)
-    ablated = []
-    start = 0
-    while start < sets.shape[0]:
-        chunk = sets[start : start + group]
-        hooks = [(z_hook(layer), _ablating_hook(chunk[:, i], replacements[layer], n_rows))
-                 for i, layer in enumerate(plan.layers)]
-        try:
-            losses = token_losses(model, route, inputs, kwargs, hooks, chunk.shape[0], kept.get("resid"))
-        except Exception as error:
-            if not is_out_of_memory(error):
-                raise
-            group = size.after_out_of_memory(chunk.shape[0], n_rows, n_pos, error)
-            continue
-        ablated.append(slice_sums(losses, inputs))
-        start += chunk.shape[0]
+    group = [size.copies(model, route, n_rows, n_pos, batch.tokens.device)]
+
+    def hooks_of(chunk: Tensor, first: int) -> list:
+        return [(z_hook(layer), _ablating_hook(chunk[:, i], replacements[layer], n_rows))
+                for i, layer in enumerate(plan.layers[first:]) if i < chunk.shape[1]]
+
+    def in_passes(n: int, run: Any) -> list[Tensor]:
+        """``run(start, stop)`` over ``0..n`` in groups of ``group[0]`` copies, halved after running out of memory."""
+        out, start = [], 0
+        while start < n:
+            stop = min(n, start + group[0])
+            try:
+                out.append(run(start, stop))
+            except Exception as error:
+                if not is_out_of_memory(error):
+                    raise
+                group[0] = size.after_out_of_memory(stop - start, n_rows, n_pos, error)
+                continue
+            start = stop
+        return out
+
+    split = shared_prefix(sets, plan.layers) if route.start_layer and route.start_layer == plan.layers[0] else None
+    if split is not None and resid_hook(plan.layers[split[0]]) not in model.hook_dict:
+        split = None
+    if split is None:
+        ablated = in_passes(sets.shape[0], lambda a, b: slice_sums(token_losses(
+            model, route, inputs, kwargs, hooks_of(sets[a:b], 0), b - a, kept.get("resid")), inputs))
+    else:
+        # the blocks from the lowest ablated layer up to layers[j] run once per distinct choice in layers[:j]
+        # (``prefixes``), a few prefixes at a time; each set then starts at layers[j] from its prefix's residual
+        j, prefixes, index = split
+        order = index.argsort(stable=True)
+        by_prefix = torch.bincount(index, minlength=prefixes.shape[0]).tolist()
+        stop_layer, parts, done = plan.layers[j], [], 0
+        for first in range(0, prefixes.shape[0], 2 * group[0]):
+            chunk = prefixes[first : first + 2 * group[0]]
+            resid = torch.cat(in_passes(chunk.shape[0], lambda a, b, chunk=chunk: residual_at(
+                model, route, inputs, kwargs, hooks_of(chunk[a:b], 0), b - a, kept["resid"], stop_layer)))
+            resid = resid.view(chunk.shape[0], n_rows, *resid.shape[1:])
+            n_sets = sum(by_prefix[first : first + chunk.shape[0]])
+            mine = order[done : done + n_sets]
+
+            def rest(a: int, b: int, mine: Tensor = mine, resid: Tensor = resid, first: int = first) -> Tensor:
+                picked = resid[index[mine[a:b]] - first].flatten(0, 1)
+                return slice_sums(token_losses(model, route, inputs, kwargs, hooks_of(sets[mine[a:b], j:], j),
+                                               b - a, picked, start_layer=stop_layer), inputs)
+
+            parts.extend(in_passes(n_sets, rest))
+            done += n_sets
+        ablated = [torch.cat(parts)[order.argsort()]]
     return AblationSums(tuple(slices), torch.tensor([float(n_rows)], dtype=torch.float64),
                         masks.sum((1, 2)).double()[None].cpu(), clean[None].cpu(), torch.cat(ablated)[None].cpu())
 

@@ -163,13 +163,30 @@ def _blocks_skipped(model: HookedModel, stop: int) -> Iterator[None]:
 
 
 def _injector(resid: Tensor, copies: int):
+    """A hook putting ``resid`` in: ``[rows ...]`` repeated per copy, or ``[copies * rows ...]`` (one per copy, e.g.
+    each copy's residual after a prefix of ablated layers it shares with others) as it is."""
+
     def inject(x: Tensor, hook: Any) -> Tensor:
+        if copies > 1 and tuple(x.shape) == tuple(resid.shape):
+            return resid  # one per copy, gathered for this pass
         if tuple(x.shape) != (copies * resid.shape[0], *resid.shape[1:]):
             raise ModelError(f"{hook.name} fired with shape {tuple(x.shape)}; the clean residual put in there is "
                              f"{tuple(resid.shape)} per copy.")
         return resid.repeat(copies, *[1] * (resid.ndim - 1))
 
     return inject
+
+
+class _ResidualReached(Exception):
+    """Raised from a ``hook_resid_pre`` hook: carries the residual there and ends the forward pass."""
+
+    def __init__(self, resid: Tensor) -> None:
+        super().__init__()
+        self.resid = resid
+
+
+def _stop_at(x: Tensor, hook: Any) -> None:
+    raise _ResidualReached(x)
 
 
 def _run_to_unembed(model: HookedModel, tokens: Tensor, kwargs: dict, hooks: list) -> Any:
@@ -186,21 +203,33 @@ def _run_to_unembed(model: HookedModel, tokens: Tensor, kwargs: dict, hooks: lis
     raise ModelError("The forward pass never called model.unembed, so the loss cannot be read from its input.")
 
 
+@contextlib.contextmanager
+def _pass_route(model: HookedModel, route: ForwardRoute, hooks: list, copies: int, resid: Tensor | None,
+                start_layer: int) -> Iterator[None]:
+    """The hooks and module swaps of a pass along ``route`` whose blocks below ``start_layer`` are skipped and get
+    ``resid`` put in (appended to ``hooks``)."""
+    with contextlib.ExitStack() as stack:
+        if start_layer:
+            if resid is None:
+                raise ModelError(f"Skipping blocks below {start_layer} needs the clean residual there.")
+            hooks.append((resid_hook(start_layer), _injector(resid, copies)))
+            stack.enter_context(_blocks_skipped(model, start_layer))
+        if route.fused:
+            stack.enter_context(reduced_attention(model, _no_reductions))
+        yield
+
+
 def token_losses(model: HookedModel, route: ForwardRoute, inputs: LossInputs, kwargs: dict, hooks: Sequence,
-                 copies: int, resid: Tensor | None = None) -> Float[Tensor, "copy token"]:
+                 copies: int, resid: Tensor | None = None, *, start_layer: int | None = None
+                 ) -> Float[Tensor, "copy token"]:
     """One forward pass over ``copies`` repeats of the batch with ``hooks``: the loss at each position of the union
-    of the slices per copy. A route with ``start_layer`` needs ``resid``, the clean pass's residual there."""
+    of the slices per copy. A route with ``start_layer`` needs ``resid``, the clean pass's residual there (``[rows
+    ...]``, or ``[copies * rows ...]``: one per copy); ``start_layer`` (at least the route's) overrides where the
+    residual goes in, e.g. after layers whose ablations several copies share (:func:`residual_at`)."""
     tokens = inputs.tokens.repeat(copies, 1)
     kwargs = {key: value.repeat(copies, 1) if isinstance(value, Tensor) else value for key, value in kwargs.items()}
     hooks = list(hooks)
-    with contextlib.ExitStack() as stack:
-        if route.start_layer:
-            if resid is None:
-                raise ModelError(f"Skipping blocks below {route.start_layer} needs the clean residual there.")
-            hooks.append((resid_hook(route.start_layer), _injector(resid, copies)))
-            stack.enter_context(_blocks_skipped(model, route.start_layer))
-        if route.fused:
-            stack.enter_context(reduced_attention(model, _no_reductions))
+    with _pass_route(model, route, hooks, copies, resid, route.start_layer if start_layer is None else start_layer):
         if route.unembed:
             hidden = _run_to_unembed(model, tokens, kwargs, hooks)
         else:
@@ -208,6 +237,22 @@ def token_losses(model: HookedModel, route: ForwardRoute, inputs: LossInputs, kw
     if route.unembed:
         return token_losses_from_unembed_input(model.unembed, hidden, inputs, copies, int(model.cfg.d_vocab))
     return token_losses_from_logits(logits, inputs, copies)
+
+
+def residual_at(model: HookedModel, route: ForwardRoute, inputs: LossInputs, kwargs: dict, hooks: Sequence,
+                copies: int, resid: Tensor, stop_layer: int) -> Float[Tensor, "row pos d_model"]:
+    """A pass like :func:`token_losses` (``route.start_layer`` > 0: blocks below it skipped, ``resid`` put in) that
+    ends where block ``stop_layer`` starts: the residual entering it for each of the ``copies``, ``[copies * rows
+    pos d_model]``."""
+    tokens = inputs.tokens.repeat(copies, 1)
+    kwargs = {key: value.repeat(copies, 1) if isinstance(value, Tensor) else value for key, value in kwargs.items()}
+    hooks = [*hooks, (resid_hook(stop_layer), _stop_at)]
+    try:
+        with _pass_route(model, route, hooks, copies, resid, route.start_layer):
+            forward.run(model, tokens, fwd_hooks=hooks, **kwargs)
+    except _ResidualReached as reached:
+        return reached.resid
+    raise ModelError(f"The forward pass never reached {resid_hook(stop_layer)}.")
 
 
 def _no_reductions(layer: Any) -> None:

@@ -24,7 +24,8 @@ kernel cannot run (soft-capping, another device, a failing private op) a blocked
 quantities a block of query rows at a time (logged once). A probe that needs a dense part of the pattern gets it a
 block of rows at a time from :meth:`LayerAttention.rows`, never a whole ``[T, T]`` layer.
 
-It is only as exact as the model's attention module is standard, so :func:`reductions_match_hook_pattern`
+It is only as exact as the model's attention module is standard, so
+:func:`probes.core.reductions_check.reductions_match_hook_pattern`
 compares it once per model with ``hook_pattern`` on a short input; the runner falls back to ``hook_pattern``
 (the materialising reference every probe is tested against) where they disagree (attention sinks, relative
 position biases, ALiBi, models whose attention bypasses ``AttentionInterface``).
@@ -34,18 +35,17 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import functools
 import logging
 import types
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from mechprobe import forward
 from probes.core.model_kind import HookedModel, ModelKind, model_kind, wrapped_model
 
 log = logging.getLogger(__name__)
@@ -55,7 +55,7 @@ ROW_BLOCK_BYTES = 256 * 2**20
 """Size of one float32 block of query rows ``[batch head rows k_pos]`` wherever rows are materialised."""
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class LayerAttention:
     """One layer's attention as the probes read it, without its ``[batch head q_pos k_pos]`` pattern.
 
@@ -103,16 +103,22 @@ class LayerAttention:
 
     def entries(self, b: Tensor, q: Tensor, k: Tensor) -> Float[Tensor, "entry head"]:
         """``p[b, :, q, k]`` for each ``(b, q, k)`` entry, in float32 (0 where the mask forbids the key)."""
+        return self.entry_weights(b * self.query.shape[2] + q, b * self.key.shape[2] + k, b, q, k).T
+
+    def entry_weights(self, query_rows: Tensor, key_rows: Tensor, b: Tensor, q: Tensor, k: Tensor, *,
+                      causal_may_forbid: bool = True) -> Float[Tensor, "head entry"]:
+        """``p[b, :, q, k]`` for each entry as ``[head entry]`` in float32 (0 where the mask forbids the key), given
+        its flat rows ``query_rows = b * q_pos + q`` and ``key_rows = b * k_pos + k``: one gather of ``q . k``
+        for every head and entry. ``causal_may_forbid=False`` skips the causal test when no entry has ``k > q``."""
         queries, keys = self._heads_first
-        scores = (queries.index_select(1, b * self.query.shape[2] + q).float()
-                  * keys.index_select(1, b * self.key.shape[2] + k).float()).sum(-1).T  # [entry head]
-        weights = torch.exp(self._scores(scores) - self.lse[b, :, q])
-        ok = torch.ones_like(b, dtype=torch.bool)
-        if self.causal:
-            ok &= k <= q
-        if self.allowed is not None:
-            ok &= self.allowed[b, 0, q, k]
-        return torch.where(ok[:, None], weights, 0.0)
+        scores = (float_at_least_32(queries.index_select(1, query_rows))
+                  * float_at_least_32(keys.index_select(1, key_rows))).sum(-1)  # [head entry]
+        weights = torch.exp(self._scores(scores) - self.lse[b, :, q].T)
+        if self.causal and causal_may_forbid:
+            weights = weights * (k <= q)
+        if self.allowed is not None:  # where, not a product: a row with every key forbidden has an lse near -inf
+            weights = torch.where(self.allowed[b, 0, q, k], weights, 0.0)
+        return weights
 
     def rows(self, start: int, stop: int) -> Float[Tensor, "batch head rows k_pos"]:
         """The pattern's query rows ``start:stop``, in float32 (the materialising path, a block at a time)."""
@@ -125,6 +131,12 @@ class LayerAttention:
         step = max(1, ROW_BLOCK_BYTES // (4 * n_batch * n_heads * n_keys))
         for start in range(0, n_pos, step):
             yield start, self.rows(start, min(n_pos, start + step))
+
+
+def float_at_least_32(tensor: Tensor) -> Tensor:
+    """``tensor`` in float32, or as it is when already float32/float64 (what a layer is reduced in; no operation
+    then)."""
+    return tensor if tensor.dtype in (torch.float32, torch.float64) else tensor.float()
 
 
 def _scaled(scores: Tensor, scaling: float, softcap: float | None) -> Tensor:
@@ -148,11 +160,20 @@ def _masked(scores: Tensor, start: int, causal: bool, allowed: Tensor | None) ->
 LayerSink = Callable[[LayerAttention], None]
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass
 class _Active:
     sink: LayerSink
     columns: Tensor | None  # [batch k_pos column] label columns whose attention mass each layer reports
     fused: bool  # try the fused kernel (False: blocked eager, the reference the fused kernel is tested against)
+    _values: dict[torch.dtype, Tensor] = dataclasses.field(default_factory=dict)
+
+    def column_values(self, dtype: torch.dtype) -> Tensor:
+        """The label columns as padded values in ``dtype`` (:func:`_column_values`), made on first use."""
+        if dtype not in self._values:
+            if self.columns is None:
+                raise ValueError("no label columns were asked for")
+            self._values[dtype] = _column_values(self.columns, dtype)
+        return self._values[dtype]
 
 
 _ACTIVE: contextvars.ContextVar[_Active | None] = contextvars.ContextVar("mechprobe_reductions", default=None)
@@ -249,17 +270,26 @@ def _fused_cuda(query: Tensor, key: Tensor, value: Tensor, allowed: Tensor | Non
     return _efficient_cuda(query, key, value, allowed, causal, scaling)
 
 
+def _column_values(columns: Tensor, dtype: torch.dtype) -> Tensor:
+    """The label columns ``[batch k_pos column]`` as one head's values ``[batch 1 k_pos width]`` in ``dtype``, zero
+    padded to a multiple of 8 (made once per forward pass, read by every layer)."""
+    n_columns = columns.shape[-1]
+    value = torch.zeros((columns.shape[0], 1, columns.shape[1], -(-n_columns // 8) * 8), dtype=dtype,
+                        device=columns.device)
+    value[:, 0, :, :n_columns] = columns
+    return value
+
+
 def _column_mass_cuda(query: Tensor, key: Tensor, columns: Tensor, allowed: Tensor | None, causal: bool,
                       scaling: float) -> Tensor:
     """``sum_k p[b, h, q, k] * columns[b, k, c]`` in float32 from a second memory-efficient call whose values are
-    the label columns (every head reads the same columns; width padded to a multiple of 8)."""
-    n_columns = columns.shape[-1]
-    width = -(-n_columns // 8) * 8
-    value = columns.new_zeros((columns.shape[0], 1, columns.shape[1], width))
-    value[:, 0, :, :n_columns] = columns
-    value = value.to(query.dtype).expand(query.shape[0], query.shape[1], columns.shape[1], width)
-    mass, _ = _efficient_cuda(query, key, value, allowed, causal, scaling)
-    return mass[..., :n_columns].float()
+    the label columns (every head reads the same columns)."""
+    active = _ACTIVE.get()
+    value = (active.column_values(query.dtype) if active is not None and active.columns is columns
+             else _column_values(columns, query.dtype))
+    mass, _ = _efficient_cuda(query, key, value.expand(query.shape[0], query.shape[1], *value.shape[2:]), allowed,
+                              causal, scaling)
+    return mass[..., : columns.shape[-1]].float()
 
 
 def _fused(query: Tensor, key: Tensor, value: Tensor, columns: Tensor | None, allowed: Tensor | None, causal: bool,
@@ -420,39 +450,3 @@ def reduced_attention(model: HookedModel, sink: LayerSink, *, columns: Tensor | 
             bridge.__dict__.pop("forward", None)
         for config, implementation in zip(configs, before):
             config._attn_implementation = implementation
-
-
-def reductions_match_hook_pattern(model: HookedModel, tokens: Tensor, *, atol: float | None = None) -> bool:
-    """Whether the reductions reproduce every layer's ``hook_pattern`` on ``tokens`` (a short input): the rows
-    rebuilt from ``q``, ``k`` and the fused kernel's log-sum-exp, and a label column's mass. ``atol`` defaults
-    to 1e-4 (float32) or 1e-2."""
-    from probes.core.model_info import pattern_hook
-
-    n_layers = model.cfg.n_layers
-    names = [pattern_hook(layer) for layer in range(n_layers)]
-    columns = (tokens % 2).to(torch.float32)[..., None]
-    got: dict[int, tuple[Tensor, Tensor | None]] = {}
-
-    def keep(attention: LayerAttention) -> None:
-        got[attention.layer] = (attention.rows(0, attention.shape[2]), attention.column_mass)
-
-    with torch.inference_mode():
-        _, cache = forward.cached(model, tokens, names=names)
-        try:
-            with reduced_attention(model, keep, columns=forward.on_model(model, columns)):
-                forward.run(model, tokens)
-        except Exception as error:  # any failure means: not this model
-            log.info("attention reductions do not run on %s: %s", model.cfg.model_name, error)
-            return False
-    if sorted(got) != list(range(n_layers)):
-        return False
-    for layer in range(n_layers):
-        rows, mass = got[layer]
-        expected = cache[names[layer]].float()
-        tolerance = atol if atol is not None else (1e-4 if cache[names[layer]].dtype == torch.float32 else 1e-2)
-        expected_mass = expected @ forward.on_model(model, columns)[:, None]
-        if (rows.shape != expected.shape or not torch.allclose(rows, expected, atol=tolerance)
-                or mass is None or not torch.allclose(mass, expected_mass, atol=tolerance)):
-            log.info("attention reductions differ from hook_pattern at layer %d on %s", layer, model.cfg.model_name)
-            return False
-    return True

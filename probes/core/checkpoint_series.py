@@ -101,6 +101,9 @@ def step_of_revision(revision: str) -> int:
     if match is None:
         raise ConfigError(f"Revision {revision!r} names no training step; give revisions such as step1000 (Pythia) "
                           f"or step1000-tokens4B (OLMo).")
+    if re.match(r"\.\d", revision[match.end():]) or re.search(r"step[_]?-\d", revision, re.IGNORECASE):
+        raise ConfigError(f"Revision {revision!r} names a fractional or negative step; a training step is an integer "
+                          f">= 0, e.g. step1000.")
     return int(match.group(1))
 
 
@@ -119,10 +122,84 @@ def _split_list(spec: str) -> tuple[str, str, list[str]] | None:
     key, equals, values = suffix.partition("=")
     if key not in SERIES_KEYS or not equals:
         raise ConfigError(f"{spec!r} is not a checkpoint series; give {SERIES_FORMS}.")
-    items = [v.strip() for v in values.split(",") if v.strip()]
-    if not name.strip() or not items:
+    items = [v.strip() for v in values.split(",")]
+    if not name.strip() or not values.strip():
         raise ConfigError(f"{spec!r}: name the model before @ and at least two checkpoints after {key}=.")
+    if not all(items):
+        raise ConfigError(f"{spec!r}: an empty item in the list after {key}=; give the checkpoints separated by "
+                          f"single commas, e.g. {key}={','.join(i for i in items if i) or '0,10'}.")
     return name.strip(), key, items
+
+
+# The keys of a checkpoint's config that make it one architecture and one vocabulary (Hugging Face config.json;
+# TransformerLens and toy model.json under "config"): checkpoints of one run agree on every one that they state.
+_RUN_KEYS = ("model_type", "architectures", "vocab_size", "d_vocab", "hidden_size", "d_model", "num_hidden_layers",
+             "n_layers", "num_attention_heads", "n_heads", "d_head", "intermediate_size", "d_mlp", "class",
+             "experiment", "format")
+
+
+def _run_signature(path: Path) -> dict[str, Any] | None:
+    """What makes checkpoint ``path`` a model of one architecture and vocabulary (None where it states none)."""
+    for name in ("config.json", "model.json"):
+        file = path / name
+        if not file.is_file():
+            continue
+        try:
+            document = json.loads(file.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as error:
+            raise ModelError(f"{file} does not read as JSON ({type(error).__name__}); re-create that checkpoint.") \
+                from None
+        if not isinstance(document, dict):
+            return None
+        inner = document["config"] if isinstance(document.get("config"), dict) else {}
+        values = {**inner, **{k: v for k, v in document.items() if k != "config"}}
+        return {key: values[key] for key in _RUN_KEYS if key in values}
+    return None
+
+
+def _check_one_run(folder: Path, checkpoints: tuple[Checkpoint, ...]) -> None:
+    """Refuse a series folder whose checkpoints are not one training run: another architecture or vocabulary."""
+    first: tuple[Checkpoint, dict[str, Any]] | None = None
+    for checkpoint in checkpoints:
+        signature = _run_signature(Path(checkpoint.spec))
+        if signature is None:
+            continue
+        if first is None:
+            first = (checkpoint, signature)
+            continue
+        differing = [k for k in signature if k in first[1] and signature[k] != first[1][k]]
+        differing += [k for k in first[1] if k not in signature]
+        if differing:
+            key = differing[0]
+            raise ConfigError(
+                f"{folder} is not one training run: the checkpoint at step {checkpoint.step} has {key} "
+                f"{signature.get(key)!r} where step {first[0].step}'s has {first[1][key]!r}; a series is one run of "
+                f"one architecture and vocabulary: keep only its checkpoints in the folder (or in {MANIFEST})."
+            )
+
+
+def _manifest_entry(manifest: Path, folder: Path, entry: Any) -> Checkpoint:
+    """One ``series.json`` entry as a checkpoint: an integer step and tokens (not fractions, not negative), and a
+    relative path inside the series' folder whose own number, if its name ends in one, is its step."""
+    if not isinstance(entry, dict) or not {"step", "path"} <= set(entry):
+        raise ConfigError(f"{manifest}: entry {entry!r} is not {{\"step\": N, \"tokens\": N or null, \"path\": "
+                          f"\"...\"}}; rewrite it or re-run what wrote the series.")
+    step, tokens, path = entry["step"], entry.get("tokens"), entry["path"]
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        raise ConfigError(f"{manifest}: step {step!r} is not an integer >= 0; give each checkpoint's training step.")
+    if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0):
+        raise ConfigError(f"{manifest}: tokens {tokens!r} at step {step} is not an integer >= 0 or null.")
+    if not isinstance(path, str) or not path.strip():
+        raise ConfigError(f"{manifest}: path {path!r} at step {step} is not a path inside {folder}.")
+    resolved = (folder / path).resolve()
+    if Path(path).is_absolute() or not resolved.is_relative_to(folder.resolve()) or resolved == folder.resolve():
+        raise ConfigError(f"{manifest}: path {path!r} at step {step} is outside the series folder {folder}; a series "
+                          f"holds its own checkpoints (paths relative to the folder, inside it).")
+    named = _TRAILING_NUMBER.search(Path(path).name)
+    if named is not None and int(named.group(1)) != step:
+        raise ConfigError(f"{manifest}: step {step} points to {path!r}, named for step {named.group(1)}; the steps "
+                          f"and paths are swapped or mixed up: rewrite {MANIFEST} or re-run what wrote it.")
+    return Checkpoint(step, str(folder / path), tokens)
 
 
 def _from_folder(folder: Path) -> CheckpointSeries:
@@ -132,16 +209,22 @@ def _from_folder(folder: Path) -> CheckpointSeries:
             document = json.loads(manifest.read_text(encoding="utf-8"))
             entries = document["checkpoints"]
             extra = {key: value for key, value in document.items() if key != "checkpoints"}
-            checkpoints = tuple(Checkpoint(int(e["step"]), str(folder / e["path"]),
-                                           None if e.get("tokens") is None else int(e["tokens"])) for e in entries)
-        except (OSError, ValueError, KeyError, TypeError) as error:
+            if not isinstance(entries, list):
+                raise TypeError("checkpoints is not a list")
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
             raise ConfigError(f"{manifest} is not a series manifest ({type(error).__name__}: {error}); it must be "
                               f'{{"checkpoints": [{{"step": N, "tokens": N or null, "path": "..."}}, ...]}}.'
                               ) from None
+        checkpoints = tuple(_manifest_entry(manifest, folder, e) for e in entries)
+        steps = [c.step for c in checkpoints]
+        if any(b <= a for a, b in itertools.pairwise(steps)):
+            raise ConfigError(f"{manifest}: the steps must be unique and increasing in the order listed; got {steps}. "
+                              f"Rewrite {MANIFEST} or re-run what wrote it.")
         missing = [c.spec for c in checkpoints if not Path(c.spec).exists()]
         if missing:
             raise ModelError(f"{manifest} names checkpoints that are not there: {', '.join(missing[:3])}.")
-        return CheckpointSeries(str(folder), "folder", tuple(sorted(checkpoints, key=lambda c: c.step)), extra=extra)
+        _check_one_run(folder, checkpoints)
+        return CheckpointSeries(str(folder), "folder", checkpoints, extra=extra)
     numbered = []
     for entry in sorted(folder.iterdir()):
         match = _TRAILING_NUMBER.search(entry.name)
@@ -150,7 +233,9 @@ def _from_folder(folder: Path) -> CheckpointSeries:
     if not numbered:
         raise ConfigError(f"{folder} holds no {MANIFEST} and no checkpoint folders or files named by their step "
                           f"(step_100, checkpoint-2000); give {SERIES_FORMS}.")
-    return CheckpointSeries(str(folder), "folder", tuple(sorted(numbered, key=lambda c: c.step)))
+    ordered = tuple(sorted(numbered, key=lambda c: c.step))
+    _check_one_run(folder, ordered)
+    return CheckpointSeries(str(folder), "folder", ordered)
 
 
 def checkpoint_series(spec: Any) -> CheckpointSeries:

@@ -11,22 +11,15 @@ float64 patterns) and only the per-row results, ``[batch head q_pos]``, reach fl
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 from jaxtyping import Float
 from torch import Tensor
 
-if TYPE_CHECKING:
-    from probes.core.attention_rows import LayerAttention
+from probes.core.attention_rows import LayerAttention, float_at_least_32
 
 CHUNK_BYTES = 64 * 2**20  # the largest [batch head rows k_pos] temporary a reduction makes
 SPARSE_SHARE = 1 / 64  # masks with at most this share of True entries are summed by gathering them
-
-
-def float_at_least_32(tensor: Tensor) -> Tensor:
-    """``tensor`` in float32, or as it is when already float32/float64 (what a layer is reduced in)."""
-    return tensor if tensor.dtype in (torch.float32, torch.float64) else tensor.float()
 
 
 def is_pattern_block(pattern: Tensor, expected: tuple[int, int, int, int]) -> bool:

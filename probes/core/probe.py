@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
     from probes.core.attention_rows import LayerAttention
+    from probes.core.attention_terms import AttentionTerms, TermSums
 
 ResultT = TypeVar("ResultT", bound=ProbeResult, covariant=True)
 """The result class a probe computes: ``HeadScoreProbe`` is a ``Probe[HeadScores]``."""
@@ -332,6 +333,50 @@ class LayerwiseProbe(Probe[ResultT]):
         self._folded.add(name)
         if self._activations is None:
             self._activations = (str(attention.query.device), str(attention.query.dtype).removeprefix("torch."))
+
+    def _folds_terms(self) -> bool:
+        """Whether this probe states its per-layer work as :class:`~probes.core.attention_terms.AttentionTerms`
+        (``_terms`` and ``_fold_terms`` defined); default no."""
+        return False
+
+    def _terms(self, batch: TokenBatch, context: Any) -> AttentionTerms | None:
+        """The batch's terms from its context (None: fold each layer with ``_update_attention`` instead)."""
+        return None
+
+    def _fold_terms(self, sums: TermSums, context: Any) -> None:
+        """Add every layer's term sums of the batch (``sums.entries[l, s, h]``, ``sums.columns[l, h, r, c]``)."""
+        raise NotImplementedError(f"{type(self).__name__} states no attention terms")
+
+    def attention_terms(self, batch: TokenBatch) -> AttentionTerms | None:
+        """What every layer's softmax adds to this probe for the open batch, as linear terms
+        (:mod:`probes.core.attention_terms`), planned from ``batch``'s tokens (on the CPU) before the forward pass;
+        the batch's context is set from them. None where the probe folds each layer itself (nothing staged then)."""
+        if self._pending is None:
+            raise ProbeStateError(f"{type(self).__name__}.attention_terms() needs an open batch: call "
+                                  f"begin_batch(batch) first.")
+        if not self._folds_terms() or self.info.causal is None or self._context is not None:
+            return None
+        n_batch, n_pos = batch.tokens.shape
+        first = torch.empty((n_batch, self.info.n_heads, 1, n_pos), device="meta")  # shapes for the checks only
+        staged = dict(self._pending)  # _add replaces tensors, never mutates them: this undoes the context's counts
+        context = self._batch_context(batch, first)
+        terms = self._terms(batch, context)
+        if terms is None:
+            self._pending = staged
+            return None
+        self._context = context
+        return terms
+
+    def fold_terms(self, sums: TermSums, activations: tuple[str, str]) -> None:
+        """Fold every layer of the open batch from its term sums (:meth:`attention_terms` first); ``activations`` is
+        the (device, dtype) of the attention they were taken from."""
+        if self._pending is None or self._context is None:
+            raise ProbeStateError(f"{type(self).__name__}.fold_terms() needs an open batch whose attention_terms() "
+                                  f"were taken.")
+        self._fold_terms(sums, self._context)
+        self._folded.update(self.hook_names(self.info))
+        if self._activations is None:
+            self._activations = activations
 
     @classmethod
     def folds_query_rows(cls) -> bool:

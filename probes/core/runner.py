@@ -160,7 +160,7 @@ def reductions_apply(model: HookedModel, probes: Sequence[Probe[Any]], batch: To
     Reductions are used when one layer's pattern would exceed ``max_pattern_bytes``, every hook the probes read is
     an attention pattern read by a probe that folds query rows, and the reductions reproduce ``hook_pattern`` on
     this model (checked once per model on a short input)."""
-    from probes.core import attention_rows
+    from probes.core import attention_rows, reductions_check
 
     n_batch, n_pos = batch.tokens.shape
     dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
@@ -176,18 +176,25 @@ def reductions_apply(model: HookedModel, probes: Sequence[Probe[Any]], batch: To
         return False
     if model not in _REDUCTIONS_CHECKED:
         short = batch.tokens[:1, : min(n_pos, 48)]
-        ok = attention_rows.supports_reductions(model) and attention_rows.reductions_match_hook_pattern(model, short)
+        ok = attention_rows.supports_reductions(model) and reductions_check.reductions_match_hook_pattern(model, short)
         _REDUCTIONS_CHECKED[model] = ok
         if not ok:
-            log.warning("%s: attention reductions do not reproduce hook_pattern; whole patterns are used", info.name)
+            log.warning("%s: attention reductions do not reproduce hook_pattern; whole patterns are used (%d MiB a "
+                        "layer at this length)", info.name, layer_bytes >> 20)
     return _REDUCTIONS_CHECKED[model]
 
 
-def fold_forward_reduced(model: HookedModel, probes: Sequence[Probe[Any]], batch: TokenBatch, info: ModelInfo) -> None:
+def fold_forward_reduced(model: HookedModel, probes: Sequence[Probe[Any]], batch: TokenBatch, info: ModelInfo,
+                         host: TokenBatch | None = None) -> None:
     """Like :func:`fold_forward`, but each layer reaches the probes as reductions of a fused attention call
     (:func:`probes.core.attention_rows.reduced_attention`): no ``[batch head q_pos k_pos]`` tensor is made unless a
-    probe asks for rows, and then a block at a time. Every probe must fold query rows."""
+    probe asks for rows, and then a block at a time. Every probe must fold query rows.
+
+    Probes that state their work as attention terms (:mod:`probes.core.attention_terms`) are planned together from
+    ``host`` (``batch`` on the CPU; default ``batch`` moved there) before the pass and folded per layer in one batched
+    reduction for all of them; the others fold each layer themselves."""
     from probes.core.attention_rows import LayerAttention, reduced_attention
+    from probes.core.attention_terms import TermsPlan
 
     readers: dict[str, list[LayerwiseProbe[Any]]] = {}
     for probe in probes:
@@ -195,23 +202,48 @@ def fold_forward_reduced(model: HookedModel, probes: Sequence[Probe[Any]], batch
             for name in probe.hook_names(info):
                 readers.setdefault(name, []).append(probe)
     remaining = set(readers)
+    host = batch.to("cpu") if host is None else host
+    every_layer = [pattern_hook(layer) for layer in range(info.n_layers)]
 
     with _batch_in_all(probes, batch, info):
         if not remaining:
             return
+        unique = list({id(p): p for group in readers.values() for p in group}.values())
+        planned, terms = [], []
+        for probe in unique:
+            stated = probe.attention_terms(host) if list(probe.hook_names(info)) == every_layer else None
+            if stated is not None:
+                planned.append(probe)
+                terms.append(stated)
+        plan = (TermsPlan(terms, n_layers=info.n_layers, n_heads=info.n_heads, n_pos=batch.shape[1],
+                          device=forward.model_device(model)) if terms else None)
         columns: dict[int, slice] = {}  # id(probe) -> its label columns in the concatenation
         parts: list[Tensor] = []
         width = 0
-        for probe in {id(p): p for group in readers.values() for p in group}.values():
+        for probe in [p for p in unique if p not in planned]:
             part = probe.key_columns(batch)
             if part is not None:
                 columns[id(probe)] = slice(width, width + part.shape[-1])
-                parts.append(part.to(torch.float32))
+                parts.append(forward.on_model(model, part.to(torch.float32)))
                 width += part.shape[-1]
+        planned_columns = None
+        if plan is not None and plan.columns is not None:
+            planned_columns = slice(width, width + plan.columns.shape[-1])
+            parts.append(plan.columns)
+        activations: list[tuple[str, str]] = []
 
         def sink(attention: LayerAttention) -> None:
             name = pattern_hook(attention.layer)
+            if not activations:
+                activations.append((str(attention.query.device), str(attention.query.dtype).removeprefix("torch.")))
+            if plan is not None:
+                mass, layer = attention.column_mass, attention
+                if mass is not None and planned_columns is not None and planned_columns != slice(0, mass.shape[-1]):
+                    layer = dataclasses.replace(attention, column_mass=mass[..., planned_columns])
+                plan.fold(layer)
             for probe in readers.get(name, ()):
+                if probe in planned:
+                    continue
                 where = columns.get(id(probe))
                 mass = None if where is None or attention.column_mass is None else attention.column_mass[..., where]
                 probe.fold_attention(name, dataclasses.replace(attention, column_mass=mass), batch)
@@ -221,10 +253,13 @@ def fold_forward_reduced(model: HookedModel, probes: Sequence[Probe[Any]], batch
 
         kwargs: dict[str, Any] = mask_kwargs(model, batch.attention_mask)
         with contextlib.suppress(_AllHooksCaptured), reduced_attention(
-                model, sink, columns=forward.on_model(model, torch.cat(parts, -1)) if parts else None):
+                model, sink, columns=torch.cat(parts, -1) if parts else None):
             forward.run(model, batch.tokens, **kwargs)
         if remaining:
             raise ModelError(f"The forward pass never computed the attention of {sorted(remaining)}.")
+        if plan is not None:
+            for probe, sums in zip(planned, plan.sums()):
+                probe.fold_terms(sums, activations[0])
 
 
 class _AdaptiveFolding:
@@ -242,15 +277,17 @@ class _AdaptiveFolding:
         self.max_rows: int | None = None
 
     def fold(self, batch: TokenBatch) -> None:
+        """Fold ``batch`` (on any device; moved to the model's, and to the CPU for the probes' plans)."""
+        device = model_device(self.model)
         start, n_rows = 0, batch.shape[0]
         while start < n_rows:
             stop = n_rows if self.max_rows is None else min(n_rows, start + self.max_rows)
             part = batch if (start, stop) == (0, n_rows) else _rows(batch, start, stop)
             try:
                 if reductions_apply(self.model, self.probes, part, self.info, self.max_pattern_bytes):
-                    fold_forward_reduced(self.model, self.probes, part, self.info)
+                    fold_forward_reduced(self.model, self.probes, part.to(device), self.info, part.to("cpu"))
                 else:
-                    fold_forward(self.model, self.probes, part, self.info)
+                    fold_forward(self.model, self.probes, part.to(device), self.info)
             except Exception as error:
                 if not is_out_of_memory(error):
                     raise
@@ -301,7 +338,6 @@ def feed_probes(
     unknown = [name for name in hook_names if name not in model.hook_dict]
     if unknown:
         raise ModelError(f"The probes read hooks this model does not have: {unknown}.")
-    device = model_device(model)
     if total is None and isinstance(batches, Sized):
         total = len(batches)
     was_training = getattr(model, "training", False)
@@ -312,7 +348,7 @@ def feed_probes(
     try:
         with torch.inference_mode():
             for raw in tqdm(batches, total=total, desc="probing", unit="batch", disable=not progress):
-                runner.fold(as_token_batch(raw, info).to(device))
+                runner.fold(as_token_batch(raw, info))
                 if on_batch is not None:
                     on_batch(n_batches, probes)
                 n_batches += 1

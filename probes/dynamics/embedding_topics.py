@@ -24,7 +24,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from mechprobe.validation import integer
-from probes.attention.topic_attention import check_token_topics
+from probes.attention.topic_pairs import check_token_topics
 from probes.core.errors import InputError
 from probes.stats.bootstrap import bootstrap_interval
 from probes.stats.nulls import label_permutations, permutation_p_value

@@ -280,5 +280,299 @@ def resolve(arg: str, sandbox: Path, model: Path) -> str:
     return arg
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# Generated from the parsers themselves: every command of ``mechprobe`` and every benchmark script (its argparse
+# parser), every flag of each, every ``--set`` key of every config a command takes, each given every value of
+# FUZZ_VALUES. A new flag, command, script or setting is fuzzed without anyone writing a case.
+# ---------------------------------------------------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCHMARKS = ROOT / "benchmarks"
+# The values every flag and every setting is given (placeholders as above; ``@full`` is a folder of the user's).
+FUZZ_VALUES = {"empty": "", "zero": "0", "negative": "-1", "huge": HUGE, "nan": "nan", "inf": "inf",
+               "wrong_type": "x\u2603", "missing_path": "@missing/x", "file_for_folder": "@file",
+               "folder_for_file": "@full", "current_folder": "."}
+# Flags named by their ``dest``: folders or files a program writes, and paths or names of what it reads.
+OUTPUT_FOLDERS = {"out", "work", "pack_configs"}
+OUTPUT_FILES = {"json", "html"}
+INPUTS = {"model", "models", "corpus", "config", "configs", "compare", "report", "folder", "baseline"}
+# Flags that are a program's internal protocol (hidden from --help: a parent process talks to its child).
+# The full product (every program x flag or setting x value: about 4,600 cases, about 25 minutes on one core) runs
+# when MECHPROBE_FUZZ=full; the default suite runs SAMPLE_SIZE of them drawn with SAMPLE_SEED (about 20 s), and the
+# slow suite (make test) one case per flag and per setting of every program, its value drawn with SAMPLE_SEED
+# (:func:`cover`; about 3 minutes).
+SAMPLE_SIZE = 120
+SAMPLE_SEED = 45
+
+
+@dataclass(frozen=True)
+class Program:
+    """One program a user runs: ``mechprobe COMMAND`` or a benchmark script, and its parser."""
+
+    name: str  # "heads", "benchmarks/gpu_check.py"
+    prefix: tuple[str, ...]  # argv before the flags: ("heads",) or ()
+    parser: Any  # argparse.ArgumentParser
+
+
+@dataclass(frozen=True)
+class FuzzCase:
+    """One command line: the program's base arguments and one flag (or setting) given one fuzz value."""
+
+    id: str
+    program: str
+    argv: tuple[str, ...]  # placeholders unresolved
+    flag: str  # the option string, a positional's name, or "--set KEY"
+    value: str  # the name of the FUZZ_VALUES entry
+    expect: str  # refuse | any
+    names: tuple[str, ...] = ()  # the error line holds one of these when it refuses
+    output: bool = False  # the flag names where the program writes
+
+
+class _Captured(BaseException):
+    def __init__(self, parser: Any) -> None:
+        self.parser = parser
+
+
+def benchmark_module(path: Path) -> Any:
+    """The benchmark script ``path`` imported as a module (once)."""
+    import importlib.util
+
+    name = f"_fuzz_benchmark_{path.stem}"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+def benchmark_parser(path: Path) -> Any:
+    """The argparse parser a benchmark script's ``main()`` builds (caught as it parses, before any work)."""
+    import argparse
+    from unittest import mock
+
+    def capture(self, *args, **kwargs):
+        raise _Captured(self)
+
+    module = benchmark_module(path)
+    with mock.patch.object(argparse.ArgumentParser, "parse_args", capture), \
+            mock.patch.object(sys, "argv", [str(path)]):
+        try:
+            module.main()
+        except _Captured as caught:
+            return caught.parser
+    raise AssertionError(f"{path} built no argparse parser in main()")
+
+
+def programs() -> list[Program]:
+    """Every ``mechprobe`` command and every benchmark script with its parser."""
+    import argparse
+
+    from analyses.cli import build_parser
+
+    found = []
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    for command, parser in sub.choices.items():
+        found.append(Program(command, (command,), parser))
+    for path in sorted(BENCHMARKS.glob("*.py")):
+        found.append(Program(f"benchmarks/{path.name}", (), benchmark_parser(path)))
+    return found
+
+
+def _number_type(action: Any) -> type | None:
+    """``int`` or ``float`` where the flag's argparse ``type`` makes numbers of its text, else None."""
+    for text in ("1", "2", "0"):
+        try:
+            value = action.type(text) if action.type is not None else text
+        except Exception:
+            continue
+        return type(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    return None
+
+
+def value_flags(parser: Any) -> list[Any]:
+    """The actions of ``parser`` that take a value (positionals included), except help, version, --set (fuzzed per
+    setting) and the hidden flags of a parent-child protocol."""
+    import argparse
+
+    skip = (argparse._HelpAction, argparse._VersionAction, argparse._SubParsersAction)
+    return [a for a in parser._actions if not isinstance(a, skip) and a.nargs != 0 and a.help != argparse.SUPPRESS
+            and a.dest != "overrides"]
+
+
+def writes_a_file(action: Any) -> bool:
+    """Whether an output flag names a file (``--json``, or a default with a suffix: ``gpu_check.json``)."""
+    return action.dest in OUTPUT_FILES or bool(action.default and Path(str(action.default)).suffix)
+
+
+def expectation(action: Any, value: str) -> str:
+    """``refuse`` where the value can only be refused, else ``any`` (exit 0 or 2: the invariants alone)."""
+    raw = FUZZ_VALUES[value]
+    if action.choices is not None:
+        return "any" if raw in action.choices else "refuse"
+    if _number_type(action) is not None:
+        if value == "zero" or (value == "huge" and _number_type(action) is float):
+            return "any"
+        return "refuse"
+    if action.dest in OUTPUT_FOLDERS and not writes_a_file(action):
+        return "refuse" if value in ("empty", "current_folder", "file_for_folder", "folder_for_file") else "any"
+    if action.dest in OUTPUT_FOLDERS | OUTPUT_FILES:
+        return "refuse" if value in ("empty", "current_folder", "folder_for_file") else "any"
+    if action.dest in INPUTS:
+        return "refuse" if value in ("empty", "missing_path") else "any"
+    if value == "empty" and action.default != "":
+        return "refuse"  # an empty name is never a value (unless it is the flag's default)
+    return "any"
+
+
+# The base command line of each program: its required flags, and settings that keep an accepted run short (every
+# accepted run stops at its first piece of work anyway: tests/analyses/test_cli_fuzz.py, stop_at_work).
+BASE_ARGS: dict[str, tuple[str, ...]] = {
+    "heads": ("--model", "@model", "--no-progress"),
+    "report": ("--out", "@fresh", "--model", "@model", "--no-toys", "--fast", "--no-progress"),
+    "render": ("@missing/report",),
+    "probe-linear": ("--model", "@model", "--target", "parent", "--out", "@fresh", "--no-progress"),
+    "ablate": ("--model", "@model", "--top", "induction:2", "--out", "@fresh", "--no-progress"),
+    "dynamics": ("--model", "@series", "--out", "@fresh", "--no-progress"),
+    "train-lm": ("--out", "@fresh", "--no-progress"),
+    "toy": ("scansnap", "--out", "@fresh", "--no-progress"),
+    "benchmarks/report_speed.py": ("--baseline", "HEAD", "--out", "@fresh"),
+    "benchmarks/train_lm_sweep.py": ("--out", "@fresh"),
+    "benchmarks/gpu_check.py": ("--device", "cpu", "--work", "@fresh", "--out", "@fresh.json"),
+}
+
+
+def set_configs(program: str) -> dict[str, tuple[tuple[str, ...], Any]]:
+    """The configs whose settings ``program``'s ``--set`` takes: name -> (the base argv that selects it, the
+    config). Every program with a ``--set`` flag must be here (test_cli_fuzz.py checks that)."""
+    from analyses.dynamics.train_lm import TrainLmConfig
+    from analyses.experiments import TOY_EXPERIMENTS, toy_experiment
+    from analyses.linear.experiment import LinearProbeConfig
+    from analyses.report.config import ReportConfig
+
+    if program == "toy":
+        return {name: ((name, *BASE_ARGS["toy"][1:]), toy_experiment(name).PRESETS["fast"])
+                for name in TOY_EXPERIMENTS}
+    kinds = {"report": ReportConfig.fast(), "probe-linear": LinearProbeConfig(), "train-lm": TrainLmConfig()}
+    return {program: (BASE_ARGS[program], kinds[program])} if program in kinds else {}
+
+
+def settings(config: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    """Every (dotted key, annotation) of the config ``config``, nested sections included."""
+    import dataclasses
+    import typing
+
+    hints = typing.get_type_hints(type(config))
+    found = []
+    for field in dataclasses.fields(config):
+        if not field.init:
+            continue
+        value = getattr(config, field.name)
+        if dataclasses.is_dataclass(value):
+            found += settings(value, f"{prefix}{field.name}.")
+        else:
+            found.append((prefix + field.name, hints[field.name]))
+    return found
+
+
+def setting_expectation(annotation: Any, value: str) -> str:
+    """``refuse`` where a setting of type ``annotation`` can only refuse the value, else ``any``."""
+    import types
+    import typing
+
+    raw = FUZZ_VALUES[value]
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType) and len(args) == 1:
+        annotation = args[0]
+    if typing.get_origin(annotation) is typing.Literal:
+        return "any" if raw in map(str, typing.get_args(annotation)) else "refuse"
+    if annotation is bool:
+        return "any" if value == "zero" else "refuse"
+    if annotation is int:
+        return "any" if value in ("zero", "negative") else "refuse"
+    if annotation is float:
+        return "any" if value in ("zero", "negative", "huge") else "refuse"
+    if annotation is str and value == "empty":
+        return "refuse"
+    return "any"
+
+
+def parser_cases() -> list[FuzzCase]:
+    """The full product: every program x every value flag x every fuzz value, and every --set key x every value."""
+    cases = []
+    for program in programs():
+        base = program.prefix + BASE_ARGS.get(program.name, ())
+        for action in value_flags(program.parser):
+            flag = action.option_strings[0] if action.option_strings else action.dest
+            names = tuple(action.option_strings) or (action.dest, action.metavar or action.dest)
+            for value in FUZZ_VALUES:
+                if action.option_strings:
+                    argv = (*_without(base, action.option_strings), flag, FUZZ_VALUES[value])
+                else:  # a positional: the fuzz value in place of the base's
+                    argv = _positional(program, base, action, FUZZ_VALUES[value])
+                cases.append(FuzzCase(f"{program.name}:{flag}={value}", program.name, argv, flag, value,
+                                      expectation(action, value), names,
+                                      output=action.dest in OUTPUT_FOLDERS | OUTPUT_FILES))
+        for config_name, (config_base, config) in set_configs(program.name).items():
+            for key, annotation in settings(config):
+                for value in FUZZ_VALUES:
+                    argv = program.prefix + config_base + ("--set", f"{key}={FUZZ_VALUES[value]}")
+                    cases.append(FuzzCase(f"{program.name}:{config_name}:--set {key}={value}", program.name, argv,
+                                          f"--set {key}", value, setting_expectation(annotation, value), (key,)))
+    return cases
+
+
+def _without(argv: tuple[str, ...], flags: list[str]) -> tuple[str, ...]:
+    """``argv`` without the base's own value of ``flags`` (the fuzzed value replaces it)."""
+    out: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+            continue
+        if arg in flags:
+            skip = True
+            continue
+        out.append(arg)
+    return tuple(out)
+
+
+def _positional(program: Program, base: tuple[str, ...], action: Any, raw: str) -> tuple[str, ...]:
+    """``base`` with its first positional argument (after the program's prefix) replaced by ``raw``."""
+    rest = base[len(program.prefix):]
+    if rest and not rest[0].startswith("-"):
+        rest = rest[1:]
+    return (*program.prefix, raw, *rest)
+
+
+# Values that would make a careless command delete or overwrite what it did not create: every output flag of every
+# program is given each of them in the default suite (a planted "delete the output folder first" fails there).
+LOSS_VALUES = ("empty", "current_folder", "folder_for_file", "file_for_folder")
+
+
+def sample(cases: list[FuzzCase], n: int = SAMPLE_SIZE, seed: int = SAMPLE_SEED) -> list[FuzzCase]:
+    """The default suite: every output flag given each of LOSS_VALUES, every program at least once, and the rest up
+    to ``n`` drawn uniformly with ``seed``."""
+    rng = random.Random(seed)
+    by_program: dict[str, list[FuzzCase]] = {}
+    for case in cases:
+        by_program.setdefault(case.program, []).append(case)
+    chosen = {c.id for c in cases if c.output and c.value in LOSS_VALUES}
+    chosen |= {rng.choice(group).id for group in by_program.values()}
+    rest = [c for c in cases if c.id not in chosen]
+    chosen |= {c.id for c in rng.sample(rest, max(0, min(n - len(chosen), len(rest))))}
+    return [c for c in cases if c.id in chosen]
+
+
+def cover(cases: list[FuzzCase], seed: int = SAMPLE_SEED) -> list[FuzzCase]:
+    """One case of every (program, flag or setting): its value drawn with ``seed`` (the slow suite)."""
+    rng = random.Random(seed)
+    by_flag: dict[tuple[str, str, str], list[FuzzCase]] = {}
+    for case in cases:
+        by_flag.setdefault((case.program, case.id.rsplit(":", 1)[0], case.flag), []).append(case)
+    return [rng.choice(group) for group in by_flag.values()]
+
+
 if __name__ == "__main__":
     sys.stdout.write(json.dumps(generate(), indent=1, ensure_ascii=False) + "\n")

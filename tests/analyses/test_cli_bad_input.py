@@ -89,20 +89,21 @@ def test_toy_rejects_dtype(tmp_path, capsys):
 NO_CUDA = pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
 
 
-@pytest.mark.parametrize("argv, words", [
-    (["--device", "nonsense"], ["device 'nonsense' is not a torch device", "use cpu, cuda, cuda:N"]),
-    (["--set", "device=nonsense"], ["device 'nonsense' is not a torch device"]),
-    (["--device", "meta"], ["runs on cpu, cuda or mps"]),
-    pytest.param(["--device", "cuda"], ["device 'cuda'", "no usable CUDA GPU", "use cpu"], marks=NO_CUDA),
-    pytest.param(["--set", "device=cuda:1"], ["device 'cuda:1'", "no usable CUDA GPU"], marks=NO_CUDA),
-    (["--device", "cpu", "--set", "device=cpu"], ["--device and --set device=", "give only one"]),
+@pytest.mark.parametrize("argv, words, error", [  # --device is checked as it is parsed (a usage error)
+    (["--device", "nonsense"], ["--device", "device 'nonsense' is not a torch device", "use cpu, cuda, cuda:N"],
+     UsageError),
+    (["--set", "device=nonsense"], ["device 'nonsense' is not a torch device"], ConfigError),
+    (["--device", "meta"], ["--device", "runs on cpu, cuda or mps"], UsageError),
+    pytest.param(["--device", "cuda"], ["device 'cuda'", "no usable CUDA GPU", "use cpu"], UsageError, marks=NO_CUDA),
+    pytest.param(["--set", "device=cuda:1"], ["device 'cuda:1'", "no usable CUDA GPU"], ConfigError, marks=NO_CUDA),
+    (["--device", "cpu", "--set", "device=cpu"], ["--device and --set device=", "give only one"], ConfigError),
 ])
-def test_toy_bad_device_fails_before_any_training(tmp_path, capsys, monkeypatch, argv, words):
+def test_toy_bad_device_fails_before_any_training(tmp_path, capsys, monkeypatch, argv, words, error):
     import analyses.topic.experiment
 
     monkeypatch.setattr(analyses.topic.experiment, "run", lambda *a, **k: pytest.fail("trained despite a bad device"))
     fails_in_one_line(["toy", "topic", "--no-progress", "--out", str(tmp_path / "new" / "run"), *argv], capsys, *words,
-                      error=ConfigError)
+                      error=error)
     assert list(tmp_path.iterdir()) == []  # no output folder (nor its parent) was made
 
 
@@ -215,13 +216,13 @@ def test_missing_command_is_one_line(capsys):
 
 
 @pytest.mark.parametrize("device, words", [
-    ("gpu", ["device 'gpu' is not a torch device", "cpu, cuda"]),
-    ("meta", ["runs on cpu, cuda or mps"]),
+    ("gpu", ["--device", "device 'gpu' is not a torch device", "cpu, cuda"]),
+    ("meta", ["--device", "runs on cpu, cuda or mps"]),
     pytest.param("cuda", ["no usable CUDA GPU", "use cpu"],
                  marks=pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")),
 ])
 def test_heads_bad_device(capsys, device, words):
-    fails_in_one_line(["heads", "--model", "not-loaded-xyz", "--device", device], capsys, *words, error=ConfigError)
+    fails_in_one_line(["heads", "--model", "not-loaded-xyz", "--device", device], capsys, *words, error=UsageError)
 
 
 def test_heads_json_path_that_is_a_folder_or_inside_a_file(tmp_path, capsys):
@@ -275,7 +276,7 @@ def test_heads_unknown_pattern_fails_before_the_model_loads(capsys, monkeypatch)
 
 
 def test_heads_empty_model_spec(capsys):
-    fails_in_one_line(["heads", "--model", "", *TINY_HEADS], capsys, "model spec is empty", error=ModelError)
+    fails_in_one_line(["heads", "--model", "", *TINY_HEADS], capsys, "--model", "the model is empty", error=UsageError)
 
 
 # ---- mechprobe report -------------------------------------------------------------------------------
@@ -289,10 +290,10 @@ def report_argv(tmp_path, *argv: str) -> list[str]:
     (["--batch-size", "0"], ["--batch-size must be >= 1; got 0"], ConfigError),
     (["--batch-size", "-3"], ["--batch-size must be >= 1; got -3"], ConfigError),
     (["--max-batches", "3"], ["--max-batches must be >= 4"], ConfigError),
-    (["--device", "gpu"], ["not a torch device"], ConfigError),
+    (["--device", "gpu"], ["--device", "not a torch device"], UsageError),
     (["--toy-seeds", "0"], ["toy_seeds must be an integer >= 1; got 0"], ConfigError),
-    (["--corpus", ""], ["corpus spec is empty"], InputError),
-    (["--corpus", "/no/such/corpus.txt"], ["Unknown corpus"], InputError),
+    (["--corpus", ""], ["--corpus", "the value is empty"], UsageError),
+    (["--corpus", "/no/such/corpus.txt"], ["--corpus", "Unknown corpus"], InputError),
 ])
 def test_report_settings_are_checked_before_any_work(tmp_path, capsys, argv, words, error):
     fails_in_one_line(report_argv(tmp_path, *argv), capsys, *words, error=error)

@@ -1,4 +1,15 @@
-"""Fuzz test of the command line: the saved, seeded corpus of tests/analyses/cli_fuzz.py, each case run on a tiny
+"""Fuzz tests of the command line and the benchmark scripts (tests/analyses/cli_fuzz.py generates the cases).
+
+1. Generated from the parsers (every command, every benchmark script, every flag, every ``--set`` key, each given
+   empty, zero, negative, huge, NaN, inf, wrong-type values, a missing path, a file for a folder, a folder for a
+   file and the current folder): a fixed-seed sample in the default suite, the full product in a slow test. Each
+   case runs in this process in a fresh sandbox folder (the working folder) until the program exits or reaches
+   its first piece of work (:func:`stop_at_work`: a forward pass or training step, a child process, a packaged
+   model or an LDA fit), which every check must come before. It must exit 0 or 2 (or reach its work) with no
+   traceback, refuse in one ``PROG: error: ...`` line naming the flag (or setting) what can only be refused,
+   write nothing when it refuses, never change or remove a file or folder of the user's, and write nothing outside
+   its output paths (given or default). Rerun one case: ``pytest tests/analyses/test_cli_fuzz.py -k 'gpu_check'``.
+2. The saved, seeded corpus of hand-written value lists (slow), each case run on a tiny
 random-weight model (tests/random_checkpoints.py) in a fresh sandbox folder.
 
 Every run exits 0 or 2 and prints no traceback; a refusal is one ``mechprobe...error:`` line (naming the flag when
@@ -12,20 +23,38 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import signal
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from analyses.cli import main
-from tests.analyses.cli_fuzz import generate, resolve
+from tests.analyses.cli_fuzz import (
+    FUZZ_VALUES,
+    OUTPUT_FILES,
+    OUTPUT_FOLDERS,
+    ROOT,
+    FuzzCase,
+    Program,
+    benchmark_module,
+    cover,
+    generate,
+    parser_cases,
+    programs,
+    resolve,
+    sample,
+    set_configs,
+    value_flags,
+)
 from tests.random_checkpoints import make_random_checkpoint
 
 LIMIT_S = 60  # the longest accepted case (a tiny toy or linear probe) takes about 10 s
 CORPUS = Path(__file__).with_name("cli_fuzz_corpus.json")
 CASES = json.loads(CORPUS.read_text(encoding="utf-8"))
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_thread")]
+pytestmark = [pytest.mark.usefixtures("one_thread")]
 
 
 @pytest.fixture(scope="module")
@@ -112,10 +141,12 @@ def problems(case: dict, code: int | str, stdout: str, stderr: str, before: dict
     return found
 
 
+@pytest.mark.slow
 def test_the_saved_corpus_is_the_generators():
     assert generate() == CASES, "regenerate: python -m tests.analyses.cli_fuzz > tests/analyses/cli_fuzz_corpus.json"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
 def test_every_command_line_exits_0_or_2_in_one_line_and_leaves_no_partial_output(case, tiny_model, tmp_path,
                                                                                     monkeypatch):
@@ -128,3 +159,185 @@ def test_every_command_line_exits_0_or_2_in_one_line_and_leaves_no_partial_outpu
     code, stdout, stderr = run(argv)
     found = problems(case, code, stdout, stderr, before, snapshot(sandbox), written, sandbox)
     assert not found, f"{case['id']}: mechprobe {' '.join(map(repr, argv))}\n" + "\n".join(found)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# 1. Generated from the parsers.
+# ---------------------------------------------------------------------------------------------------------------
+
+PARSER_CASES = parser_cases()
+SAMPLED = sample(PARSER_CASES)
+PROGRAMS = {program.name: program for program in programs()}
+
+
+class WorkStarted(BaseException):
+    """A program passed its checks and reached its first piece of work (where the fuzz test stops it)."""
+
+
+@contextlib.contextmanager
+def stop_at_work() -> Iterator[None]:
+    """Raise :class:`WorkStarted` at the first piece of work: any forward pass (measuring or training), any child
+    process but a read-only ``git rev-parse``, loading a packaged model, or fitting LDA. Every check of a command's
+    input comes before these, so an accepted case costs its checks only."""
+    import subprocess
+    from unittest import mock
+
+    import gensim.models
+    import torch
+
+    import probes
+    import probes.core.loading as loading
+
+    real_load, real_popen = loading.load_model, subprocess.Popen.__init__
+
+    def work(*args, **kwargs):
+        raise WorkStarted
+
+    def load_model(spec, *args, **kwargs):
+        if isinstance(spec, str) and spec in loading.PACKAGED_MODELS:
+            raise WorkStarted
+        return real_load(spec, *args, **kwargs)
+
+    def popen(self, command, *args, **kwargs):
+        if list(command[:2]) != ["git", "rev-parse"]:
+            raise WorkStarted
+        real_popen(self, command, *args, **kwargs)
+
+    with mock.patch.object(torch.nn.Module, "__call__", work), mock.patch.object(subprocess.Popen, "__init__", popen), \
+            mock.patch.object(loading, "load_model", load_model), mock.patch.object(probes, "load_model", load_model), \
+            mock.patch.object(gensim.models.LdaModel, "__init__", work):
+        yield
+
+
+def run_program(program: Program, argv: list[str]) -> tuple[int | str, str, str]:
+    """``program ARGV`` in this process until it exits or reaches its work: (exit code, ``"work"``, or the uncaught
+    exception's traceback; stdout; stderr). The process state a program may change (environment, torch threads,
+    signal handlers, sys.argv) is restored."""
+    import sys
+
+    import torch
+
+    out, err = io.StringIO(), io.StringIO()
+    environ, threads = dict(os.environ), torch.get_num_threads()
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    saved_argv = sys.argv
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), stop_at_work():
+        try:
+            if program.prefix:
+                code: int | str = main([*program.prefix, *argv[len(program.prefix):]])
+            else:
+                sys.argv = [program.name, *argv]
+                returned = benchmark_module(ROOT / program.name).main()
+                code = returned if isinstance(returned, int) else 0
+        except SystemExit as exit_:
+            if exit_.code is None or isinstance(exit_.code, int):
+                code = exit_.code or 0
+            else:  # SystemExit("message"): Python prints the message and exits 1
+                print(exit_.code, file=sys.stderr)
+                code = 1
+        except WorkStarted:
+            code = "work"
+        except Exception:
+            code = traceback.format_exc()
+        finally:
+            sys.argv = saved_argv
+            os.environ.clear()
+            os.environ.update(environ)
+            torch.set_num_threads(threads)
+            for number, handler in handlers.items():
+                signal.signal(number, handler)
+    return code, out.getvalue(), err.getvalue()
+
+
+def output_paths(program: Program, argv: list[str], sandbox: Path) -> list[Path]:
+    """Where ``program`` may write: the values (given, else default) of its output flags."""
+    paths = []
+    for action in value_flags(program.parser):
+        if action.dest not in OUTPUT_FOLDERS | OUTPUT_FILES or not action.option_strings:
+            continue
+        given = [argv[i + 1] for i, arg in enumerate(argv[:-1]) if arg in action.option_strings]
+        for value in given or ([str(action.default)] if action.default not in (None, "") else []):
+            if value.strip():
+                paths.append((sandbox / value).resolve())
+    return paths
+
+
+def parser_case_problems(case: FuzzCase, code: int | str, stderr: str, before: dict, after: dict,
+                         outputs: list[Path], sandbox: Path) -> list[str]:
+    """What the run did wrong (empty when it behaved)."""
+    if isinstance(code, str) and code != "work":
+        return [f"traceback: {code.strip().splitlines()[-1]}\n{code}"]
+    found = []
+    if code not in (0, 2, "work"):
+        found.append(f"exit code {code}: {stderr.strip()[-500:]}")
+    if "Traceback" in stderr:
+        found.append("printed a traceback")
+    if case.expect == "refuse" and code != 2:
+        found.append(f"accepted {case.flag} {case.value} ({FUZZ_VALUES[case.value]!r}): "
+                     + ("reached its work" if code == "work" else f"exit {code}"))
+    if code == 2:
+        lines = [line for line in stderr.strip().splitlines() if line.strip()]
+        if not lines or ": error: " not in lines[-1] or any(line.startswith("usage:") for line in lines):
+            found.append(f"not one 'PROG: error: ...' line: {stderr.strip()[-600:]!r}")
+        elif case.expect == "refuse" and not any(name in lines[-1] for name in case.names):
+            found.append(f"the error does not name {' or '.join(case.names)}: {lines[-1]}")
+        if after != before:
+            found.append(f"a refusal changed files: {sorted(set(after) ^ set(before))[:5]}")
+    changed = [name for name, content in before.items() if after.get(name, b"gone") != content]
+    if changed:
+        found.append(f"changed or removed files of the user's: {sorted(changed)[:5]}")
+    outside = [name for name in set(after) - set(before)
+               if not any((sandbox / name).resolve().is_relative_to(p) or p.is_relative_to((sandbox / name).resolve())
+                          for p in outputs)]
+    if outside:
+        found.append(f"wrote outside its output paths: {sorted(outside)[:5]}")
+    return found
+
+
+@pytest.fixture(scope="module")
+def tiny_series(tiny_model, tmp_path_factory) -> Path:
+    """A series of two checkpoints of one run (the tiny model at steps 0 and 10)."""
+    import shutil
+
+    folder = tmp_path_factory.mktemp("fuzz_series") / "series"
+    for step in (0, 10):
+        shutil.copytree(tiny_model, folder / f"step_{step}")
+    return folder
+
+
+def check_parser_case(case: FuzzCase, tiny_model: Path, tiny_series: Path, tmp_path: Path, monkeypatch) -> None:
+    sandbox = tmp_path / "sandbox"
+    make_sandbox(sandbox)
+    monkeypatch.chdir(sandbox)
+    argv = [str(tiny_series) if arg == "@series" else resolve(arg, sandbox, tiny_model) for arg in case.argv]
+    program = PROGRAMS[case.program]
+    outputs = output_paths(program, argv, sandbox)
+    before = snapshot(sandbox)
+    code, _, stderr = run_program(program, argv)
+    found = parser_case_problems(case, code, stderr, before, snapshot(sandbox), outputs, sandbox)
+    assert not found, " | ".join(" ".join(f.split()) for f in found)[:400] + \
+        f"\n{case.id}: {case.program} {' '.join(map(repr, argv))}\n" + "\n".join(found)
+
+
+def test_every_program_with_a_set_flag_names_its_configs():
+    """A new command with ``--set`` has its settings fuzzed: set_configs must know its configs."""
+    for program in PROGRAMS.values():
+        if any(action.dest == "overrides" for action in program.parser._actions):
+            assert set_configs(program.name), f"{program.name} has --set: add its configs to cli_fuzz.set_configs"
+
+
+@pytest.mark.parametrize("case", SAMPLED, ids=[c.id for c in SAMPLED])
+def test_a_sample_of_every_flag_and_setting_exits_0_or_2_and_loses_nothing(case, tiny_model, tiny_series, tmp_path,
+                                                                        monkeypatch):
+    check_parser_case(case, tiny_model, tiny_series, tmp_path, monkeypatch)
+
+
+_SAMPLED_IDS = {c.id for c in SAMPLED}
+SLOW = [c for c in (PARSER_CASES if os.environ.get("MECHPROBE_FUZZ") == "full" else cover(PARSER_CASES))
+        if c.id not in _SAMPLED_IDS]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", SLOW, ids=[c.id for c in SLOW])
+def test_every_flag_and_setting_exits_0_or_2_and_loses_nothing(case, tiny_model, tiny_series, tmp_path, monkeypatch):
+    check_parser_case(case, tiny_model, tiny_series, tmp_path, monkeypatch)

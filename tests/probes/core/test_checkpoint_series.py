@@ -4,6 +4,7 @@ transformers path from a stand-in hub cache (tests/stand_in_hub.py)."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import torch
@@ -56,7 +57,7 @@ def test_a_folder_of_numbered_checkpoints_and_a_manifest(tmp_path):
     (tmp_path / "b" / "early").mkdir(parents=True)
     (tmp_path / "b" / "late").mkdir()
     (tmp_path / "b" / "series.json").write_text(json.dumps({"checkpoints": [
-        {"step": 50, "tokens": 6400, "path": "late"}, {"step": 0, "tokens": 0, "path": "early"}]}))
+        {"step": 0, "tokens": 0, "path": "early"}, {"step": 50, "tokens": 6400, "path": "late"}]}))
     series = checkpoint_series(tmp_path / "b")
     assert series.steps == (0, 50) and series.checkpoints[1] == Checkpoint(50, str(tmp_path / "b" / "late"), 6400)
 
@@ -68,6 +69,10 @@ def test_a_folder_of_numbered_checkpoints_and_a_manifest(tmp_path):
     (f"{REPO}@revisions=main,latest", "names no training step"),
     ("attn-only-2l@checkpoint_index=a,b", "integers separated by commas"),
     (f"{REPO}@steps=1,2", "is not a checkpoint series"),
+    (f"{REPO}@revisions=step0,,step10", "an empty item"),
+    ("attn-only-2l@checkpoint_index=0,,3", "an empty item"),
+    (f"{REPO}@revisions=step0,step1.5", "fractional or negative step"),
+    (f"{REPO}@revisions=step0,step-5", "fractional or negative step"),
 ])
 def test_a_bad_series_is_one_line(spec, expected):
     with pytest.raises(ConfigError, match=expected) as caught:
@@ -97,3 +102,40 @@ def test_a_missing_revision_fails_in_one_line_before_loading(hub, monkeypatch):
     with pytest.raises(ModelError, match="no revision 'step777'") as caught:
         probes.load_model(f"{REPO}@revision=step777")
     assert "\n" not in str(caught.value)
+
+
+def _manifest(folder, entries):
+    folder.mkdir(parents=True, exist_ok=True)
+    for entry in entries:
+        if isinstance(entry, dict) and not entry["path"].startswith(("/", "..")):
+            (folder / entry["path"]).mkdir(parents=True, exist_ok=True)
+    (folder / "series.json").write_text(json.dumps({"checkpoints": entries}))
+    return folder
+
+
+@pytest.mark.parametrize(("entries", "expected"), [
+    ([{"step": 10, "path": "step_10"}, {"step": 0, "path": "step_0"}], "unique and increasing in the order listed"),
+    ([{"step": 0, "path": "step_0"}, {"step": 0, "path": "again"}], "unique and increasing"),
+    ([{"step": 0, "path": "step_10"}, {"step": 10, "path": "step_0"}], "swapped or mixed up"),
+    ([{"step": 0, "path": "a"}, {"step": 1.5, "path": "b"}], "is not an integer >= 0"),
+    ([{"step": 0, "path": "a"}, {"step": -1, "path": "b"}], "is not an integer >= 0"),
+    ([{"step": 0, "path": "a"}, {"step": 5, "path": "../elsewhere"}], "outside the series folder"),
+    ([{"step": 0, "path": "a"}, {"step": 5, "path": "/tmp"}], "outside the series folder"),
+    ([{"step": 0, "path": "a"}, "b"], "is not {"),
+])
+def test_a_manifest_that_is_not_one_run_in_step_order_is_refused_by_name(tmp_path, entries, expected):
+    with pytest.raises(ConfigError, match=re.escape(expected)) as caught:
+        checkpoint_series(_manifest(tmp_path / "series", entries))
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(("key", "other"), [("vocab_size", 100), ("hidden_size", 32), ("model_type", "llama")])
+def test_checkpoints_of_another_architecture_or_vocabulary_are_not_one_run(tmp_path, key, other):
+    config = {"model_type": "gpt_neox", "vocab_size": 50, "hidden_size": 64, "num_hidden_layers": 2}
+    for step, changed in ((0, {}), (10, {key: other})):
+        (tmp_path / "s" / f"step_{step}").mkdir(parents=True)
+        (tmp_path / "s" / f"step_{step}" / "config.json").write_text(json.dumps({**config, **changed}))
+    with pytest.raises(ConfigError, match=f"not one training run: the checkpoint at step 10 has {key}"):
+        checkpoint_series(tmp_path / "s")
+    (tmp_path / "s" / "step_10" / "config.json").write_text(json.dumps(config))
+    assert checkpoint_series(tmp_path / "s").steps == (0, 10)

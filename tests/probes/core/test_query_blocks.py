@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import probes
-from probes.core import attention_rows, runner
+from probes.core import attention_rows, reductions_check, runner
 from probes.core.batch import TokenBatch
 from probes.core.model_info import pattern_hook
 from probes.core.result import results_close
@@ -61,7 +61,7 @@ def _suite(d_vocab: int) -> list[probes.Probe]:
 def test_reductions_reproduce_hook_pattern_and_the_models_output(checkpoints, kind):
     model = checkpoints[kind]
     tokens = _tokens()
-    assert attention_rows.reductions_match_hook_pattern(model, tokens)
+    assert reductions_check.reductions_match_hook_pattern(model, tokens)
     columns = torch.nn.functional.one_hot(tokens % 3, 3).float()
     layers: dict[bool, list] = {True: [], False: []}
     with torch.inference_mode():
@@ -211,7 +211,7 @@ def test_windowed_gqa_with_padding_and_bos_uses_the_fused_kernel_and_equals_whol
         raise AssertionError("the blocked fallback ran where the fused kernel should have")
 
     monkeypatch.setattr(attention_rows, "_blocked", no_fallback)
-    assert attention_rows.reductions_match_hook_pattern(model, tokens[:1])
+    assert reductions_check.reductions_match_hook_pattern(model, tokens[:1])
     reduced = probes.run_probes(model, _suite(info.d_vocab), [batch], progress=False, max_pattern_bytes=0)
     for a, b in zip(reduced, whole):
         assert results_close(a, b, rtol=1e-4, atol=1e-6), type(a).__name__
