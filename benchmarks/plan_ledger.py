@@ -10,16 +10,16 @@ peak exceed the card). Then the GPU rows of issue 44 beside their estimates (ana
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from analyses.plan.command import layer_routes, ledger_record
+from analyses.cli_checks import ScriptParser, check_output_file, count_arg, script_main
+from analyses.plan.command import MAX_TOKENS, layer_routes, ledger_record
 from analyses.plan.estimate import GPUS, estimate
-from analyses.plan.routes import run
+from analyses.plan.routes import ROUTES, run
 from analyses.plan.shapes import SHAPES, meta_models
 
 
@@ -28,14 +28,19 @@ def _cell(ledger, gpu) -> str:
     return f"{found.seconds:.3g}" if found.fits else "OOM"
 
 
+@script_main
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ScriptParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=sorted(SHAPES))
-    parser.add_argument("--lengths", nargs="+", type=int, default=[8192, 32768, 131072])
-    parser.add_argument("--routes", nargs="+", default=["bare", "suite", "null"])
+    parser.add_argument("--lengths", nargs="+", type=count_arg(2), default=[8192, 32768, 131072])
+    parser.add_argument("--routes", nargs="+", default=["bare", "suite", "null"], choices=ROUTES)
     parser.add_argument("--json", help="also write every ledger to this file")
     parser.add_argument("--no-calibration", action="store_true", help="skip the issue's GPU rows")
     args = parser.parse_args()
+    if max(args.lengths) > MAX_TOKENS:
+        parser.error(f"argument --lengths: at most {MAX_TOKENS} tokens; got {max(args.lengths)}")
+    if args.json is not None:
+        check_output_file("--json", args.json)
     records = []
     print("| shape | tokens | route | peak GiB (x bare) | TFLOP (x bare) | calls/layer (x bare) | attention | "
           "H100 s | H200 s |")

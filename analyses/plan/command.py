@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from analyses.cli_checks import int_arg
+from analyses.cli_checks import check_output_file, count_arg, naming, text_arg
 from analyses.plan.estimate import GPUS, Estimate, estimate
 from analyses.plan.routes import ROUTES, RouteLedger, run
 from analyses.plan.shapes import SHAPES
@@ -32,14 +32,15 @@ def add_plan_command(sub: Any) -> argparse.ArgumentParser:
         "fits an H100 (80 GB) or H200 (141 GB), the estimated time there (a roofline plus a per-call cost calibrated "
         "on an H200), FLOPs, operator calls per layer, each layer's attention route and the largest tensor.",
     )
-    plan.add_argument("--model", required=True, metavar="M",
+    plan.add_argument("--model", required=True, metavar="M", type=text_arg,
                       help=f"a named shape ({', '.join(SHAPES)}) or a folder with a Hugging Face config.json")
-    plan.add_argument("--tokens", required=True, type=int_arg, metavar="T", help="tokens per sequence (2 .. 1048576)")
+    plan.add_argument("--tokens", required=True, type=count_arg(2), metavar="T",
+                      help=f"tokens per sequence (2 .. {MAX_TOKENS:,})")
     plan.add_argument("--gpu", choices=sorted(GPUS), action="append",
                       help="the GPU to answer for (repeatable; default: both)")
     plan.add_argument("--routes", default=",".join(DEFAULT_ROUTES), metavar="R,...",
                       help=f"comma-separated routes among {', '.join(ROUTES)} (default {','.join(DEFAULT_ROUTES)})")
-    plan.add_argument("--batch", type=int_arg, default=1, metavar="B", help="sequences per batch (default 1)")
+    plan.add_argument("--batch", type=count_arg(1), default=1, metavar="B", help="sequences per batch (default 1)")
     plan.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default="bfloat16",
                       help="weights and activations (default bfloat16)")
     plan.add_argument("--json", metavar="PATH", help="also write every number as JSON to PATH")
@@ -56,12 +57,12 @@ def parse_routes(text: str) -> tuple[str, ...]:
 
 def check_plan_args(args: argparse.Namespace) -> tuple[str, ...]:
     """The routes asked for; :class:`ConfigError` for a bad number (checked before any model is built)."""
-    if not 2 <= args.tokens <= MAX_TOKENS:
-        raise ConfigError(f"--tokens must be between 2 and {MAX_TOKENS}; got {args.tokens}.")
-    if args.batch < 1:
-        raise ConfigError(f"--batch must be >= 1; got {args.batch}.")
-    if args.json is not None and (args.json == "" or Path(args.json).is_dir()):
-        raise ConfigError(f"--json must name a file to write; got {args.json!r}.")
+    if args.tokens > MAX_TOKENS:
+        raise ConfigError(f"--tokens must be at most {MAX_TOKENS:,}; got {args.tokens:,}.")
+    if args.batch * args.tokens > MAX_TOKENS * 64:
+        raise ConfigError(f"--batch x --tokens must be at most {MAX_TOKENS * 64:,}; got {args.batch * args.tokens:,}.")
+    if args.json is not None:
+        check_output_file("--json", args.json)
     return parse_routes(args.routes)
 
 
@@ -110,7 +111,8 @@ def run_plan_command(args: argparse.Namespace) -> int:
     from analyses.plan.shapes import meta_models, shape_config
 
     routes = check_plan_args(args)
-    name, _ = shape_config(args.model)
+    with naming("--model"):
+        name, _ = shape_config(args.model)
     gpus = [GPUS[g] for g in dict.fromkeys(args.gpu or sorted(GPUS))]
     models = meta_models(args.model, n_pos=args.tokens, dtype=getattr(torch, args.dtype))
     print(f"{name}, {args.batch} x {args.tokens:,} tokens, {args.dtype}; weights {_gib(models.weight_bytes())} GiB")

@@ -50,7 +50,7 @@ class Calibration:
     seconds_per_call: float
 
 
-CALIBRATION = Calibration(flop_efficiency=0.60, byte_efficiency=0.70, seconds_per_call=5e-6)
+CALIBRATION = Calibration(flop_efficiency=0.50, byte_efficiency=0.65, seconds_per_call=13e-6)
 """Fitted by ``python -m analyses.plan.calibrate`` to :data:`H200_ROWS` (see benchmarks/RESULTS.md)."""
 
 
