@@ -25,6 +25,7 @@ from analyses.cli_checks import (
 )
 from analyses.dynamics.cli_commands import add_dynamics_commands, run_dynamics_command, run_train_lm_command
 from analyses.experiments import TOY_EXPERIMENTS, toy_experiment
+from analyses.plan.command import add_plan_command, run_plan_command
 from mechprobe import records
 from probes.core.checkpoint_series import checkpoint_series
 from probes.core.errors import ConfigError, MechprobeError
@@ -193,6 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
     ablate.add_argument("--no-progress", action="store_true", help="hide the progress bars")
 
     dynamics, train_lm = add_dynamics_commands(sub, _add_device_flags)
+    plan = add_plan_command(sub)
 
     toy = sub.add_parser("toy", help="train a paper's toy model and probe it",
                          description="Train the toy model of one paper and write summary.json and figures.")
@@ -213,7 +215,8 @@ def build_parser() -> argparse.ArgumentParser:
     toy.add_argument("--device", type=device_arg, metavar="DEV",
                      help="where the toy models train: cpu (default), cuda, cuda:1, mps ... (same as --set device=DEV)")
     toy.add_argument("--dtype", help=argparse.SUPPRESS)  # accepted only to say why it does not apply
-    for command in (heads, report, linear, ablate, dynamics, train_lm, toy):  # --debug also after the command name
+    # --debug also after the command name
+    for command in (heads, report, linear, ablate, dynamics, train_lm, toy, plan):
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show the full traceback")
     return parser
 
@@ -433,6 +436,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_dynamics_command(args)
         if args.command == "train-lm":
             return run_train_lm_command(args)
+        if args.command == "plan":
+            return run_plan_command(args)
         if args.command == "render":
             from analyses.report.build import render_report
 

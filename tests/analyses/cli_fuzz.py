@@ -437,6 +437,7 @@ BASE_ARGS: dict[str, tuple[str, ...]] = {
     "dynamics": ("--model", "@series", "--out", "@fresh", "--no-progress"),
     "train-lm": ("--out", "@fresh", "--no-progress"),
     "toy": ("scansnap", "--out", "@fresh", "--no-progress"),
+    "plan": ("--model", "smollm2-135m", "--tokens", "64"),
     "benchmarks/report_speed.py": ("--baseline", "HEAD", "--out", "@fresh"),
     "benchmarks/train_lm_sweep.py": ("--out", "@fresh"),
     "benchmarks/gpu_check.py": ("--device", "cpu", "--work", "@fresh", "--out", "@fresh.json"),
