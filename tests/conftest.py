@@ -45,9 +45,11 @@ def forwards_through_the_choke_point():
 @pytest.fixture(scope="module")
 def one_thread():
     """One torch thread for a module (``pytestmark = pytest.mark.usefixtures("one_thread")``): small toy
-    tensors train faster on one thread, and CI's second core is shared."""
+    tensors train faster on one thread, and CI's second core is shared. ``MECHPROBE_TEST_THREADS=2`` runs these
+    modules on 2 threads instead: another float path through the same training, which the trained-claim tests must
+    survive (tests/README.md)."""
     before = torch.get_num_threads()
-    torch.set_num_threads(1)
+    torch.set_num_threads(int(os.environ.get("MECHPROBE_TEST_THREADS", "1")))
     yield
     torch.set_num_threads(before)
 
