@@ -188,13 +188,14 @@ ENTRY_CHUNK_MIN_BYTES = 64 * 2**20
 
 
 def _entry_chunk_bytes(model: HookedModel, batch: TokenBatch) -> int:
-    """What the probes' gathered attention entries may hold at once: one MLP activation of the batch (which the model
-    itself holds at every layer, so the probes add nothing to its peak), at least :data:`ENTRY_CHUNK_MIN_BYTES`."""
+    """What the probes' gathered attention entries may hold at once: two MLP activations of the batch (a gated MLP
+    holds its gate and up projections together at every layer, so the probes add nothing to the model's peak), at
+    least :data:`ENTRY_CHUNK_MIN_BYTES`."""
     cfg = model.cfg
     d_mlp = getattr(cfg, "d_mlp", None)
     width = d_mlp if isinstance(d_mlp, int) and d_mlp > 0 else 4 * int(cfg.d_model)
     dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
-    return max(ENTRY_CHUNK_MIN_BYTES, batch.shape[0] * batch.shape[1] * width * torch.finfo(dtype).bits // 8)
+    return max(ENTRY_CHUNK_MIN_BYTES, 2 * batch.shape[0] * batch.shape[1] * width * torch.finfo(dtype).bits // 8)
 
 
 def fold_forward_reduced(model: HookedModel, probes: Sequence[Probe[Any]], batch: TokenBatch, info: ModelInfo,

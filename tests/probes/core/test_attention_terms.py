@@ -104,6 +104,6 @@ def test_entries_gathered_in_many_small_chunks_give_the_same_sums(checkpoints, m
                         lambda plan, layer: chunks.append(original(plan, layer)) or chunks[-1])
     planned = probes.run_probes(model, _suite(info.d_vocab), batches, progress=False, max_pattern_bytes=0)
     assert len(chunks) == 1 and len(chunks[0]) > 10  # one plan, many chunks
-    assert any(chunk[-1] is not None for chunk in chunks[0])  # entries shared by several sums
+    assert any(chunk.local is not None for chunk in chunks[0])  # entries shared by several sums
     for a, b in zip(planned, whole):
         assert results_close(a, b, rtol=1e-4, atol=1e-6), type(a).__name__
