@@ -5,14 +5,20 @@ over); a part that fails or runs over is recorded as such and the next part runs
 ``--budget`` seconds (default 480, 8 minutes); the CPU report runs only if its whole budget is still left.
 
 1. ``checkpoint``: a random-weight checkpoint of SmolLM2-135M's exact shape, from the packaged config and tokenizer;
-2. ``tests``: the ``<device>`` cases of ``pytest tests/test_gpu.py tests/analyses/test_toy_device.py`` (its tests
+2. ``long-context``: ``benchmarks/gpu_long_context.py`` (bf16; SmolLM2 and Llama-1B shapes at 8k and 32k tokens;
+   bare SDPA, suite and bridge routes; 2 repeats; each layer's attention kernels logged);
+3. ``ablation-null``: ``benchmarks/ablation_null_cost.py`` with 200 draws on the checkpoint of part 1;
+4. ``report-<device>``: ``mechprobe report --fast --no-toys --device <device>`` on the checkpoint of part 1;
+5. ``report-cpu``: part 4 on the CPU, if its whole budget is left; its verdicts are compared with part 4's;
+6. ``tests``: the ``<device>`` cases of ``pytest tests/test_gpu.py tests/analyses/test_toy_device.py`` (its tests
    that need the packaged weights run on random-weight models of the same shape where the weights are absent, and
-   warn that they do; CI runs their ``cpu`` cases);
-3. ``report-<device>``: ``mechprobe report --fast --no-toys --device <device>`` on the checkpoint of part 1;
-4. ``long-context``: ``benchmarks/gpu_long_context.py`` (bf16; SmolLM2 and Llama-1B shapes; 2k, 8k and 32k tokens;
-   bare SDPA, bridge and suite routes; 2 repeats; no layers sweep);
-5. ``ablation-null``: ``benchmarks/ablation_null_cost.py`` with 200 draws on the checkpoint of part 1;
-6. ``report-cpu``: part 3 on the CPU, if time allows; its verdicts are compared with part 3's.
+   warn that they do; CI runs their ``cpu`` cases), with the time left.
+
+The must-show parts come first. The long-context and null budgets come from the cost ledger (``analyses.plan``:
+the same code on meta tensors through the CUDA branch, estimated for ``--gpu``): a measuring process gets
+:data:`STARTUP_S` plus :data:`SAFETY` times its passes' estimated time, and a row the ledger says will not fit (the
+bridge's eager ``[T, T]`` patterns at 32k on the 1B shape) is skipped; ``ledger_plan.json`` in ``--work`` keeps the
+estimates. The summary ends with issue 44's must-shows, each pass, FAIL or not measured.
 
 It prints one table and writes every part's status, seconds and numbers to ``--out`` (JSON); the parts' logs and
 outputs go to ``--work`` (default ``gpu_check_work``). ``--quick`` shrinks every part (the checkpoint to SmolLM2's
@@ -242,6 +248,68 @@ def tests_command(python: str, device: str, quick: bool, work: Path) -> list[str
     return command
 
 
+STARTUP_S = 20.0  # one measuring process: Python, torch, transformers and TransformerLens imported, the model built
+SAFETY = 4.0  # a part's budget over the ledger's estimate of its GPU time
+LONG_CONTEXT = (("smollm2", "8192"), ("smollm2", "32768"), ("llama1b", "8192"), ("llama1b", "32768"))
+LONG_ROUTES = ("bare", "suite", "bridge")  # bare and suite are the must-shows; the bridge where it fits
+LEDGER_SHAPES = {"smollm2": "smollm2-135m", "llama1b": "llama-3.2-1b"}
+NULL_SHAPE = (8, 101)  # ablation_null_cost.py's default batches: rows x ([BOS] + 2 x 50 tokens)
+
+
+@dataclass(frozen=True)
+class LedgerPlan:
+    """What the cost ledger (analyses.plan, meta tensors through the CUDA branch) says of the GPU parts: each
+    long-context row's estimated seconds, the rows that will not fit, and the parts' budgets taken from them."""
+
+    gpu: str
+    seconds: dict[str, float]  # "shape:tokens:route" -> estimated seconds of one pass
+    skip: tuple[str, ...]  # rows that will not fit in the GPU's memory
+    long_context_budget_s: float
+    long_context_timeout_s: float  # one measurement's process
+    null_budget_s: float
+
+    def as_json(self) -> dict[str, Any]:
+        return {"gpu": self.gpu, "seconds": self.seconds, "skip": list(self.skip),
+                "long_context_budget_s": self.long_context_budget_s,
+                "long_context_timeout_s": self.long_context_timeout_s, "null_budget_s": self.null_budget_s}
+
+
+def ledger_plan(gpu: str, repeats: int) -> LedgerPlan:
+    """The long-context and null budgets from the ledger's estimates on ``gpu`` ("h100" or "h200"): a measuring
+    process gets :data:`STARTUP_S` plus :data:`SAFETY` times its passes' estimated time; rows that will not fit are
+    skipped."""
+    from analyses.plan.estimate import GPUS, estimate
+    from analyses.plan.routes import run
+    from analyses.plan.shapes import meta_models
+
+    card = GPUS[gpu]
+    seconds, skip, timeouts = {}, [], []
+    for shape, length in LONG_CONTEXT:
+        models = meta_models(LEDGER_SHAPES[shape], n_pos=int(length))
+        for route in LONG_ROUTES:
+            found = estimate(run(models, route, int(length)), card)
+            key = f"{shape}:{length}:{route}"
+            seconds[key] = found.seconds
+            if not found.fits:
+                skip.append(key)
+            else:
+                timeouts.append(STARTUP_S + SAFETY * (repeats + 1) * found.seconds)
+    rows, length = NULL_SHAPE
+    models = meta_models(LEDGER_SHAPES["smollm2"], n_pos=length)
+    null = sum(estimate(run(models, route, length, batch=rows), card).seconds for route in ("bare", "null"))
+    seconds["smollm2:101x8:null"] = null
+    return LedgerPlan(gpu, seconds, tuple(skip), sum(timeouts) + GRACE_S, max(timeouts),
+                      2 * STARTUP_S + SAFETY * null)
+
+
+def detect_gpu() -> str:
+    """"h200" on an H200, else "h100" (the smaller memory: a row that fits it fits both)."""
+    import torch
+
+    name = torch.cuda.get_device_name() if torch.cuda.is_available() else ""
+    return "h200" if "H200" in name else "h100"
+
+
 def build_parts(args: argparse.Namespace, work: Path) -> list[Part]:
     """The parts for ``args``' device, shrunk with ``--quick``."""
     python, quick, cuda = sys.executable, args.quick, args.device.startswith("cuda")
@@ -253,26 +321,49 @@ def build_parts(args: argparse.Namespace, work: Path) -> list[Part]:
         build = ("import sys; from pathlib import Path; from tests.random_checkpoints import make_random_checkpoint;"
                  " make_random_checkpoint('llama', Path(sys.argv[1]))")
     tests = tests_command(python, args.device, quick, work)
-    lengths, shapes = (["256"], ["smollm2"]) if quick else (["2048", "8192", "32768"], ["smollm2", "llama1b"])
-    long_context = [python, "benchmarks/gpu_long_context.py", "--device", args.device, "--dtype", dtype,
-                    "--shapes", *shapes, "--lengths", *lengths, "--routes", "bare", "bridge", "suite",
-                    "--repeats", "1" if quick else "2", *(["--n-layers", "2"] if quick else []), "--layers",
-                    "--timeout", "60" if quick else "25",
-                    "--json", str(work / "long_context.json")]
+    plan = None if quick or not cuda else ledger_plan(args.gpu or detect_gpu(), repeats=2)
+    if plan is None:  # --quick: the same wiring on a 2-layer model at 256 tokens, hand-set budgets
+        rows = ["--shapes", "smollm2", "--lengths", "256", "--n-layers", "2", "--repeats", "1", "--timeout", "60"]
+        long_budget, null_budget = 165.0, 120.0
+    else:
+        rows = ["--shapes", "smollm2", "llama1b", "--lengths", "8192", "32768", "--repeats", "2",
+                "--timeout", f"{plan.long_context_timeout_s:.0f}", "--skip", *plan.skip]
+        long_budget, null_budget = plan.long_context_budget_s, plan.null_budget_s
+        (work / "ledger_plan.json").write_text(json.dumps(plan.as_json(), indent=1), encoding="utf-8")
+    long_context = [python, "benchmarks/gpu_long_context.py", "--device", args.device, "--dtype", dtype, *rows,
+                    "--routes", *LONG_ROUTES, "--layers", "--json", str(work / "long_context.json")]
     draws = ["--draws", "10", "--batches", "1", "--batch-size", "2", "--seq-len", "10"] if quick else ["--draws", "200"]
     ablation = [python, "benchmarks/ablation_null_cost.py", "--model", str(checkpoint), "--device", args.device,
                 *draws, "--json", str(work / "ablation_null.json")]
     device_report = f"report-{args.device.split(':')[0]}"
+    # the must-shows first (long contexts, the null, the reports' verdicts), then the tests with what is left
     parts = [Part("checkpoint", [python, "-c", build, str(checkpoint)], 45, read_nothing),
-             Part("tests", tests, 150, read_tests, env=(("OMP_NUM_THREADS", "4"),) if cuda else ()),
+             Part("long-context", long_context, long_budget, read_long_context),
+             Part("ablation-null", ablation, null_budget, read_ablation),
              Part(device_report, report_command(python, checkpoint, args.device, dtype, work / device_report, quick),
-                  240 if quick else 70, read_report(device_report)),
-             Part("long-context", long_context, 165, read_long_context),
-             Part("ablation-null", ablation, 50 if not quick else 120, read_ablation)]
+                  240 if quick else 90, read_report(device_report))]
     if cuda:
         parts.append(Part("report-cpu", report_command(python, checkpoint, "cpu", "float32", work / "report-cpu",
                                                        quick), 90, read_report("report-cpu"), needs_whole_budget=True))
+    parts.append(Part("tests", tests, 150, read_tests, env=(("OMP_NUM_THREADS", "4"),) if cuda else ()))
     return parts
+
+
+def must_shows(rows: list[dict[str, Any]], quick: bool) -> dict[str, bool | None]:
+    """Issue 44's GPU must-shows, each passed (True), failed (False) or not measured (None)."""
+    numbers = {row["part"]: row["numbers"] for row in rows}
+    ratios = numbers.get("long-context", {}).get("suite_over_bare", {})
+    cells = ["smollm2 256"] if quick else [f"{s} {n}" for s in ("smollm2", "llama1b") for n in ("8192", "32768")]
+    shows: dict[str, bool | None] = {"every part passed": all(row["status"] == "passed" for row in rows)}
+    for cell in cells:
+        got = ratios.get(cell)
+        shows[f"suite <= 2x SDPA time at {cell}"] = None if not got else got["time_x_bare"] <= 2
+        shows[f"suite <= 1.5x SDPA memory at {cell}"] = (None if not got or got["memory_x_bare"] is None
+                                                          else got["memory_x_bare"] <= 1.5)
+    null = numbers.get("ablation-null", {}).get("x_bare_forward")
+    shows["200-draw null <= 20x a forward"] = None if quick or null is None else null <= 20
+    shows["report verdicts equal the CPU's"] = compare_verdicts(rows)["verdicts_match"]
+    return shows
 
 
 def compare_verdicts(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -305,12 +396,16 @@ def headline(row: dict[str, Any]) -> str:
 
 def summarise(rows: list[dict[str, Any]], meta: dict[str, Any], out: Path) -> dict[str, Any]:
     """Print the table of ``rows`` and write them, with ``meta`` and the verdict comparison, to ``out`` (JSON)."""
-    summary = {**meta, "parts": rows, "report_cpu_vs_device": compare_verdicts(rows),
+    shows = must_shows(rows, bool(meta.get("quick")))
+    summary = {**meta, "parts": rows, "report_cpu_vs_device": compare_verdicts(rows), "must_shows": shows,
                "all_passed": all(row["status"] == "passed" for row in rows)}
     print(f"\n{'part':<14} {'status':<8} {'seconds':>8} {'budget':>7}  numbers")
     for row in rows:
         print(f"{row['part']:<14} {row['status']:<8} {row['seconds']:>8.1f} {row['budget_s']:>7.0f}  {headline(row)}")
     print(f"report verdicts on the device vs the CPU: {summary['report_cpu_vs_device']}")
+    print("\nissue 44's must-shows:")
+    for show, verdict in shows.items():
+        print(f"  {'pass' if verdict else 'FAIL' if verdict is False else 'not measured':<12} {show}")
     out.write_text(json.dumps(summary, indent=1), encoding="utf-8")
     print(f"wrote {out}")
     return summary
@@ -336,6 +431,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = ScriptParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", default="cuda", help="cuda (default), cuda:N, or cpu to test this script")
     parser.add_argument("--quick", action="store_true", help="shrink every part (about a minute on a 2-core CPU)")
+    parser.add_argument("--gpu", choices=("h100", "h200"), help="the card the ledger's budgets are for (default: "
+                        "read off the device, h100 where it is neither)")
     parser.add_argument("--budget", type=number_arg(positive=True), default=480.0,
                         help="seconds for all parts together (default 480)")
     parser.add_argument("--configs", type=Path, help="packed configs and tokenizers (--pack-configs) used as the "

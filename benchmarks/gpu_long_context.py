@@ -170,7 +170,31 @@ def child(spec: dict) -> dict:
             raise
         return {**spec, "seconds": None, "peak_mib": None, "error": "out of memory"}
     peak = (torch.cuda.max_memory_allocated() - base) / 2**20 if cuda else _status_mib("VmHWM") - base
-    return {**spec, "seconds": statistics.median(times[1:]), "peak_mib": peak, "error": None}
+    return {**spec, "seconds": statistics.median(times[1:]), "peak_mib": peak, "error": None,
+            "attention_kernels_per_layer": _attention_kernels(run, info.n_layers)}
+
+
+def _attention_kernels(run, n_layers: int) -> dict[str, float]:
+    """The attention kernels one more (untimed) pass calls, per layer: which route each layer's attention took."""
+    import collections
+
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Kernels(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.calls: collections.Counter[str] = collections.Counter()
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            name = func.overloadpacket.__name__
+            if "attention" in name or name in ("bmm", "baddbmm", "softmax", "_softmax"):
+                self.calls[name] += 1
+            return func(*args, **(kwargs or {}))
+
+    counter = Kernels()
+    with counter:
+        run()
+    return {name: count / n_layers for name, count in sorted(counter.calls.items())}
 
 
 def _measure(spec: dict, timeout: float | None) -> dict:
@@ -225,6 +249,8 @@ def main() -> None:
     parser.add_argument("--timeout", type=number_arg(positive=True), default=None,
                         help="seconds each measurement's process may take (default: no limit)")
     parser.add_argument("--json", help="also write every measurement to this file (rewritten after each one)")
+    parser.add_argument("--skip", nargs="*", default=[], metavar="SHAPE:TOKENS:ROUTE",
+                        help="measurements not to run (gpu_check passes those the cost ledger says will not fit)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -232,6 +258,11 @@ def main() -> None:
         return
     if args.json is not None:
         check_output_file("--json", args.json)
+    for item in args.skip:
+        fields = item.split(":")
+        if len(fields) != 3 or fields[0] not in SHAPES or not fields[1].isdigit() or fields[2] not in ROUTES:
+            parser.error(f"--skip {item!r}: expected SHAPE:TOKENS:ROUTE with SHAPE one of {sorted(SHAPES)} and ROUTE "
+                         f"one of {list(ROUTES)}, e.g. llama1b:32768:bridge")
     dtype = args.dtype or ("bfloat16" if args.device.startswith("cuda") else "float32")
     common = {"device": args.device, "dtype": dtype, "batch": args.batch, "repeats": args.repeats,
               "threads": args.threads}
@@ -245,8 +276,12 @@ def main() -> None:
             spec = {**common, "shape": shape, "layers": args.n_layers, "length": length}
             got = {}
             for route in ROUTES:
-                got[route] = _measure({**spec, "route": route}, args.timeout) if route in args.routes \
-                    else _skipped(route)
+                if f"{shape}:{length}:{route}" in args.skip:
+                    got[route] = {**spec, "route": route, "seconds": None, "peak_mib": None,
+                                  "error": "skipped: does not fit (ledger)"}
+                else:
+                    got[route] = _measure({**spec, "route": route}, args.timeout) if route in args.routes \
+                        else _skipped(route)
                 _save(args.json, [*rows, *got.values()])
             rows.extend(got.values())
             times = " ".join(f"{_cell(got[r], 'seconds', '.3f'):>9}" for r in ROUTES)

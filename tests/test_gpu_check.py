@@ -29,18 +29,40 @@ def test_arguments_default_to_cuda_within_eight_minutes(gpu_check):
     assert (args.device, args.quick, args.out) == ("cpu", True, Path("x.json"))
 
 
-def test_the_full_parts_fit_the_budget_and_run_what_the_issue_names(gpu_check, tmp_path):
-    parts = gpu_check.build_parts(gpu_check.parse_args(["--device", "cuda"]), tmp_path)
-    assert [p.name for p in parts] == ["checkpoint", "tests", "report-cuda", "long-context", "ablation-null",
-                                       "report-cpu"]
-    assert sum(p.budget_s for p in parts if not p.needs_whole_budget) <= 480
+@pytest.mark.slow
+def test_the_full_parts_take_their_budgets_from_the_ledger_and_run_what_the_issue_names(gpu_check, tmp_path):
+    parts = gpu_check.build_parts(gpu_check.parse_args(["--device", "cuda", "--gpu", "h200"]), tmp_path)
+    assert [p.name for p in parts] == ["checkpoint", "long-context", "ablation-null", "report-cuda", "report-cpu",
+                                       "tests"]  # the must-shows first
+    plan = json.loads((tmp_path / "ledger_plan.json").read_text())
+    assert plan["skip"] == ["llama1b:32768:bridge"]  # eager [T, T] patterns: more than the card
+    budgets = {p.name: p.budget_s for p in parts}
+    assert budgets["long-context"] == pytest.approx(plan["long_context_budget_s"])
+    assert budgets["ablation-null"] == pytest.approx(plan["null_budget_s"])
+    assert sum(budget for name, budget in budgets.items() if name not in ("report-cpu", "tests")) <= 480
     commands = {p.name: " ".join(p.command) for p in parts}
-    assert "--lengths 2048 8192 32768" in commands["long-context"] and "--shapes smollm2 llama1b" in commands[
-        "long-context"]
+    assert "--lengths 8192 32768" in commands["long-context"] and "--shapes smollm2 llama1b" in commands[
+        "long-context"] and "--skip llama1b:32768:bridge" in commands["long-context"]
     assert "--draws 200" in commands["ablation-null"]
     assert "tests/test_gpu.py tests/analyses/test_toy_device.py" in commands["tests"]
     assert "-k cuda" in commands["tests"]  # the device's cases: CI runs the cpu ones
     assert "--device cuda --dtype bfloat16" in commands["report-cuda"] and "--fast" in commands["report-cuda"]
+
+
+def test_the_must_shows_read_the_parts_numbers(gpu_check):
+    rows = [{"part": "long-context", "status": "passed", "numbers": {"suite_over_bare": {
+                "smollm2 8192": {"time_x_bare": 1.6, "memory_x_bare": 1.02},
+                "smollm2 32768": {"time_x_bare": 2.4, "memory_x_bare": 1.01}}}},
+            {"part": "ablation-null", "status": "passed", "numbers": {"x_bare_forward": 32.0}},
+            {"part": "report-cuda", "status": "passed", "numbers": {"verdicts": {"a": True, "b": False}}},
+            {"part": "report-cpu", "status": "timeout", "numbers": {"verdicts": {"a": True, "b": False}}}]
+    shows = gpu_check.must_shows(rows, quick=False)
+    assert shows["every part passed"] is False
+    assert shows["suite <= 2x SDPA time at smollm2 8192"] and not shows["suite <= 2x SDPA time at smollm2 32768"]
+    assert shows["suite <= 1.5x SDPA memory at smollm2 32768"]
+    assert shows["suite <= 2x SDPA time at llama1b 32768"] is None  # not measured: neither pass nor fail
+    assert shows["200-draw null <= 20x a forward"] is False
+    assert shows["report verdicts equal the CPU's"] is True
 
 
 def test_a_failed_and_a_skipped_part_are_recorded_not_dropped(gpu_check, tmp_path, capsys):
@@ -86,7 +108,7 @@ def test_the_quick_check_runs_end_to_end_on_the_cpu(tmp_path):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     summary = json.loads(out.read_text())
     parts = {row["part"]: row for row in summary["parts"]}
-    assert list(parts) == ["checkpoint", "tests", "report-cpu", "long-context", "ablation-null"]
+    assert list(parts) == ["checkpoint", "long-context", "ablation-null", "report-cpu", "tests"]  # must-shows first
     assert summary["all_passed"] and {row["status"] for row in parts.values()} == {"passed"}
     tests = parts["tests"]["numbers"]
     assert tests["passed"] == tests["tests"] >= 1 and tests["failed_tests"] == []  # the toy device run, on the cpu
@@ -96,3 +118,6 @@ def test_the_quick_check_runs_end_to_end_on_the_cpu(tmp_path):
     assert cell == "smollm2 256" and ratios["time_x_bare"] > 0 and ratios["memory_x_bare"] > 0
     null = parts["ablation-null"]["numbers"]
     assert null["draws"] == 10 and null["x_bare_forward"] > 1  # 10 draws cost more than one forward
+    shows = summary["must_shows"]  # read off the parts (the quick row's time and memory are the CPU's)
+    assert shows["every part passed"] is True and shows["200-draw null <= 20x a forward"] is None
+    assert shows["suite <= 1.5x SDPA memory at smollm2 256"] is not None
