@@ -5,8 +5,9 @@ over); a part that fails or runs over is recorded as such and the next part runs
 ``--budget`` seconds (default 480, 8 minutes); the CPU report runs only if its whole budget is still left.
 
 1. ``checkpoint``: a random-weight checkpoint of SmolLM2-135M's exact shape, from the packaged config and tokenizer;
-2. ``tests``: ``pytest tests/test_gpu.py`` (its tests that need the packaged weights run on random-weight models
-   of the same shape where the weights are absent, and warn that they do);
+2. ``tests``: the ``<device>`` cases of ``pytest tests/test_gpu.py tests/analyses/test_toy_device.py`` (its tests
+   that need the packaged weights run on random-weight models of the same shape where the weights are absent, and
+   warn that they do; CI runs their ``cpu`` cases);
 3. ``report-<device>``: ``mechprobe report --fast --no-toys --device <device>`` on the checkpoint of part 1;
 4. ``long-context``: ``benchmarks/gpu_long_context.py`` (bf16; SmolLM2 and Llama-1B shapes; 2k, 8k and 32k tokens;
    bare SDPA, bridge and suite routes; 2 repeats; no layers sweep);
@@ -14,8 +15,9 @@ over); a part that fails or runs over is recorded as such and the next part runs
 6. ``report-cpu``: part 3 on the CPU, if time allows; its verdicts are compared with part 3's.
 
 It prints one table and writes every part's status, seconds and numbers to ``--out`` (JSON); the parts' logs and
-outputs go to ``--work`` (default ``gpu_check_work``). ``--quick --device cpu`` shrinks every part so the whole runs
-on a 2-core CPU in a few minutes (what CI-less development runs to test this script).
+outputs go to ``--work`` (default ``gpu_check_work``). ``--quick`` shrinks every part (the checkpoint to SmolLM2's
+architecture at 2 layers) so that ``--quick --device cpu`` runs on a 2-core CPU in about a minute; CI runs it
+(``tests/test_gpu_check.py``) to test this script's wiring.
 
 On the GPU machine (torch 2.11 and transformers 5.17 installed, no network) carry ``.whl/`` (35 MB: 31 MB of
 wheels, 4 MB of configs and tokenizers; benchmarks/README.md lists them) and run from the repository root::
@@ -223,6 +225,23 @@ def report_command(python: str, checkpoint: Path, device: str, dtype: str, out: 
     return command
 
 
+TEST_FILES = ("tests/test_gpu.py", "tests/analyses/test_toy_device.py")
+"""The device tests: each parametrised over ``cpu`` (CI runs those) and ``cuda`` (``tests/devices.py``)."""
+
+
+def tests_command(python: str, device: str, quick: bool, work: Path) -> list[str]:
+    """``pytest`` over :data:`TEST_FILES`, only their cases on ``device``'s type (CI runs the CPU cases; with
+    ``quick``: the induction toy's device run alone)."""
+    kind = device.split(":")[0]
+    on_device = "cuda" if kind == "cuda" else "not cuda"  # the case ids: [cpu-...], [cuda-...]
+    selected = f"agrees_with_the_default_run and induction and {on_device}" if quick else on_device
+    command = [python, "-m", "pytest", *TEST_FILES, "-m", "slow or not slow", "-k", selected, "-p",
+               "no:cacheprovider", "-ra", "-q", f"--junitxml={work / 'tests.xml'}"]
+    if kind == "cuda" and importlib.util.find_spec("xdist") is not None:
+        command += ["-n", "4", "--dist", "load"]  # the tests' CPU halves (reports, toys) in parallel, 4 threads each
+    return command
+
+
 def build_parts(args: argparse.Namespace, work: Path) -> list[Part]:
     """The parts for ``args``' device, shrunk with ``--quick``."""
     python, quick, cuda = sys.executable, args.quick, args.device.startswith("cuda")
@@ -230,14 +249,15 @@ def build_parts(args: argparse.Namespace, work: Path) -> list[Part]:
     dtype = "bfloat16" if cuda else "float32"
     build = ("import sys; from pathlib import Path; from tests.random_checkpoints import same_shape_random_checkpoint;"
              " same_shape_random_checkpoint('smollm2-135m', Path(sys.argv[1]))")
-    tests = [python, "-m", "pytest", "tests/test_gpu.py", "-m", "slow or not slow", "-p", "no:cacheprovider",
-             "-ra", "-q", f"--junitxml={work / 'tests.xml'}", *(["-k", "probe_suite or heads"] if quick else [])]
-    if cuda and importlib.util.find_spec("xdist") is not None:
-        tests += ["-n", "4", "--dist", "load"]  # the tests' CPU halves (reports, toys) in parallel, 4 threads each
+    if quick:  # SmolLM2's architecture and tokenizer at 2 layers: the same routes in seconds
+        build = ("import sys; from pathlib import Path; from tests.random_checkpoints import make_random_checkpoint;"
+                 " make_random_checkpoint('llama', Path(sys.argv[1]))")
+    tests = tests_command(python, args.device, quick, work)
     lengths, shapes = (["256"], ["smollm2"]) if quick else (["2048", "8192", "32768"], ["smollm2", "llama1b"])
     long_context = [python, "benchmarks/gpu_long_context.py", "--device", args.device, "--dtype", dtype,
                     "--shapes", *shapes, "--lengths", *lengths, "--routes", "bare", "bridge", "suite",
-                    "--repeats", "1" if quick else "2", "--layers", "--timeout", "60" if quick else "25",
+                    "--repeats", "1" if quick else "2", *(["--n-layers", "2"] if quick else []), "--layers",
+                    "--timeout", "60" if quick else "25",
                     "--json", str(work / "long_context.json")]
     draws = ["--draws", "10", "--batches", "1", "--batch-size", "2", "--seq-len", "10"] if quick else ["--draws", "200"]
     ablation = [python, "benchmarks/ablation_null_cost.py", "--model", str(checkpoint), "--device", args.device,
@@ -315,7 +335,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line (see the module docstring)."""
     parser = ScriptParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", default="cuda", help="cuda (default), cuda:N, or cpu to test this script")
-    parser.add_argument("--quick", action="store_true", help="shrink every part (a few minutes on a 2-core CPU)")
+    parser.add_argument("--quick", action="store_true", help="shrink every part (about a minute on a 2-core CPU)")
     parser.add_argument("--budget", type=number_arg(positive=True), default=480.0,
                         help="seconds for all parts together (default 480)")
     parser.add_argument("--configs", type=Path, help="packed configs and tokenizers (--pack-configs) used as the "

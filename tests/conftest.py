@@ -45,9 +45,11 @@ def forwards_through_the_choke_point():
 @pytest.fixture(scope="module")
 def one_thread():
     """One torch thread for a module (``pytestmark = pytest.mark.usefixtures("one_thread")``): small toy
-    tensors train faster on one thread, and CI's second core is shared."""
+    tensors train faster on one thread, and CI's second core is shared. ``MECHPROBE_TEST_THREADS=2`` runs these
+    modules on 2 threads instead: another float path through the same training, which the trained-claim tests must
+    survive (tests/README.md)."""
     before = torch.get_num_threads()
-    torch.set_num_threads(1)
+    torch.set_num_threads(int(os.environ.get("MECHPROBE_TEST_THREADS", "1")))
     yield
     torch.set_num_threads(before)
 
@@ -132,6 +134,8 @@ LONGEST_FIRST: tuple[str, ...] = (
     "tests/analyses/pretrained/test_pretrained_report.py::test_main_job_on_the_offline_defaults",
     "tests/analyses/test_determinism.py",
     "tests/analyses/test_random_weights_hold_nothing.py",
+    "tests/test_gpu.py",  # the CPU twins of the GPU tests (about 3.5 min on one worker)
+    "tests/test_gpu_check.py",  # gpu_check.py --quick --device cpu (about 2 min)
     "tests/analyses/topic/test_findings.py",
     "tests/toymodels/test_resume_kill.py",
     "tests/analyses/scansnap/test_experiment.py",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -37,6 +38,8 @@ def test_the_full_parts_fit_the_budget_and_run_what_the_issue_names(gpu_check, t
     assert "--lengths 2048 8192 32768" in commands["long-context"] and "--shapes smollm2 llama1b" in commands[
         "long-context"]
     assert "--draws 200" in commands["ablation-null"]
+    assert "tests/test_gpu.py tests/analyses/test_toy_device.py" in commands["tests"]
+    assert "-k cuda" in commands["tests"]  # the device's cases: CI runs the cpu ones
     assert "--device cuda --dtype bfloat16" in commands["report-cuda"] and "--fast" in commands["report-cuda"]
 
 
@@ -70,3 +73,26 @@ def test_verdicts_are_compared_between_the_device_and_the_cpu_report(gpu_check):
     differ = gpu_check.compare_verdicts([row("report-cuda", {"m a": True}), row("report-cpu", {"m a": False})])
     assert same == {"verdicts_match": True, "differing": []}
     assert differ == {"verdicts_match": False, "differing": ["m a"]}
+
+
+@pytest.mark.slow
+def test_the_quick_check_runs_end_to_end_on_the_cpu(tmp_path):
+    """``gpu_check.py --quick --device cpu``: every part's command runs and its numbers are read (about 2 minutes on
+    a shared 2-core CPU, most of it starting Python in each part's process)."""
+    out = tmp_path / "gpu_check.json"
+    done = subprocess.run([sys.executable, "benchmarks/gpu_check.py", "--quick", "--device", "cpu", "--budget", "600",
+                           "--work", str(tmp_path / "work"), "--out", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    summary = json.loads(out.read_text())
+    parts = {row["part"]: row for row in summary["parts"]}
+    assert list(parts) == ["checkpoint", "tests", "report-cpu", "long-context", "ablation-null"]
+    assert summary["all_passed"] and {row["status"] for row in parts.values()} == {"passed"}
+    tests = parts["tests"]["numbers"]
+    assert tests["passed"] == tests["tests"] >= 1 and tests["failed_tests"] == []  # the toy device run, on the cpu
+    report = parts["report-cpu"]["numbers"]
+    assert len(report["verdicts"]) == 7 and report["holds"] == 0  # a random-weight checkpoint: nothing holds
+    (cell, ratios), = parts["long-context"]["numbers"]["suite_over_bare"].items()
+    assert cell == "smollm2 256" and ratios["time_x_bare"] > 0 and ratios["memory_x_bare"] > 0
+    null = parts["ablation-null"]["numbers"]
+    assert null["draws"] == 10 and null["x_bare_forward"] > 1  # 10 draws cost more than one forward

@@ -92,6 +92,13 @@ class LayerAttention:
         return (self.query.transpose(0, 1).reshape(n_heads, n_batch * n_pos, d_head),
                 self.key.transpose(0, 1).reshape(n_heads, n_batch * self.key.shape[2], d_head))
 
+    @functools.cached_property
+    def _lse_heads_first(self) -> Tensor:
+        """``-lse`` as ``[head, batch * q_pos]`` (gathered by flat query rows; once per layer)."""
+        n_batch, n_heads, n_pos = self.lse.shape
+        lse = self.lse[0] if n_batch == 1 else self.lse.transpose(0, 1).reshape(n_heads, n_batch * n_pos)
+        return -lse
+
     def diagonal(self) -> Float[Tensor, "batch head q_pos"]:
         """``p[b, h, q, q]``, each query's weight on its own position, in float32."""
         n_pos = self.query.shape[2]
@@ -111,9 +118,13 @@ class LayerAttention:
         its flat rows ``query_rows = b * q_pos + q`` and ``key_rows = b * k_pos + k``: one gather of ``q . k``
         for every head and entry. ``causal_may_forbid=False`` skips the causal test when no entry has ``k > q``."""
         queries, keys = self._heads_first
-        scores = (float_at_least_32(queries.index_select(1, query_rows))
-                  * float_at_least_32(keys.index_select(1, key_rows))).sum(-1)  # [head entry]
-        weights = torch.exp(self._scores(scores) - self.lse[b, :, q].T)
+        # products in the layer's dtype summed in float32 (a half-precision model's own scores are rounded more)
+        scores = (queries.index_select(1, query_rows) * keys.index_select(1, key_rows)).sum(-1, dtype=torch.float32)
+        lse = self._lse_heads_first.index_select(1, query_rows)
+        if self.softcap is None:  # exp(scaling * s - lse) in one fused step
+            weights = torch.exp(torch.add(lse, scores, alpha=self.scaling))
+        else:
+            weights = torch.exp(self._scores(scores) + lse)
         if self.causal and causal_may_forbid:
             weights = weights * (k <= q)
         if self.allowed is not None:  # where, not a product: a row with every key forbidden has an lse near -inf

@@ -69,6 +69,20 @@ def key_mask_terms(masks: Sequence[KeyMask]) -> AttentionTerms | None:
 
 
 @dataclass(frozen=True)
+class _Chunk:
+    """Distinct entries gathered together (on the device): ``b, q, k`` and their flat rows, the sums its entries add
+    to, and each entry's place among the distinct ones (None where every entry is distinct)."""
+
+    b: Tensor
+    q: Tensor
+    k: Tensor
+    query_rows: Tensor
+    key_rows: Tensor
+    sums: Tensor
+    local: Tensor | None
+
+
+@dataclass(frozen=True)
 class _Reader:
     entry_sums: slice  # its sums in the joined entry sums
     columns: slice | None  # its label columns in the joined columns
@@ -77,18 +91,20 @@ class _Reader:
 
 class TermsPlan:
     """Every probe's :class:`AttentionTerms` joined for one batch on ``device``; :meth:`fold` each layer's
-    reductions, then :meth:`sums` per probe.
+    reductions, then :meth:`sums` per probe. Each distinct entry is gathered once, a chunk of at most
+    ``chunk_bytes`` of gathered rows at a time.
 
     Example::
 
-        plan = TermsPlan([terms_a, terms_b], n_layers=30, n_heads=9, n_pos=4096, device=torch.device("cuda"))
+        plan = TermsPlan([terms_a, terms_b], n_layers=30, n_heads=9, n_pos=4096, device=torch.device("cuda"),
+                         chunk_bytes=2**28)
         with reduced_attention(model, plan.fold, columns=plan.columns):
             forward.run(model, tokens)
         sums_a, sums_b = plan.sums()
     """
 
     def __init__(self, terms: Sequence[AttentionTerms], *, n_layers: int, n_heads: int, n_pos: int,
-                 device: torch.device) -> None:
+                 device: torch.device, chunk_bytes: int = 256 * 2**20) -> None:
         readers, column_parts = [], []
         n_sums = n_columns = 0
         for part in terms:
@@ -106,10 +122,15 @@ class TermsPlan:
         q = torch.cat([part.entries[1] for part in terms])
         k = torch.cat([part.entries[2] for part in terms])
         sums = torch.cat([part.entry_sums + offset for part, offset in zip(terms, offsets)])
-        self._n_pos = n_pos
-        self._keep_all = bool((k <= q).all())  # host work: whether causal attention can forbid any entry
-        moved = torch.stack([b, q, k, b * n_pos + q, b * n_pos + k, sums]).to(device)
-        self._b, self._q, self._k, self._query_rows, self._key_rows, self._sums = moved.unbind()
+        # host work, once per batch: each distinct (b, q, k) is gathered once however many sums it adds to (the
+        # probes share most: previous-token targets, same-token pairs, each query on itself)
+        unique, inverse = torch.unique((b * n_pos + q) * n_pos + k, return_inverse=True)
+        order = inverse.argsort(stable=True)
+        self._entry_index, self._entry_sums = inverse[order], sums[order]
+        self._unique = (unique // (n_pos * n_pos), unique // n_pos % n_pos, unique % n_pos)
+        self._keep_all = bool((self._unique[2] <= self._unique[1]).all())  # whether causality can forbid an entry
+        self._n_pos, self._budget, self._device = n_pos, chunk_bytes, device
+        self._chunks: list[_Chunk] | None = None  # made at the first layer, when d_head and dtype are known
         self.columns = torch.cat(column_parts, -1).to(device) if column_parts else None
         self._entries = torch.zeros(n_layers, n_heads, n_sums, dtype=torch.float32, device=device)
         self._column_sums = {i: torch.zeros(n_layers, n_heads, r.query_weights.shape[-1],
@@ -117,13 +138,51 @@ class TermsPlan:
                              for i, r in enumerate(readers) if r.columns is not None and r.query_weights is not None}
         self._all_columns = 0 if self.columns is None else self.columns.shape[-1]
 
+    def _chunked(self, attention: LayerAttention) -> list[_Chunk]:
+        """The distinct entries in chunks whose gathered rows (``q`` and ``k`` of every head, their product and the
+        float32 sums) stay within the plan's byte budget; per chunk on the device: ``b, q, k``, their flat rows, and
+        the sums its entries add to with each one's place in the chunk (None where every entry is distinct)."""
+        n_heads, d_head = attention.query.shape[1], attention.query.shape[3]
+        per_entry = n_heads * (3 * d_head * attention.query.element_size() + 8)
+        step = max(1, self._budget // per_entry)
+        b, q, k = self._unique
+        n_unique = len(b)
+        starts = list(range(0, n_unique, step))
+        cuts = torch.searchsorted(self._entry_index, torch.tensor([*starts, n_unique]))
+        every_once = len(self._entry_index) == n_unique
+        chunks = []
+        for i, start in enumerate(starts):
+            stop = min(n_unique, start + step)
+            first, last = int(cuts[i]), int(cuts[i + 1])
+            local = None if every_once else self._entry_index[first:last] - start
+            chunks.append((b[start:stop], q[start:stop], k[start:stop], b[start:stop] * attention.query.shape[2]
+                           + q[start:stop], b[start:stop] * attention.key.shape[2] + k[start:stop],
+                           self._entry_sums[first:last], local))
+        flat = torch.cat([t for chunk in chunks for t in chunk if t is not None]).to(self._device)  # one copy
+        moved, at = [], 0
+        for chunk in chunks:
+            parts: list[Tensor | None] = []
+            for t in chunk:
+                parts.append(None if t is None else flat[at : at + len(t)])
+                at += 0 if t is None else len(t)
+            b, q, k, query_rows, key_rows, sums, local = parts
+            assert b is not None and q is not None and k is not None and sums is not None  # only local may be None
+            assert query_rows is not None and key_rows is not None
+            moved.append(_Chunk(b, q, k, query_rows, key_rows, sums, local))
+        return moved
+
     def fold(self, attention: LayerAttention) -> None:
         """Add ``attention``'s layer: every entry's softmax weight into its sum, every probe's column mass reduced
         over queries."""
-        if len(self._sums):
-            weights = attention.entry_weights(self._query_rows, self._key_rows, self._b, self._q, self._k,
-                                              causal_may_forbid=not self._keep_all)  # [head entry]
-            self._entries[attention.layer].index_add_(1, self._sums, weights)
+        if self._chunks is None:
+            self._chunks = self._chunked(attention) if len(self._entry_sums) else []
+        layer_sums = self._entries[attention.layer] if self._chunks else self._entries
+        for chunk in self._chunks:
+            weights = attention.entry_weights(chunk.query_rows, chunk.key_rows, chunk.b, chunk.q, chunk.k,
+                                              causal_may_forbid=not self._keep_all)  # [head distinct entry]
+            if chunk.local is not None:  # an entry that adds to several sums, once for each
+                weights = weights.index_select(1, chunk.local)
+            layer_sums.index_add_(1, chunk.sums, weights)
         if self._column_sums:
             mass = attention.column_mass
             if mass is None:

@@ -46,8 +46,9 @@ def _in_float32(model: HookedModel) -> Iterator[bool]:
 
 def reductions_match_hook_pattern(model: HookedModel, tokens: Tensor, *, atol: float | None = None) -> bool:
     """Whether the reductions reproduce every layer's ``hook_pattern`` on ``tokens`` (a short input): the rows
-    rebuilt from ``q``, ``k`` and the fused kernel's log-sum-exp, and a label column's mass, within ``atol``
-    (default 1e-4).
+    rebuilt from ``q``, ``k`` and the fused kernel's log-sum-exp, the entries gathered from them
+    (:meth:`LayerAttention.entries` at every ``(b, q, k)``, the probes' path), and a label column's mass, within
+    ``atol`` (default 1e-4).
 
     A half-precision model is compared in float32: its half-precision weights and buffers are float32 copies for the
     check (put back bit for bit after). In half precision the eager pattern and the fused kernel round differently
@@ -66,10 +67,16 @@ def _reductions_match(model: HookedModel, tokens: Tensor, atol: float | None) ->
     n_layers = model.cfg.n_layers
     names = [pattern_hook(layer) for layer in range(n_layers)]
     columns = (tokens % 2).to(torch.float32)[..., None]
-    got: dict[int, tuple[Tensor, Tensor | None]] = {}
+    got: dict[int, tuple[Tensor, Tensor, Tensor | None]] = {}
+    n_batch, n_pos = tokens.shape
+    device = forward.model_device(model)  # every (b, q, k) entry, gathered as the probes gather theirs
+    b, q, k = (index.flatten() for index in torch.meshgrid(
+        torch.arange(n_batch, device=device), torch.arange(n_pos, device=device), torch.arange(n_pos, device=device),
+        indexing="ij"))
 
     def keep(attention: LayerAttention) -> None:
-        got[attention.layer] = (attention.rows(0, attention.shape[2]), attention.column_mass)
+        got[attention.layer] = (attention.rows(0, attention.shape[2]), attention.entries(b, q, k),
+                                attention.column_mass)
 
     with torch.inference_mode():
         _, cache = forward.cached(model, tokens, names=names)
@@ -82,7 +89,7 @@ def _reductions_match(model: HookedModel, tokens: Tensor, atol: float | None) ->
     if sorted(got) != list(range(n_layers)):
         return False
     for layer in range(n_layers):
-        rows, mass = got[layer]
+        rows, entries, mass = got[layer]
         expected = cache[names[layer]].float()
         dtype = cache[names[layer]].dtype
         half = dtype not in (torch.float32, torch.float64)
@@ -91,6 +98,7 @@ def _reductions_match(model: HookedModel, tokens: Tensor, atol: float | None) ->
         relative = 4 * eps if half else 0.0
         expected_mass = expected @ forward.on_model(model, columns)[:, None]
         if (rows.shape != expected.shape or not torch.allclose(rows, expected, rtol=relative, atol=tolerance)
+                or not torch.allclose(entries, expected[b, :, q, k], rtol=relative, atol=tolerance)
                 or mass is None or not torch.allclose(mass, expected_mass, rtol=relative, atol=tolerance)):
             worst = (rows - expected).abs().max().item() if rows.shape == expected.shape else float("nan")
             log.info("attention reductions differ from hook_pattern at layer %d on %s (largest difference %.3g)",

@@ -184,6 +184,20 @@ def reductions_apply(model: HookedModel, probes: Sequence[Probe[Any]], batch: To
     return _REDUCTIONS_CHECKED[model]
 
 
+ENTRY_CHUNK_MIN_BYTES = 64 * 2**20
+
+
+def _entry_chunk_bytes(model: HookedModel, batch: TokenBatch) -> int:
+    """What the probes' gathered attention entries may hold at once: two MLP activations of the batch (a gated MLP
+    holds its gate and up projections together at every layer, so the probes add nothing to the model's peak), at
+    least :data:`ENTRY_CHUNK_MIN_BYTES`."""
+    cfg = model.cfg
+    d_mlp = getattr(cfg, "d_mlp", None)
+    width = d_mlp if isinstance(d_mlp, int) and d_mlp > 0 else 4 * int(cfg.d_model)
+    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
+    return max(ENTRY_CHUNK_MIN_BYTES, 2 * batch.shape[0] * batch.shape[1] * width * torch.finfo(dtype).bits // 8)
+
+
 def fold_forward_reduced(model: HookedModel, probes: Sequence[Probe[Any]], batch: TokenBatch, info: ModelInfo,
                          host: TokenBatch | None = None) -> None:
     """Like :func:`fold_forward`, but each layer reaches the probes as reductions of a fused attention call
@@ -216,7 +230,8 @@ def fold_forward_reduced(model: HookedModel, probes: Sequence[Probe[Any]], batch
                 planned.append(probe)
                 terms.append(stated)
         plan = (TermsPlan(terms, n_layers=info.n_layers, n_heads=info.n_heads, n_pos=batch.shape[1],
-                          device=forward.model_device(model)) if terms else None)
+                          device=forward.model_device(model), chunk_bytes=_entry_chunk_bytes(model, batch))
+                if terms else None)
         columns: dict[int, slice] = {}  # id(probe) -> its label columns in the concatenation
         parts: list[Tensor] = []
         width = 0

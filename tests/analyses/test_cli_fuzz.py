@@ -21,6 +21,7 @@ succeeds writes only under its ``--out`` (or ``--json``). Values labelled ``bad`
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
 import os
@@ -174,6 +175,19 @@ class WorkStarted(BaseException):
     """A program passed its checks and reached its first piece of work (where the fuzz test stops it)."""
 
 
+@functools.cache
+def import_every_module() -> None:
+    """Import every module of the packages once, before any patch: a module first imported under
+    :func:`stop_at_work` would bind its patched ``load_model`` for good and fail the tests after this file."""
+    import importlib
+    import pkgutil
+
+    for package in ("mechprobe", "probes", "toymodels", "analyses"):
+        root = importlib.import_module(package)
+        for module in pkgutil.walk_packages(root.__path__, prefix=f"{package}."):
+            importlib.import_module(module.name)
+
+
 @contextlib.contextmanager
 def stop_at_work() -> Iterator[None]:
     """Raise :class:`WorkStarted` at the first piece of work: any forward pass (measuring or training), any child
@@ -188,6 +202,7 @@ def stop_at_work() -> Iterator[None]:
     import probes
     import probes.core.loading as loading
 
+    import_every_module()
     real_load, real_popen = loading.load_model, subprocess.Popen.__init__
 
     def work(*args, **kwargs):

@@ -1,8 +1,9 @@
 """``mechprobe toy ... --device``: the flag sets the config's ``device``; ``--device cpu`` is the default run.
 
-The data is always drawn on the CPU from the seed, so ``--device cpu`` must give a summary.json byte for byte
-equal to the run without the flag. On a machine with CUDA the same tiny runs also go through the GPU and must
-agree with the CPU numbers up to float32 rounding (skipped elsewhere; bad devices: test_cli_bad_input.py).
+Each toy's tiny fast run goes through every device (``tests.devices.DEVICES``: the CPU always, CUDA where there
+is one) with the same argv, and is compared with the run without the flag. The data is always drawn on the CPU
+from the seed, so on the CPU the summary.json must be byte for byte the default run's; on CUDA its numbers must
+agree with the CPU's up to float32 rounding (bad devices: test_cli_bad_input.py).
 """
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ import json
 from pathlib import Path
 
 import pytest
-import torch
 
 from analyses.cli import main
+from tests.devices import DEVICES
 
 TINY = {
     "topic": ["lda.n_topics=3", "lda.words_per_topic=4", "lda.min_len=12", "lda.max_len=16", "data.n_documents=128",
@@ -41,23 +42,20 @@ def run_toy(name: str, out: Path, *extra: str) -> dict:
     return json.loads((out / "summary.json").read_text())
 
 
-@pytest.mark.parametrize("name, flags", [
-    ("induction", ["--device", "cpu"]),
-    pytest.param("scansnap", ["--device", "cpu"], marks=pytest.mark.slow),
-    pytest.param("topic", ["--set", "device=cpu"], marks=pytest.mark.slow),
-])
-def test_device_cpu_equals_the_default_run(tmp_path, capsys, name, flags):
+def device_flags(name: str, device: str) -> list[str]:
+    """How a run of ``name`` is put on ``device``: the flag, or (topic) the setting it stands for."""
+    return ["--set", f"device={device}"] if name == "topic" else ["--device", device]
+
+
+@pytest.mark.parametrize("name", ["induction", pytest.param("scansnap", marks=pytest.mark.slow),
+                                  pytest.param("topic", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_run_on_each_device_agrees_with_the_default_run(tmp_path, capsys, device, name):
     default = run_toy(name, tmp_path / "default")
-    summary = run_toy(name, tmp_path / "cpu", *flags)
-    assert (tmp_path / "cpu" / "summary.json").read_bytes() == (tmp_path / "default" / "summary.json").read_bytes()
-    assert summary["settings"]["device"] == default["settings"]["device"] == "cpu"
-
-
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-@pytest.mark.parametrize("name", ["topic", "scansnap", "induction"])
-def test_cuda_run_agrees_with_the_cpu_run(tmp_path, capsys, name):
-    on_cpu = run_toy(name, tmp_path / "cpu")
-    on_gpu = run_toy(name, tmp_path / "cuda", "--device", "cuda")
-    assert on_gpu["settings"]["device"] == "cuda"
+    summary = run_toy(name, tmp_path / device, *device_flags(name, device))
+    assert (summary["settings"]["device"], default["settings"]["device"]) == (device, "cpu")
+    if device == "cpu":
+        assert (tmp_path / "cpu" / "summary.json").read_bytes() == (tmp_path / "default" / "summary.json").read_bytes()
+        return
     for key in COMPARED[name]:
-        assert on_gpu[key] == pytest.approx(on_cpu[key], rel=1e-2, abs=1e-3), key
+        assert summary[key] == pytest.approx(default[key], rel=1e-2, abs=1e-3), key

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import probes
-from analyses.report.render_check import dump_dom, find_chromium
+from analyses.report.render_check import dump_dom
 from probes.core.result import ProbeResult
 from probes.display import (
     HeadMap,
@@ -22,10 +22,8 @@ from probes.display import (
     verdicts_dataframe,
 )
 from probes.stats.findings import Finding
+from tests.chromium import require_chromium
 from tests.hooked_models import OracleConfig, OracleModel
-
-needs_chromium = pytest.mark.skipif(find_chromium() is None,
-                                    reason="Chromium is not installed (apt-get install chromium)")
 
 # Every result with a [layer, head] (or [layer, head, ...]) tensor; the others are per layer, per subset or per slice.
 PER_HEAD_RESULTS = {"HeadScores", "GeneralizedInductionScores", "CopierProfile", "SameTokenAttention",
@@ -145,10 +143,11 @@ def test_linear_probe_plot_is_accuracy_per_hook_with_its_interval():
         scores.plot("3")
 
 
-@needs_chromium
 def test_two_notebook_cells_on_one_page_draw_each_view_once(tmp_path):
     """A notebook puts every output on one page and runs each output's script: views already drawn are skipped."""
     from probes.display.views import pattern_view
+
+    require_chromium()
 
     tokens = ["a", "b", "c"]
     first = notebook_html([pattern_view("previous token", tokens, [[1, 0, 0], [1, 0, 0], [0, 1, 0]])])

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from analyses.report.document import Figure, Report, Section, Table
-from analyses.report.render_check import colourful_fraction, find_chromium, screenshot
+from analyses.report.render_check import colourful_fraction, screenshot
+from tests.chromium import require_chromium
 
 
 def small_report(folder) -> Report:
@@ -39,8 +40,8 @@ def test_markdown_and_html_hold_the_numbers_and_embed_figures(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(find_chromium() is None, reason="Chromium is not installed (apt-get install chromium)")
 def test_figures_render_in_headless_chromium(tmp_path):
+    require_chromium()
     report = small_report(tmp_path)
     html_path = report.write(tmp_path)
     with_figure = colourful_fraction(screenshot(html_path, tmp_path / "with.png", height=900))

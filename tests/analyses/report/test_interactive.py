@@ -8,12 +8,10 @@ import pytest
 import torch
 
 from analyses.report.interactive import passage_patterns
-from analyses.report.render_check import dump_dom, find_chromium
+from analyses.report.render_check import dump_dom
 from probes.display.views import heatmap_view, page, pattern_view
+from tests.chromium import require_chromium
 from tests.hooked_models import OracleModel
-
-needs_chromium = pytest.mark.skipif(find_chromium() is None,
-                                    reason="Chromium is not installed (apt-get install chromium)")
 
 
 def test_heatmap_has_one_cell_per_head_with_its_value_as_tooltip():
@@ -43,14 +41,22 @@ def drawn_views(dom: str) -> dict[str, list[str]]:
             "pattern": re.findall(r"class=\"mp-view mp-pattern\"[^>]*data-drawn=\"(\d+)\"", dom)}
 
 
-@needs_chromium
-def test_views_draw_in_headless_chromium_without_errors_or_network(tmp_path):
+def views_page() -> str:
     tokens = ["The", " cat", " sat", " .", " The", " cat"]
     pattern = torch.eye(6).roll(-1, dims=1).tril()  # each token on the one before (token 0 on nothing)
     pattern[0, 0] = 1.0
-    html_text = page("views", [heatmap_view("scores", [[0.1, 0.2, 0.3], [0.4, 0.5, 0.6]]),
-                               pattern_view("previous-token head", tokens, pattern.tolist())])
+    return page("views", [heatmap_view("scores", [[0.1, 0.2, 0.3], [0.4, 0.5, 0.6]]),
+                          pattern_view("previous-token head", tokens, pattern.tolist())])
+
+
+def test_a_page_of_views_loads_nothing_from_the_network():
+    html_text = views_page()
     assert "http://" not in html_text and "https://" not in html_text and "<script src" not in html_text
+
+
+def test_views_draw_in_headless_chromium_without_errors(tmp_path):
+    require_chromium()
+    html_text = views_page()
     path = tmp_path / "views.html"
     path.write_text(html_text, encoding="utf-8")
     dom = dump_dom(path)

@@ -7,11 +7,12 @@ from types import SimpleNamespace
 import pytest
 
 from analyses.report.document import Report, inline_html
-from analyses.report.render_check import dump_dom, find_chromium
+from analyses.report.render_check import dump_dom
 from analyses.report.verdicts import TOY, TOY_CONTROL, cell, compare_findings, verdict_section
 from analyses.toy_findings import aggregate_seeds, judge_against_init
 from mechprobe import records
 from probes.stats.findings import Finding
+from tests.chromium import require_chromium
 
 
 def _finding(value: float, null: float = 0.05) -> Finding:
@@ -67,8 +68,8 @@ def test_inline_markdown_to_html():
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(find_chromium() is None, reason="needs Chromium (apt-get install chromium)")
 def test_in_headless_chromium_the_forest_plot_comes_first_and_no_markdown_shows(tmp_path):
+    require_chromium()
     figures = tmp_path / "figures"
     figures.mkdir()
     section = verdict_section(compare_findings(_toy(), {"smollm2": _run(0.88, 0.02)}), figures)

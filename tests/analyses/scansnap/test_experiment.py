@@ -241,10 +241,14 @@ def test_wikitext_training_sharpens_attention_toward_cooccurring_words(tmp_path)
     """The tutorial model trained 300 steps on WikiText-2 (vocabulary 2,000) on seeds 0-2 (initialisation, dropout
     and the shuffled-lift null). Every seed: the loss falls, attention sparsifies, distinct (high-lift) keys gain
     distance-matched attention beyond the shuffled-lift null and beyond the random-weight start (step 0, the control
-    model), and common keys lose attention per occurrence. The size of the gain is a claim over seeds: seed 2 alone
-    misses it. Measured on seeds 0-9 (Spearman of distance-matched attention with lift; ``needed`` =
-    max(shuffled-lift 95% + 0.1, step 0 + 0.15); distinct/common: top third of keys by lift over the bottom third;
-    count rho: Spearman of per-occurrence attention with the co-occurrence count):
+    model), and common keys lose attention per occurrence. The sizes of these gains, and the growth of distinct over
+    common keys' attention, are claims over seeds: where the float path differs (another CPU, torch build or thread
+    count) each seed's 300 steps end elsewhere from the same start, a fresh draw from the seeds' spread (seed 2's
+    distinct/common: 1.003 -> 1.047 in the table below, 1.003 -> 0.873 on another machine), so they are asserted on
+    the mean of the 3 seeds, at least 2.2 standard errors inside it. Measured on seeds 0-9 (Spearman of
+    distance-matched attention with lift; ``needed`` = max(shuffled-lift 95% + 0.1, step 0 + 0.15); distinct/common:
+    top third of keys by lift over the bottom third; count rho: Spearman of per-occurrence attention with the
+    co-occurrence count):
 
     | seed | Spearman step 0 -> 300 | needed | shuffled 95% | distinct/common 0 -> 300 | entropy | count rho 300 |
     | 0 | -0.026 -> 0.253 | 0.156 | 0.056 | 0.950 -> 3.093 | 2.55 -> 0.82 | -0.27 |
@@ -259,12 +263,19 @@ def test_wikitext_training_sharpens_attention_toward_cooccurring_words(tmp_path)
     | 9 | 0.041 -> 0.221 | 0.191 | 0.056 | 1.002 -> 1.716 | 2.57 -> 0.64 | -0.45 |
 
     Loss 7.77-8.04 -> 4.68-4.80 nats. Each seed took 16-35 s on one thread (a busy machine); the test 77 s.
+    On a 2-core machine with torch 2.13.0+cpu, the same on 1 and on 2 torch threads (the test prints these rows):
+
+    | 0 | -0.026 -> 0.232 | 0.155 | 0.055 | 0.950 -> 1.769 | 2.55 -> 0.66 | -0.29 |
+    | 1 | -0.023 -> 0.174 | 0.149 | 0.049 | 1.006 -> 1.281 | 2.57 -> 0.45 | -0.18 |
+    | 2 | -0.023 -> 0.113 | 0.151 | 0.051 | 1.003 -> 0.873 | 2.54 -> 0.74 | -0.15 |
+
+    Loss 7.77-7.96 -> 4.67-4.81 nats; the test 67 s.
     """
     wikitext = PRESETS["wikitext"].wikitext
     config = dataclasses.replace(PRESETS["wikitext"], wikitext=dataclasses.replace(
         wikitext, max_vocab=2000, train=dataclasses.replace(wikitext.train, max_steps=300), snapshot_every=100,
         probe_windows=500))
-    over_needed, distinct_over_common = [], []
+    over_null, distinct_over_common, lift_gain, distinct_gain = [], [], [], []
     for seed in WIKITEXT_SEEDS:
         out = tmp_path / f"seed{seed}"
         summary = run(dataclasses.replace(config, seed=seed), out, progress=False)
@@ -272,25 +283,36 @@ def test_wikitext_training_sharpens_attention_toward_cooccurring_words(tmp_path)
         assert list(result.step) == [0, 100, 200, 300]
         assert summary.final_loss < summary.initial_loss - 2, seed  # seeds 0-9: a fall of 2.99-3.36 nats
         assert summary.entropy_last < summary.entropy_first - 1, seed  # 1.52-2.11 nats: attention sparsifies
-        # distinct keys gain attention at matched distances: beyond the shuffled-lift 95% (by 0.082-0.261) and
-        # beyond the random-weight start (by 0.158-0.368)
+        # distinct keys gain attention at matched distances: beyond the shuffled-lift 95% (by 0.082-0.261, mean 0.19,
+        # sd 0.055: 3.4 sd above 0) and beyond the random-weight start (by 0.158-0.368, mean 0.26, sd 0.058)
         lift_last, lift_first = summary.spearman_lift_matched_last, summary.spearman_lift_matched_first
         assert lift_last > summary.spearman_lift_matched_null_q95, seed
-        assert lift_last > lift_first + 0.1, seed
-        # top third over bottom third: none at random weights (0.947-1.006), more after training on every seed
-        # (by 0.044 on seed 2, up to 2.233)
+        assert lift_last > lift_first, seed
+        # top third over bottom third: none at random weights (0.947-1.006)
         assert summary.distinct_over_common_first < 1.05, seed
-        assert summary.distinct_over_common_last > summary.distinct_over_common_first, seed
-        assert summary.spearman_count_last < 0, seed  # -0.27 to -0.53: common keys lose attention per occurrence
+        assert summary.spearman_count_last < 0, seed  # -0.27 to -0.53 (-0.15 to -0.29): common keys lose attention
+        print(f"seed {seed}: loss {summary.initial_loss:.2f} -> {summary.final_loss:.2f}, Spearman {lift_first:.3f} "
+              f"-> {lift_last:.3f} (shuffled 95% {summary.spearman_lift_matched_null_q95:.3f}), distinct/common "
+              f"{summary.distinct_over_common_first:.3f} -> {summary.distinct_over_common_last:.3f}, entropy "
+              f"{summary.entropy_first:.2f} -> {summary.entropy_last:.2f}, count rho {summary.spearman_count_last:.2f}")
+        lift_gain.append(lift_last - lift_first)
+        distinct_gain.append(summary.distinct_over_common_last - summary.distinct_over_common_first)
         snapshots = torch.load(out / "wikitext_snapshots.pt")
         assert snapshots["distance_matched"].shape == (4, 30, 300)
         assert snapshots["example_patterns"].shape == (4, 35, 35)
-        needed = max(summary.spearman_lift_matched_null_q95 + 0.1, lift_first + 0.15)
-        over_needed.append(lift_last - needed)
+        over_null.append(lift_last - summary.spearman_lift_matched_null_q95)
         distinct_over_common.append(summary.distinct_over_common_last)
-    # On average over the seeds the Spearman clears its bound: last - needed is 0.081 on seeds 0-9 (sd 0.052), so the
-    # mean of 3 seeds sits 2.7 standard errors (0.030) above 0; seeds 0-2 give 0.053 (seed 2 alone -0.018).
-    assert sum(over_needed) / len(over_needed) > 0, over_needed
-    # and the top third of keys gets over 1.3 times the bottom third's attention: 2.21 on seeds 0-9 (sd 0.74), 1.3
-    # is 2.1 standard errors (0.42) of 3 seeds below; seeds 0-2 give 2.10 (seed 2 alone 1.05).
-    assert sum(distinct_over_common) / len(distinct_over_common) > 1.3, distinct_over_common
+    # On average over the seeds the Spearman clears the shuffled-lift 95% by 0.05: by 0.19 on seeds 0-9 above (sd
+    # 0.055, se of 3 seeds 0.032); on the 2-core machine (torch 2.13.0+cpu, another float path) seeds
+    # 0-2 give 0.177, 0.125, 0.062 (mean 0.121), where the older bound max(95% + 0.1, step 0 + 0.15) was cleared by
+    # 0.021 on average (seed 2: -0.038), 0.6 standard errors: not a margin the spread allows.
+    assert sum(over_null) / len(over_null) > 0.05, over_null
+    # The Spearman gains beyond 0.1 on average: 0.256 on seeds 0-9 (sd 0.058), 0.1 is 4.7 standard errors (0.033)
+    # of 3 seeds below.
+    assert sum(lift_gain) / len(lift_gain) > 0.1, lift_gain
+    # Training sharpens attention toward distinct keys: the top third over the bottom third grows on average, by 1.23
+    # on seeds 0-9 (sd 0.74; 0.1 is 2.6 standard errors, 0.43, of 3 seeds below), and ends over 1.1: 2.21 on seeds
+    # 0-9, 2.6 standard errors above. Seeds 0-2 give a gain of 1.11 and 2.10 above, 0.32 and 1.31 on the test machine
+    # (seed 0 1.77, seed 1 1.28, seed 2 0.87; identical on 1 and 2 torch threads).
+    assert sum(distinct_gain) / len(distinct_gain) > 0.1, distinct_gain
+    assert sum(distinct_over_common) / len(distinct_over_common) > 1.1, distinct_over_common

@@ -89,3 +89,21 @@ def test_key_mask_terms_list_each_masks_entries_under_its_own_sum():
     assert torch.stack(terms.entries).T.tolist() == [[0, 2, 1], [0, 3, 2], [1, 3, 0], [0, 2, 1]]
     dense = probes.core.pattern_sums.KeyMask.of(torch.ones(1, 4, 4, dtype=torch.bool))
     assert attention_terms.key_mask_terms([first, dense]) is None  # dense sequences are summed from rows
+
+
+def test_entries_gathered_in_many_small_chunks_give_the_same_sums(checkpoints, monkeypatch):
+    """A chunk budget of a few entries: every distinct entry gathered once across chunks, duplicates spread back."""
+    model = checkpoints["llama"]
+    info = probes.ModelInfo.of(model)
+    batches = [_repeated(seed=3)]
+    whole = probes.run_probes(model, _suite(info.d_vocab), batches, progress=False, max_pattern_bytes=None)
+    chunks = []
+    original = attention_terms.TermsPlan._chunked
+    monkeypatch.setattr(runner, "_entry_chunk_bytes", lambda model, batch: 4096)
+    monkeypatch.setattr(attention_terms.TermsPlan, "_chunked",
+                        lambda plan, layer: chunks.append(original(plan, layer)) or chunks[-1])
+    planned = probes.run_probes(model, _suite(info.d_vocab), batches, progress=False, max_pattern_bytes=0)
+    assert len(chunks) == 1 and len(chunks[0]) > 10  # one plan, many chunks
+    assert any(chunk.local is not None for chunk in chunks[0])  # entries shared by several sums
+    for a, b in zip(planned, whole):
+        assert results_close(a, b, rtol=1e-4, atol=1e-6), type(a).__name__

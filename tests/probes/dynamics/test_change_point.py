@@ -95,9 +95,14 @@ def test_a_rise_that_falls_again_has_its_event_on_the_way_up():
     assert point.peak_step in (1000.0, 3000.0)
     assert point.step == pytest.approx(300, rel=0.35) and point.step_ci[0] <= 300 <= point.step_ci[1]
     assert point.rise > 0.3 and point.rise_ci[0] > 0.25 and point.p_value < 0.01 and point.draws_with_event == 1.0
+    # the checkpoints around the crossing on the way up (cut at the peak: against the last checkpoint, no bracket)
+    assert point.bracket in ((100.0, 300.0), (300.0, 1000.0)) and point.bracket[0] < point.step < point.bracket[1]
+    assert point.step_ci[0] <= point.bracket[0] and point.bracket[1] <= point.step_ci[1]
     later = planted(3000, height=0.3, noise=0.02, seed=6)
     order = event_order(units, later, STEPS, names=("rise_and_fall", "later"), n_boot=500, seed=0)
     assert order.ci[0] > 0 and order.p_value < 0.01
+    second = change_point(later, STEPS, n_boot=500, seed=0).bracket
+    assert order.ci[0] <= second[0] - point.bracket[1] and second[1] - point.bracket[0] <= order.ci[1]  # widened
 
 
 def test_a_passing_spike_is_not_the_event():
@@ -146,6 +151,26 @@ def test_the_order_of_two_planted_rises_and_its_paired_interval():
     assert order.difference == pytest.approx(1900, rel=0.4) and order.ci[0] > 0 and order.p_value < 0.01
     backwards = event_order(later, earlier, STEPS, names=("b", "a"), n_boot=500, seed=0)
     assert backwards.difference < 0 and backwards.p_value > 0.5
+
+
+def test_a_draw_in_which_the_later_event_is_missing_counts_against_the_order():
+    """The later curve rises in one batch of 8 only (the rest stay flat): a bootstrap draw without that batch has a
+    flat curve and no event. Such draws cannot say the later event came after the earlier one, so they count
+    against the order: p is (1 + draws without batch 0) / (1 + draws), about (7/8)^8 = 0.34, not the near-0 share
+    of draws whose difference is not positive."""
+    n_units, n_boot = 8, 400
+    rows = torch.full((len(STEPS), n_units), 100.0, dtype=torch.float64)
+    x = torch.log1p(torch.tensor(STEPS, dtype=torch.float64))
+    early = 0.05 + 0.4 * torch.sigmoid(4 * (x - math.log1p(30)))
+    earlier = CurveUnits(early[:, None] * rows, rows)
+    late = torch.full((len(STEPS), n_units), 0.05, dtype=torch.float64)
+    late[:, 0] += 0.8 * torch.sigmoid(4 * (x - math.log1p(1000)))
+    later = CurveUnits(late * rows, rows)
+    order = event_order(earlier, later, STEPS, names=("early", "late"), n_boot=n_boot, seed=0)
+    missing = int((resample_counts(n_units, n_boot, 0)[:, 0] == 0).sum())  # the same draws (seed 0)
+    assert 0.2 * n_boot < missing < 0.5 * n_boot
+    assert order.difference > 0 and order.p_value == pytest.approx((1 + missing) / (1 + n_boot))
+    assert order.p_value > 0.05  # the order is not shown
 
 
 def test_a_difference_of_two_means_is_a_curve_too():

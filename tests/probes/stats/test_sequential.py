@@ -22,13 +22,30 @@ def _from(values: torch.Tensor):
 
 
 @pytest.mark.parametrize(("max_draws", "alpha", "hits"), [(100, 0.01, 1), (150, 0.01, 2), (200, 0.01, 2),
-                                                          (1000, 0.01, 10), (99, 0.05, 5), (20, 0.01, 1)])
+                                                          (1000, 0.01, 10), (99, 0.05, 5), (20, 0.01, 1),
+                                                          (250, 0.01, 3), (50, 0.05, 3), (450, 0.01, 5)])
 def test_an_entry_stops_at_the_hits_after_which_p_cannot_reach_alpha(max_draws, alpha, hits):
     rule = SequentialRule(max_draws, alpha)
     assert rule.stop_hits == hits
     assert (1 + hits) / (1 + max_draws) >= alpha  # the fixed-count p can no longer pass
     assert hits / max_draws >= alpha  # nor the stopped p, h / n_h with n_h <= max_draws
     assert hits == 1 or (hits - 1) / max_draws < alpha  # the fewest hits that guarantee both
+
+
+def test_two_hits_in_250_draws_do_not_stop_the_null_where_the_fixed_count_p_fails():
+    """alpha * max_draws = 2.5: the stop needs ceil(2.5) = 3 hits. Two hits (draws 210 and 240) leave the fixed-count
+    p at 3 / 251 = 0.0120, a fail at 0.01; stopping at the second hit (rounding 2.5 down to 2) would give
+    2 / 240 = 0.0083, a pass the fixed count never gives."""
+    values = torch.zeros(250)
+    values[[209, 239]] = 2.0
+    draw, _ = _from(values)
+    result = sequential_null(torch.tensor(1.0), draw, SequentialRule(250, 0.01, group=10))
+    assert not bool(result.stopped) and result.n_drawn == 250 and int(result.used) == 250
+    assert float(result.p_value) == pytest.approx(3 / 251)
+    assert float(result.p_value) >= 0.01 and float(permutation_p_value(torch.tensor(1.0), values)) >= 0.01
+    values[244] = 2.0  # a third hit at draw 245: the decision is known there
+    result = sequential_null(torch.tensor(1.0), _from(values)[0], SequentialRule(250, 0.01, group=10))
+    assert bool(result.stopped) and int(result.used) == 245 and float(result.p_value) == pytest.approx(3 / 245)
 
 
 def test_a_hand_made_sequence_stops_in_the_group_of_its_first_hit():
@@ -89,26 +106,32 @@ def test_p_values_are_uniform_under_the_null():
     assert float((result.p_value <= 0.3).double().mean()) > 0.25  # not conservative to uselessness
 
 
-def test_the_decision_at_alpha_is_the_fixed_count_decision_on_the_same_draws():
+@pytest.mark.parametrize("max_draws", [200, 250])  # alpha * max_draws 2 and 2.5: 2 and 3 hits stop an entry
+def test_the_decision_at_alpha_is_the_fixed_count_decision_on_the_same_draws(max_draws):
     g = torch.Generator().manual_seed(1)
     n = 3000
-    values = torch.randn(200, n, generator=g, dtype=torch.float64)
+    values = torch.randn(max_draws, n, generator=g, dtype=torch.float64)
     observed = torch.randn(n, generator=g, dtype=torch.float64) + torch.linspace(0, 4, n, dtype=torch.float64)
-    result = sequential_null(observed, lambda a, b: values[a:b], SequentialRule(200, 0.01, group=20))
+    result = sequential_null(observed, lambda a, b: values[a:b], SequentialRule(max_draws, 0.01, group=20))
     fixed = permutation_p_value(observed, values)
     assert torch.equal(result.p_value < 0.01, fixed < 0.01)
     kept = ~result.stopped
     torch.testing.assert_close(result.p_value[kept], fixed[kept])
     assert bool((result.p_value[result.stopped] >= 0.01).all()) and bool((fixed[result.stopped] >= 0.01).all())
-    assert result.n_drawn == 200  # the strong effects draw every time
+    assert result.n_drawn == max_draws  # the strong effects draw every time
+    hits = (values >= observed).sum(0)
+    assert int((hits == 2).sum()) > 10  # on the edge: stopped at their 2nd hit, they would get 2 / n_h < 0.01
 
 
 def test_a_lower_tail_and_nan_entries():
     values = torch.ones(50)
     nan = sequential_null(torch.tensor(float("nan")), _from(values)[0], SequentialRule(50, 0.01))
     assert torch.isnan(nan.p_value) and nan.n_drawn == 0  # nothing to decide: nothing drawn
+    values = torch.full((50,), 5.0)
+    values[[1, 6, 7]] = 1.0  # below the observed 2.0 at draws 2, 7 and 8
     below = sequential_null(torch.tensor(2.0), _from(values)[0], SequentialRule(50, 0.05), alternative="less")
-    assert below.n_drawn == 10 and float(below.p_value) == pytest.approx(3 / 3)  # 3 hits needed, at draw 3
+    # ceil(0.05 * 50 - 1e-12) = 3 hits needed: the third at draw 8, p = 3 / 8 (2 hits would stop at 7: 2 / 7)
+    assert below.n_drawn == 10 and int(below.used) == 8 and float(below.p_value) == pytest.approx(3 / 8)
 
 
 def test_bad_rules_and_draws_are_refused():

@@ -63,12 +63,22 @@ def test_masking_fractions():
     assert int(masked.inputs[masked.is_word].max()) <= config.mask_id
 
 
-def test_thousands_of_documents_per_second():
-    generator = torch.Generator().manual_seed(0)
-    start = time.perf_counter()
-    docs = sample_documents(LDAConfig(), 4000, generator)
-    mask_documents(docs, MaskingConfig(), generator, lda=LDAConfig())
-    assert time.perf_counter() - start < 2.0   # ~0.5 s on one loaded core
+def test_documents_cost_time_in_proportion_to_their_number():
+    """Sampling and masking are vectorised over documents: 4,000 take about 10 times what 400 take (~0.5 s on one
+    loaded core), not the 100 times of work that grows with the square. Compared with a reference measured in the
+    same run (best of 3 each), not with a wall-clock limit that a slower or busier machine would miss."""
+    def best_of_three(n_docs: int) -> float:
+        times = []
+        for repeat in range(3):
+            generator = torch.Generator().manual_seed(repeat)
+            start = time.perf_counter()
+            docs = sample_documents(LDAConfig(), n_docs, generator)
+            mask_documents(docs, MaskingConfig(), generator, lda=LDAConfig())
+            times.append(time.perf_counter() - start)
+        return min(times)
+
+    best_of_three(400)  # warm-up
+    assert best_of_three(4000) < 30 * best_of_three(400)
 
 
 @pytest.mark.parametrize(
