@@ -46,7 +46,6 @@ ATTENTION_KERNELS = {
 }
 """Fused attention kernels (aten packet name -> the route they mean)."""
 
-MATMULS = ("bmm", "mm", "baddbmm", "addmm", "matmul")
 
 STACK_FILES = ("probes/", "mechprobe/", "analyses/", "transformers/", "transformer_lens/")
 """Frames kept in an allocation's stack: the project's and the model libraries' (not torch's)."""
@@ -192,7 +191,10 @@ class Meter(TorchDispatchMode):
     def _attention_route(self, name: str, outputs: list[torch.Tensor]) -> str | None:
         if name in ATTENTION_KERNELS:
             return ATTENTION_KERNELS[name]
-        if name in MATMULS and self.n_pos is not None and outputs and outputs[0].dim() >= 2:
+        # scores are [batch*head rows keys] (bmm) or [batch head rows keys] (matmul); a linear layer's output is
+        # [(batch) tokens features] from mm / a 3-D matmul, even where features == T
+        batched = {"bmm": 3, "baddbmm": 3, "matmul": 4}.get(name)
+        if batched is not None and self.n_pos is not None and outputs and outputs[0].dim() >= batched:
             rows, keys = outputs[0].shape[-2:]
             if keys == self.n_pos and rows > 1:
                 return "eager pattern" if rows == self.n_pos else "blocked eager"

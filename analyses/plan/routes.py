@@ -191,11 +191,11 @@ def run_route(models: MetaModels, route: str, n_pos: int, *, batch: int = 1,
 def run_null(models: MetaModels, n_pos: int, *, batch: int = 1, n_draws: int = NULL_DRAWS) -> RouteLedger:
     """The ``null`` route with ``n_draws`` random head sets, metered with as few draws as show its grouped passes.
 
-    Every grouped pass of the null carries the same number of head sets (copies of the batch), so its cost is
-    that of the measured heads' pass plus one more pass per group: the ledger meters 0 draws and ``m`` draws, reads
-    the copies per pass from the rows of the largest forward, and adds ``(passes(n_draws) - 1) / (passes(m) - 1)``
-    times the difference (exact when the passes of ``m`` draws are full; ``m`` grows until one is not). The peak
-    is the larger of the two runs' (a full pass is among them)."""
+    Every grouped pass of the null carries the same number of head sets (``copies`` of the batch), read from the
+    rows of the largest forward of a run with a few draws. The ledger then meters one full pass (``copies - 1``
+    draws: the measured heads fill the first copy) and two, and adds ``passes - 1`` times their difference (the
+    checks, means and clean pass are in both runs, the difference is one pass); the last pass of ``n_draws`` may
+    hold fewer sets and is counted whole. The peak is the larger run's (it holds full passes)."""
     rows: list[int] = []
 
     def count(module: Any, args: tuple, kwargs: dict) -> None:
@@ -211,22 +211,19 @@ def run_null(models: MetaModels, n_pos: int, *, batch: int = 1, n_draws: int = N
         finally:
             handle.remove()
 
-    if n_draws <= 3:
-        return metered(n_draws)
-    base = metered(0)
-    draws = 3
+    draws = min(3, n_draws)
     while True:
-        more = metered(draws)
+        found = {draws: metered(draws)}
         copies = max(rows) // batch
         if copies < draws + 1 or draws >= n_draws:
             break
         draws = min(n_draws, 4 * (draws + 1) - 1)
-    if draws >= n_draws:
-        return more
+    if 2 * copies - 1 >= n_draws:
+        return found[n_draws] if n_draws in found else metered(n_draws)
+    one, two = (found[d] if d in found else metered(d) for d in (copies - 1, 2 * copies - 1))
     passes = -(-(n_draws + 1) // copies)
-    factor = (passes - 1) / (-(-(draws + 1) // copies) - 1)
-    return _extrapolated(base, more, factor, f"{n_draws} draws from metered runs of 0 and {draws} "
-                                             f"({copies} head sets per pass, {passes} passes)")
+    return _extrapolated(one, two, passes - 1, f"{n_draws} draws from metered runs of {copies - 1} and "
+                                              f"{2 * copies - 1} ({copies} head sets per pass, {passes} passes)")
 
 
 def _extrapolated(base: RouteLedger, more: RouteLedger, factor: float, note: str) -> RouteLedger:
