@@ -58,6 +58,10 @@ log = logging.getLogger(__name__)
 CHECK_LOGIT_BYTES = 64 * 2**20
 """Full logits of the whole forward that :func:`choose_route` compares against: the first batch's first
 ``CHECK_LOGIT_BYTES / (4 pos d_vocab)`` rows (at least one)."""
+CHECK_POSITIONS = 512
+"""Positions of the window :func:`choose_route` checks on (around the first measured position): a shortcut is right
+or wrong whatever the length, and the whole forward it is compared with makes ``[T, T]`` patterns (at 32,768 tokens
+93 GiB on SmolLM2's shape)."""
 
 CHECK_TOLERANCE = 1e-4
 
@@ -299,14 +303,20 @@ def choose_route(model: HookedModel, batch: TokenBatch, inputs: LossInputs, kwar
     (``inputs`` and ``kwargs`` its loss inputs and forward arguments) when the ablated layers start at
     ``start_layer``; a warning names each one that cannot be used."""
     n_rows, n_pos = batch.shape
-    rows = max(1, min(n_rows, CHECK_LOGIT_BYTES // (4 * n_pos * int(model.cfg.d_vocab))))
+    width = min(n_pos, CHECK_POSITIONS)
+    rows = max(1, min(n_rows, CHECK_LOGIT_BYTES // (4 * width * int(model.cfg.d_vocab))))
     counted = counted_positions(batch, inputs.loss)[:rows]
     if not bool(counted.any()):
         log.warning("%s: the first batch has no position to check the shortcuts on; head ablation uses the whole "
                     "forward pass.", _name(model))
         return PLAIN
-    check = LossInputs(inputs.loss, inputs.tokens[:rows], inputs.targets[:rows], counted[None])
-    kwargs = {key: value[:rows] for key, value in kwargs.items()}
+    first = int(counted.any(0).nonzero()[0])
+    start = max(0, min(first - width // 2, n_pos - width))
+    window = slice(start, start + width)  # the check's sequence: a window holding the first measured positions
+    check = LossInputs(inputs.loss, inputs.tokens[:rows, window], inputs.targets[:rows, window],
+                       counted[None, :, window])
+    kwargs = {key: value[:rows, window] if isinstance(value, Tensor) and value.ndim == 2 and value.shape[1] == n_pos
+              else value[:rows] for key, value in kwargs.items()}
     kept: dict[str, Any] = {}
     hooks = []
     skipped = (_block_computes(model, start_layer)

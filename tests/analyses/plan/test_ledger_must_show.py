@@ -43,9 +43,9 @@ CLAIMS = {
     "suite calls per layer <= 2x bare": lambda f: f["suite"].calls_per_layer <= 2 * f["bare"].calls_per_layer,
 }
 FAILING = {  # claim -> why it fails on the code as merged
-    "null peak <= 1.5x bare": "probes.causal.routes.choose_route checks its shortcuts against one whole eager "
-    "forward (the bridge's [T, T] patterns, full logits) on the first row",
-    "null makes no T x T tensor": "the same reference forward of choose_route",
+    "null peak <= 1.5x bare": "the head means (probes.causal.means.head_output_means) capture hook_z through the "
+    "bridge's eager attention: [1, heads, T, T] float32 patterns (choose_route now checks on a 512-position window)",
+    "null makes no T x T tensor": "the same means pass",
 }
 
 
