@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -11,11 +12,14 @@ from jaxtyping import Float
 from torch import Tensor
 
 from mechprobe.forward import model_device
+from probes.core.attention_rows import reduced_attention, supports_reductions
 from probes.core.batch import TokenBatch, as_token_batch
-from probes.core.errors import InputError
+from probes.core.errors import InputError, ModelError
 from probes.core.model_info import ModelInfo
 from probes.core.model_kind import HookedModel
-from probes.core.runner import capture
+from probes.core.runner import MAX_PATTERN_BYTES, capture
+
+log = logging.getLogger(__name__)
 
 
 def z_hook(layer: int) -> str:
@@ -58,9 +62,26 @@ def _pad(tensor: Tensor, n: int) -> Tensor:
     return torch.cat([tensor, tensor.new_zeros((n - tensor.shape[0], *tensor.shape[1:]))])
 
 
+def _head_outputs(model: HookedModel, batch: TokenBatch, layers: tuple[int, ...]) -> dict[str, Tensor]:
+    """Each layer's ``hook_z`` on ``batch``: where one layer's pattern would exceed the runner's
+    ``MAX_PATTERN_BYTES``, through the fused attention kernel (no ``[T, T]`` pattern; ``hook_z`` fires there), else
+    (or where it does not fire) through the model's own attention."""
+    names = [z_hook(layer) for layer in layers]
+    n_batch, n_pos = batch.shape
+    pattern_bytes = n_batch * int(model.cfg.n_heads) * n_pos * n_pos * 4
+    if pattern_bytes > MAX_PATTERN_BYTES and supports_reductions(model):
+        try:
+            with reduced_attention(model, lambda layer: None):
+                return capture(model, batch, names)
+        except ModelError:
+            log.info("hook_z does not fire under fused attention on %s: the head means read whole patterns",
+                     model.cfg.model_name)
+    return capture(model, batch, names)
+
+
 def batch_head_sums(model: HookedModel, batch: TokenBatch, layers: tuple[int, ...]) -> HeadMeans:
     """The :class:`HeadMeans` of one batch (the forward pass stops after the last layer read)."""
-    z = capture(model, batch, [z_hook(layer) for layer in layers])
+    z = _head_outputs(model, batch, layers)
     rows = (torch.ones(batch.shape, dtype=torch.float64, device=batch.tokens.device) if batch.attention_mask is None
             else batch.attention_mask.double())
     sums = tuple(torch.einsum("bp,bphd->phd", rows, z[z_hook(layer)].double()) for layer in layers)

@@ -43,9 +43,9 @@ CLAIMS = {
     "suite calls per layer <= 2x bare": lambda f: f["suite"].calls_per_layer <= 2 * f["bare"].calls_per_layer,
 }
 FAILING = {  # claim -> why it fails on the code as merged
-    "null peak <= 1.5x bare": "the head means (probes.causal.means.head_output_means) capture hook_z through the "
-    "bridge's eager attention: [1, heads, T, T] float32 patterns (choose_route now checks on a 512-position window)",
-    "null makes no T x T tensor": "the same means pass",
+    "null peak <= 1.5x bare": "the ablation's clean pass (probes.causal.ablation.batch_ablation_sums) runs the "
+    "bridge's eager attention: [1, heads, T, T] patterns (the head means and the route check no longer do)",
+    "null makes no T x T tensor": "the same clean pass",
 }
 
 
