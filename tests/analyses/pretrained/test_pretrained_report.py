@@ -142,7 +142,7 @@ def test_no_topic_word_in_the_vocabulary(corpus_and_topics):
 
 @pytest.mark.parametrize("argv, message", [
     (["--corpus", "/no/such/corpus.txt"], "Unknown corpus"),
-    (["--model", "./no/such/model"], "No model folder"),
+    (["--model", "./no/such/model"], "./no/such/model: no such file or folder"),
 ])
 def test_report_bad_input_leaves_nothing(tmp_path, capsys, argv, message):
     out = tmp_path / "report"
