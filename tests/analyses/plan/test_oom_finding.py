@@ -23,6 +23,5 @@ def test_the_suites_hook_pattern_fallback_does_not_fit_an_h200_at_32k_on_the_1b_
     assert not estimate(fallback, GPUS["h200"]).fits
     largest = fallback.largest[0]
     assert largest.shape == (1, 32, 32768, 32768) and largest.dtype == "float32" and largest.nbytes == 2**37
-    assert any("transformer_lens/model_bridge/generalized_components/attention.py" in frame
-               for frame in largest.stack)
+    assert any("transformer_lens/model_bridge/" in frame for frame in largest.stack)  # the bridge's eager attention
     assert fallback.layers[0].route == "eager pattern"
