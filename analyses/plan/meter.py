@@ -32,6 +32,7 @@ from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import FlopCounterMode, flop_registry, sdpa_flop
 
 aten = torch.ops.aten
@@ -153,8 +154,8 @@ class Meter(TorchDispatchMode):
                 out = func(*args, **kwargs)
         finally:
             self._depth -= 1
-        inputs = _tensors((args, kwargs))
-        outputs = _tensors(out)
+        inputs = tensors_in((args, kwargs))
+        outputs = tensors_in(out)
         name = func._overloadpacket.__name__
         if leaf:
             self._kernel(func, args, kwargs, out, inputs, outputs)
@@ -264,15 +265,9 @@ class Meter(TorchDispatchMode):
         return total
 
 
-def _tensors(value: Any) -> list[torch.Tensor]:
+def tensors_in(value: Any) -> list[torch.Tensor]:
     """The tensors in ``value`` (nested in tuples, lists and dicts)."""
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (tuple, list)):
-        return [t for item in value for t in _tensors(item)]
-    if isinstance(value, dict):
-        return [t for item in value.values() for t in _tensors(item)]
-    return []
+    return [leaf for leaf in tree_leaves(value) if isinstance(leaf, torch.Tensor)]
 
 
 def _flops(func: Any, args: Any, kwargs: Any, out: Any) -> tuple[int, int]:

@@ -27,6 +27,8 @@ from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_mod
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 from torch.utils.weak import WeakIdKeyDictionary
 
+from analyses.plan.meter import tensors_in
+
 aten = torch.ops.aten
 INDEXING = {aten.index.Tensor, aten.index_put.default, aten.index_put_.default, aten._index_put_impl_.default}
 READS = {aten._local_scalar_dense.default, aten.is_nonzero.default, aten.equal.default, aten.allclose.default}
@@ -54,7 +56,7 @@ class CpuTwins(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
-        metas = [t for t in _tensors((args, kwargs)) if t.device.type == "meta"]
+        metas = [t for t in tensors_in((args, kwargs)) if t.device.type == "meta"]
         twins = [self.twin(t) for t in metas]
         if metas and all(t is None for t in twins) and func not in READS and func not in INDEXING \
                 and func is not aten._to_copy.default:
@@ -77,7 +79,7 @@ class CpuTwins(TorchDispatchMode):
                 raise
             out = tree_map(lambda t: _meta_like(t) if isinstance(t, torch.Tensor) else t, cpu_out)
         else:
-            small = all(t.numel() <= self.max_numel for t in _tensors(out))
+            small = all(t.numel() <= self.max_numel for t in tensors_in(out))
             cpu_out = self._on_cpu(func, flat, spec) if wanted and small else None
         self._pair(out, cpu_out, func, metas)
         return out
@@ -154,16 +156,6 @@ class CpuTwins(TorchDispatchMode):
                       if "/analyses/plan/" not in f.filename and "/torch/" not in f.filename), None)
         where = "?" if frame is None else f"{frame.filename.rsplit('/', 2)[-2:][-1]}:{frame.lineno}"
         self.assumed[f"{func._overloadpacket.__name__} at {where}"] += 1
-
-
-def _tensors(value: Any) -> list[torch.Tensor]:
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (tuple, list)):
-        return [t for item in value for t in _tensors(item)]
-    if isinstance(value, dict):
-        return [t for item in value.values() for t in _tensors(item)]
-    return []
 
 
 def _target_device(kwargs: dict[str, Any]) -> str | None:

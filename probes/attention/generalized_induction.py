@@ -31,13 +31,11 @@ from jaxtyping import Bool, Int
 from torch import Tensor
 
 from probes.attention.head_scores import visible_keys
-from probes.core.attention_rows import LayerAttention
-from probes.core.attention_terms import AttentionTerms, TermSums, key_mask_terms
+from probes.attention.key_mask_probe import KeyMaskProbe
 from probes.core.batch import TokenBatch
 from probes.core.errors import ConfigError, InputError
 from probes.core.model_info import ModelInfo, pattern_hook
 from probes.core.pattern_sums import KeyMask, is_pattern_block
-from probes.core.probe import LayerwiseProbe
 from probes.core.result import ProbeResult, Provenance
 from probes.core.token_pairs import Pairs, equal_pairs, per_query_counts, shifted
 from probes.display.head_maps import HeadMap, HeadMapDisplay
@@ -138,7 +136,7 @@ class GeneralizedInductionScores(ProbeResult, HeadMapDisplay):
         )
 
 
-class GeneralizedInductionProbe(LayerwiseProbe[GeneralizedInductionScores]):
+class GeneralizedInductionProbe(KeyMaskProbe[GeneralizedInductionScores]):
     """Accumulates generalized induction scores for parent distances ``1 .. n-1`` (or ``distances``).
 
     Example::
@@ -185,26 +183,6 @@ class GeneralizedInductionProbe(LayerwiseProbe[GeneralizedInductionScores]):
                                                      n_pos)))
         self._add("rows_with_target", has_target.sum())
         return context
-
-    def _update_rows(self, index: int, rows: Tensor, start: int, batch: TokenBatch,
-                     context: list[tuple[str, KeyMask]]) -> None:
-        for name, mask in context:  # queries without a target contribute 0
-            self._add_at(f"{name}/mass", index, self.info.n_layers, mask.pattern_sum(rows, start))
-
-    def _update_attention(self, index: int, attention: LayerAttention, batch: TokenBatch,
-                          context: list[tuple[str, KeyMask]]) -> None:
-        for name, mask in context:
-            self._add_at(f"{name}/mass", index, self.info.n_layers, mask.attention_sum(attention))
-
-    def _folds_terms(self) -> bool:
-        return True
-
-    def _terms(self, batch: TokenBatch, context: list[tuple[str, KeyMask]]) -> AttentionTerms | None:
-        return key_mask_terms([mask for _, mask in context])
-
-    def _fold_terms(self, sums: TermSums, context: list[tuple[str, KeyMask]]) -> None:
-        for i, (name, _) in enumerate(context):
-            self._add(f"{name}/mass", sums.entries[:, i])
 
     def _compute(self, state: Mapping[str, Tensor], info: ModelInfo,
                  provenance: Provenance) -> GeneralizedInductionScores:

@@ -46,15 +46,13 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from probes.attention.head_patterns import HEAD_PATTERNS, HeadPattern, head_pattern
+from probes.attention.key_mask_probe import KeyMaskProbe
 from probes.attention.repeated_tokens import repeated_random_tokens
-from probes.core.attention_rows import LayerAttention
-from probes.core.attention_terms import AttentionTerms, TermSums, key_mask_terms
 from probes.core.batch import TokenBatch
 from probes.core.errors import ConfigError, InputError
 from probes.core.model_info import ModelInfo, pattern_hook
 from probes.core.model_kind import HookedModel
 from probes.core.pattern_sums import KeyMask, is_pattern_block
-from probes.core.probe import LayerwiseProbe
 from probes.core.result import ProbeResult, Provenance
 from probes.core.runner import run_probes
 from probes.core.token_pairs import per_query_counts
@@ -141,7 +139,7 @@ class HeadScores(ProbeResult, HeadMapDisplay):
         return pd.DataFrame(rows)
 
 
-class HeadScoreProbe(LayerwiseProbe[HeadScores]):
+class HeadScoreProbe(KeyMaskProbe[HeadScores]):
     """Accumulates the head scores of ``kinds`` over batches (definitions in the module docstring)."""
 
     def __init__(self, kinds: Sequence[str | HeadPattern] = HEAD_SCORE_KINDS) -> None:
@@ -174,30 +172,6 @@ class HeadScoreProbe(LayerwiseProbe[HeadScores]):
             self._add(f"{kind}/chance_mass", (counts / visible)[has_target].sum())
             masks.append((kind, KeyMask.from_pairs(pairs, n_batch, n_pos)))
         return masks
-
-    def _update_rows(self, index: int, rows: Tensor, start: int, batch: TokenBatch,
-                     context: list[tuple[str, KeyMask]]) -> None:
-        # reduced over keys in float32 (half-precision models too), rows summed in float64;
-        # queries without a target contribute 0.
-        n_layers = len(self.hook_names(self.info))
-        for kind, mask in context:
-            self._add_at(f"{kind}/mass", index, n_layers, mask.pattern_sum(rows, start))
-
-    def _update_attention(self, index: int, attention: LayerAttention, batch: TokenBatch,
-                          context: list[tuple[str, KeyMask]]) -> None:
-        n_layers = len(self.hook_names(self.info))
-        for kind, mask in context:
-            self._add_at(f"{kind}/mass", index, n_layers, mask.attention_sum(attention))
-
-    def _folds_terms(self) -> bool:
-        return True
-
-    def _terms(self, batch: TokenBatch, context: list[tuple[str, KeyMask]]) -> AttentionTerms | None:
-        return key_mask_terms([mask for _, mask in context])
-
-    def _fold_terms(self, sums: TermSums, context: list[tuple[str, KeyMask]]) -> None:
-        for i, (name, _) in enumerate(context):
-            self._add(f"{name}/mass", sums.entries[:, i])
 
     def _compute(self, state: Mapping[str, Tensor], info: ModelInfo, provenance: Provenance) -> HeadScores:
         scores, masses, counts, chance = {}, {}, {}, {}
