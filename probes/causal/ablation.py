@@ -18,7 +18,9 @@ forward runs, full logits included (counted in each copy's bytes).
 Methods (on the head's output ``z`` [batch pos head d_head], before ``W_O``):
 ``zero``: set to 0; ``mean``: the head's mean output at that position over the probed batches
 (:func:`probes.causal.means.head_output_means`, a first pass); ``resample``: the head's clean output on another
-sequence of the batch (row ``i`` takes row ``derangement(batch, seed)[i]``, the same for every batch).
+sequence of the batch (row ``i`` takes row ``derangement(batch, seed)[i]``, the same for every batch); where that
+row is padding there is no output to take and the head's output is 0 (a padded query's output depends on the
+attention kernel: the eager pattern and the fused kernel differ there).
 
 Where ``hook_z`` is missing: TransformerLens 4.x bridges alias it to the attention's output projection input
 (``attn.o.hook_in``), reshaped to [batch pos head d_head], on every attention component that has one (standard,
@@ -187,7 +189,8 @@ def _replacement(plan: AblationPlan, layer: int, batch: TokenBatch, means: HeadM
             raise ConfigError("Mean ablation needs the heads' mean outputs: pass means=head_output_means(...).")
         return means.mean(layer, batch.shape[1])
     perm = derangement(batch.shape[0], seed=plan.seed).to(batch.tokens.device)
-    return clean_z[layer][perm]
+    donor = clean_z[layer][perm]
+    return donor.masked_fill(~batch.valid[perm][:, :, None, None].to(donor.device), 0.0)
 
 
 def _ablating_hook(set_mask: Bool[Tensor, "copy head"], replacement: Tensor | float, n_rows: int):
@@ -254,7 +257,7 @@ def batch_ablation_sums(model: HookedModel, batch: TokenBatch, plan: AblationPla
     keepers = [(z_hook(layer), keep(clean_z, layer)) for layer in plan.layers] if plan.method == "resample" else []
     if route.start_layer:
         keepers.append((resid_hook(route.start_layer), keep(kept, "resid")))
-    clean_route = ForwardRoute(unembed=route.unembed, cut_tail=route.cut_tail)
+    clean_route = ForwardRoute(unembed=route.unembed, cut_tail=route.cut_tail, fused=route.fused)
     clean = slice_sums(token_losses(model, clean_route, inputs, kwargs, keepers, 1), inputs)[0]
     dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
     replacements = _replacements_as({layer: _replacement(plan, layer, batch, means, clean_z)
