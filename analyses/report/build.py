@@ -19,6 +19,7 @@ from analyses.linear.section import (
     toy_folders,
 )
 from analyses.pretrained.measure import PretrainedRun, probe_pretrained
+from analyses.pretrained.settle import settle_run
 from analyses.report.compare import ToyRun, compare
 from analyses.report.config import ReportConfig, ReportSettings
 from analyses.report.corpus import corpus_summary
@@ -98,6 +99,13 @@ def run_report(config: ReportConfig, out_dir: str | Path, *, progress: bool = Tr
             pretrained[spec] = probe_pretrained(model, documents, word_topics, config.pretrained, progress=progress,
                                                 data=data, name=spec)
             timings[f"{spec}_s"] = time.perf_counter() - start
+            if config.settle.enabled:
+                echo(f"settling {spec}'s inconclusive findings (budget {config.settle.budget_minutes:g} min, "
+                     f"{config.settle.max_tokens:,} tokens) ...")
+                start = time.perf_counter()
+                pretrained[spec].settled = settle_run(model, pretrained[spec], documents, config.settle,
+                                                      progress=progress)
+                timings[f"{spec}_settle_s"] = time.perf_counter() - start
         linear = {}
         if config.linear.enabled:
             echo("linear probes on the residual streams ...")
