@@ -33,6 +33,19 @@ def is_train_lm_folder(folder: Path) -> bool:
     return (folder / SETTINGS_FILE).is_file()
 
 
+def resumable(out: Path) -> bool:
+    """Whether ``out`` (a folder with files) holds a train-lm run the same command takes again; a folder with a
+    run's files (``series.json``, ``checkpoint/``) but not the settings file that lets it be resumed (deleted, or
+    written before there was one) is refused naming that file."""
+    if is_train_lm_folder(out):
+        return True
+    if any((out / name).exists() for name in (MANIFEST, CHECKPOINT_FOLDER)):
+        raise InputError(f"{out / SETTINGS_FILE} is missing: it records the settings of the train-lm run in {out}, "
+                         f"without which the run cannot be resumed. Give a new --out, or delete {out} to train it "
+                         f"again.")
+    return False
+
+
 def start_over(out: Path) -> str:
     """How to train the run in ``out`` again from step 0 with the same command, its other files kept."""
     return (f"Delete {out / MANIFEST} and {out / CHECKPOINT_FOLDER}: the same command then trains again from step 0 "
@@ -57,6 +70,10 @@ def check_rerun(out: Path, settings: dict[str, Any]) -> set[int]:
     if differ:
         raise InputError(f"--out {out} holds a train-lm run with other settings ({'; '.join(differ)}): run the "
                          f"command with its settings to resume it, or {elsewhere} with these settings.")
+    if not (out / MANIFEST).exists() and (out / CHECKPOINT_FOLDER).exists():
+        raise RecordError(f"{out / MANIFEST} is missing: it lists the steps this run saved before its checkpoint in "
+                          f"{out / CHECKPOINT_FOLDER}. Delete that checkpoint folder: the same command then trains "
+                          f"again from step 0 and writes every step again.")
     return saved_steps(out, fix=start_over(out))
 
 
