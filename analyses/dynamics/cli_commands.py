@@ -129,6 +129,7 @@ def run_train_lm_command(args: argparse.Namespace) -> int:
         with naming(flag):
             config = apply_overrides(config, [f"{key}={value}"], flag=flag)
     config = apply_overrides(config, args.overrides)
+    config.check_checkpoint_count()
     with naming("--corpus" if args.corpus is not None else "the corpus setting"):
         check_corpus_spec(config.corpus, "text")
     out = check_output_folder("--out", args.out, earlier_output=resumable)

@@ -75,6 +75,15 @@ class TrainLmConfig:
             raise ConfigError(f"span ({self.span}) must fit in the first half of a row (seq_len // 2 = "
                               f"{self.seq_len // 2}).")
 
+    def check_checkpoint_count(self) -> None:
+        """``n_checkpoints`` distinct log-spaced steps fit in ``n_steps`` (refused, not saved at fewer steps than
+        asked); checked once every setting is given, since either may be set after the other."""
+        fits = self.n_checkpoints <= self.n_steps and len(checkpoint_steps(self.n_steps, self.n_checkpoints)) == \
+            self.n_checkpoints
+        if not fits:
+            raise ConfigError(f"n_checkpoints ({self.n_checkpoints}) is more than the distinct log-spaced steps of "
+                              f"n_steps {self.n_steps} give; lower n_checkpoints or train for more steps.")
+
     def model_config(self, d_vocab: int) -> StandardModelConfig:
         return StandardModelConfig(n_layers=self.n_layers, d_model=self.d_model, n_heads=self.n_heads,
                                    d_vocab=d_vocab, n_ctx=self.seq_len, attn_only=True, seed=self.seed)
@@ -97,6 +106,7 @@ class TrainLmSummary:
 def train_lm(config: TrainLmConfig, out: str | Path, *, device: str | torch.device = "cpu",
              progress: bool = True) -> TrainLmSummary:
     """Train the model of ``config`` and save it at :func:`checkpoint_steps` into ``out`` (module docstring)."""
+    config.check_checkpoint_count()
     out = Path(out)
     settings = records.dump(config)
     saved = check_rerun(out, settings)  # a resumed run: the steps saved before it stopped
