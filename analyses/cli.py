@@ -469,7 +469,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         if args.debug:
             raise
-        print("mechprobe: interrupted", file=sys.stderr)
+        resumes = args.command in ("toy", "train-lm")  # their stopped runs are kept for the same command to resume
+        print(f"mechprobe: interrupted{'; run the same command again to resume' if resumes else ''}", file=sys.stderr)
         return 130
 
 

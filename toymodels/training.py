@@ -340,7 +340,8 @@ def _diverged(what: str, step: int, checkpointer: Checkpointer | None, saved_ste
     else:
         kept = (f" The last good checkpoint (step {saved_step}) is kept in {checkpointer.folder}; delete that "
                 f"folder before running with other settings.")
-    return TrainingDiverged(f"Training diverged: {what} at step {step}.{kept} Lower the learning rates and run again.")
+    return TrainingDiverged(f"Training diverged: {what} at step {step}.{kept} Lower the learning rates and run again.",
+                            cause=f"{what} at step {step}")
 
 
 def train(

@@ -117,6 +117,7 @@ def compared_series(folder: str) -> Any:
 
 def run_train_lm_command(args: argparse.Namespace) -> int:
     from analyses.config_overrides import apply_overrides, refuse_flag_and_set
+    from analyses.dynamics.lm_run_folder import resumable
     from analyses.dynamics.train_lm import TrainLmConfig, train_lm
 
     given = [(key, value, flag) for key, value, flag in (
@@ -128,9 +129,10 @@ def run_train_lm_command(args: argparse.Namespace) -> int:
         with naming(flag):
             config = apply_overrides(config, [f"{key}={value}"], flag=flag)
     config = apply_overrides(config, args.overrides)
+    config.check_checkpoint_count()
     with naming("--corpus" if args.corpus is not None else "the corpus setting"):
         check_corpus_spec(config.corpus, "text")
-    out = check_output_folder("--out", args.out, earlier_output=lambda folder: (folder / "checkpoint").is_dir())
+    out = check_output_folder("--out", args.out, earlier_output=resumable)
     summary = train_lm(config, out, device=args.device, progress=not args.no_progress)
     print(f"trained {config.n_steps} steps in {summary.seconds:.0f} s: loss {summary.first_loss:.3f} -> "
           f"{summary.final_loss:.3f}; saved steps {', '.join(str(s) for s in summary.steps)}")

@@ -153,7 +153,7 @@ def _series_saver(model: torch.nn.Module, config: InductionExperimentConfig, out
     log-spaced steps of ``config.series_checkpoints`` (:mod:`analyses.dynamics.series_writer`)."""
     wanted = set(checkpoint_steps(config.standard_train.n_steps, config.series_checkpoints))
     standard = config.standard_model_config()
-    saved = saved_steps(out)
+    saved = saved_steps(out, fix=f"Delete {out.parent} (the unfinished run) to train the toy again.")
     extra = {"measure": INDUCTION_TOY_MEASURE, "settings": dataclasses.asdict(config)}
     tokens_per_step = config.standard_train.batch_size * config.data.seq_len
 
