@@ -285,9 +285,9 @@ def batch_ablation_sums(model: HookedModel, batch: TokenBatch, plan: AblationPla
         j, prefixes, index = split
         order = index.argsort(stable=True)
         by_prefix = torch.bincount(index, minlength=prefixes.shape[0]).tolist()
-        stop_layer, parts, done = plan.layers[j], [], 0
-        for first in range(0, prefixes.shape[0], 2 * group[0]):
-            chunk = prefixes[first : first + 2 * group[0]]
+        stop_layer, parts, done, first = plan.layers[j], [], 0, 0
+        while first < prefixes.shape[0]:  # two passes' worth of prefixes at a time, as many as fit now
+            chunk = prefixes[first : first + 2 * size.halving.bound(group)]
             resid = torch.cat(in_passes(chunk.shape[0], lambda a, b, chunk=chunk: residual_at(
                 model, route, inputs, kwargs, hooks_of(chunk[a:b], 0), b - a, kept["resid"], stop_layer)))
             resid = resid.view(chunk.shape[0], n_rows, *resid.shape[1:])
@@ -301,6 +301,7 @@ def batch_ablation_sums(model: HookedModel, batch: TokenBatch, plan: AblationPla
 
             parts.extend(in_passes(n_sets, rest))
             done += n_sets
+            first += chunk.shape[0]
         ablated = [torch.cat(parts)[order.argsort()]]
     return AblationSums(tuple(slices), torch.tensor([float(n_rows)], dtype=torch.float64),
                         masks.sum((1, 2)).double()[None].cpu(), clean[None].cpu(), torch.cat(ablated)[None].cpu())

@@ -41,6 +41,10 @@ class Halving:
     what: str
     ceiling: int | None = None
 
+    def bound(self, size: int) -> int:
+        """``size``, or the ceiling where that is smaller."""
+        return size if self.ceiling is None else min(size, self.ceiling)
+
     def chunks(self, n: int, run: Callable[[int, int], T], *, first: int | None = None, too_big: str) -> list[T]:
         """``run(start, stop)`` over ``0..n`` in order, each chunk at most ``first`` (None: all) and the ceiling.
 
@@ -50,8 +54,7 @@ class Halving:
         out: list[T] = []
         start = 0
         while start < n:
-            size = n - start if first is None else min(n - start, first)
-            stop = start + (size if self.ceiling is None else min(size, self.ceiling))
+            stop = start + self.bound(n - start if first is None else min(n - start, first))
             try:
                 out.append(run(start, stop))
             except Exception as error:
