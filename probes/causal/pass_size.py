@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from mechprobe.validation import integers
 from probes.causal.routes import ForwardRoute
-from probes.core.errors import ConfigError
 from probes.core.model_kind import HookedModel
 from probes.core.out_of_memory import Halving
 
@@ -72,10 +72,7 @@ class PassSize:
     halving: Halving = field(default_factory=lambda: Halving("head sets"), repr=False)
 
     def __post_init__(self) -> None:
-        for name in ("max_rows", "pass_bytes"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"{name} must be a positive integer; got {value!r}.")
+        integers(self, ("max_rows", "pass_bytes"))
 
     def copies(self, model: HookedModel, route: ForwardRoute, n_rows: int, n_pos: int, device: torch.device
                ) -> int:
