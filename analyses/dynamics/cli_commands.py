@@ -107,7 +107,7 @@ def compared_series(folder: str) -> Any:
     """What ``--compare FOLDER`` draws: a finished dynamics run's summary, or a toy run's recorded order curves."""
     from pathlib import Path
 
-    from analyses.dynamics.curve_series import SERIES_FILE, load_curve_series
+    from analyses.curve_series import SERIES_FILE, load_curve_series
     from analyses.dynamics.summary import load_summary
 
     if (Path(folder) / SERIES_FILE).is_file():  # a toy's folder (a dynamics run writes no such file)

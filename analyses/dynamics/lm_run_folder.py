@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from analyses.dynamics.series_writer import saved_steps
+from analyses.series_writer import saved_steps
 from mechprobe import records
 from mechprobe.errors import RecordError
 from probes.core.atomic import atomic_write_text

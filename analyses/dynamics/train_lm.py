@@ -2,7 +2,7 @@
 steps as a checkpoint series (``OUT/series.json`` + ``OUT/step_N/``) that ``mechprobe dynamics --model OUT`` reads.
 
 The model is :func:`toymodels.standard.build_standard_model` (``boot_native``: attention only, LayerNorm,
-learned positions), trained with AdamW on next-token loss over rows of :class:`analyses.dynamics.lm_data.LmData`
+learned positions), trained with AdamW on next-token loss over rows of :class:`analyses.lm_data.LmData`
 (the corpus in SmolLM2 tokens, vocabulary cut to the ``vocab`` most frequent; a ``repeat`` fraction of rows repeat
 a ``span``-token piece of their first half later in the row). Step 0 (the initialisation) is always saved: it is
 the series' control. ``series.json`` is rewritten after each saved step, so a stopped run leaves a usable series, and
@@ -25,9 +25,9 @@ from pathlib import Path
 
 import torch
 
-from analyses.dynamics.lm_data import VOCAB_FILE, LmData
 from analyses.dynamics.lm_run_folder import CHECKPOINT_FOLDER, check_rerun, mark_run
-from analyses.dynamics.series_writer import checkpoint_steps, write_manifest
+from analyses.lm_data import VOCAB_FILE, LmData
+from analyses.series_writer import checkpoint_steps, write_manifest
 from analyses.toy_model_store import save_standard_model
 from mechprobe import records, validation
 from probes.core.atomic import atomic_write_text

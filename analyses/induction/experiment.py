@@ -46,7 +46,6 @@ from typing import Any
 
 import torch
 
-from analyses.dynamics.series_writer import INDUCTION_TOY_MEASURE, checkpoint_steps, saved_steps, write_manifest
 from analyses.induction.config import PRESETS, InductionExperimentConfig
 from analyses.induction.figures import write_figures
 from analyses.induction.findings import (
@@ -60,6 +59,7 @@ from analyses.induction.findings import (
 from analyses.induction.reference import PRESET_REFERENCES, induction_reference
 from analyses.induction.result import GeneralisationRow, InductionResult, Trajectory
 from analyses.induction.trajectory import TRAJECTORY_KEYS, log_growth_fit, trajectory_steps
+from analyses.series_writer import INDUCTION_TOY_MEASURE, checkpoint_steps, saved_steps, write_manifest
 from analyses.timings import write_timings
 from analyses.torch_threads import torch_threads
 from analyses.toy_findings import aggregate_seeds
@@ -150,7 +150,7 @@ def train_model(config: InductionExperimentConfig, train_tokens: torch.Tensor, v
 def _series_saver(model: torch.nn.Module, config: InductionExperimentConfig, out: Path
                   ) -> Callable[[int, torch.nn.Module, History], None]:
     """Save ``model`` now (step 0, unless a resumed run saved it) and return the callback that saves it at the
-    log-spaced steps of ``config.series_checkpoints`` (:mod:`analyses.dynamics.series_writer`)."""
+    log-spaced steps of ``config.series_checkpoints`` (:mod:`analyses.series_writer`)."""
     wanted = set(checkpoint_steps(config.standard_train.n_steps, config.series_checkpoints))
     standard = config.standard_model_config()
     saved = saved_steps(out, fix=f"Delete {out.parent} (the unfinished run) to train the toy again.")

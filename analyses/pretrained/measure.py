@@ -42,8 +42,8 @@ from analyses.pretrained.held_out import (
     held_out_topic,
     topic_mean_over_heads,
 )
+from analyses.pretrained.passages import PassagePatterns, passage_patterns
 from analyses.pretrained.settled import SettledFinding
-from analyses.report.interactive import PassagePatterns, passage_patterns
 from mechprobe import records
 from mechprobe.validation import integer
 from probes import HeadScoreProbe, HeadScores, ModelInfo, TokenBatch, feed_probes, load_model

@@ -12,18 +12,18 @@ from pathlib import Path
 
 from analyses.dynamics.config import DynamicsConfig
 from analyses.experiments import toy_experiment
-from analyses.linear.section import (
-    load_linear_runs,
-    run_linear_section,
-    save_linear_runs,
-    toy_folders,
-)
 from analyses.pretrained.measure import PretrainedRun, probe_pretrained
 from analyses.pretrained.settle import settle_run
 from analyses.report.compare import ToyRun, compare
 from analyses.report.config import ReportConfig, ReportSettings
 from analyses.report.corpus import corpus_summary
 from analyses.report.dynamics_section import load_series, run_series
+from analyses.report.linear_section import (
+    load_linear_runs,
+    run_linear_section,
+    save_linear_runs,
+    toy_folders,
+)
 from analyses.report.run_store import load_report_inputs, save_report_inputs
 from analyses.timings import write_timings
 from analyses.toy_seeds import run_with_seeds

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from analyses.experiments import TOY_EXPERIMENTS
-from analyses.linear.section import LinearReportConfig
 from analyses.pretrained.measure import PretrainedConfig
 from analyses.pretrained.settled import SettleConfig
+from analyses.report.linear_section import LinearReportConfig
 from mechprobe.validation import integer
 from probes.core.errors import ConfigError
 from probes.text.topics import LdaTopicConfig

@@ -55,8 +55,9 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from mechprobe.validation import integer
 from probes.core.errors import ConfigError, InputError
-from probes.stats.bootstrap import percentile_interval
+from probes.stats.bootstrap import percentile_interval, resample_counts
 
 
 @dataclass(frozen=True)
@@ -105,18 +106,6 @@ class CurveUnits:
             second = mean(self.minus_numerator, self.minus_denominator)
             value = value / second if self.divide else value - second
         return value
-
-
-def resample_counts(n_units: int, n_boot: int, seed: int) -> Float[Tensor, "draw unit"]:
-    """How often each of ``n_units`` units is drawn in each of ``n_boot`` bootstrap resamples (``seed``)."""
-    if n_units < 2:
-        raise InputError(f"A bootstrap over batches needs at least 2 batches; got {n_units}.")
-    if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 10:
-        raise ConfigError(f"n_boot must be an integer >= 10; got {n_boot!r}.")
-    generator = torch.Generator().manual_seed(seed)
-    draws = torch.randint(0, n_units, (n_boot, n_units), generator=generator)
-    counts = torch.zeros(n_boot, n_units, dtype=torch.float64)
-    return counts.scatter_add_(1, draws, torch.ones(n_boot, n_units, dtype=torch.float64))
 
 
 def peak_index(values: Float[Tensor, " checkpoint"], fraction: float = 0.5) -> int:
@@ -254,15 +243,17 @@ def _interval(draws: Tensor, level: float) -> tuple[float, float]:
 
 def change_point(units: CurveUnits, steps: Sequence[int], *, n_boot: int = 1000, seed: int = 0,
                  fraction: float = 0.5, level: float = 0.95, counts: Tensor | None = None) -> ChangePoint:
-    """The :class:`ChangePoint` of a curve (module docstring). ``counts`` (from :func:`resample_counts`) pairs
-    this curve's draws with another's; by default they are drawn from ``seed``.
+    """The :class:`ChangePoint` of a curve (module docstring). ``counts`` (from
+    :func:`probes.stats.bootstrap.resample_counts`) pairs this curve's draws with another's; by default ``n_boot``
+    (at least 10) are drawn from ``seed``.
 
     Example: ``change_point(units, (0, 10, 100), n_boot=500, seed=0).step``.
     """
     if units.n_checkpoints != len(steps) or len(steps) < 2:
         raise InputError(f"A change point needs one step per checkpoint and at least 2 checkpoints; got "
                          f"{len(steps)} steps for {units.n_checkpoints} checkpoints.")
-    counts = resample_counts(units.n_units, n_boot, seed) if counts is None else counts
+    if counts is None:
+        counts = resample_counts(units.n_units, integer("n_boot", n_boot, 10), seed)
     observed = units.values()
     draws = units.values(counts)
     peak = peak_index(observed[0], fraction)
@@ -306,7 +297,7 @@ def event_order(earlier: CurveUnits, later: CurveUnits, steps: Sequence[int], *,
     if earlier.n_units != later.n_units:
         raise InputError(f"The two curves must be measured on the same batches; got {earlier.n_units} and "
                          f"{later.n_units} units.")
-    counts = resample_counts(earlier.n_units, n_boot, seed)
+    counts = resample_counts(earlier.n_units, integer("n_boot", n_boot, 10), seed)
     peak_a, peak_b = peak_index(earlier.values()[0], fraction), peak_index(later.values()[0], fraction)
     a = rise_steps(earlier.values(), steps, fraction, peak_a)[0]
     b = rise_steps(later.values(), steps, fraction, peak_b)[0]

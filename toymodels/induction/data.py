@@ -31,6 +31,7 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
+from mechprobe.validation import integer
 from toymodels.errors import ToyConfigError
 
 
@@ -106,8 +107,7 @@ def sample_markov_icl(
     Randomness comes only from ``generator`` (a torch.Generator, or an int seed), vectorised over
     sequences (one loop step per position).
     """
-    if isinstance(n_sequences, bool) or not isinstance(n_sequences, int) or n_sequences < 1:
-        raise ToyConfigError(f"n_sequences must be an integer >= 1; got {n_sequences!r}.")
+    integer("n_sequences", n_sequences, 1, error=ToyConfigError)
     if isinstance(generator, int):
         generator = torch.Generator().manual_seed(generator)
     rng = _numpy_rng(generator)

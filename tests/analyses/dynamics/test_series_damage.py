@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from analyses.cli import main
-from analyses.toy_model_store import load_any_model
+from analyses.toy_model_loader import load_any_model
 from probes.core.checkpoint_series import checkpoint_series
 from tests.analyses.test_cli_fuzz import run, snapshot
 from tests.analyses.test_saved_folder_damage import BINARY_DAMAGES, JSON_DAMAGES, Damage, _edit

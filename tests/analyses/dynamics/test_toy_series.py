@@ -16,11 +16,11 @@ from analyses.cli import main
 from analyses.dynamics.config import DynamicsConfig
 from analyses.dynamics.figures import plot_series_together
 from analyses.dynamics.run import run_dynamics, toy_settings
-from analyses.dynamics.series_writer import INDUCTION_TOY_MEASURE, write_manifest
 from analyses.dynamics.toy_measure import _uniform_copier_mass, induction_toy_points
 from analyses.induction.config import PRESETS
 from analyses.induction.experiment import SERIES_FOLDER, train_model
 from analyses.induction.findings import build_model, held_out_chains
+from analyses.series_writer import INDUCTION_TOY_MEASURE, write_manifest
 from analyses.toy_model_store import save_standard_model
 from probes.core.checkpoint_series import checkpoint_series
 from probes.core.errors import InputError

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from analyses.cli import main
-from analyses.dynamics.lm_data import LmData
 from analyses.dynamics.train_lm import TrainLmConfig, checkpoint_steps, train_lm
-from analyses.toy_model_store import load_any_model
+from analyses.lm_data import LmData
+from analyses.toy_model_loader import load_any_model
 from probes import ConfigError
 from probes.core.checkpoint_series import checkpoint_series
 

@@ -15,7 +15,7 @@ from safetensors.torch import load_file
 import analyses.dynamics.lm_run_folder as lm_run_folder
 import analyses.dynamics.train_lm as train_lm_module
 from analyses.cli import main
-from analyses.dynamics.lm_data import LmData
+from analyses.lm_data import LmData
 from toymodels.training import Checkpointer
 
 pytestmark = pytest.mark.usefixtures("one_thread")
