@@ -23,8 +23,8 @@ PACKAGES = ("mechprobe", "probes", "toymodels", "analyses")
 ANALYSES_LAYERS: tuple[tuple[str, ...], ...] = (
     # shared pieces that import nothing else of analyses: checks, settings, backends, the papers' tables, files on disk
     ("__init__", "cli_checks", "config_overrides", "plot_backend", "timings", "torch_threads", "paper_reference",
-     "toy_findings", "toy_causal", "toy_orders", "curve_series", "series_writer", "lm_data", "toy_model_store"),
-    ("paper_result",),  # a toy experiment's typed result and summary.json
+     "toy_findings", "toy_causal", "toy_orders", "curve_series", "lm_data", "toy_model_store"),
+    ("paper_result", "series_writer"),  # a toy experiment's typed result and summary.json; a series folder's files
     ("pretrained",),  # the probe suite on real text: held-out statistics, findings, measurements, passages
     ("induction", "scansnap", "topic"),  # the paper toys' experiments
     ("experiments", "toy_model_loader"),  # the toys by name; a toy folder as a model
