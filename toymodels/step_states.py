@@ -18,6 +18,7 @@ Example::
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 from collections.abc import Collection, Sequence
@@ -28,6 +29,8 @@ from torch import Tensor, nn
 
 from toymodels.errors import CheckpointError
 from toymodels.training import Checkpointer, History, OptimizerLike
+
+THREADS_FILE = "threads.json"
 
 
 class StepStates:
@@ -50,8 +53,24 @@ class StepStates:
 
     def save(self, step: int, model: nn.Module, optimizers: Sequence[OptimizerLike], generator: torch.Generator,
              history: History) -> None:
-        """Keep the state of ``step`` (replacing one kept before)."""
+        """Keep the state of ``step`` (replacing one kept before), and the torch thread count it was made with."""
         self._checkpointer(step).save(step, model, optimizers, generator, history)
+        (self.folder / THREADS_FILE).write_text(json.dumps({"torch_threads": torch.get_num_threads()}))
+
+    def threads(self) -> int | None:
+        """The torch thread count the states were made with (None: not recorded); a re-run uses it, since the sums
+        of a matrix product may round differently on another count."""
+        path = self.folder / THREADS_FILE
+        if not path.is_file():
+            return None
+        try:
+            value = json.loads(path.read_text(encoding="utf-8")).get("torch_threads")
+        except (ValueError, AttributeError):
+            value = None
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise CheckpointError(f"{path} does not hold a thread count (torch_threads >= 1); delete it to re-run "
+                                  f"with this process's thread count.")
+        return value
 
     def saved(self) -> tuple[int, ...]:
         """The steps whose state is kept, in order."""
