@@ -78,7 +78,7 @@ def test_a_rerun_that_misses_the_kept_weights_is_refused_and_leaves_the_series(t
 
 def test_refine_refuses_series_not_trained_here_in_one_line(tiny_lm, tmp_path, capsys):
     _, folder = tiny_lm
-    with pytest.raises(InputError, match="series.json"):
+    with pytest.raises(InputError, match=r"series\.json"):
         check_refinable(tmp_path)
     with pytest.raises(InputError, match="outside the series"):
         rerun_series(folder, [40])

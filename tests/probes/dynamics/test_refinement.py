@@ -4,6 +4,7 @@ the planner adds steps only inside the brackets an unresolved interval overlaps.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -80,7 +81,7 @@ def test_new_steps_fall_inside_the_overlapped_brackets_at_the_asked_spacing():
     assert plan["b"] == ()  # already within 20% of its step
     assert plan["c"] == tuple(reference_bracket_steps(348, 516, 25.0) + reference_bracket_steps(516, 766, 25.0))
     grid = sorted({348, 516, 766, *plan["c"]})
-    assert max(b - a for a, b in zip(grid, grid[1:])) <= 25  # no piece longer than width * step / per_width
+    assert max(b - a for a, b in itertools.pairwise(grid)) <= 25  # no piece longer than width * step / per_width
     capped = refinement_steps(COARSE, {"a": (300.0, (100.0, 2500.0))}, RefinementSettings(max_new=16))["a"]
     assert len(capped) <= 16 and all(100 < s < 2500 for s in capped)
 
