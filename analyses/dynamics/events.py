@@ -13,7 +13,9 @@ ratio; co-occurrence ordering) take the report's minimum effects and nulls.
 An order ("previous-token forms before induction"; on the induction toy's series, Chen et al.'s "copier forms
 before classifier") is a finding on ``step_B - step_A`` (paired draws, null 0:
 no order); it is tested only when both events hold (otherwise its p-value is NaN and it does not hold). The
-findings of one series are one Holm family.
+head and text findings of one series are one Holm family, and the phases' (below, with the orders that involve a
+phase) another: two questions, so adding the phases leaves the heads' verdicts as they were (a bootstrap p-value
+is at least ``1 / (n_boot + 1)``, so a family of more than 10 findings could not pass 0.01 with 1,000 draws).
 
 On the induction toy's series the phases of the in-context solution (:mod:`analyses.dynamics.toy_phases`) are curves
 too: the uniform, in-context unigram and in-context bigram predictors' loss minus the model's, whose event is where
@@ -134,6 +136,14 @@ def _event(curve: str, change: ChangePoint, null_value: float) -> Event:
     return Event(curve, change, finding.with_control(change.start, change.start_ci))
 
 
+def _adjust_families(findings: dict[str, Finding], family: dict[str, str]) -> dict[str, Finding]:
+    """Holm within each family (module docstring)."""
+    adjusted: dict[str, Finding] = {}
+    for name in sorted(set(family.values())):
+        adjusted.update(adjust_family({key: f for key, f in findings.items() if family[key] == name}))
+    return {key: adjusted[key] for key in findings}
+
+
 def series_events(measures: Sequence[CheckpointMeasure], config: DynamicsConfig) -> SeriesEvents:
     """The events and orders of a measured series (module docstring)."""
     steps = [m.step for m in measures]
@@ -145,7 +155,8 @@ def series_events(measures: Sequence[CheckpointMeasure], config: DynamicsConfig)
                                       fraction=config.fraction, crossing=CROSSINGS.get(curve))
         peak = steps.index(int(changes[curve].peak_step))
         findings[curve] = _event(curve, changes[curve], measures[peak].curves[curve].null_value).finding
-    event_holds = {curve: finding.holds for curve, finding in adjust_family(findings).items()}
+    family = {curve: "phases" if curve in CROSSINGS else "heads" for curve in findings}
+    event_holds = {curve: finding.holds for curve, finding in _adjust_families(findings, family).items()}
     for earlier, later in ORDERS:
         if earlier not in units or later not in units:
             continue
@@ -153,12 +164,13 @@ def series_events(measures: Sequence[CheckpointMeasure], config: DynamicsConfig)
                             seed=config.seed, fraction=config.fraction,
                             crossings=(CROSSINGS.get(earlier), CROSSINGS.get(later)))
         tested = event_holds[earlier] and event_holds[later]
+        family[f"{earlier}_before_{later}"] = "phases" if {earlier, later} & CROSSINGS.keys() else "heads"
         findings[f"{earlier}_before_{later}"] = Finding(
             f"{later} event step minus {earlier} event step", order.difference, order.ci,
             "0: no order (paired bootstrap over batches; tested only when both events hold)", 0.0,
             order.p_value if tested else math.nan, 0.0,
             selection=" and ".join(f"{curve}'s event {_rule(curve, config.fraction)}" for curve in (earlier, later)))
-    adjusted = adjust_family(findings)
+    adjusted = _adjust_families(findings, family)
     events = {curve: Event(curve, changes[curve], adjusted[curve]) for curve in changes}
     orders = {name: finding for name, finding in adjusted.items() if name not in changes}
     def within(gain: str) -> bool | None:

@@ -39,6 +39,7 @@ class RefinementRecord:
     rounds: tuple[RefinementRound, ...]
     reruns: tuple[BracketRun, ...]
     resolved: dict[str, bool]
+    noise_limited: dict[str, bool]
 
 
 def holding_events(summary: DynamicsSummary) -> dict[str, EventInterval]:
@@ -67,7 +68,8 @@ def refine_dynamics(series_folder: str | Path, out: str | Path, config: Dynamics
         reruns.extend(rerun_series(series_folder, list(steps), device=device, progress=progress))
 
     refinement = refine_events(measure, add_steps, settings)
-    record = RefinementRecord(str(series_folder), settings, refinement.rounds, tuple(reruns), refinement.resolved)
+    record = RefinementRecord(str(series_folder), settings, refinement.rounds, tuple(reruns), refinement.resolved,
+                              refinement.noise_limited)
     atomic_write_text(out / REFINEMENT, records.to_json(record))
     return summaries[-1], record
 
@@ -83,4 +85,8 @@ def refinement_lines(record: RefinementRecord) -> list[str]:
     lines.append(f"re-ran {len(record.reruns)} stretch(es) of training in {seconds:.0f} s, each reproducing its end "
                  f"checkpoint's weights exactly; resolved to {record.settings.width:.0%} of the step: "
                  + (", ".join(f"{curve} {'yes' if ok else 'no'}" for curve, ok in record.resolved.items()) or "none"))
+    noisy = [curve for curve, limited in record.noise_limited.items() if limited]
+    if noisy:
+        lines.append(f"{', '.join(noisy)}: checkpoints are already dense across the interval, whose width is the "
+                     f"batches' bootstrap noise; more --batches or a larger --batch-size would narrow it")
     return lines

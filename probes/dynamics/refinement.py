@@ -97,10 +97,12 @@ def refinement_steps(steps: Sequence[int], events: Mapping[str, EventInterval],
 
 @dataclass(frozen=True)
 class RefinementRound:
-    """One round: the series' steps, each event's step and interval measured on them, and the steps added after."""
+    """One round: the series' steps, each event's step and interval measured on them, how many new steps each event
+    asked for (:func:`refinement_steps`), and the steps added after."""
 
     steps: tuple[int, ...]
     events: dict[str, EventInterval]
+    asked: dict[str, int]
     added: tuple[int, ...]
 
 
@@ -120,6 +122,14 @@ class Refinement:
     def resolved(self) -> dict[str, bool]:
         return {name: resolved(event, self.settings.width) for name, event in self.final.items()}
 
+    @property
+    def noise_limited(self) -> dict[str, bool]:
+        """Per event: unresolved, yet no bracket inside its interval is wider than the spacing asked for, so its width
+        is the bootstrap's (more or larger measuring batches narrow it; more checkpoints would not)."""
+        last = self.rounds[-1]
+        return {name: not self.resolved[name] and last.asked[name] == 0 and math.isfinite(last.events[name][0])
+                for name in last.events}
+
 
 def refine_events(measure: Callable[[], tuple[Sequence[int], Mapping[str, EventInterval]]],
                   add_steps: Callable[[Sequence[int]], None],
@@ -137,7 +147,8 @@ def refine_events(measure: Callable[[], tuple[Sequence[int], Mapping[str, EventI
         added = tuple(sorted({s for new in plan.values() for s in new} - set(steps)))
         if round_ == settings.rounds:
             added = ()
-        rounds.append(RefinementRound(tuple(steps), dict(events), added))
+        rounds.append(RefinementRound(tuple(steps), dict(events), {name: len(new) for name, new in plan.items()},
+                                      added))
         if not added:
             break
         add_steps(added)

@@ -93,3 +93,13 @@ def test_an_event_at_step_zero_or_without_interval_is_never_resolved():
         RefinementSettings(width=0.0)
     with pytest.raises(ConfigError, match="rounds"):
         RefinementSettings(rounds=0)
+
+
+def test_an_interval_wide_from_noise_over_dense_checkpoints_is_called_noise_limited_and_adds_nothing():
+    dense = tuple(range(0, 200))  # every step a checkpoint: no bracket left to cut
+    calls = []
+    refinement = refine_events(lambda: (dense, {"noisy": (100.0, (60.0, 150.0))}), calls.append)
+    assert calls == [] and refinement.resolved == {"noisy": False} and refinement.noise_limited == {"noisy": True}
+    sparse = refine_events(lambda: (COARSE, {"wide": (1900.0, (1685.0, 2500.0))}), lambda new: None,
+                           RefinementSettings(rounds=1))
+    assert sparse.noise_limited == {"wide": False}  # its brackets could still be cut: the rounds ran out
