@@ -27,6 +27,10 @@ from probes.core.atomic import atomic_write_text
 from probes.core.checkpoint_series import MANIFEST
 from toymodels.standard import StandardModelConfig
 
+STATES_FOLDER = "states"
+"""``OUT/states/step_N/``: the training state at each saved step (:class:`toymodels.step_states.StepStates`), from
+which ``mechprobe dynamics --refine`` re-runs a stretch of training to save more checkpoints in it."""
+
 INDUCTION_TOY_MEASURE = "induction-toy"
 """``series.json["measure"]`` of the induction toy's series (with its ``settings``): ``mechprobe dynamics`` measures
 its copier and classifier (:mod:`analyses.dynamics.toy_measure`) instead of the ``[BOS] X X`` protocol."""

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 PANELS = {"head score (best head, held out)": ("previous_token", "induction", "duplicate_token", "copier",
                                               "classifier"),
           "in-context loss gain (nats/token)": ("repeat_loss_gain", "context_loss_gain"),
+          "toy: loss below the baseline's (nats/token)": ("beats_uniform", "beats_unigram", "beats_bigram"),
           "natural text: topic ratio, ordering Spearman": ("topic_attention", "cooccurrence_ordering")}
 SHARED_COLUMNS: dict[str, tuple[str, ...]] = {
     # one column per role; each series draws the first of its curves that it has

@@ -57,7 +57,19 @@ def stored_path(out: Path, index: int, checkpoint: Checkpoint) -> Path:
     return out / STORE / f"{index:04d}-step{checkpoint.step}.json"
 
 
+def _moved_store(path: Path, checkpoint: Checkpoint) -> None:
+    """A checkpoint measured when the series had fewer checkpoints before it (``--refine`` added some) is stored
+    under its old index: move that file to ``path``."""
+    if path.is_file():
+        return
+    for earlier in sorted(path.parent.glob(f"*-step{checkpoint.step}.json")):
+        if earlier.name.partition("-")[0].isdigit():
+            earlier.replace(path)
+            return
+
+
 def _read_stored(path: Path, checkpoint: Checkpoint, config: DynamicsConfig) -> CheckpointMeasure | None:
+    _moved_store(path, checkpoint)
     if not path.is_file():
         return None
     stored = records.load(StoredMeasure, records.strict_json(path.read_text(encoding="utf-8")))

@@ -11,6 +11,9 @@ the training state (weights, AdamW, the row generator, the loss history) is chec
 with the same weights as an uninterrupted one. A run stopped anywhere, before its first checkpoint or during
 start-up included, is resumed by the same command (:mod:`analyses.dynamics.lm_run_folder`); a diverged one keeps its
 steps, and is trained again with a lower ``lr`` into a new folder.
+The state at every saved step is kept in ``OUT/states/step_N/``
+(:class:`toymodels.step_states.StepStates`), so that ``mechprobe dynamics --refine`` can re-run the stretch between
+two saved steps and save more checkpoints there (:mod:`analyses.dynamics.bracket_rerun`).
 
 Example: ``train_lm(TrainLmConfig(n_steps=200), "runs/lm")`` then ``run_dynamics("runs/lm", "runs/lm-dyn")``.
 """
@@ -27,14 +30,15 @@ import torch
 
 from analyses.dynamics.lm_run_folder import CHECKPOINT_FOLDER, check_rerun, mark_run
 from analyses.lm_data import VOCAB_FILE, LmData
-from analyses.series_writer import checkpoint_steps, write_manifest
+from analyses.series_writer import STATES_FOLDER, checkpoint_steps, write_manifest
 from analyses.toy_model_store import save_standard_model
 from mechprobe import records, validation
 from probes.core.atomic import atomic_write_text
 from probes.core.errors import ConfigError
 from toymodels.errors import TrainingDiverged
 from toymodels.standard import StandardModelConfig, build_standard_model
-from toymodels.training import Checkpointer, History, train
+from toymodels.step_states import StepStates
+from toymodels.training import Checkpointer, History, LossFn, train
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +107,36 @@ class TrainLmSummary:
     seconds: float
 
 
+@dataclass(frozen=True)
+class LmTraining:
+    """What one ``train-lm`` run trains: the model (of ``model_config``), its AdamW, the row generator (seeded by
+    ``config.seed``) and the loss of one step's rows; built the same way for the first run and for a re-run of a
+    stretch of it (:mod:`analyses.dynamics.bracket_rerun`)."""
+
+    model_config: StandardModelConfig
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    generator: torch.Generator
+    loss_fn: LossFn
+
+
+def lm_training(config: TrainLmConfig, data: LmData, *, device: str | torch.device = "cpu") -> LmTraining:
+    """The :class:`LmTraining` of ``config`` on ``data``, at step 0."""
+    model_config = config.model_config(data.vocab)
+    model = build_standard_model(model_config, device=device)
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=config.lr,
+                                  weight_decay=config.weight_decay)
+
+    def loss_fn(step: int, generator: torch.Generator) -> torch.Tensor:
+        rows = data.rows(config.batch_size, config.seq_len, repeat=config.repeat, span=config.span,
+                         generator=generator).to(device)
+        logits = model(rows)
+        return torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]),
+                                                 rows[:, 1:].reshape(-1))
+
+    return LmTraining(model_config, model, optimizer, torch.Generator().manual_seed(config.seed), loss_fn)
+
+
 def train_lm(config: TrainLmConfig, out: str | Path, *, device: str | torch.device = "cpu",
              progress: bool = True) -> TrainLmSummary:
     """Train the model of ``config`` and save it at :func:`checkpoint_steps` into ``out`` (module docstring)."""
@@ -113,37 +147,29 @@ def train_lm(config: TrainLmConfig, out: str | Path, *, device: str | torch.devi
     data = LmData.from_corpus(config.corpus, vocab=config.vocab)
     mark_run(out, settings)  # nothing is written before: a run stopped earlier leaves no trace but an empty folder
     atomic_write_text(out / VOCAB_FILE, json.dumps({"smollm2_ids": list(data.kept_ids), "other": data.vocab - 1}))
-    model_config = config.model_config(data.vocab)
-    model = build_standard_model(model_config, device=device)
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=config.lr,
-                                  weight_decay=config.weight_decay)
-    generator = torch.Generator().manual_seed(config.seed)
+    run = lm_training(config, data, device=device)
+    model, model_config = run.model, run.model_config
     wanted = set(checkpoint_steps(config.n_steps, config.n_checkpoints))
+    fingerprint = records.to_json(config, indent=None)
+    states = StepStates(out / STATES_FOLDER, steps=wanted, fingerprint=fingerprint)
 
     def save(step: int) -> None:
         save_standard_model(model, model_config, out / f"step_{step}", "train-lm")
         saved.add(step)
         write_manifest(out, saved, tokens_per_step=config.batch_size * config.seq_len)
 
-    def loss_fn(step: int, generator: torch.Generator) -> torch.Tensor:
-        rows = data.rows(config.batch_size, config.seq_len, repeat=config.repeat, span=config.span,
-                         generator=generator).to(device)
-        logits = model(rows)
-        return torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]),
-                                                 rows[:, 1:].reshape(-1))
-
     def on_step(step: int, model_: torch.nn.Module, history: History) -> None:
         if step in wanted:
             save(step)
 
     if 0 not in saved:
-        save(0)
-    checkpointer = Checkpointer(out / CHECKPOINT_FOLDER, every=config.resume_every,
-                                fingerprint=records.to_json(config, indent=None))
+        save(0)  # its training state is the fresh build of lm_training: no state to keep
+    checkpointer = Checkpointer(out / CHECKPOINT_FOLDER, every=config.resume_every, fingerprint=fingerprint)
     started = time.perf_counter()
     try:
-        history = train(model, loss_fn, [optimizer], n_steps=config.n_steps, generator=generator,
-                        callbacks=[on_step], checkpointer=checkpointer, progress=progress, desc="train-lm")
+        history = train(model, run.loss_fn, [run.optimizer], n_steps=config.n_steps, generator=run.generator,
+                        callbacks=[on_step], checkpointer=checkpointer, progress=progress, desc="train-lm",
+                        state_callbacks=[states])
     except TrainingDiverged as error:  # its advice is the training loop's; a train-lm folder takes one setting
         raise TrainingDiverged(
             f"Training diverged: {error.cause}. {out} keeps the steps saved before it "

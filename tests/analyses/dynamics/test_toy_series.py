@@ -111,8 +111,9 @@ def test_the_toy_at_initialisation_gives_no_event_that_holds(tmp_path):
     for name, seeds in (("same", (0,) * 6), ("redrawn", (0, 1, 2, 3, 4, 5))):
         series = random_weight_series(tmp_path / name, config, seeds)
         summary = run_dynamics(series, tmp_path / f"{name}-dynamics", CONFIG, progress=False)
-        assert set(summary.curves) == {"copier", "classifier"}
-        assert not any(event.holds for event in summary.events.events.values()), name
+        assert set(summary.curves) == {"copier", "classifier", "beats_uniform", "beats_unigram", "beats_bigram"}
+        assert not any(event.holds for event in summary.events.events.values()), name  # the phases' included
+        assert max(summary.curves["beats_unigram"]) < 0  # no initialisation predicts as the sequence's counts do
         order = summary.events.orders["copier_before_classifier"]
         assert not order.holds and math.isnan(order.p_value)  # untested: its events do not hold
 
