@@ -46,8 +46,8 @@ class HookedModel(Protocol):
     reads. The probes read its sizes from ``cfg``, hook it by TransformerLens's hook names (``hook_dict``,
     ``run_with_hooks``, ``hooks``), call it, and read its parameters' device and dtype (``eval`` / ``train``
     around a run, then back). What one family has and another lacks (a bridge's ``original_model``, the
-    unembedding, a tokenizer) is asked of :func:`model_kind` or read where it is needed, with an error that names
-    what is missing."""
+    unembedding, a tokenizer) is not part of the type: the code that needs it reads it with ``getattr`` and a
+    default (:func:`wrapped_model`, ``probes.causal.routes.unembedding``) and decides there what its absence means."""
 
     @property
     def cfg(self) -> HookedConfig: ...
