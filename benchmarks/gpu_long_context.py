@@ -141,7 +141,8 @@ def child(spec: dict) -> dict:
                 bridge(tokens)
         elif spec["route"] == "eager":
             with torch.inference_mode():
-                probes.capture(bridge, probes.as_token_batch(tokens, info), [probes.pattern_hook(info.n_layers - 1)])
+                last_pattern = probes.core.pattern_hook(info.n_layers - 1)
+                probes.capture(bridge, probes.as_token_batch(tokens, info), [last_pattern])
         elif spec["route"] in ("suite", "blocks"):
             suite = [probes.HeadScoreProbe(), probes.GeneralizedInductionProbe(3), probes.TopicAttentionProbe(labels)]
             budget = 0 if spec["route"] == "blocks" else probes.core.runner.MAX_PATTERN_BYTES

@@ -1,11 +1,10 @@
 """The layout holds: imports flow one way (mechprobe <- probes, toymodels <- analyses; probes and toymodels never
-import each other), modules stay small and say what they hold, and ``import probes`` keeps its public names."""
+import each other), and modules stay small and say what they hold. ``probes``' public names:
+``tests/probes/test_public_names.py``."""
 
 from __future__ import annotations
 
 import ast
-import importlib
-import re
 from pathlib import Path
 
 import pytest
@@ -54,36 +53,3 @@ def test_every_module_opens_by_saying_what_it_holds(package):
     silent = [str(p.relative_to(ROOT)) for p in modules(package)
               if not ast.get_docstring(ast.parse(p.read_text(encoding="utf-8")))]
     assert silent == []
-
-
-def test_the_flat_probe_module_names_still_import_with_a_deprecation_warning():
-    """Scripts written before the subpackages (``from probes.runner import run_probes``) keep working until 0.3.0,
-    warned once per use with the new path; the six flat names that are now functions refuse to import as modules
-    and name where the module went."""
-    import probes
-
-    for old, new in probes._MOVED_MODULES.items():
-        if old in probes._SHADOWED:
-            with pytest.raises(ModuleNotFoundError, match=rf"{new}; import that"):
-                importlib.import_module(f"probes.{old}")
-            assert callable(getattr(probes, old)), old
-            continue
-        module = importlib.import_module(f"probes.{old}")
-        public = importlib.import_module(new)
-        name = next(n for n in dir(public) if not n.startswith("_"))
-        with pytest.warns(DeprecationWarning, match=rf"removed in mechprobe 0\.3\.0; import {re.escape(new)} instead"):
-            assert getattr(module, name) is getattr(public, name)
-    with pytest.warns(DeprecationWarning, match="probes.core.runner"):
-        from probes.runner import run_probes  # (the form users wrote)
-    assert run_probes is importlib.import_module("probes.core.runner").run_probes
-    assert {"block_structure", "head_scores", "residual_hooks", "same_token_attention",
-                                "scan_order", "topic_attention"} == probes._SHADOWED
-
-
-def test_each_probes_subpackage_exports_what_probes_exports():
-    """``probes.__all__`` is exactly the union of its subpackages' public names (plus the version)."""
-    import probes
-
-    union = {name for sub in ("core", "attention", "dynamics", "text", "stats", "linear", "causal")
-             for name in importlib.import_module(f"probes.{sub}").__all__}
-    assert set(probes.__all__) - {"__version__"} == union

@@ -70,6 +70,7 @@ from probes.causal import AblationPlan, ablation_sums, head_output_means, predic
 from probes.causal.head_sets import head_mask
 from probes.core.batch import as_token_batch
 from probes.core.errors import ConfigError
+from probes.core.model_kind import as_hooked_model
 from probes.core.runner import capture
 from probes.stats.findings import Finding
 from toymodels.induction.data import MarkovConfig
@@ -97,9 +98,10 @@ def running_frequency_loss(chains: Tensor, eps: float) -> float:
     return float(-probs.gather(-1, chains[:, 1:, None]).log().mean())
 
 
-def distance_mass(model: nn.Module, batches: Sequence[Tensor], max_distance: int) -> Tensor:
+def distance_mass(module: nn.Module, batches: Sequence[Tensor], max_distance: int) -> Tensor:
     """``mass[h, d - 1]``: layer-1 head ``h``'s mean attention on the key ``d`` positions back (rows ``t >= d``),
     over ``batches``, for ``d = 1 .. max_distance``."""
+    model = as_hooked_model(module)
     info = ModelInfo.of(model)
     sums = torch.zeros(info.n_heads, max_distance, dtype=torch.float64)
     counts = torch.zeros(max_distance, dtype=torch.float64)
@@ -158,11 +160,12 @@ class CopierAblation:
         return float(sums.sum() / self.count.sum())
 
 
-def copier_ablation(model: nn.Module, batches: Sequence[Tensor], parents: Sequence[int], others: Sequence[int], *,
+def copier_ablation(module: nn.Module, batches: Sequence[Tensor], parents: Sequence[int], others: Sequence[int], *,
                     method: str = "zero") -> CopierAblation:
     """Ablate layer-1 heads ``parents`` and, apart, ``others`` at ``blocks.0.attn.hook_z`` by ``method`` (``"zero"``
     or ``"mean"``: the heads' means over ``batches``) on each of ``batches``; the summed loss over every position
     that has a next token (one row per batch)."""
+    model = as_hooked_model(module)
     n_heads = ModelInfo.of(model).n_heads
     sets = torch.stack([head_mask(tuple((0, h) for h in heads), (0,), n_heads) for heads in (parents, others)])
     plan = AblationPlan(tuple((0, h) for h in parents), method, (0,), sets, 0)

@@ -74,6 +74,7 @@ from mechprobe.forward import model_device
 from probes.attention.copier import CopierProbe, CopierProfile
 from probes.attention.generalized_induction import GeneralizedInductionProbe, GeneralizedInductionScores
 from probes.attention.selector import ParentSubsetAttention, ParentSubsetAttentionProbe, SelectorWeightProbe
+from probes.core.model_kind import as_hooked_model
 from probes.core.probe import Probe
 from probes.core.runner import feed_probes, run_probes
 from probes.text.parent_criterion import chi_square_parent_criterion, population_parent_criterion
@@ -147,7 +148,8 @@ def train_model(config: InductionExperimentConfig, train_tokens: torch.Tensor, v
     def evaluate(step: int, m: torch.nn.Module, history: History) -> None:
         if step % config.eval_every:
             return
-        (scores,) = run_probes(m, [GeneralizedInductionProbe(config.data.order)], [probe_tokens], progress=False)
+        (scores,) = run_probes(as_hooked_model(m), [GeneralizedInductionProbe(config.data.order)], [probe_tokens],
+                               progress=False)
         m.train()
         history.log(step, val_loss=last_token_loss(m, val_tokens), induction_score=float(scores.scores[-1].max()))
 
@@ -264,7 +266,7 @@ def probe_model(model: torch.nn.Module, config: InductionExperimentConfig, token
     probes_: list[Probe[Any]] = [copier_probe, induction_probe, subsets_probe]
     if selector_probe is not None:
         probes_.append(selector_probe)
-    feed_probes(model, probes_, batches, data=f"{tokens.shape[0]} held-out chains", seed=config.seed,
+    feed_probes(as_hooked_model(model), probes_, batches, data=f"{tokens.shape[0]} held-out chains", seed=config.seed,
                 progress=False)
     copier, induction, subsets = copier_probe.compute(), induction_probe.compute(), subsets_probe.compute()
     layer2 = induction.scores[-1]

@@ -16,6 +16,7 @@ from mechprobe.forward import model_device
 from probes.attention.generalized_induction import parent_match_mask
 from probes.core.batch import as_token_batch
 from probes.core.model_info import ModelInfo
+from probes.core.model_kind import as_hooked_model
 from probes.core.runner import capture
 from toymodels.training import History
 
@@ -111,8 +112,9 @@ def write_figures(model: torch.nn.Module, history: History, trajectory: dict[str
     copier heatmaps and the layer-2 attention of ``example`` [1, pos], and the loss against the optimum."""
     from analyses.induction.trajectory import plot_trajectory
 
+    hooked = as_hooked_model(model)
     with torch.no_grad():
-        acts = capture(model, as_token_batch(example, ModelInfo.of(model)).to(model_device(model)),
+        acts = capture(hooked, as_token_batch(example, ModelInfo.of(hooked)).to(model_device(model)),
                        ["blocks.0.attn.hook_pattern", "blocks.1.attn.hook_pattern"])
     acts = {name: pattern.cpu() for name, pattern in acts.items()}
     plot_parent_share(history, out_dir / "parent_share.png", true_label)

@@ -59,6 +59,7 @@ from probes.attention.generalized_induction import GeneralizedInductionProbe
 from probes.attention.repeated_tokens import repeated_random_tokens
 from probes.core.batch import TokenBatch
 from probes.core.errors import ConfigError
+from probes.core.model_kind import HookedModel, as_hooked_model
 from probes.stats.bootstrap import BatchStateRecorder
 from probes.stats.findings import Finding
 from toymodels.induction.data import sample_markov_icl
@@ -115,7 +116,7 @@ def _text_batches(chains: Tensor) -> list[Tensor]:
     return list(chains.tensor_split(min(TEXT_UNITS, chains.shape[0])))
 
 
-def _protocol_batches(model: nn.Module, config: InductionExperimentConfig) -> tuple[list[TokenBatch], int]:
+def _protocol_batches(model: HookedModel, config: InductionExperimentConfig) -> tuple[list[TokenBatch], int]:
     """:data:`PROTOCOL_BATCHES` batches of ``X X`` (X: random states, half a chain long; seeded by
     ``config.seed``) and the length of X."""
     info = ModelInfo.of(model)
@@ -126,7 +127,7 @@ def _protocol_batches(model: nn.Module, config: InductionExperimentConfig) -> tu
 
 
 # -- measuring one model ----------------------------------------------------------------------------
-def _held_out_scores(model: nn.Module, kinds: tuple[str, ...], batches: Sequence[Tensor | TokenBatch], *, data: str,
+def _held_out_scores(model: HookedModel, kinds: tuple[str, ...], batches: Sequence[Tensor | TokenBatch], *, data: str,
                      seed: int) -> dict[str, HeldOut]:
     """Each head score of ``kinds``: best head on the even batches, measured on the odd ones."""
     first, second = halves(batches)
@@ -146,7 +147,7 @@ class _LastLayerScores:
     scores: Mapping[str, Tensor]
 
 
-def _generalized_scores(model: nn.Module, batches: Sequence[Tensor], order: int, *, data: str
+def _generalized_scores(model: HookedModel, batches: Sequence[Tensor], order: int, *, data: str
                         ) -> tuple[_LastLayerScores, dict[str, Tensor]]:
     """The last layer's generalized induction scores on ``batches`` and each batch's state (keys renamed to
     the head-score probe's ``generalized/mass``, ``generalized/rows_with_target``, ``generalized/chance_mass``)."""
@@ -166,15 +167,15 @@ def generalized_induction(model: nn.Module, batches: Sequence[Tensor], order: in
     """The generalized induction score of the best layer-2 head with a bootstrap interval over batches and the
     uniform-attention chance as null, and how the head was chosen: no search where the classifier is one head
     (simplified / full model: every batch measures it), otherwise on the even batches, measured on the odd."""
-    data = "held-out chains"
+    data, hooked = "held-out chains", as_hooked_model(model)
     if isinstance(model, SimplifiedInductionModel):
-        scores, per_batch = _generalized_scores(model, batches, order, data=data)
+        scores, per_batch = _generalized_scores(hooked, batches, order, data=data)
         selection = (f"no search: the classifier's one head (layer 2 shows it as {model.cfg.n_heads} identical "
                      f"copies), measured on every batch")
     else:
         first, second = halves(batches)
-        scores, _ = _generalized_scores(model, first, order, data=data)
-        _, per_batch = _generalized_scores(model, second, order, data=data)
+        scores, _ = _generalized_scores(hooked, first, order, data=data)
+        _, per_batch = _generalized_scores(hooked, second, order, data=data)
         selection = "best layer-2 head chosen on the even batches, measured on the odd batches"
     return held_out_head_score("generalized", scores, per_batch, n_boot=N_BOOT, seed=seed), selection
 
@@ -190,12 +191,12 @@ def generalized_induction_finding(held: HeldOut, *, statistic: str, selection: s
 def measure_findings(model: nn.Module, config: InductionExperimentConfig, chains: Tensor) -> dict[str, Finding]:
     """The five findings of ``model`` (unadjusted, no control): head scores on ``X X`` and on ``chains``
     [n, L] (held-out chains), the generalized induction score and the copier ablation on ``chains``."""
-    seed, order, on = config.seed, config.data.order, _MODELS[config.model]
-    protocol, length = _protocol_batches(model, config)
+    seed, order, on, hooked = config.seed, config.data.order, _MODELS[config.model], as_hooked_model(model)
+    protocol, length = _protocol_batches(hooked, config)
     text = _text_batches(chains)
-    held = _held_out_scores(model, ("induction",), protocol, seed=seed,
+    held = _held_out_scores(hooked, ("induction",), protocol, seed=seed,
                             data=f"X X, X = {length} random states, {PROTOCOL_BATCHES}x{PROTOCOL_ROWS}")
-    on_text = _held_out_scores(model, ("induction", "previous_token"), text, data="held-out chains", seed=seed)
+    on_text = _held_out_scores(hooked, ("induction", "previous_token"), text, data="held-out chains", seed=seed)
     states = config.data.n_states
     findings = {
         "induction_protocol": (held["induction"], f"induction score of the best head on X X ({length} random states "

@@ -228,7 +228,7 @@ def pretrained_setup(model: HookedModel, target: str, config: LinearProbeConfig,
                                                                seed=config.seed))
         word_topics = assign_word_topics(topic_model)
     n_topics = topic_model.config.n_topics
-    token_map = token_topic_labels(word_topics or {}, model.tokenizer, ModelInfo.of(model).d_vocab)
+    token_map = token_topic_labels(word_topics or {}, getattr(model, "tokenizer", None), ModelInfo.of(model).d_vocab)
     labels = CombinedLabels(TokenClassLabels(token_map.labels, key="word", n_classes=n_topics),
                             RowLabels("document", dominant_topics(topic_model, used)[owners], n_classes=n_topics))
     return ProbeSetup(batches, labels, owners, hooks, data + f", gensim LDA {n_topics} topics")

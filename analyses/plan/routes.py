@@ -15,7 +15,7 @@ kernels), :func:`analyses.plan.cuda_sdpa.cuda_sdpa` (plain SDPA picks them too),
 - ``report-model``: the report's probes on one text batch: the suite above plus the topic probe's label
   permutation null (``n_permutations=100``); the report's ablations are the ``null`` route;
 - ``suite-patterns``: the suite on ``hook_pattern`` (``max_pattern_bytes=None``): what it falls back to when the
-  once-per-model check (:func:`probes.core.attention_rows.reductions_match_hook_pattern`) fails.
+  once-per-model check (:func:`probes.core.reductions_check.reductions_match_hook_pattern`) fails.
 """
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ from probes.attention.generalized_induction import GeneralizedInductionProbe, Ge
 from probes.attention.key_token_attention import KeyTokenAttention, KeyTokenAttentionProbe
 from probes.attention.repeated_tokens import repeated_random_tokens
 from probes.attention.topic_attention import TopicAttention, TopicAttentionProbe
-from probes.core.errors import ConfigError, InputError
+from probes.core.errors import ConfigError, InputError, ModelError
 from probes.core.model_kind import HookedModel
 from probes.display.verdict_table import verdict_table_html, verdicts_dataframe
 from probes.dynamics.embedding_topics import EMBEDDING_MEASURES, EmbeddingTopicTest, embedding_topic_test
@@ -290,7 +290,11 @@ def measure_model(model: HookedModel, name: str, batches: Sequence[TokenBatch], 
         "topic_attention_best_head": held_out_topic(results_a[2], results_b[2], topic_b, n_boot=n_boot, seed=seed),
         "cooccurrence_ordering": ordering_best,
     }
-    embedding = embedding_topic_test(model.W_E, labels, n_permutations=config.n_permutations, n_boot=n_boot, seed=seed,
+    w_e = getattr(model, "W_E", None)  # the token embedding of TransformerLens's models (bridges, HookedTransformer)
+    if not isinstance(w_e, Tensor):
+        raise ModelError(f"The embedding topic test reads model.W_E [d_vocab d_model]; {type(model).__name__} has "
+                         f"none. Give a TransformerBridge or a HookedTransformer.")
+    embedding = embedding_topic_test(w_e, labels, n_permutations=config.n_permutations, n_boot=n_boot, seed=seed,
                                      stop_at=ALPHA)
     causal = {}
     causal_note = causal_unavailable(model, info, config.causal)

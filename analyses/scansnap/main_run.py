@@ -19,6 +19,7 @@ from analyses.scansnap.result import STATISTICS
 from mechprobe import forward
 from mechprobe.forward import model_device
 from probes.attention.key_token_attention import KeyTokenAttention, KeyTokenAttentionProbe, entropy_nats
+from probes.core.model_kind import as_hooked_model
 from probes.core.runner import run_probes
 from probes.dynamics.scan_order import ScanOrder, scan_order
 from probes.dynamics.snap import RateSnap, detect_snap_by_rate
@@ -41,7 +42,7 @@ def probe_fact(model: nn.Module, data: CooccurrenceData, fact: int, tokens: torc
                batch_size: int = 128) -> KeyTokenAttention:
     """Key-token attention of the fact's query token (query row -1) over the given sequences."""
     probe = KeyTokenAttentionProbe([int(data.fact_last[fact])], query_position="last")
-    (result,) = run_probes(model, [probe], tokens.split(batch_size), data=f"cooccurrence fact {fact}",
+    (result,) = run_probes(as_hooked_model(model), [probe], tokens.split(batch_size), data=f"cooccurrence fact {fact}",
                            progress=False)
     return result
 

@@ -63,7 +63,7 @@ from analyses.toy_model_store import save_toy_model
 from probes.attention.same_token_attention import SameTokenAttention, SameTokenAttentionProbe
 from probes.attention.topic_attention import TopicAttention, TopicAttentionProbe
 from probes.core.errors import ConfigError
-from probes.core.model_kind import HookedModel
+from probes.core.model_kind import HookedModel, as_hooked_model
 from probes.core.runner import run_probes
 from probes.dynamics.block_structure import block_structure, centre_columns, centred_block_ceiling
 from probes.dynamics.embedding_topics import embedding_topic_similarity
@@ -229,8 +229,8 @@ def _run(config: TopicExperimentConfig, out_dir: Path, progress: bool) -> TopicR
     ratio_probe_every = max(config.record_every, config.two_stage.n_steps // 20)
     probe_batch = _eval_batches(config, masked=False)[0][:8]
 
-    def attention_ratio(model: HookedModel) -> float:  # same/different-topic ratio on 8 held-out documents
-        (result,) = run_probes(model, [TopicAttentionProbe(labels)], [probe_batch], progress=False)
+    def attention_ratio(model: torch.nn.Module) -> float:  # same/different-topic ratio on 8 held-out documents
+        (result,) = run_probes(as_hooked_model(model), [TopicAttentionProbe(labels)], [probe_batch], progress=False)
         return float(result.ratio[0, 0])
 
     history = train(staged, "two_stage",

@@ -186,6 +186,7 @@ HEAD_PATTERNS: dict[str, HeadPattern] = {
     "first_token": HeadPattern("first_token", _first_token, "the first valid (non-special) position",
                                _first_token_pairs),
 }
+"""The named target sets :func:`head_pattern` resolves (``offset:D`` and ``induction:D`` besides)."""
 _PARAMETRISED = re.compile(r"(offset|induction):(-?\d+)")
 
 

@@ -60,6 +60,7 @@ from probes.core.token_pairs import per_query_counts
 from probes.display.head_maps import HeadMap, HeadMapDisplay
 
 HEAD_SCORE_KINDS = ("induction", "previous_token", "duplicate_token")
+"""The kinds :class:`HeadScoreProbe` and :func:`head_scores` score by default (names in :data:`HEAD_PATTERNS`)."""
 
 
 def _check_kinds(kinds: Sequence[str | HeadPattern] | str | HeadPattern) -> tuple[HeadPattern, ...]:

@@ -69,6 +69,7 @@ from probes.display.head_maps import HeadMap, HeadMapDisplay
 from probes.stats.nulls import label_permutations
 
 TOPIC_PAIR_KINDS = ("same_topic", "different_topic", "same_token")
+"""The (query, key) pair kinds whose mean attention :class:`TopicAttention` keeps (``mean[kind]``)."""
 TOPIC_NULLS = ("vocabulary", "distance")
 NULL_CHUNK_ENTRIES = 8_000_000  # pairs x permutations held at once while scoring the null
 

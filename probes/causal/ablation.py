@@ -60,6 +60,8 @@ from probes.core.model_info import ModelInfo
 from probes.core.model_kind import HookedModel, mask_kwargs
 
 ABLATION_METHODS = ("zero", "mean", "resample")
+"""How an ablated head's output is replaced (``method`` of :func:`probes.causal.result.head_ablation`; module
+docstring)."""
 
 def check_method(method: str) -> str:
     if method not in ABLATION_METHODS:

@@ -77,7 +77,7 @@ def _head_outputs(model: HookedModel, batch: TokenBatch, layers: tuple[int, ...]
                 return capture(model, batch, names)
         except ModelError:
             log.info("hook_z does not fire under fused attention on %s: the head means read whole patterns",
-                     model.cfg.model_name)
+                     ModelInfo.of(model).name)
     return capture(model, batch, names)
 
 

@@ -193,11 +193,25 @@ def _stop_at(x: Tensor, hook: Any) -> None:
     raise _ResidualReached(x)
 
 
+def unembedding(model: HookedModel) -> nn.Module | None:
+    """``model.unembed`` where it is a module (TransformerLens's unembedding: the ``unembed`` route reads the loss from
+    its input), else None."""
+    unembed = getattr(model, "unembed", None)
+    return unembed if isinstance(unembed, nn.Module) else None
+
+
+def _unembedding(model: HookedModel) -> nn.Module:
+    unembed = unembedding(model)
+    if unembed is None:
+        raise ModelError("The unembed route needs a model.unembed module; this model has none.")
+    return unembed
+
+
 def _run_to_unembed(model: HookedModel, tokens: Tensor, kwargs: dict, hooks: list) -> Any:
     def stop(module: nn.Module, args: tuple, kw: dict) -> None:
         raise _UnembedReached(_hidden_states(args, kw))
 
-    handle = model.unembed.register_forward_pre_hook(stop, with_kwargs=True)
+    handle = _unembedding(model).register_forward_pre_hook(stop, with_kwargs=True)
     try:
         forward.run(model, tokens, fwd_hooks=hooks, **kwargs)
     except _UnembedReached as reached:
@@ -239,7 +253,7 @@ def token_losses(model: HookedModel, route: ForwardRoute, inputs: LossInputs, kw
         else:
             logits = forward.run(model, tokens, fwd_hooks=hooks, **kwargs)
     if route.unembed:
-        return token_losses_from_unembed_input(model.unembed, hidden, inputs, copies, int(model.cfg.d_vocab))
+        return token_losses_from_unembed_input(_unembedding(model), hidden, inputs, copies, int(model.cfg.d_vocab))
     return token_losses_from_logits(logits, inputs, copies)
 
 
@@ -338,7 +352,7 @@ def choose_route(model: HookedModel, batch: TokenBatch, inputs: LossInputs, kwar
         if handle is not None:
             handle.remove()
     full_logits = "head ablation computes full logits, a few copies of the batch per forward pass"
-    unembed = isinstance(getattr(model, "unembed", None), nn.Module)
+    unembed = unembedding(model) is not None
     if not unembed:
         log.info("%s has no model.unembed module; %s.", _name(model), full_logits)
     unembed = unembed and _matches(model, "reading the loss from model.unembed's input", full_logits,

@@ -442,7 +442,7 @@ def reduced_attention(model: HookedModel, sink: LayerSink, *, columns: Tensor | 
     from transformer_lens.model_bridge.generalized_components.attention import AttentionBridge
 
     _register()
-    configs = _configs(model.original_model)
+    configs = _configs(wrapped_model(model))
     before = [config._attn_implementation for config in configs]
     bridges = _attention_bridges(model)
     token = None

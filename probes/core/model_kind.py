@@ -12,24 +12,62 @@ from __future__ import annotations
 
 import enum
 import functools
-from typing import Any, Protocol
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from torch import Tensor
+from torch import Tensor, nn
 
 from probes.core.errors import InputError, ModelError
+
+if TYPE_CHECKING:
+    from transformer_lens.hook_points import HookPoint
+
+
+class HookedConfig(Protocol):
+    """The sizes every probe reads from a model's ``cfg`` (``ModelInfo.of`` checks them at run time as well, for a
+    model that was never type-checked, with an error that names what is missing)."""
+
+    @property
+    def n_layers(self) -> int: ...
+
+    @property
+    def n_heads(self) -> int: ...
+
+    @property
+    def n_ctx(self) -> int: ...
+
+    @property
+    def d_vocab(self) -> int: ...
 
 
 class HookedModel(Protocol):
     """A hooked model as the probes use it: a ``HookedTransformer`` / ``HookedEncoder`` (TransformerLens 3.x), a
     ``TransformerBridge``, or a ``HookedRootModule`` subclass with a ``HookPoint`` at each activation a probe
-    reads. The probes call it, hook it by TransformerLens's hook names (``run_with_hooks``, ``hook_dict``) and
-    read its config; those attributes differ between the families (and a toy model is typed as the
-    ``torch.nn.Module`` it also is), so the type asks for a callable module and :func:`model_kind` /
-    ``ModelInfo.of`` check the hooks at run time, with an error that names what is missing."""
+    reads. The probes read its sizes from ``cfg``, hook it by TransformerLens's hook names (``hook_dict``,
+    ``run_with_hooks``, ``hooks``), call it, and read its parameters' device and dtype (``eval`` / ``train``
+    around a run, then back). What one family has and another lacks (a bridge's ``original_model``, the
+    unembedding, a tokenizer) is not part of the type: the code that needs it reads it with ``getattr`` and a
+    default (:func:`wrapped_model`, ``probes.causal.routes.unembedding``) and decides there what its absence means."""
+
+    @property
+    def cfg(self) -> HookedConfig: ...
+
+    @property
+    def hook_dict(self) -> Mapping[str, HookPoint]: ...
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
 
-    def __getattr__(self, name: str) -> Any: ...
+    def run_with_hooks(self, *args: Any, **kwargs: Any) -> Any: ...
+
+    def hooks(self, *args: Any, **kwargs: Any) -> Any: ...
+
+    def parameters(self, recurse: bool = True) -> Iterator[nn.Parameter]: ...
+
+    def buffers(self, recurse: bool = True) -> Iterator[Tensor]: ...
+
+    def train(self, mode: bool = True) -> Any: ...
+
+    def eval(self) -> Any: ...
 
 
 class ModelKind(enum.Enum):
@@ -118,7 +156,7 @@ def wrapped_model(model: HookedModel) -> Any:
     """The module a bridge wraps (``original_model``), or None where there is none (4.x's RemoteBridge keeps no local
     model, and its driver raises for the attribute)."""
     try:
-        return model.original_model
+        return getattr(model, "original_model", None)
     except Exception:
         return None
 
@@ -145,6 +183,18 @@ def model_kind(model: HookedModel) -> ModelKind:
         f"{type(model).__name__}{hint}. Load one with probes.load_model(...), or subclass "
         f"transformer_lens.HookedRootModule, put HookPoints at the activations and call self.setup()."
     )
+
+
+def as_hooked_model(module: object) -> HookedModel:
+    """``module`` as the :class:`HookedModel` it is: for a model typed as the ``torch.nn.Module`` it also is (a toy
+    built by ``toymodels``, which cannot name this type), checked as :func:`model_kind` checks it, with a
+    :class:`ModelError` naming what is accepted when it is not a hooked model.
+
+    Example: ``run_probes(as_hooked_model(toy), [HeadScoreProbe()], batches)``.
+    """
+    model = cast(HookedModel, module)
+    model_kind(model)
+    return model
 
 
 def mask_kwargs(model: HookedModel, attention_mask: Tensor | None) -> dict[str, Tensor]:

@@ -13,7 +13,7 @@ from torch import Tensor
 
 from mechprobe import forward
 from probes.core.attention_rows import LayerAttention, reduced_attention
-from probes.core.model_info import pattern_hook
+from probes.core.model_info import ModelInfo, pattern_hook
 from probes.core.model_kind import HookedModel
 
 log = logging.getLogger(__name__)
@@ -59,7 +59,7 @@ def reductions_match_hook_pattern(model: HookedModel, tokens: Tensor, *, atol: f
     relative. Attention the reductions do not model (ALiBi, relative position biases, sinks) moves whole rows."""
     with _in_float32(model) as upcast:
         if not upcast and any(t.dtype in (torch.float16, torch.bfloat16) for t in model.parameters()):
-            log.info("%s: attention reductions checked in half precision", model.cfg.model_name)
+            log.info("%s: attention reductions checked in half precision", ModelInfo.of(model).name)
         return _reductions_match(model, tokens, atol)
 
 
@@ -84,7 +84,7 @@ def _reductions_match(model: HookedModel, tokens: Tensor, atol: float | None) ->
             with reduced_attention(model, keep, columns=forward.on_model(model, columns)):
                 forward.run(model, tokens)
         except Exception as error:  # any failure means: not this model
-            log.info("attention reductions do not run on %s: %s", model.cfg.model_name, error)
+            log.info("attention reductions do not run on %s: %s", ModelInfo.of(model).name, error)
             return False
     if sorted(got) != list(range(n_layers)):
         return False
@@ -102,6 +102,6 @@ def _reductions_match(model: HookedModel, tokens: Tensor, atol: float | None) ->
                 or mass is None or not torch.allclose(mass, expected_mass, rtol=relative, atol=tolerance)):
             worst = (rows - expected).abs().max().item() if rows.shape == expected.shape else float("nan")
             log.info("attention reductions differ from hook_pattern at layer %d on %s (largest difference %.3g)",
-                     layer, model.cfg.model_name, worst)
+                     layer, ModelInfo.of(model).name, worst)
             return False
     return True

@@ -184,7 +184,7 @@ def _entry_chunk_bytes(model: HookedModel, batch: TokenBatch) -> int:
     """What the probes' gathered attention entries may hold at once: two MLP activations of the batch (a gated MLP
     holds its gate and up projections together at every layer, so the probes add nothing to the model's peak), at
     least :data:`ENTRY_CHUNK_MIN_BYTES`."""
-    cfg = model.cfg
+    cfg: Any = model.cfg  # a bridge's config (the reductions run on bridges): its MLP and residual widths too
     d_mlp = getattr(cfg, "d_mlp", None)
     width = d_mlp if isinstance(d_mlp, int) and d_mlp > 0 else 4 * int(cfg.d_model)
     dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)

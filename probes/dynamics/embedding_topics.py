@@ -31,6 +31,7 @@ from probes.stats.nulls import label_permutations, permutation_p_value
 from probes.stats.sequential import SequentialRule, sequential_null
 
 EMBEDDING_MEASURES = ("dot", "cosine", "centred_dot", "centred_cosine")
+"""The similarity measures :func:`embedding_topic_test` compares same-topic and different-topic pairs on."""
 
 
 @dataclass(frozen=True)

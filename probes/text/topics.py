@@ -27,9 +27,6 @@ import numpy as np
 from probes.core.atomic import atomic_directory
 from probes.core.errors import ConfigError, InputError
 from probes.text.corpora import Document
-
-# Their home until the subpackages: scripts that import them from probes.topics keep working.
-from probes.text.token_topics import TokenTopicMap, token_topic_labels, word_variants  # noqa: F401
 from probes.text.topic_coherence import SlidingWindows, held_out_split, npmi_per_topic
 
 log = logging.getLogger(__name__)

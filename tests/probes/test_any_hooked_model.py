@@ -7,7 +7,8 @@ import torch
 from transformer_lens.head_detector import detect_head
 
 import probes
-from probes import HEAD_SCORE_KINDS
+from probes import HEAD_SCORE_KINDS, ModelError
+from probes.core.model_kind import as_hooked_model
 from tests.hooked_models import OracleModel
 from tests.probes.attention.test_head_scores import reference_scores
 from toymodels.standard import StandardModelConfig, build_standard_model
@@ -51,6 +52,14 @@ def test_custom_hooked_root_module():
         torch.testing.assert_close(result.scores[kind][:, 3].double(),
                                    torch.full((2,), float(result.chance[kind]), dtype=torch.float64),
                                    rtol=0, atol=1e-6)
+
+
+def test_a_module_typed_as_nn_module_becomes_a_hooked_model_only_when_it_is_one():
+    """``as_hooked_model`` hands a hooked module back as it is and refuses a plain module, naming what is accepted."""
+    model = OracleModel()
+    assert as_hooked_model(model) is model
+    with pytest.raises(ModelError, match=r"Expected a hooked model: a TransformerBridge.*got Linear"):
+        as_hooked_model(torch.nn.Linear(2, 2))
 
 
 def test_minilm_encoder_bidirectional(minilm):

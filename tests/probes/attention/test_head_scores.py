@@ -12,7 +12,9 @@ from transformer_lens.head_detector import (
 )
 
 import probes
-from probes import HEAD_SCORE_KINDS, HeadScoreProbe, ModelInfo, TokenBatch, pattern_hook, target_mask
+from probes import HEAD_SCORE_KINDS, HeadScoreProbe, ModelInfo, TokenBatch
+from probes.attention import target_mask
+from probes.core import pattern_hook
 from probes.core.result import results_close
 from tests.hooked_models import OracleConfig, OracleModel
 

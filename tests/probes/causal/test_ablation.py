@@ -7,7 +7,16 @@ import pytest
 import torch
 
 import probes
-from probes.causal import AblationPlan, ablation_sums, head_output_means, repeated_half
+from probes.causal import (
+    AblationPlan,
+    ablation_sums,
+    derangement,
+    earlier_occurrence_mask,
+    first_occurrence_mask,
+    head_output_means,
+    layer_matched_head_sets,
+    repeated_half,
+)
 from probes.causal.means import z_hook
 from probes.core.batch import TokenBatch
 from probes.core.errors import ConfigError, InputError, ModelError
@@ -15,7 +24,7 @@ from probes.core.model_info import ModelInfo
 from tests.probes.causal.planted_models import INDUCTION_HEAD, PlantedInductionModel, repeated_batches
 
 SEQ_LEN = 8
-SLICES = {"repeated_half": repeated_half(SEQ_LEN), "first": probes.first_occurrence_mask}
+SLICES = {"repeated_half": repeated_half(SEQ_LEN), "first": first_occurrence_mask}
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -69,7 +78,7 @@ def _reference_changes(model, batches, plan, means):
             keep = [(z_hook(layer), lambda z, hook, layer=layer, cache=cache: cache.__setitem__(layer, z.clone()))
                     for layer in plan.layers]
             model.run_with_hooks(batch.tokens, fwd_hooks=keep)
-            perm = probes.derangement(batch.shape[0], seed=plan.seed)
+            perm = derangement(batch.shape[0], seed=plan.seed)
 
             def ablate(z, hook, layer, s=s, cache=cache, perm=perm):  # bound now: the hooks run in this iteration
                 z = z.clone()
@@ -124,9 +133,9 @@ def test_merged_halves_equal_the_whole(model, batches):
 
 def test_random_sets_match_the_heads_per_layer_and_the_null_gives_a_p_value(model, batches):
     heads = ((0, 1), (1, 0), (1, 3))
-    sets = probes.layer_matched_head_sets(heads, 4, 300, seed=1)
+    sets = layer_matched_head_sets(heads, 4, 300, seed=1)
     assert sets.shape == (300, 2, 4) and (sets.sum(-1) == torch.tensor([1, 2])).all()
-    assert torch.equal(sets, probes.layer_matched_head_sets(heads, 4, 300, seed=1))
+    assert torch.equal(sets, layer_matched_head_sets(heads, 4, 300, seed=1))
     result = probes.head_ablation(model, [INDUCTION_HEAD], batches, slices=SLICES, method="zero", n_draws=200,
                                   stop_at=None)
     # a draw is one random head of layer 1: 1 in 4 draws is the planted head itself, and it ties the observed value
@@ -146,10 +155,10 @@ def test_random_sets_match_the_heads_per_layer_and_the_null_gives_a_p_value(mode
 
 def test_slices_on_a_hand_made_row():
     batch = TokenBatch(torch.tensor([[0, 5, 6, 5, 6, 7]]), torch.tensor([[False] + [True] * 5]))
-    assert probes.earlier_occurrence_mask(batch).tolist() == [[False, False, False, True, True, False]]
-    assert probes.first_occurrence_mask(batch).tolist() == [[False, True, True, False, False, False]]
+    assert earlier_occurrence_mask(batch).tolist() == [[False, False, False, True, True, False]]
+    assert first_occurrence_mask(batch).tolist() == [[False, True, True, False, False, False]]
     repeated = TokenBatch(torch.tensor([[0, 5, 6, 7, 5, 6, 7]]), torch.tensor([[False] + [True] * 6]))
-    assert repeated_half(3)(repeated).tolist() == probes.earlier_occurrence_mask(repeated).tolist()
+    assert repeated_half(3)(repeated).tolist() == earlier_occurrence_mask(repeated).tolist()
 
 
 def test_result_saves_and_loads(model, batches, tmp_path):
@@ -184,11 +193,11 @@ def test_a_model_without_hook_z_and_one_row_resample_are_typed_errors(batches):
 def test_a_null_that_can_only_draw_the_chosen_heads_is_refused_and_a_small_one_is_flagged(caplog):
     every_head_of_layer_1 = tuple((1, h) for h in range(4))
     with pytest.raises(probes.InputError, match=r"every head of layer\(s\) 1.*p = 1 by construction"):
-        probes.layer_matched_head_sets(every_head_of_layer_1, 4, 10, seed=0)
-    assert probes.layer_matched_head_sets(every_head_of_layer_1, 4, 0, seed=0).shape == (0, 1, 4)  # no null asked
+        layer_matched_head_sets(every_head_of_layer_1, 4, 10, seed=0)
+    assert layer_matched_head_sets(every_head_of_layer_1, 4, 0, seed=0).shape == (0, 1, 4)  # no null asked
     with caplog.at_level("WARNING", logger="probes.causal.head_sets"):
-        probes.layer_matched_head_sets(((1, 0), (1, 1), (1, 2)), 4, 10, seed=0)  # C(4, 3) = 4 sets
+        layer_matched_head_sets(((1, 0), (1, 1), (1, 2)), 4, 10, seed=0)  # C(4, 3) = 4 sets
         assert "Only 4 head sets" in caplog.text
         caplog.clear()
-        probes.layer_matched_head_sets(((0, 0), (0, 1), (1, 0), (1, 1)), 8, 10, seed=0)  # C(8, 2)^2 = 784 sets
+        layer_matched_head_sets(((0, 0), (0, 1), (1, 0), (1, 1)), 8, 10, seed=0)  # C(8, 2)^2 = 784 sets
         assert caplog.text == ""

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import probes
-from probes.causal import AblationPlan, ablation, ablation_sums, repeated_half
+from probes.causal import AblationPlan, ablation, ablation_sums, predicted_positions, repeated_half
 from probes.causal.means import z_hook
 from probes.causal.pass_size import CPU_PASS_TOKENS, PassSize, copy_bytes
 from probes.causal.routes import ForwardRoute
@@ -144,7 +144,7 @@ def test_batches_of_other_lengths_get_their_own_pass_size(bridge):
     shapes: list[tuple[int, int]] = []
     handle = bridge.hook_dict[z_hook(1)].register_forward_hook(lambda module, args, out: shapes.append(out.shape[:2]))
     try:
-        ablation_sums(bridge, plan, [short, long], {"all": probes.predicted_positions}, pass_bytes=budget,
+        ablation_sums(bridge, plan, [short, long], {"all": predicted_positions}, pass_bytes=budget,
                       max_rows=10_000)
     finally:
         handle.remove()

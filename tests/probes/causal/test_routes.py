@@ -11,7 +11,15 @@ import pytest
 import torch
 
 import probes
-from probes.causal import AblationPlan, ablation_sums, head_output_means, repeated_half, token_loss
+from probes.causal import (
+    AblationPlan,
+    ablation_sums,
+    first_occurrence_mask,
+    head_output_means,
+    predicted_positions,
+    repeated_half,
+    token_loss,
+)
 from probes.causal.routes import PLAIN, ForwardRoute, choose_route
 from probes.causal.token_loss import LossInputs
 from probes.core.batch import TokenBatch
@@ -20,7 +28,7 @@ from tests.probes.causal.planted_models import PlantedInductionModel, repeated_b
 from tests.random_checkpoints import make_random_checkpoint
 
 SEQ_LEN = 8
-SLICES = {"repeated_half": repeated_half(SEQ_LEN), "first": probes.first_occurrence_mask}
+SLICES = {"repeated_half": repeated_half(SEQ_LEN), "first": first_occurrence_mask}
 HEADS = [(1, 0), (1, 2)]
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -176,7 +184,7 @@ def test_a_bridge_with_left_and_right_padding_gives_the_whole_forwards_sums(brid
     batches = [TokenBatch(tokens, mask.bool(), mask), TokenBatch(tokens.flip(0), mask.flip(0).bool(), mask.flip(0))]
     with caplog.at_level(logging.INFO, logger="probes.causal.routes"):
         fast, whole = _both_ways(bridge, batches, "resample", heads=[(1, 0), (1, 3)],
-                                 slices={"all": probes.predicted_positions}, max_rows=8)
+                                 slices={"all": predicted_positions}, max_rows=8)
     assert "unembedding at the slice positions, fused attention, blocks 0..0 shared with the clean pass" in caplog.text
     torch.testing.assert_close(fast.clean, whole.clean, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(fast.ablated, whole.ablated, rtol=1e-5, atol=1e-6)
