@@ -7,7 +7,15 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from analyses.cli_checks import check_output_folder, device_arg, int_arg, naming, seed_arg, text_arg
+from analyses.cli_checks import (
+    check_compared_folders,
+    check_output_folder,
+    device_arg,
+    int_arg,
+    naming,
+    seed_arg,
+    text_arg,
+)
 from probes.core.errors import ConfigError
 from probes.text.corpora import check_corpus_spec
 
@@ -91,6 +99,7 @@ def run_dynamics_command(args: argparse.Namespace) -> int:
         with naming("--corpus"):
             check_corpus_spec(args.corpus, "text")
     out = check_output_folder("--out", args.out, earlier_output=lambda folder: (folder / STORE).is_dir())
+    check_compared_folders("--compare", args.compare, out=out, model=args.model)
     others = {folder: compared_series(folder) for folder in args.compare}  # checked before any measuring
     summary = run_dynamics(args.model, out, config, device=args.device, dtype=torch_dtype(args.dtype or "float32"),
                            progress=not args.no_progress)
