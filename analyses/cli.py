@@ -375,6 +375,7 @@ def report_config(args: argparse.Namespace):
 def _run_report(args: argparse.Namespace) -> int:
     import dataclasses
 
+    from analyses.dynamics.run import checked_series
     from analyses.report.build import run_report
 
     if args.list_settings:
@@ -399,8 +400,10 @@ def _run_report(args: argparse.Namespace) -> int:
                 f"--toy-preset {config.toy_preset!r}: the {name} toy has no such preset; choose from "
                 f"{', '.join(presets)}."
             )
-    with naming("--series"):  # a malformed series spec, or one given twice, fails before any slow work
+    with naming("--series"):  # a malformed or damaged series, or one given twice, fails before any slow work
         check_distinct_series("--series", config.series)
+        for spec in config.series:
+            checked_series(spec)
     path = run_report(config, args.out, progress=not args.no_progress)
     print(f"report written: {path} (also report.md and summary.json in {path.parent})")
     return 0

@@ -137,8 +137,9 @@ class CutVocabTokenizer:
         try:
             kept = json.loads(path.read_text(encoding="utf-8"))["smollm2_ids"]
         except (OSError, ValueError, KeyError, TypeError) as error:
-            raise InputError(f"{path} does not hold a train-lm vocabulary ({type(error).__name__}); re-run "
-                             f"`mechprobe train-lm --out {folder}` (a new folder).") from None
+            raise InputError(f"{path} does not hold a train-lm vocabulary ({type(error).__name__}); run the "
+                             f"same mechprobe train-lm command (--out {folder}) again: it writes the vocabulary "
+                             f"again from its corpus.") from None
         return cls(kept)
 
     def __len__(self) -> int:
