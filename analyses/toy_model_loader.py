@@ -97,8 +97,8 @@ def _model_file(folder: Path) -> tuple[ModelFile, Any, str]:
 
 
 def check_toy_checkpoints(specs: Iterable[str]) -> None:
-    """Each toy folder among ``specs`` (a series' checkpoints) has a ``model.json`` that reads, its weights file and
-    (a train-lm step) its series' vocabulary, so that a series of toy or train-lm steps is refused before its first
+    """Each toy folder among ``specs`` (a series' checkpoints) has a ``model.json`` and weights that read back (one
+    folder at a time) and (a train-lm step) its series' vocabulary, so that a series of toy or train-lm steps is refused before its first
     checkpoint is measured, in one line naming the damaged file and the command that wrote it.
 
     Example: ``check_toy_checkpoints(["runs/lm/step_0", "runs/lm/step_10"])``."""
@@ -106,8 +106,7 @@ def check_toy_checkpoints(specs: Iterable[str]) -> None:
         if is_toy_folder(spec):
             folder = Path(spec)
             saved, _, rerun = _model_file(folder)
-            if not (folder / MODEL_WEIGHTS).is_file():
-                raise RecordError(f"{folder / MODEL_WEIGHTS} is missing (its folder is incomplete). {rerun}")
+            records.read_tensors(folder / MODEL_WEIGHTS, rerun=rerun)
             if saved.experiment == "train-lm" and (folder.parent / VOCAB_FILE).is_file():
                 CutVocabTokenizer.of_series(folder.parent)
 
