@@ -17,7 +17,7 @@ from safetensors.torch import load_model as load_weights
 
 from analyses.induction.config import InductionExperimentConfig
 from analyses.induction.experiment import SERIES_FOLDER
-from analyses.lm_data import VOCAB_FILE, CutVocabTokenizer
+from analyses.lm_data import VOCAB_FILE, CutVocabTokenizer, kept_ids
 from analyses.paper_result import SUMMARY_FILE
 from analyses.scansnap.config import ScanSnapConfig
 from analyses.series_writer import start_over
@@ -98,8 +98,9 @@ def _model_file(folder: Path) -> tuple[ModelFile, Any, str]:
 
 def check_toy_checkpoints(specs: Iterable[str]) -> None:
     """Each toy folder among ``specs`` (a series' checkpoints) has a ``model.json`` and weights that read back (one
-    folder at a time) and (a train-lm step) its series' vocabulary, so that a series of toy or train-lm steps is refused before its first
-    checkpoint is measured, in one line naming the damaged file and the command that wrote it.
+    folder at a time) and (a train-lm step) its series' vocabulary, so that a series of toy or train-lm steps is
+    refused before its first checkpoint is measured, in one line naming the damaged file and the command that wrote
+    it.
 
     Example: ``check_toy_checkpoints(["runs/lm/step_0", "runs/lm/step_10"])``."""
     for spec in specs:
@@ -108,7 +109,7 @@ def check_toy_checkpoints(specs: Iterable[str]) -> None:
             saved, _, rerun = _model_file(folder)
             records.read_tensors(folder / MODEL_WEIGHTS, rerun=rerun)
             if saved.experiment == "train-lm" and (folder.parent / VOCAB_FILE).is_file():
-                CutVocabTokenizer.of_series(folder.parent)
+                kept_ids(folder.parent)
 
 
 def _loaded(model: Any, folder: Path, saved: ModelFile, run_config: Any, device: str | torch.device,

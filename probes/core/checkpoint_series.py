@@ -160,7 +160,8 @@ def _run_signature(path: Path) -> dict[str, Any] | None:
 
 
 def _check_one_run(folder: Path, checkpoints: tuple[Checkpoint, ...]) -> None:
-    """Refuse a series folder whose checkpoints are not one training run: another architecture or vocabulary."""
+    """Refuse a series folder whose checkpoints are not one training run: another architecture or vocabulary in a
+    key both checkpoints state (a key one of them lacks is left to its loader, which names a damaged file)."""
     first: tuple[Checkpoint, dict[str, Any]] | None = None
     for checkpoint in checkpoints:
         signature = _run_signature(Path(checkpoint.spec))
@@ -170,7 +171,6 @@ def _check_one_run(folder: Path, checkpoints: tuple[Checkpoint, ...]) -> None:
             first = (checkpoint, signature)
             continue
         differing = [k for k in signature if k in first[1] and signature[k] != first[1][k]]
-        differing += [k for k in first[1] if k not in signature]
         if differing:
             key = differing[0]
             raise ConfigError(

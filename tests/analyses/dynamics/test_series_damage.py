@@ -25,8 +25,9 @@ import pytest
 
 from analyses.cli import main
 from analyses.dynamics.summary import load_summary
+from analyses.lm_data import VOCAB_FILE
 from analyses.toy_model_loader import load_any_model
-from probes.core.checkpoint_series import checkpoint_series
+from probes.core.checkpoint_series import MANIFEST, checkpoint_series
 from tests.analyses.test_cli_fuzz import run, snapshot
 from tests.analyses.test_saved_folder_damage import BINARY_DAMAGES, JSON_DAMAGES, Damage, _edit
 
@@ -127,8 +128,9 @@ def check_compare(made: dict[str, Path], where: Path, file: str, damage: str) ->
     assert not out.exists()
 
 
-READ_BY_DYNAMICS = ("series.json", "vocab.json", "model.json", "model.safetensors")
-"""The files of a train-lm folder that measuring it reads (the others: its training state and summary)."""
+READ_BY_DYNAMICS = ("series.json", VOCAB_FILE, "model.json", "model.safetensors")
+"""The files of a train-lm folder that measuring it reads (the others: its training state and summary); without a
+corpus a series needs no vocabulary, and without ``series.json`` its steps are found by their folders' names."""
 
 
 def check_measured(made: dict[str, Path], where: Path, file: str, damage: str, command: list[str]) -> None:
@@ -144,7 +146,8 @@ def check_measured(made: dict[str, Path], where: Path, file: str, damage: str, c
     assert snapshot(folder) == before
     assert not out.exists()
     if isinstance(code, str) and "Measured" in code:
-        assert Path(file).name not in READ_BY_DYNAMICS, f"a damaged {file} was measured"
+        unread = Path(file).name not in READ_BY_DYNAMICS or (damage == "deleted" and file in (MANIFEST, VOCAB_FILE))
+        assert unread, f"a damaged {file} was measured"
         return
     assert_one_line_naming(code, stderr, damaged)
     assert "mechprobe toy" not in stderr, stderr
