@@ -12,6 +12,7 @@ from pathlib import Path
 
 import probes
 from analyses.cli_checks import (
+    check_distinct_series,
     check_output_folder,
     check_partial_folder,
     count_arg,
@@ -29,7 +30,6 @@ from analyses.dynamics.cli_commands import add_dynamics_commands, run_dynamics_c
 from analyses.experiments import TOY_EXPERIMENTS, toy_experiment
 from analyses.plan.command import add_plan_command, run_plan_command
 from mechprobe import records
-from probes.core.checkpoint_series import checkpoint_series
 from probes.core.errors import ConfigError, MechprobeError
 from probes.text.corpora import check_corpus_spec
 from toymodels.errors import TrainingDiverged, TrainingInterrupted
@@ -375,6 +375,7 @@ def report_config(args: argparse.Namespace):
 def _run_report(args: argparse.Namespace) -> int:
     import dataclasses
 
+    from analyses.dynamics.run import checked_series
     from analyses.report.build import run_report
 
     if args.list_settings:
@@ -399,9 +400,10 @@ def _run_report(args: argparse.Namespace) -> int:
                 f"--toy-preset {config.toy_preset!r}: the {name} toy has no such preset; choose from "
                 f"{', '.join(presets)}."
             )
-    for spec in config.series:
-        with naming("--series"):
-            checkpoint_series(spec)  # a malformed series spec fails before any slow work
+    with naming("--series"):  # a malformed or damaged series, or one given twice, fails before any slow work
+        check_distinct_series("--series", config.series)
+        for spec in config.series:
+            checked_series(spec)
     path = run_report(config, args.out, progress=not args.no_progress)
     print(f"report written: {path} (also report.md and summary.json in {path.parent})")
     return 0

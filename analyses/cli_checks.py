@@ -1,5 +1,6 @@
 """The checked entry of the command line's inputs: integers and seeds (argparse types), output folders (checked
-before any work, written in one rename at the end), head-pattern names and targets, and head counts.
+before any work, written in one rename at the end), head-pattern names and targets, head counts, and series given
+once (no checkpoint series measured or drawn twice).
 
 Every check raises (or makes argparse raise) one error that names the flag as the user typed it, says what was
 expected and what was got; ``mechprobe`` prints it in one line and exits 2.
@@ -28,7 +29,7 @@ import re
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
@@ -37,6 +38,7 @@ import torch
 from mechprobe import validation
 from probes import ModelInfo, head_pattern, repeated_random_tokens
 from probes.core.atomic import atomic_directory, replace_directory
+from probes.core.checkpoint_series import checkpoint_series
 from probes.core.errors import ConfigError, InputError, MechprobeError
 
 _PARAMETRISED = re.compile(r"[a-z_]+:(-?\d+)")
@@ -275,6 +277,46 @@ def check_model_spec(flag: str, spec: str) -> str:
         raise InputError(f"{flag} {spec}: no such file or folder; give a checkpoint folder that exists, a packaged "
                          f"name ({', '.join(PACKAGED_MODELS)}) or a Hugging Face hub name.")
     return spec
+
+
+def series_identity(spec: str) -> object:
+    """What makes two series specs the same checkpoint series: a folder's real path (a trailing slash, a relative
+    or an absolute spelling and a symlink name one folder), else the kind and the checkpoints' specs."""
+    series = checkpoint_series(spec)
+    if series.kind == "folder":
+        return Path(series.source).resolve()
+    return series.kind, tuple(checkpoint.spec for checkpoint in series.checkpoints)
+
+
+def check_distinct_series(flag: str, specs: Sequence[str]) -> None:
+    """No checkpoint series given twice in ``specs`` (in any spelling, :func:`series_identity`): it would be
+    measured twice and reported as two. Checked before any work."""
+    seen: dict[object, str] = {}
+    for spec in specs:
+        identity = series_identity(spec)
+        if identity in seen:
+            raise ConfigError(f"{flag} {spec} is the series {flag} {seen[identity]} names already; give each series "
+                              f"once.")
+        seen[identity] = spec
+
+
+def check_compared_folders(flag: str, folders: Sequence[str], *, out: Path, model: str) -> None:
+    """Each ``--compare`` folder given once (in any spelling), and none of them the folder this command writes
+    (``out``) or the series it measures (``model``): the same series would be drawn twice. Checked before any
+    work."""
+    seen: dict[Path, str] = {}
+    for folder in folders:
+        real = Path(folder).resolve()
+        if real in seen:
+            raise ConfigError(f"{flag} {folder} is the folder {flag} {seen[real]} names already; give each folder "
+                              f"once.")
+        if real == out.resolve():
+            raise ConfigError(f"{flag} {folder} is this run's --out: the series it measures would be drawn beside "
+                              f"itself; compare with another finished run's folder, or leave {flag} {folder} out.")
+        if Path(model).is_dir() and real == Path(model).resolve():
+            raise ConfigError(f"{flag} {folder} is the series --model measures; {flag} takes a finished dynamics "
+                              f"--out folder (or a topic or scansnap toy's folder) of another series.")
+        seen[real] = folder
 
 
 def check_output_file(flag: str, out: str) -> Path:

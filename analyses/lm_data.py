@@ -132,14 +132,8 @@ class CutVocabTokenizer:
 
     @classmethod
     def of_series(cls, folder: str | Path) -> CutVocabTokenizer:
-        """The tokenizer of the train-lm series in ``folder`` (its ``vocab.json``)."""
-        path = Path(folder) / VOCAB_FILE
-        try:
-            kept = json.loads(path.read_text(encoding="utf-8"))["smollm2_ids"]
-        except (OSError, ValueError, KeyError, TypeError) as error:
-            raise InputError(f"{path} does not hold a train-lm vocabulary ({type(error).__name__}); re-run "
-                             f"`mechprobe train-lm --out {folder}` (a new folder).") from None
-        return cls(kept)
+        """The tokenizer of the train-lm series in ``folder`` (its ``vocab.json``, :func:`kept_ids`)."""
+        return cls(kept_ids(folder))
 
     def __len__(self) -> int:
         return len(self.kept_ids) + 1
@@ -162,3 +156,18 @@ class CutVocabTokenizer:
     def decode(self, ids: Sequence[int]) -> str:
         return "".join("<other>" if not 0 <= int(i) < len(self.kept_ids) else
                        smollm2_tokenizer().decode([self.kept_ids[int(i)]]) for i in ids)
+
+
+def kept_ids(folder: str | Path) -> list[int]:
+    """The SmolLM2 ids the train-lm series in ``folder`` kept (its ``vocab.json``); a file that is not a list of
+    ids there is one :class:`InputError` line naming it and how to write it again."""
+    path = Path(folder) / VOCAB_FILE
+    try:
+        kept = json.loads(path.read_text(encoding="utf-8"))["smollm2_ids"]
+        if not isinstance(kept, list) or not all(type(i) is int and i >= 0 for i in kept):
+            raise TypeError("smollm2_ids is not a list of ids")
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise InputError(f"{path} does not hold a train-lm vocabulary ({type(error).__name__}); run the same "
+                         f"mechprobe train-lm command (--out {folder}) again: it writes the vocabulary again from its "
+                         f"corpus.") from None
+    return kept

@@ -7,6 +7,9 @@ leaves a usable series. Extra keys of the manifest (``measure``, ``settings``) t
 a toy series is measured with. ``mechprobe train-lm`` and the induction toy (``--set series_checkpoints=N``) both
 write series this way.
 
+A ``train-lm`` series also holds its training state (:data:`CHECKPOINT_FOLDER`); :func:`start_over` says how to train
+a damaged one again.
+
 Example: ``write_manifest(out, {0, 10, 100}, tokens_per_step=4096)``.
 """
 
@@ -27,6 +30,9 @@ from probes.core.atomic import atomic_write_text
 from probes.core.checkpoint_series import MANIFEST
 from toymodels.standard import StandardModelConfig
 
+CHECKPOINT_FOLDER = "checkpoint"
+"""The training state beside a ``train-lm`` series (weights, AdamW, row generator, loss history) that the same
+command resumes from."""
 STATES_FOLDER = "states"
 """``OUT/states/step_N/``: the training state at each saved step (:class:`toymodels.step_states.StepStates`), from
 which ``mechprobe dynamics --refine`` re-runs a stretch of training to save more checkpoints in it."""
@@ -43,6 +49,19 @@ def checkpoint_steps(n_steps: int, n_checkpoints: int) -> tuple[int, ...]:
     count = max(1, n_checkpoints - 1)
     logs = torch.linspace(math.log(first), math.log(n_steps), count, dtype=torch.float64)
     return tuple(sorted({0, *(round(float(v)) for v in logs.exp()), n_steps}))
+
+
+def steps_fit(n_steps: int, n_checkpoints: int) -> bool:
+    """Whether :func:`checkpoint_steps` gives ``n_checkpoints`` distinct steps in ``n_steps`` (a count it cannot
+    give is refused by the configs, not saved at fewer steps than asked)."""
+    return n_checkpoints <= n_steps and len(checkpoint_steps(n_steps, n_checkpoints)) == n_checkpoints
+
+
+def start_over(out: Path) -> str:
+    """How to train the ``train-lm`` run in ``out`` again from step 0 with the command that wrote it, keeping its
+    settings (``train-lm.json``) and vocabulary."""
+    return (f"Delete {out / MANIFEST} and {out / CHECKPOINT_FOLDER}, then run the same mechprobe train-lm command "
+            f"(--out {out}) again: it trains again from step 0 and writes every step again.")
 
 
 def saved_steps(out: Path, *, fix: str) -> set[int]:

@@ -1,12 +1,13 @@
 """A toy run's folder as a model: :func:`load_toy_model` rebuilds the model that :mod:`analyses.toy_model_store`
 wrote and the run's settings from ``summary.json`` (every file through :mod:`mechprobe.records`: a damaged or missing
-one is one line saying to re-run the toy); :func:`load_any_model` takes a toy folder or anything
+one is one line naming the command that wrote it); :func:`load_any_model` takes a toy folder or anything
 :func:`probes.load_model` takes. The loader lives in ``analyses`` because ``probes`` may not import ``toymodels``,
 and above the toy experiments because it needs each one's config class.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,9 +16,11 @@ import torch
 from safetensors.torch import load_model as load_weights
 
 from analyses.induction.config import InductionExperimentConfig
-from analyses.lm_data import VOCAB_FILE, CutVocabTokenizer
+from analyses.induction.experiment import SERIES_FOLDER
+from analyses.lm_data import VOCAB_FILE, CutVocabTokenizer, kept_ids
 from analyses.paper_result import SUMMARY_FILE
 from analyses.scansnap.config import ScanSnapConfig
+from analyses.series_writer import start_over
 from analyses.topic.config import TopicExperimentConfig
 from analyses.toy_model_store import (
     MODEL_CLASSES,
@@ -29,6 +32,7 @@ from analyses.toy_model_store import (
 )
 from mechprobe import records
 from mechprobe.errors import RecordError
+from probes.core.checkpoint_series import MANIFEST
 from probes.core.errors import ModelError
 from probes.core.loading import load_model
 from probes.core.model_kind import HookedModel
@@ -58,24 +62,16 @@ def load_toy_model(folder: str | Path, *, device: str | torch.device = "cpu") ->
     checkpoint has no ``summary.json`` of its own: its ``config`` is None, and its model reads text through the
     series' :class:`~analyses.lm_data.CutVocabTokenizer`): a missing or damaged one raises
     :class:`~mechprobe.errors.RecordError` (or :class:`ModelError` for weights of another shape) in one line that
-    names the file and the field and says to re-run the toy.
+    names the file and the field and the command that wrote it (the toy, or the train-lm run of a series step).
     """
     folder = Path(folder)
-    path = folder / MODEL_JSON
-    document = records.read_json(path, rerun=_rerun(folder, "the toy experiment"))
-    if isinstance(document, dict) and isinstance(document.get("experiment"), str):
-        rerun = _rerun(folder, document["experiment"])
-    else:
-        rerun = _rerun(folder, "the toy experiment")
-    saved = records.checked(ModelFile, document, path, rerun=rerun)
+    saved, config, rerun = _model_file(folder)
     if saved.model_class == STANDARD_BRIDGE:
-        standard = records.checked(StandardModelConfig, saved.config, path, at="config", rerun=rerun)
-        bridge = build_standard_model(standard, device=device)
+        bridge = build_standard_model(config, device=device)
         if saved.experiment == "train-lm" and (folder.parent / VOCAB_FILE).is_file():
             bridge.tokenizer = CutVocabTokenizer.of_series(folder.parent)
         return _loaded(bridge, folder, saved, None, device, rerun)
-    model_class, config_class = MODEL_CLASSES[saved.model_class]
-    config: Any = records.checked(config_class, saved.config, path, at="config", rerun=rerun)
+    model_class, _ = MODEL_CLASSES[saved.model_class]
     summary = folder / SUMMARY_FILE
     if not summary.is_file():
         raise RecordError(f"{summary} is missing: it holds the settings the model was trained with. {rerun}")
@@ -86,6 +82,34 @@ def load_toy_model(folder: str | Path, *, device: str | torch.device = "cpu") ->
     run_config: Any = records.checked(EXPERIMENT_CONFIGS[saved.experiment], run["settings"], summary, at="settings",
                                       rerun=rerun)
     return _loaded(model_class(config, device=device), folder, saved, run_config, device, rerun)
+
+
+def _model_file(folder: Path) -> tuple[ModelFile, Any, str]:
+    """``folder/model.json`` read, the model's config it holds, and what to re-run when a file of the folder is
+    damaged."""
+    path = folder / MODEL_JSON
+    document = records.read_json(path, rerun=_rerun(folder, None))
+    named = document.get("experiment") if isinstance(document, dict) else None
+    rerun = _rerun(folder, named if isinstance(named, str) else None)
+    saved = records.checked(ModelFile, document, path, rerun=rerun)
+    config_class = StandardModelConfig if saved.model_class == STANDARD_BRIDGE else MODEL_CLASSES[saved.model_class][1]
+    return saved, records.checked(config_class, saved.config, path, at="config", rerun=rerun), rerun
+
+
+def check_toy_checkpoints(specs: Iterable[str]) -> None:
+    """Each toy folder among ``specs`` (a series' checkpoints) has a ``model.json`` and weights that read back (one
+    folder at a time) and (a train-lm step) its series' vocabulary, so that a series of toy or train-lm steps is
+    refused before its first checkpoint is measured, in one line naming the damaged file and the command that wrote
+    it.
+
+    Example: ``check_toy_checkpoints(["runs/lm/step_0", "runs/lm/step_10"])``."""
+    for spec in specs:
+        if is_toy_folder(spec):
+            folder = Path(spec)
+            saved, _, rerun = _model_file(folder)
+            records.read_tensors(folder / MODEL_WEIGHTS, rerun=rerun)
+            if saved.experiment == "train-lm" and (folder.parent / VOCAB_FILE).is_file():
+                kept_ids(folder.parent)
 
 
 def _loaded(model: Any, folder: Path, saved: ModelFile, run_config: Any, device: str | torch.device,
@@ -103,9 +127,16 @@ def _loaded(model: Any, folder: Path, saved: ModelFile, run_config: Any, device:
     return ToyModel(model, saved.experiment, run_config, folder)
 
 
-def _rerun(folder: Path, experiment: str) -> str:
-    if experiment == "train-lm":
-        return f"Re-run `mechprobe train-lm --out {folder.parent}` (a new folder, or this one after deleting it)."
+def _rerun(folder: Path, experiment: str | None) -> str:
+    """How to write ``folder`` again, naming the command that wrote it: a step of a ``train-lm`` series (whose folder
+    holds the cut vocabulary), a step of the induction toy's series (``OUT/series/step_N``) or a toy run's folder.
+    ``experiment`` is the one ``model.json`` names (None where it does not read)."""
+    series = folder.parent
+    if experiment == "train-lm" or (experiment is None and (series / VOCAB_FILE).is_file()):
+        return f"{folder} is a step of the train-lm run in {series}. {start_over(series)}"
+    if experiment in ("induction", None) and series.name == SERIES_FOLDER and (series / MANIFEST).is_file():
+        return (f"{folder} is a step of the series the induction toy saved in {series.parent}: run the same "
+                f"mechprobe toy induction command (--out {series.parent}) again; its new run replaces that folder.")
     command = f"mechprobe toy {experiment}" if experiment in EXPERIMENT_CONFIGS else "mechprobe toy NAME"
     return f"Re-run `{command} --out {folder}` (a new folder, or this one after deleting it)."
 

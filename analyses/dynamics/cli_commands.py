@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from analyses.cli_checks import (
+    check_compared_folders,
     check_output_folder,
     count_arg,
     device_arg,
@@ -120,6 +121,7 @@ def run_dynamics_command(args: argparse.Namespace) -> int:
         with naming("--refine"):
             check_refinable(Path(args.model))
     out = check_output_folder("--out", args.out, earlier_output=lambda folder: (folder / STORE).is_dir())
+    check_compared_folders("--compare", args.compare, out=out, model=args.model)
     others = {folder: compared_series(folder) for folder in args.compare}  # checked before any measuring
     dtype = torch_dtype(args.dtype or "float32")
     if args.refine:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from analyses.series_writer import saved_steps
+from analyses.series_writer import CHECKPOINT_FOLDER, saved_steps, start_over
 from mechprobe import records
 from mechprobe.errors import RecordError
 from probes.core.atomic import atomic_write_text
@@ -24,8 +24,6 @@ from probes.core.errors import InputError
 
 SETTINGS_FILE = "train-lm.json"
 """``{"settings": {...}}``: the settings of the train-lm run in this folder."""
-CHECKPOINT_FOLDER = "checkpoint"
-"""The training state (weights, AdamW, row generator, loss history) the same command resumes from."""
 
 
 def is_train_lm_folder(folder: Path) -> bool:
@@ -44,12 +42,6 @@ def resumable(out: Path) -> bool:
                          f"without which the run cannot be resumed. Give a new --out, or delete {out} to train it "
                          f"again.")
     return False
-
-
-def start_over(out: Path) -> str:
-    """How to train the run in ``out`` again from step 0 with the same command, its other files kept."""
-    return (f"Delete {out / MANIFEST} and {out / CHECKPOINT_FOLDER}: the same command then trains again from step 0 "
-            f"and writes every step again.")
 
 
 def check_rerun(out: Path, settings: dict[str, Any]) -> set[int]:

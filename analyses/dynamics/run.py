@@ -30,7 +30,7 @@ from analyses.dynamics.text_measure import TextProbeData, text_probe_data
 from analyses.dynamics.toy_measure import measure_toy_checkpoint
 from analyses.induction.config import InductionExperimentConfig
 from analyses.series_writer import INDUCTION_TOY_MEASURE
-from analyses.toy_model_loader import load_any_model
+from analyses.toy_model_loader import check_toy_checkpoints, load_any_model
 from mechprobe import records
 from probes import ModelInfo, TokenBatch
 from probes.core.atomic import atomic_write_text
@@ -72,7 +72,8 @@ def _read_stored(path: Path, checkpoint: Checkpoint, config: DynamicsConfig) -> 
     _moved_store(path, checkpoint)
     if not path.is_file():
         return None
-    stored = records.load(StoredMeasure, records.strict_json(path.read_text(encoding="utf-8")))
+    stored = records.read_record(StoredMeasure, path, rerun=f"Delete {path}: the same command then measures that "
+                                 f"checkpoint again.")
     if stored.settings != config or stored.checkpoint != checkpoint:
         raise InputError(f"{path} was measured with other settings or another checkpoint ({stored.checkpoint.spec}); "
                          f"write this run to another --out, or delete that folder to measure again.")
@@ -173,6 +174,17 @@ def measure_series(series: CheckpointSeries, out: Path, config: DynamicsConfig, 
     return measures, measured_now, reused
 
 
+def checked_series(spec: Any) -> CheckpointSeries:
+    """The series ``spec`` names, checked before any checkpoint is measured: each hub revision resolved, each toy
+    or train-lm step's files read (:func:`~analyses.toy_model_loader.check_toy_checkpoints`), a toy series'
+    measure known. Example: ``checked_series("runs/lm").steps``."""
+    series = checkpoint_series(spec)
+    check_revisions(series)
+    check_toy_checkpoints(c.spec for c in series.checkpoints)
+    toy_settings(series)
+    return series
+
+
 def run_dynamics(series_spec: Any, out: str | Path, config: DynamicsConfig | None = None, *,
                  device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32, progress: bool = True,
                  load: Loader | None = None) -> DynamicsSummary:
@@ -183,8 +195,7 @@ def run_dynamics(series_spec: Any, out: str | Path, config: DynamicsConfig | Non
     Example: ``run_dynamics("runs/lm", "runs/lm-dynamics").events.orders``.
     """
     config = DynamicsConfig() if config is None else config
-    series = checkpoint_series(series_spec)
-    check_revisions(series)
+    series = checked_series(series_spec)
     out = Path(out)
     loader = load or (lambda spec: load_any_model(spec, device=device, dtype=dtype))
     measures, measured_now, reused = measure_series(series, out, config, load=loader, progress=progress)

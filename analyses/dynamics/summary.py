@@ -37,12 +37,13 @@ class DynamicsSummary:
         return [(change.step, change.start + self.settings.fraction * change.rise, event.holds)]
 
 
-def load_summary(folder: str | Path) -> DynamicsSummary:
-    """The :class:`DynamicsSummary` a finished ``mechprobe dynamics`` run wrote into ``folder``."""
+def load_summary(folder: str | Path, *, rerun: str | None = None) -> DynamicsSummary:
+    """The :class:`DynamicsSummary` a finished ``mechprobe dynamics`` run wrote into ``folder``; a damaged one is
+    one line ending with ``rerun`` (by default: run that dynamics command again)."""
     path = Path(folder) / SUMMARY
-    if not path.is_file():
+    if not path.is_file() and rerun is None:
         raise InputError(f"{folder} holds no {SUMMARY} of a finished mechprobe dynamics run; give the --out folder "
                          f"of one (run it to the end first).")
-    rerun = (f"Run the mechprobe dynamics command that wrote {folder} again (it reuses the checkpoints measured there "
-             f"and writes {SUMMARY} anew).")
+    rerun = rerun or (f"Run the mechprobe dynamics command that wrote {folder} again (it reuses the checkpoints "
+                      f"measured there and writes {SUMMARY} anew).")
     return records.checked(DynamicsSummary, records.read_json(path, rerun=rerun), path, rerun=rerun)

@@ -41,7 +41,8 @@ def run_series(specs: Sequence[str], out: Path, config: DynamicsConfig, *, devic
 
 def load_series(specs: Sequence[str], out: Path) -> dict[str, DynamicsSummary]:
     """The summaries a finished report's series runs wrote (for ``mechprobe render``)."""
-    return {spec: load_summary(series_folder(out, i)) for i, spec in enumerate(specs)}
+    return {spec: load_summary(series_folder(out, i), rerun="Re-run mechprobe report (with its --series).")
+            for i, spec in enumerate(specs)}
 
 
 def _whole(value: float) -> str:

@@ -27,7 +27,7 @@ import torch
 
 from probes.core.checkpoint_series import missing_revision_error, revision_of
 from probes.core.errors import ConfigError, ModelError
-from probes.core.legacy_hub import LegacySpec, boot_legacy, legacy_spec
+from probes.core.legacy_hub import LegacySpec, boot_legacy, legacy_spec, split_checkpoint
 from probes.core.model_info import ModelInfo
 from probes.core.model_kind import transformer_bridge_class
 from probes.core.tl_checkpoint import (
@@ -308,6 +308,8 @@ def load_model(
             f"{path} is a file, but a model file must be {CHECKPOINT_FORMS} (suffix {', '.join(STATE_SUFFIXES)}); "
             f"a Hugging Face checkpoint is given as its folder."
         )
+    if "@" in text:
+        split_checkpoint(text)  # a bad checkpoint suffix (@checkpoint_value=1.5) is named as such, not as a path
     if path.suffix or text.startswith((".", "/", "~")) or (os.sep in text and text.count("/") > 1):
         raise ModelError(
             f"No model folder or file at {text!r}. Give an existing checkpoint folder or file, a packaged name "

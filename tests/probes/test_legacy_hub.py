@@ -56,6 +56,7 @@ def test_a_checkpoint_is_chosen_by_a_suffix_with_transformer_lens_argument_names
 @pytest.mark.parametrize(("spec", "expected"), [
     ("attn-only-2l@step=3", "@checkpoint_index=N or @checkpoint_value=N"),
     ("attn-only-2l@checkpoint_index=x", "@checkpoint_index=N or @checkpoint_value=N"),
+    ("attn-only-2l@checkpoint_value=1.5", "@checkpoint_index=N or @checkpoint_value=N"),  # not read as a path
     ("gpt2@checkpoint_index=3", "legacy TransformerLens repos.*'gpt2' is not one of them"),
 ])
 def test_a_bad_checkpoint_suffix_is_one_line(spec, expected):

@@ -18,6 +18,7 @@ from analyses.report.compare import compare
 from analyses.report.config import ReportConfig
 from analyses.report.dynamics_section import series_folder
 from analyses.report.linear_section import LinearReportConfig
+from mechprobe.errors import RecordError
 from probes import ConfigError
 from tests.stand_in_hub import REPO, make_stand_in_hub, use_stand_in_hub
 
@@ -50,6 +51,11 @@ def test_report_with_a_series_has_a_dynamics_section_that_render_rebuilds(hub, t
     assert "| holds |" not in table  # random-weight revisions: no event holds
     (out / "report.md").unlink()
     render_report(out)
+    assert (out / "report.md").read_text() == markdown
+    damaged = series_folder(out, 0) / "summary.json"
+    damaged.write_text("{broken")
+    with pytest.raises(RecordError, match=f"{damaged} is not valid JSON.*Re-run mechprobe report"):
+        render_report(out)  # the report wrote that folder: its fix, not dynamics'
     assert (out / "report.md").read_text() == markdown
 
 

@@ -1,10 +1,17 @@
 """Damaged series folders, generated: every file of a ``train-lm`` folder and of a ``dynamics`` folder made here is
 damaged in turn in every way its kind allows (JSON: truncated, not UTF-8, deleted, a list for the object, a key
 removed, and in ``series.json`` two steps swapped; binary: truncated, deleted, garbage), so a new file is fuzzed
-without anyone writing a case. ``train-lm`` run again on its damaged folder must resume it whole (exit 0, every
-saved step loading back) or refuse in one line naming the damaged file (exit 2, every file as it was); ``dynamics
---compare`` of a damaged dynamics folder must refuse naming the file or accept it (a file it does not read). Never a
-traceback. The default suite runs a fixed-seed sample of the cases; the slow suite (``make test``) all of them.
+without anyone writing a case. Each damaged folder is then given to every command that takes it:
+- ``train-lm`` run again on its damaged folder must resume it whole (exit 0, every saved step loading back) or
+  refuse in one line naming the damaged file (exit 2, every file as it was);
+- ``dynamics --model`` and ``report --series`` of a damaged train-lm folder must refuse before any measuring, in one
+  line naming the file and train-lm's fix (not a toy's), or measure it when they read no such file;
+- ``dynamics --compare`` of a damaged dynamics folder must refuse naming the file or accept it (a file it does not
+  read);
+- the same ``dynamics`` command given its damaged folder back as ``--out`` must resume (measuring again what was
+  lost) or refuse naming the file, every file as it was (slow suite only: each resume measures).
+Never a traceback. The default suite runs a fixed-seed sample of the cases; the slow suite (``make test``) all of
+them.
 """
 
 from __future__ import annotations
@@ -17,8 +24,10 @@ from pathlib import Path
 import pytest
 
 from analyses.cli import main
+from analyses.dynamics.summary import load_summary
+from analyses.lm_data import VOCAB_FILE
 from analyses.toy_model_loader import load_any_model
-from probes.core.checkpoint_series import checkpoint_series
+from probes.core.checkpoint_series import MANIFEST, checkpoint_series
 from tests.analyses.test_cli_fuzz import run, snapshot
 from tests.analyses.test_saved_folder_damage import BINARY_DAMAGES, JSON_DAMAGES, Damage, _edit
 
@@ -81,6 +90,14 @@ def assert_one_line_naming(code: int | str, stderr: str, damaged: Path) -> None:
     assert str(damaged) in lines[0] or str(damaged.parent) in lines[0], lines[0]
 
 
+class Measured(Exception):
+    """The input passed its checks: the measuring would start here."""
+
+
+def _measure(*args: object, **kwargs: object) -> None:
+    raise Measured
+
+
 def check_train_lm_rerun(made: dict[str, Path], where: Path, file: str, damage: str) -> None:
     folder, damaged = damaged_copy(made["lm"], where, file, damage)
     before = snapshot(folder)
@@ -95,27 +112,59 @@ def check_train_lm_rerun(made: dict[str, Path], where: Path, file: str, damage: 
     assert snapshot(folder) == before
 
 
-def check_compare(made: dict[str, Path], where: Path, file: str, damage: str,
-                  monkeypatch: pytest.MonkeyPatch) -> None:
+def check_compare(made: dict[str, Path], where: Path, file: str, damage: str) -> None:
     folder, damaged = damaged_copy(made["dyn"], where, file, damage)
     before = snapshot(folder)
-
-    class Measured(Exception):
-        """The compared folder passed its check: the measuring would start here."""
-
-    def measure(*args: object, **kwargs: object) -> None:
-        raise Measured
-
-    monkeypatch.setattr("analyses.dynamics.run.run_dynamics", measure)
     out = where / "new"
-    code, _, stderr = run(["dynamics", "--model", str(made["lm"]), "--out", str(out), "--compare", str(folder),
-                           *DYNAMICS])
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("analyses.dynamics.run.run_dynamics", _measure)
+        code, _, stderr = run(["dynamics", "--model", str(made["lm"]), "--out", str(out), "--compare", str(folder),
+                               *DYNAMICS])
     assert snapshot(folder) == before
     if isinstance(code, str) and "Measured" in code:
         assert file != "summary.json", "a damaged summary.json was drawn as a compared series"
         return
     assert_one_line_naming(code, stderr, damaged)
     assert not out.exists()
+
+
+READ_BY_DYNAMICS = ("series.json", VOCAB_FILE, "model.json", "model.safetensors")
+"""The files of a train-lm folder that measuring it reads (the others: its training state and summary); without a
+corpus a series needs no vocabulary, and without ``series.json`` its steps are found by their folders' names."""
+
+
+def check_measured(made: dict[str, Path], where: Path, file: str, damage: str, command: list[str]) -> None:
+    """``command`` (``dynamics --model`` or ``report --series``) of a damaged train-lm folder: refused before any
+    measuring in one line naming the file and train-lm's fix (never toy's), or measured when it reads no such file."""
+    folder, damaged = damaged_copy(made["lm"], where, file, damage)
+    before = snapshot(folder)
+    out = where / "new"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("analyses.dynamics.run.measure_series", _measure)
+        patch.setattr("analyses.report.build.run_report", _measure)
+        code, _, stderr = run([str(folder) if a == "@lm" else str(out) if a == "@out" else a for a in command])
+    assert snapshot(folder) == before
+    assert not out.exists()
+    if isinstance(code, str) and "Measured" in code:
+        unread = Path(file).name not in READ_BY_DYNAMICS or (damage == "deleted" and file in (MANIFEST, VOCAB_FILE))
+        assert unread, f"a damaged {file} was measured"
+        return
+    assert_one_line_naming(code, stderr, damaged)
+    assert "mechprobe toy" not in stderr, stderr
+
+
+def check_own_out(made: dict[str, Path], where: Path, file: str, damage: str) -> None:
+    """``dynamics`` given its damaged folder back as ``--out`` (the same command, to resume): it measures again what
+    was lost and writes a summary that reads back, or refuses in one line naming the damaged file, every file as
+    it was."""
+    folder, damaged = damaged_copy(made["dyn"], where, file, damage)
+    before = snapshot(folder)
+    code, _, stderr = run(["dynamics", "--model", str(made["lm"]), "--out", str(folder), *DYNAMICS])
+    if code == 0:
+        assert load_summary(folder).steps == (0, 10, 12)
+        return
+    assert_one_line_naming(code, stderr, damaged)
+    assert snapshot(folder) == before
 
 
 def failures(check: Check, source: Path, cases: list[tuple[str, str]], tmp_path: Path) -> list[str]:
@@ -126,14 +175,15 @@ def failures(check: Check, source: Path, cases: list[tuple[str, str]], tmp_path:
             check(tmp_path / f"case{i}", file, damage)
         except Exception as error:  # an assertion, or the check's own reading of the folder
             text = str(error).strip().splitlines()
-            found.append(f"{source.name}/{file} {damage}: {type(error).__name__}: {text[0] if text else ''}")
+            found.append(f"{tmp_path.name}: {source.name}/{file} {damage}: {type(error).__name__}: "
+                         f"{text[0] if text else ''}")
     return found
 
 
 Check = Callable[[Path, str, str], None]
 
 
-def run_checks(made: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, every: bool) -> None:
+def run_checks(made: dict[str, Path], tmp_path: Path, *, every: bool) -> None:
     lm_cases, dyn_cases = cases_of(made["lm"]), cases_of(made["dyn"])
     assert {file for file, _ in lm_cases} >= {"train-lm.json", "series.json", "step_0/model.safetensors",
                                               "checkpoint/checkpoint.json"}
@@ -141,16 +191,24 @@ def run_checks(made: dict[str, Path], tmp_path: Path, monkeypatch: pytest.Monkey
     if not every:
         lm_cases, dyn_cases = sampled(lm_cases), sampled(dyn_cases)
     found = failures(lambda where, file, damage: check_train_lm_rerun(made, where, file, damage), made["lm"],
-                     lm_cases, tmp_path)
-    found += failures(lambda where, file, damage: check_compare(made, where, file, damage, monkeypatch), made["dyn"],
-                      dyn_cases, tmp_path)
+                     lm_cases, tmp_path / "rerun")
+    found += failures(lambda where, file, damage: check_compare(made, where, file, damage), made["dyn"], dyn_cases,
+                      tmp_path / "compare")
+    for name, command in (("dynamics", ["dynamics", "--model", "@lm", "--out", "@out", *DYNAMICS]),
+                          ("report", ["report", "--no-toys", "--out", "@out", "--series", "@lm"])):
+        found += failures(lambda where, file, damage, command=command: check_measured(made, where, file, damage,
+                                                                                      command),
+                          made["lm"], lm_cases, tmp_path / name)
+    if every:  # each case that resumes measures again (seconds each)
+        found += failures(lambda where, file, damage: check_own_out(made, where, file, damage), made["dyn"],
+                          dyn_cases, tmp_path / "own-out")
     assert not found, "\n".join(found)
 
 
-def test_a_sample_of_damaged_series_folders_is_resumed_or_refused_naming_the_file(made, tmp_path, monkeypatch):
-    run_checks(made, tmp_path, monkeypatch, every=False)
+def test_a_sample_of_damaged_series_folders_is_resumed_or_refused_naming_the_file(made, tmp_path):
+    run_checks(made, tmp_path, every=False)
 
 
 @pytest.mark.slow
-def test_every_damaged_series_file_is_resumed_or_refused_naming_the_file(made, tmp_path, monkeypatch):
-    run_checks(made, tmp_path, monkeypatch, every=True)
+def test_every_damaged_series_file_is_resumed_or_refused_naming_the_file(made, tmp_path):
+    run_checks(made, tmp_path, every=True)

@@ -35,8 +35,9 @@ def small_toy(n_steps: int = 300, **changes):
     """The standard preset made small: chains of 50 states, 64 held out; 300 Adam steps form both heads."""
     base = PRESETS["standard"]
     return dataclasses.replace(base, data=dataclasses.replace(base.data, seq_len=50), eval_seq_lens=(50,), n_val=64,
-                               probe_sequences=64, eval_every=10**6, series_checkpoints=10,
-                               standard_train=dataclasses.replace(base.standard_train, n_steps=n_steps), **changes)
+                               probe_sequences=64, eval_every=10**6,
+                               standard_train=dataclasses.replace(base.standard_train, n_steps=n_steps),
+                               **{"series_checkpoints": 10, **changes})
 
 
 def random_weight_series(folder, config, seeds):
@@ -58,6 +59,17 @@ def test_series_checkpoints_is_for_the_standard_toy_only():
         dataclasses.replace(PRESETS["standard"], series_checkpoints=1)
     with pytest.raises(ToyConfigError, match="n_steps >= 1"):
         small_toy(n_steps=0)
+
+
+def test_more_series_checkpoints_than_steps_is_refused_not_clamped(tmp_path, capsys):
+    twelve = small_toy(n_steps=12, series_checkpoints=0)
+    assert dataclasses.replace(twelve, series_checkpoints=4).series_checkpoints == 4  # steps 0, 10, 11, 12
+    with pytest.raises(ToyConfigError, match=r"series_checkpoints \(5\) is more than"):
+        dataclasses.replace(twelve, series_checkpoints=5)
+    argv = ["toy", "induction", "--preset", "standard", "--out", str(tmp_path / "toy"), "--set",
+            "standard_train.n_steps=12", "--set", "series_checkpoints=50"]
+    assert main(argv) == 2
+    assert "series_checkpoints (50)" in capsys.readouterr().err and not any(tmp_path.iterdir())
 
 
 def test_uniform_copier_mass_is_the_mean_of_one_over_visible_keys():
