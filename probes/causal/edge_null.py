@@ -156,11 +156,9 @@ class EdgeEffect(ProbeResult):
         """The result of merged :class:`EdgeSums` (bootstrap over their sequences) and the null of their random
         edges (:func:`edge_with_null`; None: no draws)."""
         values = sums.effects()
-        measured = {"tokens": sums.tokens, "queries": sums.queries, "clean_loss": sums.clean_loss,
-                    "patched_loss": sums.patched_loss[:, :1], "clean_mass": sums.clean_mass[:, :1],
-                    "patched_mass": sums.patched_mass[:, :1]}
+        measured = {key: value[:, :1] if value.ndim == 2 else value for key, value in sums.state().items()}
         if sums.tokens.shape[0] >= 2:
-            _, low, high = bootstrap_interval(measured, lambda st: edge_effects(st, 1)[:, 0], n_boot=n_boot,
+            _, low, high = bootstrap_interval(measured, lambda st: edge_effects(st)[:, 0], n_boot=n_boot,
                                               level=level, seed=seed)
         else:
             low = high = torch.full_like(values[0], float("nan"))

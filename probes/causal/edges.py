@@ -134,14 +134,17 @@ class EdgeSums:
 
     def effects(self) -> Float[Tensor, "edge effect"]:
         """Per edge, over all sequences: ``[loss change, score drop]`` (:data:`EFFECTS`)."""
-        return edge_effects({"tokens": self.tokens, "queries": self.queries, "clean_loss": self.clean_loss,
-                             "patched_loss": self.patched_loss, "clean_mass": self.clean_mass,
-                             "patched_mass": self.patched_mass}, unit_axis=0)
+        return edge_effects({key: value.double().sum(0) for key, value in self.state().items()})
+
+    def state(self) -> dict[str, Tensor]:
+        """The per-sequence sums by name (what :func:`edge_effects` reads once summed)."""
+        names = ("tokens", "queries", "clean_loss", "patched_loss", "clean_mass", "patched_mass")
+        return dict(zip(names, self._fields()))
 
 
-def edge_effects(state: Mapping[str, Tensor], unit_axis: int) -> Tensor:
-    """:data:`EFFECTS` from summed or per-unit state (summed over ``unit_axis``): ``[..., edge, effect]``."""
-    total = {key: value.double().sum(unit_axis) for key, value in state.items()}
+def edge_effects(total: Mapping[str, Tensor]) -> Float[Tensor, "... edge effect"]:
+    """:data:`EFFECTS` from sums over sequences (:meth:`EdgeSums.state` summed; any leading axes, e.g. bootstrap
+    resamples)."""
     loss = (total["patched_loss"] - total["clean_loss"][..., None]) / total["tokens"][..., None]
     score = (total["clean_mass"] - total["patched_mass"]) / total["queries"][..., None]
     return torch.stack([loss, score], -1)
