@@ -11,8 +11,10 @@ For an edge ``(l_s, h_s) -> (l_r, h_r)`` through input ``X`` of the receiver, pe
    sender's direct change to the residual stream, ``delta``;
 3. the receiver pass runs block ``l_r`` alone from ``clean + delta`` with ``hook_q``, ``hook_k`` and ``hook_v`` put
    back to their clean values except the receiver's ``X`` (its own LayerNorm has read ``clean + delta``; under
-   grouped-query attention the receiver's key/value group), and ends at ``hook_z``: the receiver's patched output
-   and its patched attention pattern, from which its score is read;
+   grouped-query attention the receiver's key/value group), and ends once ``hook_z`` and ``hook_pattern`` fired (a
+   bridge may fire the pattern after ``hook_z``): the receiver's patched output and its patched attention pattern,
+   from which its score is read. The hooks ``hook_q``/``hook_k``/``hook_v`` must feed the attention that follows
+   (they do on TransformerLens's models and bridges); a model that only reports them gives zero effects;
 4. the final pass runs from the clean residual entering ``l_r`` with only the receiver's ``hook_z`` replaced by the
    patched output, to the loss.
 
@@ -52,7 +54,7 @@ from probes.causal.routes import (
     cut_after_last_measured,
     resid_hook,
     token_losses,
-    value_at,
+    values_at,
 )
 from probes.causal.slices import SliceFn
 from probes.causal.token_loss import LossInputs
@@ -269,9 +271,10 @@ def batch_edge_sums(model: HookedModel, batch: TokenBatch, plan: EdgePlan, slice
         value = _replacement(plan, sender_layer, n_pos, means, clean_z, n_rows)
         if isinstance(value, Tensor) and value.is_floating_point():
             value = value.to(dtype)
-        out = value_at(model, one_block, inputs, kwargs, [(z_hook(sender_layer),
-                     _head_replacing_hook(senders, value, n_rows))], copies, attn_out_hook(sender_layer),
-                     resid=kept[resid_hook(sender_layer)] if sender_layer > 0 else None, layer=sender_layer)
+        out = values_at(model, one_block, inputs, kwargs, [(z_hook(sender_layer),
+                        _head_replacing_hook(senders, value, n_rows))], copies, [attn_out_hook(sender_layer)],
+                        resid=kept[resid_hook(sender_layer)] if sender_layer > 0 else None,
+                        layer=sender_layer)[attn_out_hook(sender_layer)]
         clean_out = kept[attn_out_hook(sender_layer)]
         delta = out.view(copies, *clean_out.shape) - clean_out[None]
         resid = (kept[resid_hook(receiver_layer)][None] + delta).flatten(0, 1)
@@ -279,13 +282,12 @@ def batch_edge_sums(model: HookedModel, batch: TokenBatch, plan: EdgePlan, slice
         hooks = [(input_hook(receiver_layer, kind), _clean_but_hook(
             kept[input_hook(receiver_layer, kind)], receivers_ if kind == plan.input else None, n_heads))
             for kind in "qkv"]
-        masses: dict[str, Tensor] = {}
-        hooks.append((pattern_hook(receiver_layer), lambda p, hook: masses.__setitem__("mass", target_mass(p))))
-        z = value_at(model, one_block, inputs, kwargs, hooks, copies, z_hook(receiver_layer), resid=resid,
-                   layer=receiver_layer)
+        read = values_at(model, one_block, inputs, kwargs, hooks, copies,
+                         [z_hook(receiver_layer), pattern_hook(receiver_layer)], resid=resid, layer=receiver_layer)
+        z = read[z_hook(receiver_layer)]
         z = z.view(copies, n_rows, *z.shape[1:])
         patched_z = z[torch.arange(copies), :, :, receivers_.to(z.device)]  # [copy, row, pos, d_head]
-        mass = masses["mass"].view(copies, n_rows, -1).cpu()
+        mass = target_mass(read[pattern_hook(receiver_layer)]).view(copies, n_rows, -1).cpu()
         replaced = _head_replacing_hook(receivers_, patched_z, n_rows, per_copy=True)
         nll = token_losses(model, route, inputs, kwargs, [(z_hook(receiver_layer), replaced)], copies,
                            kept[resid_hook(receiver_layer)] if skips else None,

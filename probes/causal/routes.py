@@ -182,15 +182,25 @@ def residual_injector(resid: Tensor, copies: int):
 
 
 class _HookReached(Exception):
-    """Raised from the hook a pass ends at: carries the value there and ends the forward pass."""
+    """Raised once the hooks a pass ends at have fired: carries their values and ends the forward pass."""
 
-    def __init__(self, value: Tensor) -> None:
+    def __init__(self, values: dict[str, Tensor]) -> None:
         super().__init__()
-        self.value = value
+        self.values = values
 
 
-def _stop_at(x: Tensor, hook: Any) -> None:
-    raise _HookReached(x)
+def _collector(names: Sequence[str]) -> list:
+    """Hooks keeping the value at each of ``names`` that end the pass once all of them fired (in any order)."""
+    values: dict[str, Tensor] = {}
+
+    def keeper(name: str):
+        def keep(x: Tensor, hook: Any) -> None:  # keyed by the name asked for: a bridge's alias has another hook.name
+            values[name] = x
+            if len(values) == len(names):
+                raise _HookReached(values)
+        return keep
+
+    return [(name, keeper(name)) for name in names]
 
 
 def _run_to_unembed(model: HookedModel, tokens: Tensor, kwargs: dict, hooks: list) -> Any:
@@ -248,28 +258,29 @@ def residual_at(model: HookedModel, route: ForwardRoute, inputs: LossInputs, kwa
     """A pass like :func:`token_losses` (``route.start_layer`` > 0: blocks below it skipped, ``resid`` put in) that
     ends where block ``stop_layer`` starts: the residual entering it for each of the ``copies``, ``[copies * rows
     pos d_model]``."""
-    return value_at(model, route, inputs, kwargs, hooks, copies, resid_hook(stop_layer), resid=resid,
-                    layer=route.start_layer)
+    name = resid_hook(stop_layer)
+    return values_at(model, route, inputs, kwargs, hooks, copies, [name], resid=resid, layer=route.start_layer)[name]
 
 
-def value_at(model: HookedModel, route: ForwardRoute, inputs: LossInputs, kwargs: dict, hooks: Sequence,
-             copies: int, name: str, *, resid: Tensor | None = None, layer: int = 0) -> Tensor:
-    """A pass over ``copies`` repeats of the batch with ``hooks`` that ends when the hook ``name`` fires: its value
-    there, ``[copies * rows ...]``. ``resid`` (``[rows ...]``, or ``[copies * rows ...]``: one per copy) is put in
-    at ``blocks.{layer}.hook_resid_pre``; the blocks below ``layer`` are skipped where the route allows it
+def values_at(model: HookedModel, route: ForwardRoute, inputs: LossInputs, kwargs: dict, hooks: Sequence,
+              copies: int, names: Sequence[str], *, resid: Tensor | None = None, layer: int = 0) -> dict[str, Tensor]:
+    """A pass over ``copies`` repeats of the batch with ``hooks`` that ends once every hook of ``names`` has fired:
+    the value at each, ``[copies * rows ...]`` (a bridge may fire ``hook_pattern`` after ``hook_z``, so the pass
+    waits for all). ``resid`` (``[rows ...]``, or ``[copies * rows ...]``: one per copy) is put in at
+    ``blocks.{layer}.hook_resid_pre``; the blocks below ``layer`` are skipped where the route allows it
     (``route.start_layer`` > 0: :func:`choose_route` checked it), else they run and their output is replaced."""
     tokens = inputs.tokens.repeat(copies, 1)
     kwargs = {key: value.repeat(copies, 1) if isinstance(value, Tensor) else value for key, value in kwargs.items()}
     skip = layer if resid is not None and route.start_layer > 0 else 0
-    hooks = [*hooks, (name, _stop_at)]
+    hooks = [*hooks, *_collector(names)]
     if resid is not None and not skip:
         hooks.append((resid_hook(layer), residual_injector(resid, copies)))
     try:
         with _pass_route(model, route, hooks, copies, resid, skip):
             forward.run(model, tokens, fwd_hooks=hooks, **kwargs)
     except _HookReached as reached:
-        return reached.value
-    raise ModelError(f"The forward pass never reached {name}.")
+        return reached.values
+    raise ModelError(f"The forward pass ended before {', '.join(names)} all fired.")
 
 
 def _no_reductions(layer: Any) -> None:

@@ -90,10 +90,10 @@ def test_the_planted_edge_and_a_random_one_equal_the_slow_reference(model, batch
     rows = 2 if method == "resample" else 1  # one sequence; resample takes the sender's output from another one
     batch = circuit_batches(1, rows, seed=5)[0]
     means = head_output_means(model, (0,), batches)
+    perm = torch.tensor([1, 0])  # the only derangement of two rows
     for edge in (PLANTED, (0, 2, 1, 1)):
         plan = EdgePlan.build(info, edge[:2], edge[2:], input=kind, method=method, seed=3)
         sums = edge_sums(model, plan, [batch], SLICE, means=means)
-        perm = torch.tensor([1, 0])
         replace = {"zero": lambda z: torch.zeros_like(z), "mean": lambda z: means.mean(0, z.shape[1]).float()[None]
                    .expand_as(z), "resample": lambda z: z[perm]}[method]
         loss, score = reference_effects(model, batch.tokens, edge, kind, replace)
