@@ -1,4 +1,4 @@
-"""A 2-layer attention-only native bridge with a planted previous-token -> induction K-composition, built from real
+"""A 2-layer attention-only model with a planted previous-token -> induction K-composition, built from real
 attention weights, and ``[BOS] X X`` batches for it.
 
 The residual stream has four blocks: the token (one-hot), the position (one-hot), the previous token and the
@@ -11,7 +11,8 @@ and V-edges from the previous-token head are exactly zero), and its keys find th
 current token, which predicts the repeated half of ``[BOS] X X``.
 
 Every other head has random queries, keys and values (seeded) and writes ``NOISE`` times a random ``W_O``: small,
-nonzero edges everywhere else, so a random edge is not exactly zero. No LayerNorm, no biases.
+nonzero edges everywhere else, so a random edge is not exactly zero. No LayerNorm, no biases. The same weights
+build a native bridge (both TransformerLens generations) and a 3.9 ``HookedTransformer``.
 """
 
 from __future__ import annotations
@@ -54,33 +55,69 @@ def planted_heads() -> dict[tuple[int, int], dict[str, torch.Tensor]]:
     return {PREVIOUS_HEAD: prev, INDUCTION_HEAD: induction}
 
 
+def circuit_weights(*, planted: bool = True, seed: int = 0) -> dict[str, torch.Tensor]:
+    """Every weight in ``nn.Linear`` layout: ``tok_embed`` [V d_model], ``pos`` [N d_model], ``head`` [V d_model],
+    ``layers.{l}.{q,k,v,o}`` [d_model d_model] (head ``h`` in rows (q, k, v) / columns (o) ``h * D_HEAD`` onwards)."""
+    generator = torch.Generator().manual_seed(seed)
+    weights = {"tok_embed": torch.eye(V, D_MODEL), "pos": torch.zeros(N, D_MODEL), "head": torch.zeros(V, D_MODEL)}
+    weights["pos"][:, POSITION:POSITION + N] = torch.eye(N)
+    weights["head"][:, OUT:OUT + V] = SCALE * torch.eye(V)
+    for layer in range(2):
+        for name in "qkvo":
+            weight = torch.randn(D_MODEL, D_MODEL, generator=generator) / D_MODEL**0.5
+            weights[f"layers.{layer}.{name}"] = NOISE * weight if name == "o" else weight
+    for (layer, head_index), heads in (planted_heads().items() if planted else ()):
+        block = slice(head_index * D_HEAD, (head_index + 1) * D_HEAD)
+        for name, value in heads.items():
+            if name == "W_O":
+                weights[f"layers.{layer}.o"][:, block] = value.T
+            else:
+                weights[f"layers.{layer}.{name[-1].lower()}"][block] = value.T
+    return weights
+
+
 def planted_circuit_bridge(*, planted: bool = True, seed: int = 0) -> nn.Module:
-    """The planted model (``planted=False``: the same random heads, the two planted heads random too)."""
+    """The planted model as a native bridge (``planted=False``: the two planted heads random like the others)."""
     assert N - 1 >= 2 * SEQ_LEN + 1 and D_HEAD >= V
     model = build_standard_model(StandardModelConfig(n_layers=2, d_model=D_MODEL, n_heads=HEADS, d_vocab=V, n_ctx=N,
                                                      normalization="none", seed=seed))
     params = {name.replace("_original_component.", ""): p for name, p in model.original_model.named_parameters()}
-    generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
-        params["tok_embed.weight"].copy_(torch.eye(V, D_MODEL))
-        w_pos = torch.zeros(N, D_MODEL)
-        w_pos[:, POSITION:POSITION + N] = torch.eye(N)
-        params["pos.weight"].copy_(w_pos)
-        head = torch.zeros(V, D_MODEL)
-        head[:, OUT:OUT + V] = SCALE * torch.eye(V)
-        params["head.weight"].copy_(head)
+        for name, value in circuit_weights(planted=planted, seed=seed).items():
+            if name.startswith("layers."):
+                layer, kind = name.split(".")[1:]
+                params[f"layers.{layer}.attn.{kind}.weight"].copy_(value)
+                params[f"layers.{layer}.attn.{kind}.bias"].zero_()
+            else:
+                params[f"{name}.weight"].copy_(value)
+    return model.eval()
+
+
+def planted_circuit_hooked_transformer(*, planted: bool = True, seed: int = 0) -> nn.Module:
+    """The same weights in a TransformerLens 3.9 ``HookedTransformer`` (4.x has none)."""
+    import warnings
+
+    from transformer_lens import HookedTransformer, HookedTransformerConfig
+
+    cfg = HookedTransformerConfig(n_layers=2, d_model=D_MODEL, n_ctx=N, d_head=D_HEAD, n_heads=HEADS, d_vocab=V,
+                                  attn_only=True, normalization_type=None, act_fn="relu", seed=seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        model = HookedTransformer(cfg)
+    weights = circuit_weights(planted=planted, seed=seed)
+    with torch.no_grad():
+        model.embed.W_E.copy_(weights["tok_embed"])
+        model.pos_embed.W_pos.copy_(weights["pos"])
+        model.unembed.W_U.copy_(weights["head"].T)
+        model.unembed.b_U.zero_()
         for layer in range(2):
-            for name in "qkvo":
-                params[f"layers.{layer}.attn.{name}.bias"].zero_()
-                weight = torch.randn(D_MODEL, D_MODEL, generator=generator) / D_MODEL**0.5
-                params[f"layers.{layer}.attn.{name}.weight"].copy_(NOISE * weight if name == "o" else weight)
-        for (layer, head_index), weights in (planted_heads().items() if planted else ()):
-            block = slice(head_index * D_HEAD, (head_index + 1) * D_HEAD)
-            for name, value in weights.items():
-                if name == "W_O":
-                    params[f"layers.{layer}.attn.o.weight"][:, block] = value.T
-                else:
-                    params[f"layers.{layer}.attn.{name[-1].lower()}.weight"][block] = value.T
+            attn = model.blocks[layer].attn
+            for kind in "qkv":  # rows of head h -> W_X[h] [d_model d_head]
+                getattr(attn, f"W_{kind.upper()}").copy_(weights[f"layers.{layer}.{kind}"].view(HEADS, D_HEAD, D_MODEL)
+                                                         .transpose(1, 2))
+                getattr(attn, f"b_{kind.upper()}").zero_()
+            attn.W_O.copy_(weights[f"layers.{layer}.o"].view(D_MODEL, HEADS, D_HEAD).permute(1, 2, 0))
+            attn.b_O.zero_()
     return model.eval()
 
 

@@ -22,7 +22,9 @@ from tests.probes.causal.planted_circuit import (
     SEQ_LEN,
     circuit_batches,
     planted_circuit_bridge,
+    planted_circuit_hooked_transformer,
 )
+from tests.probes.tl_support import needs_hooked_transformer
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -30,9 +32,13 @@ SLICE = repeated_half(SEQ_LEN)
 PLANTED = (*PREVIOUS_HEAD, *INDUCTION_HEAD)
 
 
-@pytest.fixture(scope="module")
-def model():
-    return planted_circuit_bridge()
+BUILDS = {"native_bridge": pytest.param(planted_circuit_bridge),
+          "hooked_transformer": pytest.param(planted_circuit_hooked_transformer, marks=needs_hooked_transformer)}
+
+
+@pytest.fixture(scope="module", params=BUILDS.values(), ids=BUILDS.keys())
+def model(request):
+    return request.param()
 
 
 @pytest.fixture(scope="module")
