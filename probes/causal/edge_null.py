@@ -23,7 +23,15 @@ from torch import Tensor
 from mechprobe.forward import model_device
 from probes.causal.ablation import batches_as_read, reusable_batches
 from probes.causal.edge_plan import EdgePlan, Head
-from probes.causal.edges import EFFECTS, EdgeSums, edge_effects, edge_route, edge_sums
+from probes.causal.edges import (
+    EFFECTS,
+    EdgeSums,
+    check_edge_hooks,
+    clean_passes,
+    edge_effects,
+    edge_route,
+    edge_sums,
+)
 from probes.causal.means import HeadMeans, head_output_means
 from probes.causal.null import NULL_QUANTILE
 from probes.causal.pass_size import PASS_BYTES
@@ -55,10 +63,13 @@ def edge_with_null(model: HookedModel, plan: EdgePlan, batches: Sequence[Any], s
     if not batches:
         raise InputError("No batches were given: the batch iterable was empty.")
     route = edge_route(model, plan, batches[0], slice_fn, shortcuts=shortcuts)
+    check_edge_hooks(model, plan)
+    # the groups share one clean pass per batch where what it keeps fits the pass budget
+    clean = clean_passes(model, plan, batches, slice_fn, route, max_bytes=pass_bytes) if stop_at is not None else None
 
     def measure(start: int, stop: int) -> EdgeSums:
         return edge_sums(model, plan.subset(start, stop), batches, slice_fn, means=means, max_rows=max_rows,
-                         pass_bytes=pass_bytes, route=route)
+                         pass_bytes=pass_bytes, route=route, clean=clean)
 
     sums = measure(0, 1 + (plan.n_draws if stop_at is None else min(group, plan.n_draws)))
     values = sums.effects()
@@ -76,7 +87,8 @@ def edge_with_null(model: HookedModel, plan: EdgePlan, batches: Sequence[Any], s
             sums = sums.extend(measure(sums.n_edges, 1 + stop))
         return sums.effects()[1 + start : 1 + stop]
 
-    return sums, sequential_null(values[0], draw, SequentialRule(plan.n_draws, stop_at, group))
+    null = sequential_null(values[0], draw, SequentialRule(plan.n_draws, stop_at, group))
+    return sums, null  # the sums after the draws extended them
 
 
 @dataclass(frozen=True)

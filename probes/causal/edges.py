@@ -32,7 +32,7 @@ attention, unembedding at the slice positions, the tail cut) where the model all
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -209,40 +209,58 @@ def _clean_but_hook(clean: Tensor, heads: Tensor | None, n_heads: int):
     return hook
 
 
-def batch_edge_sums(model: HookedModel, batch: TokenBatch, plan: EdgePlan, slice_fn: SliceFn, *,
-                    means: HeadMeans | None = None, size: PassSize | None = None,
-                    route: ForwardRoute = PLAIN) -> EdgeSums:
-    """The :class:`EdgeSums` of one batch (module docstring: a clean pass, then per group of edges with one
-    receiver layer a sender pass, a receiver pass and a final pass)."""
+@dataclass(frozen=True)
+class CleanPass:
+    """What the clean pass over one batch leaves for the patched passes: the batch as measured (cut after its last
+    measured position where the route cuts), its loss inputs and forward arguments, the score's targets among the
+    slice's queries ``[row q_pos k_pos]``, the activations kept by hook name (``mass{l}``: layer ``l``'s heads'
+    attention mass on their targets ``[row head]``) and the clean loss per row."""
+
+    batch: TokenBatch
+    inputs: LossInputs
+    kwargs: dict
+    targets: Bool[Tensor, "row q_pos k_pos"]
+    kept: dict[str, Tensor]
+    clean_loss: Float[Tensor, " row"]
+
+    def target_mass(self, pattern: Float[Tensor, "batch head q_pos k_pos"]) -> Float[Tensor, "batch head"]:
+        """Each head's attention mass on its targets, summed over the queries (``batch``: copies of the rows)."""
+        n_rows = self.targets.shape[0]
+        weights = self.targets.to(pattern.device, torch.float32).repeat(pattern.shape[0] // n_rows, 1, 1)
+        return torch.einsum("bhqk,bqk->bh", pattern.float(), weights).double()
+
+    @property
+    def nbytes(self) -> int:
+        return sum(value.nbytes for value in self.kept.values())
+
+
+def clean_pass(model: HookedModel, batch: TokenBatch, plan: EdgePlan, slice_fn: SliceFn, route: ForwardRoute,
+               receivers: Iterable[int]) -> CleanPass:
+    """The clean pass over ``batch`` keeping what the edges into ``receivers`` (layers) need: the residual entering
+    each receiver layer and its sender layer (``plan``'s layer distance below), the sender layer's attention output
+    (and head outputs, for ``resample``), the receiver layer's queries, keys and values and its heads' target mass."""
     masks = slice_masks(batch, {"slice": slice_fn}, plan.loss)
     if route.cut_tail:
         batch, masks = cut_after_last_measured(batch, masks)
     inputs = LossInputs.of(model, batch, masks, plan.loss)
     kwargs = mask_kwargs(model, batch.attention_mask)
-    n_rows, n_pos = inputs.tokens.shape
-    edges = plan.edges.cpu()
-    distance = int(edges[0, 2] - edges[0, 0])
-    receivers = sorted({int(v) for v in edges[:, 2]})
+    distance = int(plan.edges[0, 2] - plan.edges[0, 0])
     targets = head_pattern(plan.score).mask(inputs.tokens, batch.valid) & masks[0][:, :, None]
-    target_weights = targets.float()
     kept: dict[str, Tensor] = {}
+    state = CleanPass(batch, inputs, kwargs, targets, kept, torch.zeros(0))
 
     def keep(name: str):
         def hook(x: Tensor, hook: Any) -> None:
             kept[name] = x.clone()
         return hook
 
-    def target_mass(pattern: Tensor) -> Tensor:
-        """``[copies * rows, head]``: each head's attention mass on its targets, summed over the queries."""
-        weights = target_weights.to(pattern.device).repeat(pattern.shape[0] // n_rows, 1, 1)
-        return torch.einsum("bhqk,bqk->bh", pattern.float(), weights).double()
-
     def keep_mass(name: str):
         def hook(pattern: Tensor, hook: Any) -> None:
-            kept[name] = target_mass(pattern)
+            kept[name] = state.target_mass(pattern)
         return hook
 
     names = set()
+    receivers = sorted(set(receivers))
     for layer in receivers:
         names |= {resid_hook(layer), *(input_hook(layer, kind) for kind in "qkv")}
         names |= {resid_hook(layer - distance), attn_out_hook(layer - distance)}
@@ -251,8 +269,27 @@ def batch_edge_sums(model: HookedModel, batch: TokenBatch, plan: EdgePlan, slice
     keepers = [(name, keep(name)) for name in sorted(names)]
     keepers += [(pattern_hook(layer), keep_mass(f"mass{layer}")) for layer in receivers]
     clean_route = ForwardRoute(unembed=route.unembed, cut_tail=route.cut_tail)
-    union = masks[0]
-    clean_loss = _per_row(token_losses(model, clean_route, inputs, kwargs, keepers, 1), union)[0]
+    clean_loss = _per_row(token_losses(model, clean_route, inputs, kwargs, keepers, 1), masks[0])[0]
+    return CleanPass(batch, inputs, kwargs, targets, kept, clean_loss)
+
+
+def batch_edge_sums(model: HookedModel, batch: TokenBatch, plan: EdgePlan, slice_fn: SliceFn, *,
+                    means: HeadMeans | None = None, size: PassSize | None = None,
+                    route: ForwardRoute = PLAIN, clean: CleanPass | None = None) -> EdgeSums:
+    """The :class:`EdgeSums` of one batch (module docstring: a clean pass, then per group of edges with one
+    receiver layer a sender pass, a receiver pass and a final pass). ``clean``: this batch's :func:`clean_pass`
+    along ``route`` for (at least) the plan's receiver layers, kept from an earlier group of edges."""
+    edges = plan.edges.cpu()
+    receivers = sorted({int(v) for v in edges[:, 2]})
+    if clean is None:
+        clean = clean_pass(model, batch, plan, slice_fn, route, receivers)
+    elif any(f"mass{layer}" not in clean.kept for layer in receivers):
+        raise InputError(f"The clean pass given did not keep every receiver layer of the plan ({receivers}); make it "
+                         f"with clean_pass(..., receivers) for all of them.")
+    batch, inputs, kwargs, kept, clean_loss = clean.batch, clean.inputs, clean.kwargs, clean.kept, clean.clean_loss
+    target_mass = clean.target_mass
+    n_rows, n_pos = inputs.tokens.shape
+    union = inputs.masks[0]
     dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
     size = PassSize() if size is None else size
     group = [size.copies(model, route, n_rows, n_pos, batch.tokens.device)]
@@ -309,7 +346,7 @@ def batch_edge_sums(model: HookedModel, batch: TokenBatch, plan: EdgePlan, slice
                 group[0] = size.after_out_of_memory(chunk.shape[0], n_rows, n_pos, error)
                 continue
             start += chunk.shape[0]
-    queries = targets.any(-1)
+    queries = clean.targets.any(-1)
     return EdgeSums(union.sum(1).double().cpu(), queries.sum(1).double().cpu(), clean_loss.cpu(), patched_loss,
                     clean_mass, patched_mass)
 
@@ -327,11 +364,13 @@ def edge_route(model: HookedModel, plan: EdgePlan, batch: Any, slice_fn: SliceFn
 
 def edge_sums(model: HookedModel, plan: EdgePlan, batches: Iterable[Any], slice_fn: SliceFn, *,
               means: HeadMeans | None = None, max_rows: int = 256, pass_bytes: int = PASS_BYTES,
-              shortcuts: bool = True, route: ForwardRoute | None = None) -> EdgeSums:
+              shortcuts: bool = True, route: ForwardRoute | None = None,
+              clean: Sequence[CleanPass] | None = None) -> EdgeSums:
     """:func:`batch_edge_sums` over ``batches``, merged (one row per sequence). ``method="mean"`` needs ``means``
     of ``plan.sender_layers`` (:func:`probes.causal.means.head_output_means`). ``max_rows`` and ``pass_bytes``
     bound one pass (:class:`probes.causal.pass_size.PassSize`); ``shortcuts``/``route`` as
-    :func:`probes.causal.ablation.ablation_sums`.
+    :func:`probes.causal.ablation.ablation_sums`; ``clean``: each batch's clean pass along ``route``, kept from an
+    earlier group of edges (:func:`clean_passes`).
 
     Example::
 
@@ -348,12 +387,30 @@ def edge_sums(model: HookedModel, plan: EdgePlan, batches: Iterable[Any], slice_
     total: EdgeSums | None = None
     route = route if route is not None or shortcuts else PLAIN
     with torch.inference_mode():
-        for raw in batches:
+        for i, raw in enumerate(batches):
             batch = as_token_batch(raw, info).to(device)
             if route is None:
                 route = edge_route(model, plan, batch, slice_fn)
-            part = batch_edge_sums(model, batch, plan, slice_fn, means=means, size=size, route=route)
+            part = batch_edge_sums(model, batch, plan, slice_fn, means=means, size=size, route=route,
+                                   clean=None if clean is None else clean[i])
             total = part if total is None else total.merge(part)
     if total is None:
         raise InputError("No batches were given: the batch iterable was empty.")
     return total
+
+
+def clean_passes(model: HookedModel, plan: EdgePlan, batches: Sequence[Any], slice_fn: SliceFn,
+                 route: ForwardRoute, *, max_bytes: int) -> list[CleanPass] | None:
+    """Each batch's :func:`clean_pass` for every receiver layer of ``plan``, to be shared by the groups of a null
+    measured in groups (:func:`edge_sums` with ``clean=``); None once what they keep exceeds ``max_bytes`` (then
+    each group runs its own clean passes, holding one batch's at a time)."""
+    info = ModelInfo.of(model)
+    device = model_device(model)
+    receivers = sorted({int(v) for v in plan.edges[:, 2]})
+    out: list[CleanPass] = []
+    with torch.inference_mode():
+        for raw in batches:
+            out.append(clean_pass(model, as_token_batch(raw, info).to(device), plan, slice_fn, route, receivers))
+            if sum(state.nbytes for state in out) > max_bytes:
+                return None
+    return out

@@ -9,7 +9,7 @@ import torch
 
 from mechprobe import forward
 from probes import random_weight_control
-from probes.causal import EdgePlan, edge_effect, edge_sums, head_output_means, repeated_half
+from probes.causal import EdgePlan, edge_effect, edge_sums, edge_with_null, head_output_means, repeated_half
 from probes.causal.edges import input_hook
 from probes.causal.means import z_hook
 from probes.causal.routes import resid_hook
@@ -118,6 +118,17 @@ def test_every_batched_edge_equals_that_edge_measured_alone_on_the_whole_forward
         torch.testing.assert_close(batched[row], alone.effects()[0], atol=1e-6, rtol=1e-6)
     halves = edge_sums(model, plan, batches[:1], SLICE).merge(edge_sums(model, plan, batches[1:2], SLICE))
     torch.testing.assert_close(halves.effects(), batched, atol=1e-9, rtol=1e-9)
+
+
+@pytest.mark.parametrize("pass_bytes", [2**28, 1], ids=["clean passes shared", "over budget: one per group"])
+def test_a_null_drawn_in_groups_equals_its_edges_measured_at_once(model, batches, pass_bytes):
+    plan = EdgePlan.build(ModelInfo.of(model), PREVIOUS_HEAD, INDUCTION_HEAD, input="k", method="resample",
+                          n_draws=12, seed=1)
+    sums, null = edge_with_null(model, plan, batches, SLICE, group=3, pass_bytes=pass_bytes)
+    assert null is not None and null.n_drawn == 12 and sums.n_edges == 13  # the planted edge beats every draw
+    at_once = edge_sums(model, plan, batches, SLICE).effects()
+    torch.testing.assert_close(sums.effects(), at_once, atol=1e-9, rtol=1e-9)
+    torch.testing.assert_close(null.draws, at_once[1:], atol=1e-9, rtol=1e-9)
 
 
 def test_the_planted_k_edge_holds_and_its_q_and_v_edges_and_a_non_edge_are_absent(model, batches):
