@@ -147,7 +147,7 @@ class EdgeEffect(ProbeResult):
                           float(self.null_q99[i]), float(self.p_value[i]),
                           MIN_EFFECT[effect] if min_effect is None else min_effect,
                           n_units=self.provenance.n_sequences, null_draws=int(self.null.shape[0]) or None,
-                          null_stop=self.null_stop, selection="edge named before measuring")
+                          null_stop=self.null_stop, selection="edge fixed before the measured batches")
         if control is None:
             return finding
         j = control._index(effect)
