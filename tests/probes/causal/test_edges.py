@@ -25,6 +25,7 @@ from tests.probes.causal.planted_circuit import (
     planted_circuit_hooked_transformer,
 )
 from tests.probes.tl_support import needs_hooked_transformer
+from toymodels.standard import StandardModelConfig, build_standard_model
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -47,11 +48,12 @@ def batches():
 
 
 @torch.no_grad()
-def reference_effects(model, tokens, edge, kind, replacement):
+def reference_effects(model, tokens, edge, kind, replacement, norm=lambda x: x):
     """Loss change and receiver-score drop of one edge on ``tokens`` [rows pos], written out: the sender's change to
     the residual is ``(replacement - z_sender) @ W_O``, the receiver's ``kind`` input is recomputed from the clean
-    residual plus that change through its own weights (the model has no LayerNorm), put in at ``hook_{kind}`` for
-    that head alone, and the loss and the receiver's pattern are read from that one forward, position by position."""
+    residual plus that change through the receiver layer's ``norm`` (its LayerNorm; none in the planted model) and
+    its own weights, put in at ``hook_{kind}`` for that head alone, and the loss and the receiver's pattern are read
+    from that one forward, position by position."""
     ls, hs, lr, hr = edge
     cache = {}
 
@@ -62,7 +64,7 @@ def reference_effects(model, tokens, edge, kind, replacement):
                                                          save(pattern_hook(lr), "clean_pattern")])
     sender_z = cache["z"][:, :, hs]
     delta = (replacement(cache["z"])[:, :, hs] - sender_z) @ model.W_O[ls, hs]
-    patched_input = (cache["resid"] + delta) @ getattr(model, f"W_{kind.upper()}")[lr, hr] + getattr(
+    patched_input = norm(cache["resid"] + delta) @ getattr(model, f"W_{kind.upper()}")[lr, hr] + getattr(
         model, f"b_{kind.upper()}")[lr, hr]
 
     def put(x, hook):
@@ -107,6 +109,21 @@ def test_the_planted_edge_and_a_random_one_equal_the_slow_reference(model, batch
         assert float(sums.effects()[0, 1]) == pytest.approx(score, abs=1e-5)
         if edge == PLANTED and kind == "k" and method != "resample":  # the planted K-edge: a large known effect
             assert loss > 2.0 and score > 0.5
+
+
+@pytest.mark.parametrize("kind", ["k", "q", "v"])
+def test_an_edge_into_a_layernormed_receiver_equals_the_reference_through_its_layernorm(kind):
+    model = build_standard_model(StandardModelConfig(n_layers=3, d_model=32, n_heads=4, d_vocab=16, seed=4)).eval()
+    with torch.no_grad():  # weights 4 times their initial size: effects well above float noise, patterns not saturated
+        for parameter in model.parameters():
+            if parameter.ndim == 2:
+                parameter.mul_(4.0)
+    batch = circuit_batches(1, 1, seed=5)[0]
+    plan = EdgePlan.build(ModelInfo.of(model), (0, 1), (2, 3), input=kind, method="zero")
+    effects = edge_sums(model, plan, [batch], SLICE).effects()[0]
+    loss, score = reference_effects(model, batch.tokens, (0, 1, 2, 3), kind, torch.zeros_like, norm=model.blocks[2].ln1)
+    assert abs(loss) > 0.03 and (kind == "v" or abs(score) > 0.01)  # an effect the comparison can miss
+    assert float(effects[0]) == pytest.approx(loss, abs=1e-5) and float(effects[1]) == pytest.approx(score, abs=1e-5)
 
 
 def test_every_batched_edge_equals_that_edge_measured_alone_on_the_whole_forward(model, batches):
