@@ -15,10 +15,12 @@ from analyses.circuit.command import add_circuit_command, run_circuit_command
 from analyses.cli_checks import (
     check_output_folder,
     check_partial_folder,
+    count_arg,
     device_arg,
     int_arg,
     model_arg,
     naming,
+    number_arg,
     seed_arg,
     text_arg,
     written_atomically,
@@ -131,6 +133,13 @@ def build_parser() -> argparse.ArgumentParser:
                         "repeatable; see --list-settings")
     report.add_argument("--list-settings", action="store_true",
                         help="print every report setting and its value, then exit")
+    report.add_argument("--settle", action="store_true",
+                        help="after the first pass, rounds of fresh text for each pretrained finding still "
+                             "inconclusive, decided on confidence sequences (a 'Settling' section)")
+    report.add_argument("--budget-minutes", type=number_arg(positive=True), metavar="M",
+                        help="with --settle: stop starting rounds after M minutes of settling per model (default 20)")
+    report.add_argument("--max-tokens", type=count_arg(1), metavar="N",
+                        help="with --settle: at most N tokens of fresh text per model (default 5,000,000)")
     report.add_argument("--no-progress", action="store_true", help="hide the progress bars")
     _add_device_flags(report)
 
@@ -346,7 +355,9 @@ def report_config(args: argparse.Namespace):
         ("pretrained.max_batches", args.max_batches, "--max-batches"),
         ("pretrained.control", args.control, "--control/--no-control"), ("dtype", args.dtype, "--dtype"),
         ("models", args.models, "--model"), ("toys", args.no_toys or None, "--no-toys"),
-        ("series", args.series, "--series"),
+        ("series", args.series, "--series"), ("settle.enabled", args.settle or None, "--settle"),
+        ("settle.budget_minutes", args.budget_minutes, "--budget-minutes"),
+        ("settle.max_tokens", args.max_tokens, "--max-tokens"),
     ) if value is not None]
     refuse_flag_and_set({key: flag for key, _, flag in given}, args.overrides)
     for key, value, flag in given:
@@ -462,7 +473,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         if args.debug:
             raise
-        print("mechprobe: interrupted", file=sys.stderr)
+        resumes = args.command in ("toy", "train-lm")  # their stopped runs are kept for the same command to resume
+        print(f"mechprobe: interrupted{'; run the same command again to resume' if resumes else ''}", file=sys.stderr)
         return 130
 
 

@@ -200,13 +200,21 @@ def check_pattern_name(flag: str, spec: str) -> None:
 
 
 def check_pattern_targets(flag: str, spec: str, info: ModelInfo, seq_len: int) -> None:
-    """``spec`` has at least one target in ``[BOS] X X`` with ``|X| = seq_len`` (else every score is 0/0)."""
+    """``spec`` has at least one target in ``[BOS] X X`` with ``|X| = seq_len`` (else every score is 0/0), and on a
+    causal model one at or before its query (else every score is 0 by construction)."""
     sample = repeated_random_tokens(info, seq_len=seq_len, n_sequences=1, generator=torch.Generator().manual_seed(0))
-    if not bool(head_pattern(spec).mask(sample.tokens, sample.valid).any()):
+    targets = head_pattern(spec).mask(sample.tokens, sample.valid)
+    if not bool(targets.any()):
         bos = "[BOS] " if sample.shape[1] > 2 * seq_len else ""
         raise ConfigError(
             f"{flag} {spec}: the pattern has no target in {bos}X X with |X| = {seq_len} ({sample.shape[1]} "
             f"positions), so its scores would be undefined; give a smaller distance or a larger --seq-len."
+        )
+    if info.causal and not bool(targets.tril().any()):
+        raise ConfigError(
+            f"{flag} {spec}: every target of the pattern is after its query, which {info.name} (causal attention) "
+            f"cannot attend to, so every score would be 0 by construction; give a pattern of earlier positions "
+            f"(offset:D with D >= 0, induction:D)."
         )
 
 

@@ -9,7 +9,7 @@ import torch
 
 from analyses.cli_checks import check_pattern_name, check_pattern_targets
 from analyses.paper_result import write_json
-from analyses.report.interactive import passage_patterns
+from analyses.pretrained.passages import passage_patterns
 from probes import (
     HEAD_SCORE_KINDS,
     HeadScores,

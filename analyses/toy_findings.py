@@ -125,7 +125,8 @@ class ToyFinding:
     control_per_seed: tuple[Finding, ...]
     # what summary.json's readers need besides the fields (mechprobe.records writes them, and skips them on load)
     __record_derived__ = ("statistic", "value", "ci", "null_value", "p_value", "control_value", "control_ci",
-                          "held", "holds", "verdict", "threshold", "units_to_settle", "units_for_power")
+                          "held", "holds", "verdict", "threshold", "units_to_settle", "units_for_power",
+                          "confidence_sequence")
 
     def __post_init__(self) -> None:
         if not self.seeds or len(self.seeds) != len(self.per_seed) or \
@@ -245,6 +246,14 @@ class ToyFinding:
             return self.first.units_for_power
         return units_for_power(self.ci, len(self.seeds), threshold_distance(self.reference, self.min_effect,
                                                                             self.effect))
+
+    @property
+    def confidence_sequence(self) -> tuple[float, float]:
+        """One seed: that seed's sequence over its units. Several: NaN, since seeds are not monitored (their number
+        is fixed before training), so the fixed interval over seeds is the valid one."""
+        if len(self.seeds) == 1:
+            return self.first.confidence_sequence
+        return float("nan"), float("nan")
 
     def control_finding(self) -> ToyFinding:
         """The initialised toy's own finding over the same seeds (its control slot empty): it should not hold."""

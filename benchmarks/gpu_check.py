@@ -449,7 +449,8 @@ WORK_MARK = ".gpu_check_work"  # in --work: this script made the folder (a later
 
 def check_args(args: argparse.Namespace) -> None:
     """Every flag checked before any part runs or anything is written (one line and exit 2 otherwise): the device,
-    --configs, and --work and --out as places this script may write (--work new, empty or an earlier run's)."""
+    a --budget that lets a part start, --configs, and --work and --out as places this script may write (--work new,
+    empty or an earlier run's)."""
     from probes.core.errors import InputError
     from probes.core.loading import check_device
 
@@ -459,6 +460,9 @@ def check_args(args: argparse.Namespace) -> None:
         return
     with naming("--device"):
         check_device(args.device)
+    if args.budget < MIN_START_S:
+        raise InputError(f"--budget {args.budget:g}: no part is started with less than {MIN_START_S:g} s left, so "
+                         f"every part would be skipped; give --budget >= {MIN_START_S:g} (default 480).")
     if args.configs is not None and not (args.configs / "models").is_dir():
         raise InputError(f"--configs {args.configs} holds no models/ folder; write it with --pack-configs "
                          f"{args.configs}.")

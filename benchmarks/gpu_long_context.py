@@ -166,7 +166,7 @@ def child(spec: dict) -> dict:
             sync()
             times.append(time.perf_counter() - start)
     except Exception as error:  # out of memory is a result here, not a crash
-        if not probes.core.runner.is_out_of_memory(error) and "out of memory" not in str(error).lower():
+        if not probes.core.out_of_memory.is_out_of_memory(error) and "out of memory" not in str(error).lower():
             raise
         return {**spec, "seconds": None, "peak_mib": None, "error": "out of memory"}
     peak = (torch.cuda.max_memory_allocated() - base) / 2**20 if cuda else _status_mib("VmHWM") - base

@@ -1,7 +1,7 @@
 """Seconds of the report's linear-probe section on the default report's inputs, part by part (issue 23).
 
 Builds what ``mechprobe report`` (default config) hands to
-:func:`analyses.linear.section.run_linear_section`: SmolLM2-135M and MiniLM-L6, the first 4,000
+:func:`analyses.report.linear_section.run_linear_section`: SmolLM2-135M and MiniLM-L6, the first 4,000
 Wikipedia-excerpt paragraphs of >= 200 characters shuffled with seed 0, the LDA topic model and its
 word topics, and the toy folders. The topic model and the toys come from a finished report
 (``--report``, default ``runs/baseline``: its ``topics/`` and ``toy/``), so a run does not retrain them;
@@ -45,7 +45,7 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)
-    import analyses.linear.section as section
+    import analyses.report.linear_section as section
     from analyses.report.config import ReportConfig
     from probes.core.loading import load_model
     from probes.text.corpora import iter_documents

@@ -36,7 +36,12 @@ class CheckpointError(MechprobeError, RuntimeError):
 
 
 class TrainingDiverged(MechprobeError, RuntimeError):
-    """The loss became NaN or infinite; the last good checkpoint (if any) is kept."""
+    """The loss became NaN or infinite; the last good checkpoint (if any) is kept. ``cause`` is what happened
+    (``"the loss became nan at step 3"``), for a command that words its own advice around it."""
+
+    def __init__(self, message: str, *, cause: str) -> None:
+        super().__init__(message)
+        self.cause = cause
 
 
 class TrainingInterrupted(MechprobeError, RuntimeError):

@@ -143,7 +143,7 @@ LONGEST_FIRST: tuple[str, ...] = (
     "tests/test_examples.py",
     "tests/probes/test_properties.py",
     "tests/toymodels/induction/test_training.py",
-    "tests/analyses/linear/test_section.py",
+    "tests/analyses/report/test_linear_section.py",
     "tests/probes/stats/test_control_model.py",
     "tests/analyses/induction/test_experiment.py",
     "tests/analyses/test_random_weights_ablation.py",

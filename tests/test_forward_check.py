@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from analyses.report.interactive import passage_patterns
+from analyses.pretrained.passages import passage_patterns
 from mechprobe import forward
 from tests import forward_check
 from tests.random_checkpoints import make_random_checkpoint

@@ -121,3 +121,11 @@ def test_the_quick_check_runs_end_to_end_on_the_cpu(tmp_path):
     shows = summary["must_shows"]  # read off the parts (the quick row's time and memory are the CPU's)
     assert shows["every part passed"] is True and shows["200-draw null <= 20x a forward"] is None
     assert shows["suite <= 1.5x SDPA memory at smollm2 256"] is not None
+
+
+def test_a_budget_too_short_for_any_part_is_refused_before_anything_is_written(tmp_path, capsys):
+    done = subprocess.run([sys.executable, "benchmarks/gpu_check.py", "--device", "cpu", "--budget", "5", "--work",
+                           str(tmp_path / "work"), "--out", str(tmp_path / "out.json")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "--budget 5" in done.stderr and "every part would be skipped" in done.stderr
+    assert done.stderr.count("\n") == 1 and list(tmp_path.iterdir()) == []

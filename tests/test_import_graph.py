@@ -1,10 +1,14 @@
-"""No import circles among the project's modules, and importing the packages raises no DeprecationWarning.
+"""No import circles among the project's modules, no import back up inside ``analyses``, and importing the packages
+raises no DeprecationWarning.
 
 The graph has one node per module of mechprobe/, probes/, toymodels/ and analyses/ and an edge for every import
 statement anywhere in a module: at the top, inside functions, and under ``if TYPE_CHECKING:`` (a circle that only
 type hints close is still two modules that each need the other). ``from pkg import name`` is an edge to the
 submodule ``pkg.name`` when there is one and to ``pkg`` (its ``__init__``) otherwise; relative imports are resolved
 against the importing module's package. A strongly connected component of more than one module is a circle.
+
+Inside ``analyses`` the units (each subpackage, each top-level module) sit in the layers of :data:`ANALYSES_LAYERS`,
+and a unit imports only from layers below its own: never from its own layer, never from one above.
 """
 
 from __future__ import annotations
@@ -16,6 +20,19 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("mechprobe", "probes", "toymodels", "analyses")
+ANALYSES_LAYERS: tuple[tuple[str, ...], ...] = (
+    # shared pieces that import nothing else of analyses: checks, settings, backends, the papers' tables, files on disk
+    ("__init__", "cli_checks", "config_overrides", "plot_backend", "timings", "torch_threads", "paper_reference",
+     "toy_findings", "toy_causal", "toy_orders", "curve_series", "lm_data", "toy_model_store"),
+    ("paper_result", "series_writer"),  # a toy experiment's typed result and summary.json; a series folder's files
+    ("pretrained",),  # the probe suite on real text: held-out statistics, findings, measurements, passages
+    ("induction", "scansnap", "topic"),  # the paper toys' experiments
+    ("experiments", "toy_model_loader"),  # the toys by name; a toy folder as a model
+    ("toy_seeds", "dynamics", "linear"),  # a toy over seeds; checkpoint series; linear probes (over toys and text)
+    ("report", "heads", "ablate", "plan"),  # the commands that assemble the rest
+    ("cli",),
+)
+"""Bottom to top. A new module of ``analyses`` goes in the lowest layer above every unit it imports."""
 
 
 def module_files() -> dict[str, Path]:
@@ -122,6 +139,31 @@ def cycle_path(graph: dict[str, set[str]], component: list[str]) -> list[str]:
     raise AssertionError(f"{component} is not strongly connected")
 
 
+def analyses_unit(module: str) -> str | None:
+    """The unit of ``analyses`` a module belongs to: its subpackage (``analyses.report.build`` -> ``report``), a
+    top-level module itself (``analyses.cli_checks``), ``__init__`` for the package; None outside ``analyses``."""
+    parts = module.split(".")
+    if parts[0] != "analyses":
+        return None
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Every import in ``graph`` from a unit of ``analyses`` to another unit in its own layer or a layer above."""
+    layer_of = {unit: depth for depth, layer in enumerate(ANALYSES_LAYERS) for unit in layer}
+    found = []
+    for module, targets in sorted(graph.items()):
+        unit = analyses_unit(module)
+        if unit not in layer_of:
+            continue
+        for target in sorted(targets):
+            other = analyses_unit(target)
+            if other in layer_of and other != unit and layer_of[other] >= layer_of[unit]:
+                found.append(f"{module} -> {target}: {unit} (layer {layer_of[unit]}) may import only from layers "
+                             f"below it; {other} is in layer {layer_of[other]}")
+    return found
+
+
 def test_the_graph_resolves_relative_and_submodule_imports():
     """The parser is checked on the package itself: real edges it must find (so an empty graph cannot pass)."""
     graph = import_graph()
@@ -145,6 +187,42 @@ def test_no_import_circle():
         " -> ".join(cycle_path(graph, component)) + f"   ({len(component)} modules in the component)"
         for component in circles
     )
+
+
+def test_every_unit_of_analyses_has_one_layer():
+    units = {analyses_unit(module) for module in module_files()} - {None}
+    placed = [unit for layer in ANALYSES_LAYERS for unit in layer]
+    assert len(placed) == len(set(placed)), "a unit is in two layers of ANALYSES_LAYERS"
+    assert units - set(placed) == set(), (
+        "these units of analyses are in no layer: add each to the lowest layer of ANALYSES_LAYERS "
+        "(tests/test_import_graph.py) above every unit it imports")
+    assert set(placed) - units == set(), "ANALYSES_LAYERS names units that no longer exist: remove them"
+
+
+def test_no_import_climbs_back_up_inside_analyses():
+    upward = upward_imports(import_graph())
+    assert not upward, ("imports back up inside analyses (move the shared piece down to a layer both can import, "
+                        "or the importer up):\n" + "\n".join(upward))
+
+
+def test_the_layer_rule_catches_a_planted_upward_import(tmp_path):
+    """Two upward imports planted the ways the real ones were written: a library-like unit importing the report's
+    document at the top, and a toy importing the dynamics package from inside a function by a relative import."""
+    graph = import_graph()
+    planted = {
+        "analyses.pretrained.planted": "from analyses.report.document import Section\n",
+        "analyses.induction.planted": "def late():\n    from ..dynamics import run\n",
+    }
+    for module, source in planted.items():
+        path = tmp_path / f"{module}.py"
+        path.write_text(f'"""Planted."""\n{source}', encoding="utf-8")
+        graph[module] = imported_modules(module, path, set(graph))
+    assert upward_imports(graph) == [
+        "analyses.induction.planted -> analyses.dynamics.run: induction (layer 3) may import only from layers below "
+        "it; dynamics is in layer 5",
+        "analyses.pretrained.planted -> analyses.report.document: pretrained (layer 2) may import only from layers "
+        "below it; report is in layer 6",
+    ]
 
 
 def test_importing_the_packages_warns_nothing():

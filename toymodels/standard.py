@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 import torch
 
+from mechprobe.validation import integers
 from toymodels.errors import ToyConfigError
 
 
@@ -31,10 +32,7 @@ class StandardModelConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("n_layers", "d_model", "n_heads", "d_vocab", "n_ctx"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ToyConfigError(f"{name} must be a positive integer; got {value!r}.")
+        integers(self, ("n_layers", "d_model", "n_heads", "d_vocab", "n_ctx"), error=ToyConfigError)
         if self.d_model % self.n_heads:
             raise ToyConfigError(
                 f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})."

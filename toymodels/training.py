@@ -48,6 +48,10 @@ LossFn = Callable[[int, torch.Generator], Tensor]
 Callback = Callable[[int, nn.Module, "History"], None]
 """``callback(step, model, history)`` runs after every optimiser step (``step`` counts from 1)."""
 
+StateCallback = Callable[[int, nn.Module, Sequence["OptimizerLike"], torch.Generator, "History"], None]
+"""``state_callback(step, model, optimizers, generator, history)`` runs after the callbacks of every step and sees
+the whole training state (e.g. :class:`toymodels.step_states.StepStates`, which keeps it at chosen steps)."""
+
 
 class OptimizerLike(Protocol):
     """What :func:`train` and :class:`Checkpointer` use of an optimiser: a ``torch.optim.Optimizer``, or an
@@ -255,6 +259,19 @@ class Checkpointer:
             raise self._bad(path, f"does not hold {n_optimizers} optimiser state(s) and a data-generator state")
         return state
 
+    def saved_weights(self) -> dict[str, Tensor] | None:
+        """The model weights of the checkpoint in force, as saved (None when there is none); changes nothing."""
+        meta = self._read_meta()
+        if meta is None:
+            return None
+        path = self.folder / meta["weights"]
+        if not path.is_file():
+            raise self._bad(path, "(the model weights) is missing")
+        try:
+            return load_file(str(path))
+        except Exception as error:  # safetensors raises SafetensorError for every malformed file
+            raise self._bad(path, f"is not a readable safetensors file ({_one_line(error)})") from error
+
     def restore(self, model: nn.Module, optimizers: Sequence[OptimizerLike],
                 generator: torch.Generator) -> tuple[int, History] | None:
         """Load the latest checkpoint into the objects; return ``(step, history)``, or None if there is none.
@@ -340,7 +357,8 @@ def _diverged(what: str, step: int, checkpointer: Checkpointer | None, saved_ste
     else:
         kept = (f" The last good checkpoint (step {saved_step}) is kept in {checkpointer.folder}; delete that "
                 f"folder before running with other settings.")
-    return TrainingDiverged(f"Training diverged: {what} at step {step}.{kept} Lower the learning rates and run again.")
+    return TrainingDiverged(f"Training diverged: {what} at step {step}.{kept} Lower the learning rates and run again.",
+                            cause=f"{what} at step {step}")
 
 
 def train(
@@ -355,8 +373,9 @@ def train(
     checkpointer: Checkpointer | None = None,
     progress: bool = False,
     desc: str = "training",
+    state_callbacks: Sequence[StateCallback] = (),
 ) -> History:
-    """Run ``n_steps`` optimiser steps; log ``loss`` each step, then call each callback.
+    """Run ``n_steps`` optimiser steps; log ``loss`` each step, then call each callback, then each state callback.
 
     With a ``checkpointer`` the run first resumes from its latest checkpoint and saves every
     ``checkpointer.every`` steps and at the end. Divergence raises :class:`TrainingDiverged`:
@@ -395,6 +414,8 @@ def train(
             history.log(step, loss=value)
             for callback in callbacks:
                 callback(step, model, history)
+            for state_callback in state_callbacks:
+                state_callback(step, model, optimizers, generator, history)
             if checkpointer is not None and (step % checkpointer.every == 0 or step == n_steps or stop.requested):
                 checkpointer.save(step, model, optimizers, generator, history)
                 saved_step = step

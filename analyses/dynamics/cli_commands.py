@@ -7,7 +7,16 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from analyses.cli_checks import check_output_folder, device_arg, int_arg, naming, seed_arg, text_arg
+from analyses.cli_checks import (
+    check_output_folder,
+    count_arg,
+    device_arg,
+    int_arg,
+    naming,
+    number_arg,
+    seed_arg,
+    text_arg,
+)
 from probes.core.errors import ConfigError
 from probes.text.corpora import check_corpus_spec
 
@@ -45,6 +54,15 @@ def add_dynamics_commands(sub: Any, add_device_flags: Callable[[argparse.Argumen
                           help="a finished dynamics --out folder, or a topic or scansnap toy's --out folder (its "
                           "recorded order curves), to draw beside this series on one axis (fraction of training, "
                           "tokens seen) in OUT/dynamics_compare.png (repeatable)")
+    dynamics.add_argument("--refine", action="store_true",
+                          help="for a series trained here (a train-lm folder, the induction toy's OUT/series): where "
+                          "an event that holds has an interval wider than --refine-width of its step, re-run the "
+                          "training between the checkpoints around it from its kept state, saving more checkpoints "
+                          "there, and measure again (OUT/refinement.json)")
+    dynamics.add_argument("--refine-width", type=number_arg(positive=True, maximum=1.0), metavar="F",
+                          help="with --refine: the interval an event may keep, as a share of its step (default 0.2)")
+    dynamics.add_argument("--refine-rounds", type=count_arg(1), metavar="N",
+                          help="with --refine: rounds of re-running and measuring at most (default 3)")
     add_device_flags(dynamics)
     dynamics.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
@@ -90,11 +108,32 @@ def run_dynamics_command(args: argparse.Namespace) -> int:
     if args.corpus is not None:
         with naming("--corpus"):
             check_corpus_spec(args.corpus, "text")
+    refine_given = {key: value for key, value in (("width", args.refine_width), ("rounds", args.refine_rounds))
+                    if value is not None}
+    if refine_given and not args.refine:
+        raise ConfigError("--refine-width and --refine-rounds set how --refine refines; add --refine, or drop them.")
+    if args.refine:
+        from pathlib import Path
+
+        from analyses.dynamics.bracket_rerun import check_refinable
+
+        with naming("--refine"):
+            check_refinable(Path(args.model))
     out = check_output_folder("--out", args.out, earlier_output=lambda folder: (folder / STORE).is_dir())
     others = {folder: compared_series(folder) for folder in args.compare}  # checked before any measuring
-    summary = run_dynamics(args.model, out, config, device=args.device, dtype=torch_dtype(args.dtype or "float32"),
-                           progress=not args.no_progress)
-    for line in summary_lines(summary):
+    dtype = torch_dtype(args.dtype or "float32")
+    if args.refine:
+        from analyses.dynamics.refine import REFINEMENT, refine_dynamics, refinement_lines
+        from probes.dynamics.refinement import RefinementSettings
+
+        settings = RefinementSettings(**refine_given)
+        summary, record = refine_dynamics(args.model, out, config, settings, device=args.device, dtype=dtype,
+                                          progress=not args.no_progress)
+        lines = [*summary_lines(summary), *refinement_lines(record), f"wrote {out / REFINEMENT}"]
+    else:
+        summary = run_dynamics(args.model, out, config, device=args.device, dtype=dtype, progress=not args.no_progress)
+        lines = list(summary_lines(summary))
+    for line in lines:
         print(line)
     print(f"wrote {out / SUMMARY} and {out / FIGURE}")
     if others:
@@ -107,7 +146,7 @@ def compared_series(folder: str) -> Any:
     """What ``--compare FOLDER`` draws: a finished dynamics run's summary, or a toy run's recorded order curves."""
     from pathlib import Path
 
-    from analyses.dynamics.curve_series import SERIES_FILE, load_curve_series
+    from analyses.curve_series import SERIES_FILE, load_curve_series
     from analyses.dynamics.summary import load_summary
 
     if (Path(folder) / SERIES_FILE).is_file():  # a toy's folder (a dynamics run writes no such file)
@@ -117,6 +156,7 @@ def compared_series(folder: str) -> Any:
 
 def run_train_lm_command(args: argparse.Namespace) -> int:
     from analyses.config_overrides import apply_overrides, refuse_flag_and_set
+    from analyses.dynamics.lm_run_folder import resumable
     from analyses.dynamics.train_lm import TrainLmConfig, train_lm
 
     given = [(key, value, flag) for key, value, flag in (
@@ -128,9 +168,10 @@ def run_train_lm_command(args: argparse.Namespace) -> int:
         with naming(flag):
             config = apply_overrides(config, [f"{key}={value}"], flag=flag)
     config = apply_overrides(config, args.overrides)
+    config.check_checkpoint_count()
     with naming("--corpus" if args.corpus is not None else "the corpus setting"):
         check_corpus_spec(config.corpus, "text")
-    out = check_output_folder("--out", args.out, earlier_output=lambda folder: (folder / "checkpoint").is_dir())
+    out = check_output_folder("--out", args.out, earlier_output=resumable)
     summary = train_lm(config, out, device=args.device, progress=not args.no_progress)
     print(f"trained {config.n_steps} steps in {summary.seconds:.0f} s: loss {summary.first_loss:.3f} -> "
           f"{summary.final_loss:.3f}; saved steps {', '.join(str(s) for s in summary.steps)}")

@@ -13,7 +13,16 @@ ratio; co-occurrence ordering) take the report's minimum effects and nulls.
 An order ("previous-token forms before induction"; on the induction toy's series, Chen et al.'s "copier forms
 before classifier") is a finding on ``step_B - step_A`` (paired draws, null 0:
 no order); it is tested only when both events hold (otherwise its p-value is NaN and it does not hold). The
-findings of one series are one Holm family.
+head and text findings of one series are one Holm family, and the phases' (below, with the orders that involve a
+phase) another: two questions, so adding the phases leaves the heads' verdicts as they were (a bootstrap p-value
+is at least ``1 / (n_boot + 1)``, so a family of more than 10 findings could not pass 0.01 with 1,000 draws).
+
+On the induction toy's series the phases of the in-context solution (:mod:`analyses.dynamics.toy_phases`) are curves
+too: the uniform, in-context unigram and in-context bigram predictors' loss minus the model's, whose event is where
+the curve passes 0 for good (:data:`CROSSINGS`), minimum effect 0.05 nats per token at the peak. Their orders:
+uniform before unigram before bigram passed (Edelman et al. 2024's phases), the unigram passed before the copier
+forms (the unigram needs no copying), and the copier and the classifier formed before the bigram is passed (the
+in-context bigram needs the previous state copied and matched).
 """
 
 from __future__ import annotations
@@ -51,8 +60,20 @@ EVENT_CURVES: dict[str, tuple[str, str, float, Literal["difference", "ratio"]]] 
                "uniform attention", 0.1, "difference"),
     "classifier": ("generalized induction score of the best layer-2 head on held-out chains", "uniform attention",
                    0.1, "difference"),
+    "beats_uniform": ("uniform prediction's loss minus the model's on held-out chains (nats/token)",
+                      "0: the model no better than uniform", 0.05, "difference"),
+    "beats_unigram": ("in-context unigram's loss minus the model's on held-out chains (nats/token)",
+                      "0: the model no better than the in-context unigram", 0.05, "difference"),
+    "beats_bigram": ("in-context bigram's loss minus the model's on held-out chains (nats/token)",
+                     "0: the model no better than the in-context bigram", 0.05, "difference"),
 }
-ORDERS = (("previous_token", "induction"), ("copier", "classifier"))
+CROSSINGS = {"beats_uniform": 0.0, "beats_unigram": 0.0, "beats_bigram": 0.0}
+"""Curves whose event is where they pass a fixed value for good (the model's loss falls below the baseline's),
+not half-way up their rise (:func:`probes.dynamics.change_point.change_point`'s ``crossing``)."""
+ORDERS = (("previous_token", "induction"), ("copier", "classifier"),
+          # the phases of the in-context solution on the induction toy (analyses.dynamics.toy_phases)
+          ("beats_uniform", "beats_unigram"), ("beats_unigram", "beats_bigram"), ("beats_unigram", "copier"),
+          ("copier", "beats_bigram"), ("classifier", "beats_bigram"))
 CONTROL = "the series' first checkpoint"
 
 
@@ -80,6 +101,10 @@ class SeriesEvents:
     orders: dict[str, Finding]
     loss_drop_within_induction: bool | None
     text_loss_drop_within_induction: bool | None = None
+
+
+def _rule(curve: str, fraction: float) -> str:
+    return f"where it passes {CROSSINGS[curve]:g}" if curve in CROSSINGS else f"at {fraction:g} of its rise"
 
 
 def curve_units(measures: Sequence[CheckpointMeasure], curve: str) -> CurveUnits | None:
@@ -111,6 +136,14 @@ def _event(curve: str, change: ChangePoint, null_value: float) -> Event:
     return Event(curve, change, finding.with_control(change.start, change.start_ci))
 
 
+def _adjust_families(findings: dict[str, Finding], family: dict[str, str]) -> dict[str, Finding]:
+    """Holm within each family (module docstring)."""
+    adjusted: dict[str, Finding] = {}
+    for name in sorted(set(family.values())):
+        adjusted.update(adjust_family({key: f for key, f in findings.items() if family[key] == name}))
+    return {key: adjusted[key] for key in findings}
+
+
 def series_events(measures: Sequence[CheckpointMeasure], config: DynamicsConfig) -> SeriesEvents:
     """The events and orders of a measured series (module docstring)."""
     steps = [m.step for m in measures]
@@ -119,21 +152,25 @@ def series_events(measures: Sequence[CheckpointMeasure], config: DynamicsConfig)
     changes: dict[str, ChangePoint] = {}
     for curve, curve_units_ in units.items():
         changes[curve] = change_point(curve_units_, steps, n_boot=config.n_boot, seed=config.seed,
-                                      fraction=config.fraction)
+                                      fraction=config.fraction, crossing=CROSSINGS.get(curve))
         peak = steps.index(int(changes[curve].peak_step))
         findings[curve] = _event(curve, changes[curve], measures[peak].curves[curve].null_value).finding
-    event_holds = {curve: finding.holds for curve, finding in adjust_family(findings).items()}
+    family = {curve: "phases" if curve in CROSSINGS else "heads" for curve in findings}
+    event_holds = {curve: finding.holds for curve, finding in _adjust_families(findings, family).items()}
     for earlier, later in ORDERS:
         if earlier not in units or later not in units:
             continue
         order = event_order(units[earlier], units[later], steps, names=(earlier, later), n_boot=config.n_boot,
-                            seed=config.seed, fraction=config.fraction)
+                            seed=config.seed, fraction=config.fraction,
+                            crossings=(CROSSINGS.get(earlier), CROSSINGS.get(later)))
         tested = event_holds[earlier] and event_holds[later]
+        family[f"{earlier}_before_{later}"] = "phases" if {earlier, later} & CROSSINGS.keys() else "heads"
         findings[f"{earlier}_before_{later}"] = Finding(
             f"{later} event step minus {earlier} event step", order.difference, order.ci,
             "0: no order (paired bootstrap over batches; tested only when both events hold)", 0.0,
-            order.p_value if tested else math.nan, 0.0, selection=f"events at {config.fraction:g} of each rise")
-    adjusted = adjust_family(findings)
+            order.p_value if tested else math.nan, 0.0,
+            selection=" and ".join(f"{curve}'s event {_rule(curve, config.fraction)}" for curve in (earlier, later)))
+    adjusted = _adjust_families(findings, family)
     events = {curve: Event(curve, changes[curve], adjusted[curve]) for curve in changes}
     orders = {name: finding for name, finding in adjusted.items() if name not in changes}
     def within(gain: str) -> bool | None:

@@ -11,12 +11,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from analyses.dynamics.curve_series import CurveSeries
+    from analyses.curve_series import CurveSeries
     from analyses.dynamics.summary import DynamicsSummary
 
 PANELS = {"head score (best head, held out)": ("previous_token", "induction", "duplicate_token", "copier",
                                               "classifier"),
           "in-context loss gain (nats/token)": ("repeat_loss_gain", "context_loss_gain"),
+          "toy: loss below the baseline's (nats/token)": ("beats_uniform", "beats_unigram", "beats_bigram"),
           "natural text: topic ratio, ordering Spearman": ("topic_attention", "cooccurrence_ordering")}
 SHARED_COLUMNS: dict[str, tuple[str, ...]] = {
     # one column per role; each series draws the first of its curves that it has
@@ -69,7 +70,7 @@ def plot_series_together(summaries: Mapping[str, DynamicsSummary | CurveSeries],
     (:data:`SHARED_COLUMNS`: layer-1 copying, layer-2 matching, in-context loss gain, the topic toy's W_V and
     W_K/W_Q displacements, the Scan and Snap toy's composition; each series draws the first of the column's curves
     it has, so a toy's copier sits beside a language model's previous-token head). Measured series are
-    :class:`DynamicsSummary` s, the toys' recorded curves :class:`~analyses.dynamics.curve_series.CurveSeries`.
+    :class:`DynamicsSummary` s, the toys' recorded curves :class:`~analyses.curve_series.CurveSeries`.
     Top row: against the fraction of training (step / last step); bottom row: against tokens seen (log; steps
     where a series does not know its tokens). Each event is marked where it crosses its level: a filled dot when
     it holds, an open one when not."""

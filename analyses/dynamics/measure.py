@@ -41,7 +41,8 @@ from probes.stats.nulls import permutation_p_value
 
 HEAD_CURVES = ("previous_token", "induction", "duplicate_token")
 LOSS_CURVES = ("repeat_loss_gain", "repeated_half_loss", "context_loss_gain")
-TOY_CURVES = ("copier", "classifier")  # the induction toy's series (analyses.dynamics.toy_measure)
+# the induction toy's series (analyses.dynamics.toy_measure; the phases: analyses.dynamics.toy_phases)
+TOY_CURVES = ("copier", "classifier", "beats_uniform", "beats_unigram", "beats_bigram")
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,7 @@ def _sums(loss: Tensor, mask: Tensor) -> tuple[float, float]:
     return float(loss[mask].sum()), float(mask.sum())
 
 
-def _difference_point(first: list[tuple[float, float]], second: list[tuple[float, float]], *, n_boot: int,
+def difference_point(first: list[tuple[float, float]], second: list[tuple[float, float]], *, n_boot: int,
                       seed: int) -> CurvePoint:
     """``mean(first) - mean(second)`` over batches (each a (sum, count) per batch), bootstrap CI, null 0."""
     units = {"a": torch.tensor([s for s, _ in first]), "na": torch.tensor([n for _, n in first]),
@@ -105,7 +106,7 @@ def loss_points(model: HookedModel, batches: Sequence[TokenBatch], config: Dynam
         in_second = (positions >= n_pos - length) & (positions < n_pos - 1)
         first.append(_sums(loss, in_first.expand_as(loss)))
         second.append(_sums(loss, in_second.expand_as(loss)))
-    return {"repeat_loss_gain": _difference_point(first, second, n_boot=config.n_boot, seed=config.seed),
+    return {"repeat_loss_gain": difference_point(first, second, n_boot=config.n_boot, seed=config.seed),
             "repeated_half_loss": _mean_point(second, n_boot=config.n_boot, seed=config.seed)}
 
 
@@ -120,7 +121,7 @@ def context_loss_point(model: HookedModel, batches: Sequence[TokenBatch], config
         positions = torch.arange(loss.shape[1])[None].expand_as(loss)
         early.append(_sums(loss, counted & (positions >= config.early[0]) & (positions < config.early[1])))
         late.append(_sums(loss, counted & (positions >= config.late[0]) & (positions < config.late[1])))
-    return _difference_point(early, late, n_boot=config.n_boot, seed=config.seed)
+    return difference_point(early, late, n_boot=config.n_boot, seed=config.seed)
 
 
 def head_points(model: HookedModel, batches: Sequence[TokenBatch], config: DynamicsConfig, *, data: str

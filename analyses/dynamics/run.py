@@ -25,12 +25,12 @@ from analyses.dynamics.config import DynamicsConfig
 from analyses.dynamics.events import series_events
 from analyses.dynamics.figures import plot_dynamics
 from analyses.dynamics.measure import CheckpointMeasure, curve_table, measure_checkpoint
-from analyses.dynamics.series_writer import INDUCTION_TOY_MEASURE
 from analyses.dynamics.summary import SUMMARY, DynamicsSummary
 from analyses.dynamics.text_measure import TextProbeData, text_probe_data
 from analyses.dynamics.toy_measure import measure_toy_checkpoint
 from analyses.induction.config import InductionExperimentConfig
-from analyses.toy_model_store import load_any_model
+from analyses.series_writer import INDUCTION_TOY_MEASURE
+from analyses.toy_model_loader import load_any_model
 from mechprobe import records
 from probes import ModelInfo, TokenBatch
 from probes.core.atomic import atomic_write_text
@@ -57,7 +57,19 @@ def stored_path(out: Path, index: int, checkpoint: Checkpoint) -> Path:
     return out / STORE / f"{index:04d}-step{checkpoint.step}.json"
 
 
+def _moved_store(path: Path, checkpoint: Checkpoint) -> None:
+    """A checkpoint measured when the series had fewer checkpoints before it (``--refine`` added some) is stored
+    under its old index: move that file to ``path``."""
+    if path.is_file():
+        return
+    for earlier in sorted(path.parent.glob(f"*-step{checkpoint.step}.json")):
+        if earlier.name.partition("-")[0].isdigit():
+            earlier.replace(path)
+            return
+
+
 def _read_stored(path: Path, checkpoint: Checkpoint, config: DynamicsConfig) -> CheckpointMeasure | None:
+    _moved_store(path, checkpoint)
     if not path.is_file():
         return None
     stored = records.load(StoredMeasure, records.strict_json(path.read_text(encoding="utf-8")))
@@ -166,7 +178,7 @@ def run_dynamics(series_spec: Any, out: str | Path, config: DynamicsConfig | Non
                  load: Loader | None = None) -> DynamicsSummary:
     """Measure every checkpoint of ``series_spec`` (resuming from ``out``), find the events, write
     ``summary.json`` and ``dynamics.png`` into ``out``. ``load`` (a spec to a hooked model) defaults to
-    :func:`analyses.toy_model_store.load_any_model` on ``device`` in ``dtype``.
+    :func:`analyses.toy_model_loader.load_any_model` on ``device`` in ``dtype``.
 
     Example: ``run_dynamics("runs/lm", "runs/lm-dynamics").events.orders``.
     """

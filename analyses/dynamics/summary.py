@@ -43,4 +43,6 @@ def load_summary(folder: str | Path) -> DynamicsSummary:
     if not path.is_file():
         raise InputError(f"{folder} holds no {SUMMARY} of a finished mechprobe dynamics run; give the --out folder "
                          f"of one (run it to the end first).")
-    return records.load(DynamicsSummary, records.strict_json(path.read_text(encoding="utf-8")), where=str(path))
+    rerun = (f"Run the mechprobe dynamics command that wrote {folder} again (it reuses the checkpoints measured there "
+             f"and writes {SUMMARY} anew).")
+    return records.checked(DynamicsSummary, records.read_json(path, rerun=rerun), path, rerun=rerun)

@@ -14,6 +14,9 @@ the even batches choose the heads, the odd batches measure them and are the boot
   attention on keys whose ``order - 1`` preceding states equal the query's parents. Null: its uniform-attention
   chance.
 
+Beside them, the phases of the in-context solution (:mod:`analyses.dynamics.toy_phases`): the model's loss against
+the uniform, in-context unigram and in-context bigram predictors on the measuring batches.
+
 These are the quantities ``mechprobe toy induction`` reports as ``copier_mass`` and
 ``generalized_induction_score``; here they are held out (chosen on other batches) and kept per batch so that
 :mod:`probes.dynamics.change_point` can find when each rises.
@@ -32,6 +35,7 @@ from torch import Tensor
 from analyses.dynamics.config import DynamicsConfig
 from analyses.dynamics.curve_point import CurvePoint, mean_point
 from analyses.dynamics.measure import CheckpointMeasure
+from analyses.dynamics.toy_phases import phase_points
 from analyses.induction.config import InductionExperimentConfig
 from analyses.induction.findings import held_out_chains
 from analyses.pretrained.held_out import halves
@@ -101,6 +105,8 @@ def measure_toy_checkpoint(model: HookedModel, checkpoint: Checkpoint, config: D
                            settings: InductionExperimentConfig) -> CheckpointMeasure:
     """The induction toy's curves at ``checkpoint`` (module docstring)."""
     started = time.perf_counter()
-    curves = induction_toy_points(model, toy_batches(settings, config), settings, config)
+    batches = toy_batches(settings, config)
+    curves = {**induction_toy_points(model, batches, settings, config),
+              **phase_points(model, halves(batches)[1], settings, config)}
     return CheckpointMeasure(checkpoint.step, checkpoint.tokens, checkpoint.spec, curves,
                              time.perf_counter() - started)

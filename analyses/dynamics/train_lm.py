@@ -2,13 +2,18 @@
 steps as a checkpoint series (``OUT/series.json`` + ``OUT/step_N/``) that ``mechprobe dynamics --model OUT`` reads.
 
 The model is :func:`toymodels.standard.build_standard_model` (``boot_native``: attention only, LayerNorm,
-learned positions), trained with AdamW on next-token loss over rows of :class:`analyses.dynamics.lm_data.LmData`
+learned positions), trained with AdamW on next-token loss over rows of :class:`analyses.lm_data.LmData`
 (the corpus in SmolLM2 tokens, vocabulary cut to the ``vocab`` most frequent; a ``repeat`` fraction of rows repeat
 a ``span``-token piece of their first half later in the row). Step 0 (the initialisation) is always saved: it is
 the series' control. ``series.json`` is rewritten after each saved step, so a stopped run leaves a usable series, and
 the training state (weights, AdamW, the row generator, the loss history) is checkpointed in ``OUT/checkpoint/`` every
 ``resume_every`` steps (:class:`toymodels.training.Checkpointer`): the same command resumes a killed run and ends
-with the same weights as an uninterrupted one.
+with the same weights as an uninterrupted one. A run stopped anywhere, before its first checkpoint or during
+start-up included, is resumed by the same command (:mod:`analyses.dynamics.lm_run_folder`); a diverged one keeps its
+steps, and is trained again with a lower ``lr`` into a new folder.
+The state at every saved step is kept in ``OUT/states/step_N/``
+(:class:`toymodels.step_states.StepStates`), so that ``mechprobe dynamics --refine`` can re-run the stretch between
+two saved steps and save more checkpoints there (:mod:`analyses.dynamics.bracket_rerun`).
 
 Example: ``train_lm(TrainLmConfig(n_steps=200), "runs/lm")`` then ``run_dynamics("runs/lm", "runs/lm-dyn")``.
 """
@@ -23,14 +28,17 @@ from pathlib import Path
 
 import torch
 
-from analyses.dynamics.lm_data import VOCAB_FILE, LmData
-from analyses.dynamics.series_writer import checkpoint_steps, saved_steps, write_manifest
+from analyses.dynamics.lm_run_folder import CHECKPOINT_FOLDER, check_rerun, mark_run
+from analyses.lm_data import VOCAB_FILE, LmData
+from analyses.series_writer import STATES_FOLDER, checkpoint_steps, write_manifest
 from analyses.toy_model_store import save_standard_model
 from mechprobe import records, validation
 from probes.core.atomic import atomic_write_text
 from probes.core.errors import ConfigError
+from toymodels.errors import TrainingDiverged
 from toymodels.standard import StandardModelConfig, build_standard_model
-from toymodels.training import Checkpointer, History, train
+from toymodels.step_states import StepStates
+from toymodels.training import Checkpointer, History, LossFn, train
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +79,15 @@ class TrainLmConfig:
             raise ConfigError(f"span ({self.span}) must fit in the first half of a row (seq_len // 2 = "
                               f"{self.seq_len // 2}).")
 
+    def check_checkpoint_count(self) -> None:
+        """``n_checkpoints`` distinct log-spaced steps fit in ``n_steps`` (refused, not saved at fewer steps than
+        asked); checked once every setting is given, since either may be set after the other."""
+        fits = self.n_checkpoints <= self.n_steps and len(checkpoint_steps(self.n_steps, self.n_checkpoints)) == \
+            self.n_checkpoints
+        if not fits:
+            raise ConfigError(f"n_checkpoints ({self.n_checkpoints}) is more than the distinct log-spaced steps of "
+                              f"n_steps {self.n_steps} give; lower n_checkpoints or train for more steps.")
+
     def model_config(self, d_vocab: int) -> StandardModelConfig:
         return StandardModelConfig(n_layers=self.n_layers, d_model=self.d_model, n_heads=self.n_heads,
                                    d_vocab=d_vocab, n_ctx=self.seq_len, attn_only=True, seed=self.seed)
@@ -90,25 +107,25 @@ class TrainLmSummary:
     seconds: float
 
 
-def train_lm(config: TrainLmConfig, out: str | Path, *, device: str | torch.device = "cpu",
-             progress: bool = True) -> TrainLmSummary:
-    """Train the model of ``config`` and save it at :func:`checkpoint_steps` into ``out`` (module docstring)."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    data = LmData.from_corpus(config.corpus, vocab=config.vocab)
-    (out / VOCAB_FILE).write_text(json.dumps({"smollm2_ids": list(data.kept_ids), "other": data.vocab - 1}))
+@dataclass(frozen=True)
+class LmTraining:
+    """What one ``train-lm`` run trains: the model (of ``model_config``), its AdamW, the row generator (seeded by
+    ``config.seed``) and the loss of one step's rows; built the same way for the first run and for a re-run of a
+    stretch of it (:mod:`analyses.dynamics.bracket_rerun`)."""
+
+    model_config: StandardModelConfig
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    generator: torch.Generator
+    loss_fn: LossFn
+
+
+def lm_training(config: TrainLmConfig, data: LmData, *, device: str | torch.device = "cpu") -> LmTraining:
+    """The :class:`LmTraining` of ``config`` on ``data``, at step 0."""
     model_config = config.model_config(data.vocab)
     model = build_standard_model(model_config, device=device)
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=config.lr,
                                   weight_decay=config.weight_decay)
-    generator = torch.Generator().manual_seed(config.seed)
-    wanted = set(checkpoint_steps(config.n_steps, config.n_checkpoints))
-    saved = saved_steps(out)  # a resumed run: the steps saved before it stopped
-
-    def save(step: int) -> None:
-        save_standard_model(model, model_config, out / f"step_{step}", "train-lm")
-        saved.add(step)
-        write_manifest(out, saved, tokens_per_step=config.batch_size * config.seq_len)
 
     def loss_fn(step: int, generator: torch.Generator) -> torch.Tensor:
         rows = data.rows(config.batch_size, config.seq_len, repeat=config.repeat, span=config.span,
@@ -117,17 +134,47 @@ def train_lm(config: TrainLmConfig, out: str | Path, *, device: str | torch.devi
         return torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]),
                                                  rows[:, 1:].reshape(-1))
 
+    return LmTraining(model_config, model, optimizer, torch.Generator().manual_seed(config.seed), loss_fn)
+
+
+def train_lm(config: TrainLmConfig, out: str | Path, *, device: str | torch.device = "cpu",
+             progress: bool = True) -> TrainLmSummary:
+    """Train the model of ``config`` and save it at :func:`checkpoint_steps` into ``out`` (module docstring)."""
+    config.check_checkpoint_count()
+    out = Path(out)
+    settings = records.dump(config)
+    saved = check_rerun(out, settings)  # a resumed run: the steps saved before it stopped
+    data = LmData.from_corpus(config.corpus, vocab=config.vocab)
+    mark_run(out, settings)  # nothing is written before: a run stopped earlier leaves no trace but an empty folder
+    atomic_write_text(out / VOCAB_FILE, json.dumps({"smollm2_ids": list(data.kept_ids), "other": data.vocab - 1}))
+    run = lm_training(config, data, device=device)
+    model, model_config = run.model, run.model_config
+    wanted = set(checkpoint_steps(config.n_steps, config.n_checkpoints))
+    fingerprint = records.to_json(config, indent=None)
+    states = StepStates(out / STATES_FOLDER, steps=wanted, fingerprint=fingerprint)
+
+    def save(step: int) -> None:
+        save_standard_model(model, model_config, out / f"step_{step}", "train-lm")
+        saved.add(step)
+        write_manifest(out, saved, tokens_per_step=config.batch_size * config.seq_len)
+
     def on_step(step: int, model_: torch.nn.Module, history: History) -> None:
         if step in wanted:
             save(step)
 
     if 0 not in saved:
-        save(0)
-    checkpointer = Checkpointer(out / "checkpoint", every=config.resume_every,
-                                fingerprint=records.to_json(config, indent=None))
+        save(0)  # its training state is the fresh build of lm_training: no state to keep
+    checkpointer = Checkpointer(out / CHECKPOINT_FOLDER, every=config.resume_every, fingerprint=fingerprint)
     started = time.perf_counter()
-    history = train(model, loss_fn, [optimizer], n_steps=config.n_steps, generator=generator, callbacks=[on_step],
-                    checkpointer=checkpointer, progress=progress, desc="train-lm")
+    try:
+        history = train(model, run.loss_fn, [run.optimizer], n_steps=config.n_steps, generator=run.generator,
+                        callbacks=[on_step], checkpointer=checkpointer, progress=progress, desc="train-lm",
+                        state_callbacks=[states])
+    except TrainingDiverged as error:  # its advice is the training loop's; a train-lm folder takes one setting
+        raise TrainingDiverged(
+            f"Training diverged: {error.cause}. {out} keeps the steps saved before it "
+            f"({', '.join(str(s) for s in sorted(saved))}). Lower the learning rate "
+            f"(lr {config.lr:g}; e.g. --set lr={config.lr / 3:g}) and give a new --out.", cause=error.cause) from None
     seconds = time.perf_counter() - started
     losses = history.column("loss")
     summary = TrainLmSummary(config, tuple(sorted(saved)), float(losses[0]), float(losses[-1]), data.vocab,

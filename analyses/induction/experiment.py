@@ -46,7 +46,6 @@ from typing import Any
 
 import torch
 
-from analyses.dynamics.series_writer import INDUCTION_TOY_MEASURE, checkpoint_steps, saved_steps, write_manifest
 from analyses.induction.config import PRESETS, InductionExperimentConfig
 from analyses.induction.figures import write_figures
 from analyses.induction.findings import (
@@ -60,6 +59,13 @@ from analyses.induction.findings import (
 from analyses.induction.reference import PRESET_REFERENCES, induction_reference
 from analyses.induction.result import GeneralisationRow, InductionResult, Trajectory
 from analyses.induction.trajectory import TRAJECTORY_KEYS, log_growth_fit, trajectory_steps
+from analyses.series_writer import (
+    INDUCTION_TOY_MEASURE,
+    STATES_FOLDER,
+    checkpoint_steps,
+    saved_steps,
+    write_manifest,
+)
 from analyses.timings import write_timings
 from analyses.torch_threads import torch_threads
 from analyses.toy_findings import aggregate_seeds
@@ -80,6 +86,7 @@ from toymodels.induction.training import (
     train_on_fresh_chains,
     train_simplified,
 )
+from toymodels.step_states import StepStates
 from toymodels.training import Checkpointer, History
 
 __all__ = ["FINDINGS", "PRESETS", "PRESET_REFERENCES", "InductionExperimentConfig", "InductionResult",
@@ -93,14 +100,19 @@ result_from_summary = InductionResult.from_document  # the report's way back fro
 
 
 # -- building and training ----------------------------------------------------------------------
-def _checkpointer(config: InductionExperimentConfig, out_dir: Path) -> Checkpointer | None:
-    if not config.checkpoint_every:
-        return None
+def run_fingerprint(config: InductionExperimentConfig) -> str:
+    """The settings that make a training run what it is (how often it is checkpointed and where it runs do not):
+    a saved state with another fingerprint is refused on resuming."""
     settings = dataclasses.asdict(config)
     for name in ("checkpoint_every", "device"):  # how often and where do not change the run; a resume may change them
         del settings[name]
-    fingerprint = json.dumps(settings, sort_keys=True)
-    return Checkpointer(out_dir / "checkpoint", every=config.checkpoint_every, fingerprint=fingerprint)
+    return json.dumps(settings, sort_keys=True)
+
+
+def _checkpointer(config: InductionExperimentConfig, out_dir: Path) -> Checkpointer | None:
+    if not config.checkpoint_every:
+        return None
+    return Checkpointer(out_dir / "checkpoint", every=config.checkpoint_every, fingerprint=run_fingerprint(config))
 
 
 def train_model(config: InductionExperimentConfig, train_tokens: torch.Tensor, val_tokens: torch.Tensor,
@@ -140,20 +152,23 @@ def train_model(config: InductionExperimentConfig, train_tokens: torch.Tensor, v
         history.log(step, val_loss=last_token_loss(m, val_tokens), induction_score=float(scores.scores[-1].max()))
 
     callbacks: list[Callable[[int, torch.nn.Module, History], None]] = [evaluate]
+    states: list[StepStates] = []
     if config.series_checkpoints:
         callbacks.append(_series_saver(model, config, out_dir / SERIES_FOLDER))
+        states.append(StepStates(out_dir / SERIES_FOLDER / STATES_FOLDER, fingerprint=run_fingerprint(config),
+                                 steps=checkpoint_steps(config.standard_train.n_steps, config.series_checkpoints)))
     history = train_on_fresh_chains(model, config.data, config.standard_training(), callbacks=callbacks,
-                                    checkpointer=checkpointer, progress=progress)
+                                    checkpointer=checkpointer, progress=progress, state_callbacks=states)
     return model, history
 
 
 def _series_saver(model: torch.nn.Module, config: InductionExperimentConfig, out: Path
                   ) -> Callable[[int, torch.nn.Module, History], None]:
     """Save ``model`` now (step 0, unless a resumed run saved it) and return the callback that saves it at the
-    log-spaced steps of ``config.series_checkpoints`` (:mod:`analyses.dynamics.series_writer`)."""
+    log-spaced steps of ``config.series_checkpoints`` (:mod:`analyses.series_writer`)."""
     wanted = set(checkpoint_steps(config.standard_train.n_steps, config.series_checkpoints))
     standard = config.standard_model_config()
-    saved = saved_steps(out)
+    saved = saved_steps(out, fix=f"Delete {out.parent} (the unfinished run) to train the toy again.")
     extra = {"measure": INDUCTION_TOY_MEASURE, "settings": dataclasses.asdict(config)}
     tokens_per_step = config.standard_train.batch_size * config.data.seq_len
 

@@ -1,1 +1,1 @@
-"""``mechprobe probe-linear`` and the report's linear-probe section."""
+"""``mechprobe probe-linear`` (the report's linear-probe section is :mod:`analyses.report.linear_section`)."""

@@ -28,7 +28,8 @@ from pathlib import Path
 import torch
 
 from analyses.paper_result import write_json
-from analyses.toy_model_store import ToyModel, is_toy_folder, load_toy_model
+from analyses.toy_model_loader import ToyModel, load_toy_model
+from analyses.toy_model_store import is_toy_folder
 from probes.core.batch import TokenBatch
 from probes.core.errors import ConfigError, InputError
 from probes.core.loading import load_model

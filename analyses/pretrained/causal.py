@@ -41,9 +41,10 @@ from analyses.pretrained.findings import CAUSAL_FINDINGS, finding_from_spec, min
 from mechprobe.validation import integer
 from probes.attention.repeated_tokens import repeated_random_tokens
 from probes.attention.topic_attention import TopicAttention
-from probes.causal import AblationPlan, head_output_means, repeated_half
+from probes.causal import repeated_half
 from probes.causal.ablation import ABLATION_METHODS, check_z_hooks
-from probes.causal.null import NULL_QUANTILE, ablation_with_null, measured_interval, per_set, signed_contrast
+from probes.causal.measured import measured_ablation
+from probes.causal.null import signed_contrast
 from probes.causal.slices import SliceFn
 from probes.causal.topic_slices import topic_seen_slice, topic_unseen_slice
 from probes.core.batch import TokenBatch
@@ -130,24 +131,20 @@ def measure_ablation(model: HookedModel, name: str, heads: Sequence[tuple[int, i
     """Ablate ``heads`` beside up to ``config.draws`` layer-matched random sets on ``batches`` (one sequence each),
     the draws stopped once the decision at the report's level is known (:func:`probes.causal.null.ablation_with_null`),
     and summarise the signed slice contrast (see :class:`CausalMeasurement`)."""
-    info = ModelInfo.of(model)
-    plan = AblationPlan.build(info, heads, method=config.method, n_draws=config.draws, seed=seed)
-    means = head_output_means(model, plan.layers, batches) if config.method == "mean" else None
-    statistic = signed_contrast(signs)
-    sums, null = ablation_with_null(model, plan, batches, slices, statistic, means=means, max_rows=config.max_rows,
-                                    stop_at=ALPHA)
-    if null is None:
+    measured = measured_ablation(model, heads, batches, slices=slices, statistic=signed_contrast(signs),
+                                 method=config.method, n_draws=config.draws, seed=seed, n_boot=n_boot,
+                                 max_rows=config.max_rows, stop_at=ALPHA)
+    if measured.null is None:
         raise ConfigError("The causal findings need random head sets for their null; set causal.draws >= 100.")
-    low, high = measured_interval(sums, statistic, n_boot=n_boot, seed=seed)
-    value = float(per_set(sums, statistic)[0])
     return CausalMeasurement(
-        name=name, heads=tuple(plan.heads), chosen_by=chosen_by,
+        name=name, heads=tuple(measured.plan.heads), chosen_by=chosen_by,
         selection_scores=tuple(float(s) for s in selection_scores), slices=tuple(slices),
-        signs=tuple(float(s) for s in signs), value=value, ci=(float(low), float(high)),
-        null=tuple(float(v) for v in null.draws), null_q99=float(torch.nanquantile(null.draws, NULL_QUANTILE)),
-        p_value=float(null.p_value), clean_loss=tuple(float(v) for v in sums.clean.sum(0) / sums.count.sum(0)),
-        n_tokens=tuple(int(n) for n in sums.count.sum(0)), units=int(sums.count.shape[0]), method=config.method,
-        data=data, null_stop=null.why())
+        signs=tuple(float(s) for s in signs), value=float(measured.value),
+        ci=(float(measured.low), float(measured.high)), null=tuple(float(v) for v in measured.null_draws),
+        null_q99=float(measured.null_q99),
+        p_value=float(measured.p_value), clean_loss=tuple(float(v) for v in measured.clean_loss),
+        n_tokens=tuple(int(n) for n in measured.n_tokens), units=int(measured.sums.count.shape[0]),
+        method=config.method, data=data, null_stop=measured.null.why())
 
 
 def single_rows(batches: Sequence[TokenBatch], n_rows: int, max_len: int,
@@ -195,12 +192,9 @@ def topic_rows_for_power(model: HookedModel, heads: Sequence[tuple[int, int]], r
     """Ablate ``heads`` alone (no random sets) on the first ``config.text_rows`` of ``ranked`` (the candidate rows,
     richest first) and size the design from the interval's spread (:func:`probes.stats.power.units_for_power`)."""
     pilot = list(ranked[: config.text_rows])
-    plan = AblationPlan.build(ModelInfo.of(model), heads, method=config.method, n_draws=0, seed=seed)
-    means = head_output_means(model, plan.layers, pilot) if config.method == "mean" else None
-    statistic = signed_contrast(signs)
-    sums, _ = ablation_with_null(model, plan, pilot, slices, statistic, means=means, max_rows=config.max_rows)
-    low, high = measured_interval(sums, statistic, n_boot=n_boot, seed=seed)
-    needed = units_for_power((float(low), float(high)), len(pilot), min_effect)
+    measured = measured_ablation(model, heads, pilot, slices=slices, statistic=signed_contrast(signs),
+                                 method=config.method, seed=seed, n_boot=n_boot, max_rows=config.max_rows)
+    needed = units_for_power((float(measured.low), float(measured.high)), len(pilot), min_effect)
     return RowsForPower(len(pilot), needed, min(config.text_rows_max, len(ranked)))
 
 

@@ -42,7 +42,8 @@ from analyses.pretrained.held_out import (
     held_out_topic,
     topic_mean_over_heads,
 )
-from analyses.report.interactive import PassagePatterns, passage_patterns
+from analyses.pretrained.passages import PassagePatterns, passage_patterns
+from analyses.pretrained.settled import SettledFinding
 from mechprobe import records
 from mechprobe.validation import integer
 from probes import HeadScoreProbe, HeadScores, ModelInfo, TokenBatch, feed_probes, load_model
@@ -174,7 +175,8 @@ class ModelMeasurements:
 class PretrainedRun:
     """One pretrained model, its random-weight control, and the findings; :meth:`summary` goes to summary.json.
     ``config``: the settings it was probed with; ``passages``: the best heads' attention on a text passage and on
-    repeated random tokens (the report's interactive views)."""
+    repeated random tokens (the report's interactive views); ``settled``: each finding after ``--settle``
+    (:mod:`analyses.pretrained.settle`; empty without it)."""
 
     model: str
     info: ModelInfo
@@ -186,6 +188,7 @@ class PretrainedRun:
     n_tokens: int
     config: PretrainedConfig | None = None
     passages: Mapping[str, PassagePatterns] = field(default_factory=dict)
+    settled: dict[str, SettledFinding] = field(default_factory=dict)
 
     def _repr_html_(self) -> str:
         """The findings as a verdict table, each beside the random-weight control measured the same way."""
@@ -215,6 +218,8 @@ class PretrainedRun:
             "tokens_probed": self.n_tokens,
             "seed": self.measured.protocol.provenance.seed,
         })
+        if self.settled:
+            summary["settled"] = records.dump(self.settled)
         return summary
 
 

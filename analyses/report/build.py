@@ -12,17 +12,18 @@ from pathlib import Path
 
 from analyses.dynamics.config import DynamicsConfig
 from analyses.experiments import toy_experiment
-from analyses.linear.section import (
+from analyses.pretrained.measure import PretrainedRun, probe_pretrained
+from analyses.pretrained.settle import settle_run
+from analyses.report.compare import ToyRun, compare
+from analyses.report.config import ReportConfig, ReportSettings
+from analyses.report.corpus import corpus_summary
+from analyses.report.dynamics_section import load_series, run_series
+from analyses.report.linear_section import (
     load_linear_runs,
     run_linear_section,
     save_linear_runs,
     toy_folders,
 )
-from analyses.pretrained.measure import PretrainedRun, probe_pretrained
-from analyses.report.compare import ToyRun, compare
-from analyses.report.config import ReportConfig, ReportSettings
-from analyses.report.corpus import corpus_summary
-from analyses.report.dynamics_section import load_series, run_series
 from analyses.report.run_store import load_report_inputs, save_report_inputs
 from analyses.timings import write_timings
 from analyses.toy_seeds import run_with_seeds
@@ -98,6 +99,13 @@ def run_report(config: ReportConfig, out_dir: str | Path, *, progress: bool = Tr
             pretrained[spec] = probe_pretrained(model, documents, word_topics, config.pretrained, progress=progress,
                                                 data=data, name=spec)
             timings[f"{spec}_s"] = time.perf_counter() - start
+            if config.settle.enabled:
+                echo(f"settling {spec}'s inconclusive findings (budget {config.settle.budget_minutes:g} min, "
+                     f"{config.settle.max_tokens:,} tokens) ...")
+                start = time.perf_counter()
+                pretrained[spec].settled = settle_run(model, pretrained[spec], documents, config.settle,
+                                                      progress=progress)
+                timings[f"{spec}_settle_s"] = time.perf_counter() - start
         linear = {}
         if config.linear.enabled:
             echo("linear probes on the residual streams ...")

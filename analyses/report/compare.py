@@ -10,11 +10,10 @@ from typing import Any, TypeVar
 
 import torch
 
-from analyses.dynamics.curve_series import CurveSeries, load_curve_series
+from analyses.curve_series import CurveSeries, load_curve_series
 from analyses.dynamics.figures import plot_series_together
 from analyses.dynamics.summary import DynamicsSummary
 from analyses.induction.result import InductionResult
-from analyses.linear.section import linear_section
 from analyses.paper_result import PaperResult
 from analyses.pretrained.held_out import HeldOut
 from analyses.pretrained.measure import ModelMeasurements, PretrainedRun
@@ -24,6 +23,8 @@ from analyses.report.corpus import CorpusSummary, TopicHeldOut
 from analyses.report.document import Figure, Report, Section, Table, View
 from analyses.report.dynamics_section import dynamics_section
 from analyses.report.figures import layer_head_heatmaps, paired_bars
+from analyses.report.linear_section import linear_section
+from analyses.report.settle_section import settle_section
 from analyses.report.verdicts import compare_findings, verdict_section
 from analyses.scansnap.result import ScanSnapResult
 from analyses.topic.result import TopicResult
@@ -330,6 +331,8 @@ def compare(toy_runs: Mapping[str, ToyRun], pretrained_runs: Mapping[str, Pretra
     ]
     if (causal := causal_section(pretrained_runs, figures)) is not None:
         sections.insert(sections.index(overview) + 1, causal)
+    if (settling := settle_section(pretrained_runs, figures)) is not None:
+        sections.insert(1, settling)
     linear_entry = None
     if linear:
         config = settings if settings is not None else ReportConfig()

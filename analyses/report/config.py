@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from analyses.experiments import TOY_EXPERIMENTS
-from analyses.linear.section import LinearReportConfig
 from analyses.pretrained.measure import PretrainedConfig
+from analyses.pretrained.settled import SettleConfig
+from analyses.report.linear_section import LinearReportConfig
 from mechprobe.validation import integer
 from probes.core.errors import ConfigError
 from probes.text.topics import LdaTopicConfig
@@ -38,6 +39,9 @@ class ReportConfig:
     series: tuple[str, ...] = ()
     """Checkpoint series (``mechprobe dynamics --model`` specs) measured into a "Dynamics" section; none: no
     section."""
+    settle: SettleConfig = field(default_factory=SettleConfig)
+    """``--settle``: rounds of fresh text for each pretrained model's inconclusive findings
+    (:mod:`analyses.pretrained.settle`); off: the fixed-sample report."""
 
     def __post_init__(self) -> None:
         unknown = [t for t in self.toys if t not in TOY_EXPERIMENTS]

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import torch
 
+from analyses.curve_series import CurveSeries
 from analyses.dynamics.config import DynamicsConfig
-from analyses.dynamics.curve_series import CurveSeries
 from analyses.dynamics.figures import plot_series_together
 from analyses.dynamics.run import FIGURE, run_dynamics
 from analyses.dynamics.summary import DynamicsSummary, load_summary

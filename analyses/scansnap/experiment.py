@@ -57,7 +57,7 @@ from typing import Any
 
 import torch
 
-from analyses.dynamics.curve_series import save_curve_series
+from analyses.curve_series import save_curve_series
 from analyses.paper_result import SUMMARY_FILE
 from analyses.scansnap.config import PRESETS, ScanSnapConfig
 from analyses.scansnap.figures import plot_heatmap, plot_loss

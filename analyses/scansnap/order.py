@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from analyses.dynamics.curve_series import CurveSeries
+from analyses.curve_series import CurveSeries
 from analyses.scansnap.config import ScanSnapConfig
 from analyses.toy_orders import events_text, min_effect, order_finding
 from probes.dynamics.event_orders import ScanSnapOrder, scan_snap_order

@@ -40,7 +40,7 @@ from pathlib import Path
 
 import torch
 
-from analyses.dynamics.curve_series import save_curve_series
+from analyses.curve_series import save_curve_series
 from analyses.paper_result import Claim
 from analyses.timings import write_timings
 from analyses.topic.config import PRESET_REFERENCES, PRESETS, STAGES, TopicExperimentConfig, TopicModelSettings

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from analyses.dynamics.curve_series import CurveSeries
+from analyses.curve_series import CurveSeries
 from analyses.topic.config import TopicExperimentConfig
 from analyses.toy_orders import events_text, min_effect, order_finding
 from probes.dynamics.change_point import curve_event

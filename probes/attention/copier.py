@@ -19,10 +19,11 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from mechprobe.validation import integer
 from probes.core.batch import TokenBatch
 from probes.core.errors import ConfigError, InputError
 from probes.core.model_info import ModelInfo, pattern_hook
-from probes.core.pattern_sums import is_pattern_block, masked_row_sums
+from probes.core.pattern_sums import check_pattern_block, masked_row_sums
 from probes.core.probe import LayerwiseProbe
 from probes.core.result import ProbeResult, Provenance
 from probes.display.head_maps import HeadMap, HeadMapDisplay
@@ -74,8 +75,7 @@ class CopierProbe(LayerwiseProbe[CopierProfile]):
 
     def __init__(self, max_distance: int = 8, *, min_query: int | None = None) -> None:
         super().__init__()
-        if isinstance(max_distance, bool) or not isinstance(max_distance, int) or max_distance < 1:
-            raise ConfigError(f"max_distance must be an integer >= 1; got {max_distance!r}.")
+        integer("max_distance", max_distance, 1)
         if min_query is not None and (isinstance(min_query, bool) or not isinstance(min_query, int) or min_query < 0):
             raise ConfigError(f"min_query must be None or an integer >= 0; got {min_query!r}.")
         self.max_distance = max_distance
@@ -87,11 +87,7 @@ class CopierProbe(LayerwiseProbe[CopierProfile]):
 
     def _batch_context(self, batch: TokenBatch, first: Tensor) -> Tensor:
         n_batch, n_pos = batch.tokens.shape
-        if not is_pattern_block(first, (n_batch, self.info.n_heads, n_pos, n_pos)):
-            raise InputError(
-                f"Attention patterns must be [batch head q_pos k_pos] = {(n_batch, self.info.n_heads, n_pos, n_pos)}; "
-                f"the model's hooks gave {tuple(first.shape)}."
-            )
+        check_pattern_block(first, n_batch, self.info.n_heads, n_pos)
         queries = batch.valid.clone()
         queries[:, : min(self.min_query, n_pos)] = False
         self._add("n_queries", queries.sum())

@@ -30,12 +30,13 @@ import torch
 from jaxtyping import Bool, Int
 from torch import Tensor
 
+from mechprobe.validation import integer
 from probes.attention.head_scores import visible_keys
 from probes.attention.key_mask_probe import KeyMaskProbe
 from probes.core.batch import TokenBatch
-from probes.core.errors import ConfigError, InputError
+from probes.core.errors import ConfigError
 from probes.core.model_info import ModelInfo, pattern_hook
-from probes.core.pattern_sums import KeyMask, is_pattern_block
+from probes.core.pattern_sums import KeyMask, check_pattern_block
 from probes.core.result import ProbeResult, Provenance
 from probes.core.token_pairs import Pairs, equal_pairs, per_query_counts, shifted
 from probes.display.head_maps import HeadMap, HeadMapDisplay
@@ -148,8 +149,7 @@ class GeneralizedInductionProbe(KeyMaskProbe[GeneralizedInductionScores]):
     def __init__(self, n: int = 3, *, distances: Sequence[int] | None = None) -> None:
         super().__init__()
         if distances is None:
-            if isinstance(n, bool) or not isinstance(n, int) or n < 2:
-                raise ConfigError(f"n (the n-gram order) must be an integer >= 2; got {n!r}.")
+            integer("n (the n-gram order)", n, 2)
             distances = range(1, n)
         self.n = n  # the order; ignored when distances are given
         self.distances = check_distances(list(distances))
@@ -160,11 +160,7 @@ class GeneralizedInductionProbe(KeyMaskProbe[GeneralizedInductionScores]):
 
     def _batch_context(self, batch: TokenBatch, first: Tensor) -> list[tuple[str, KeyMask]]:
         n_batch, n_pos = batch.tokens.shape
-        if not is_pattern_block(first, (n_batch, first.shape[1] if first.ndim == 4 else -1, n_pos, n_pos)):
-            raise InputError(
-                f"Attention patterns must be [batch head q_pos k_pos] with batch {n_batch} and {n_pos} "
-                f"positions; the model's hook gave {tuple(first.shape)}."
-            )
+        check_pattern_block(first, n_batch, None, n_pos)
         info = self.info
         causal = info.is_causal(first)
         full = parent_match_pairs(batch.tokens, batch.valid, self.distances)  # pairs, no [batch q k] mask

@@ -45,6 +45,7 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
+from mechprobe.validation import integer
 from probes.attention.head_patterns import HEAD_PATTERNS, HeadPattern, head_pattern
 from probes.attention.key_mask_probe import KeyMaskProbe
 from probes.attention.repeated_tokens import repeated_random_tokens
@@ -52,7 +53,7 @@ from probes.core.batch import TokenBatch
 from probes.core.errors import ConfigError, InputError
 from probes.core.model_info import ModelInfo, pattern_hook
 from probes.core.model_kind import HookedModel
-from probes.core.pattern_sums import KeyMask, is_pattern_block
+from probes.core.pattern_sums import KeyMask, check_pattern_block
 from probes.core.result import ProbeResult, Provenance
 from probes.core.runner import run_probes
 from probes.core.token_pairs import per_query_counts
@@ -154,12 +155,7 @@ class HeadScoreProbe(KeyMaskProbe[HeadScores]):
     def _batch_context(self, batch: TokenBatch, first: Tensor) -> list[tuple[str, KeyMask]]:
         info = self.info
         n_batch, n_pos = batch.tokens.shape
-        expected = (n_batch, info.n_heads, n_pos, n_pos)
-        if not is_pattern_block(first, expected):
-            raise InputError(
-                f"Attention patterns must be [batch head q_pos k_pos] = {expected}; the model's "
-                f"hook gave {tuple(first.shape)}. Check the model's hook_pattern layout."
-            )
+        check_pattern_block(first, n_batch, info.n_heads, n_pos)
         causal = info.is_causal(first)
         visible = visible_keys(batch.valid, causal, batch.attention_mask)
         self._add("rows", batch.valid.sum())
@@ -242,11 +238,9 @@ def head_scores(
     """
     kinds = _check_kinds(kinds)
     info = ModelInfo.of(model)
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ConfigError(f"batch_size must be an integer >= 1; got {batch_size!r}.")
+    integer("batch_size", batch_size, 1)
     if tokens is None:
-        if isinstance(n_batches, bool) or not isinstance(n_batches, int) or n_batches < 1:
-            raise ConfigError(f"n_batches must be an integer >= 1; got {n_batches!r}.")
+        integer("n_batches", n_batches, 1)
         generator = torch.Generator().manual_seed(seed)
         batches: list[Tensor | TokenBatch] = [
             repeated_random_tokens(

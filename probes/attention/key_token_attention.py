@@ -52,7 +52,7 @@ from torch import Tensor
 from probes.core.batch import TokenBatch
 from probes.core.errors import ConfigError, InputError
 from probes.core.model_info import ModelInfo, pattern_hook
-from probes.core.pattern_sums import is_pattern_block
+from probes.core.pattern_sums import check_pattern_block
 from probes.core.probe import LayerwiseProbe
 from probes.core.result import ProbeResult, Provenance
 from probes.display.head_maps import HeadMap, HeadMapDisplay
@@ -303,11 +303,7 @@ class KeyTokenAttentionProbe(LayerwiseProbe[KeyTokenAttention]):
         query_index = token_index(queries, info.d_vocab, "query_tokens")
         key_index = token_index(keys, info.d_vocab, "key_tokens")
         n_batch, n_pos = batch.tokens.shape
-        if not is_pattern_block(first, (n_batch, info.n_heads, n_pos, n_pos)):
-            raise InputError(
-                f"Attention patterns must be [batch head q_pos k_pos] = {(n_batch, info.n_heads, n_pos, n_pos)}; "
-                f"the model's hook gave {tuple(first.shape)}."
-            )
+        check_pattern_block(first, n_batch, info.n_heads, n_pos)
         spec = self._spec(info)
         b_idx, q_idx, q_tok = query_rows(batch.tokens, batch.valid, query_index, spec.query_position)
         mask, key_idx = visible_pairs(batch.tokens, batch.valid, b_idx, q_idx, key_index, spec)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from mechprobe.validation import integer
 from probes.core.batch import TokenBatch
 from probes.core.errors import ConfigError, InputError
 from probes.core.model_info import ModelInfo
@@ -29,8 +30,7 @@ def repeated_random_tokens(
     """
     if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < 2:
         raise ConfigError(f"seq_len must be an integer >= 2 (the length of the repeated block); got {seq_len!r}.")
-    if isinstance(n_sequences, bool) or not isinstance(n_sequences, int) or n_sequences < 1:
-        raise ConfigError(f"The number of sequences must be an integer >= 1; got {n_sequences!r}.")
+    integer("The number of sequences", n_sequences, 1)
     bos = info.bos_token_id if prepend_bos is None or prepend_bos else None
     if prepend_bos and bos is None:
         raise ConfigError(

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from mechprobe.validation import integer
 from probes.attention.generalized_induction import parent_match_mask
 from probes.attention.head_scores import visible_keys
 from probes.core.batch import TokenBatch
@@ -138,8 +139,7 @@ class ParentSubsetAttentionProbe(Probe[ParentSubsetAttention]):
         super().__init__()
         for name, value in (("layer", layer), ("max_distance", max_distance), ("max_subset", max_subset)):
             low = 0 if name == "layer" else 1
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ConfigError(f"{name} must be an integer >= {low}; got {value!r}.")
+            integer(name, value, low)
         if max_subset > max_distance:
             raise ConfigError(f"max_subset ({max_subset}) must be <= max_distance ({max_distance}).")
         self.layer, self.max_distance, self.max_subset = layer, max_distance, max_subset

@@ -13,7 +13,7 @@ from torch import Tensor
 from probes.core.batch import TokenBatch
 from probes.core.errors import ConfigError, InputError
 from probes.core.model_info import ModelInfo
-from probes.core.pattern_sums import is_pattern_block
+from probes.core.pattern_sums import check_pattern_block
 
 
 def check_token_topics(token_topics: Any, has_topic: Any = None) -> Int[Tensor, " d_vocab"]:
@@ -66,12 +66,7 @@ def check_pattern_batch(info: ModelInfo, token_topics: Tensor, first: Tensor, ba
             f"{info.d_vocab}; give a label (-1 = none) for every id."
         )
     n_batch, n_pos = batch.tokens.shape
-    expected = (n_batch, info.n_heads, n_pos, n_pos)
-    if not is_pattern_block(first, expected):
-        raise InputError(
-            f"Attention patterns must be [batch head q_pos k_pos] = {expected}; the model's hook gave "
-            f"{tuple(first.shape)}. Check the model's hook_pattern layout."
-        )
+    check_pattern_block(first, n_batch, info.n_heads, n_pos)
     return info.is_causal(first)
 
 

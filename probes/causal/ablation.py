@@ -18,7 +18,9 @@ forward runs, full logits included (counted in each copy's bytes).
 Methods (on the head's output ``z`` [batch pos head d_head], before ``W_O``):
 ``zero``: set to 0; ``mean``: the head's mean output at that position over the probed batches
 (:func:`probes.causal.means.head_output_means`, a first pass); ``resample``: the head's clean output on another
-sequence of the batch (row ``i`` takes row ``derangement(batch, seed)[i]``, the same for every batch).
+sequence of the batch (row ``i`` takes row ``derangement(batch, seed)[i]``, the same for every batch); where that
+row is padding there is no output to take and the head's output is 0 (a padded query's output depends on the
+attention kernel: the eager pattern and the fused kernel differ there).
 
 Where ``hook_z`` is missing: TransformerLens 4.x bridges alias it to the attention's output projection input
 (``attn.o.hook_in``), reshaped to [batch pos head d_head], on every attention component that has one (standard,
@@ -56,7 +58,6 @@ from probes.core.batch import TokenBatch, as_token_batch
 from probes.core.errors import ConfigError, InputError, ModelError
 from probes.core.model_info import ModelInfo
 from probes.core.model_kind import HookedModel, mask_kwargs
-from probes.core.runner import is_out_of_memory
 
 ABLATION_METHODS = ("zero", "mean", "resample")
 
@@ -189,7 +190,8 @@ def _replacement(plan: AblationPlan, layer: int, batch: TokenBatch, means: HeadM
             raise ConfigError("Mean ablation needs the heads' mean outputs: pass means=head_output_means(...).")
         return means.mean(layer, batch.shape[1])
     perm = derangement(batch.shape[0], seed=plan.seed).to(batch.tokens.device)
-    return clean_z[layer][perm]
+    donor = clean_z[layer][perm]
+    return donor.masked_fill(~batch.valid[perm][:, :, None, None].to(donor.device), 0.0)
 
 
 def _ablating_hook(set_mask: Bool[Tensor, "copy head"], replacement: Tensor | float, n_rows: int):
@@ -256,7 +258,7 @@ def batch_ablation_sums(model: HookedModel, batch: TokenBatch, plan: AblationPla
     keepers = [(z_hook(layer), keep(clean_z, layer)) for layer in plan.layers] if plan.method == "resample" else []
     if route.start_layer:
         keepers.append((resid_hook(route.start_layer), keep(kept, "resid")))
-    clean_route = ForwardRoute(unembed=route.unembed, cut_tail=route.cut_tail)
+    clean_route = ForwardRoute(unembed=route.unembed, cut_tail=route.cut_tail, fused=route.fused)
     clean = slice_sums(token_losses(model, clean_route, inputs, kwargs, keepers, 1), inputs)[0]
     dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
     replacements = _replacements_as({layer: _replacement(plan, layer, batch, means, clean_z)
@@ -264,26 +266,17 @@ def batch_ablation_sums(model: HookedModel, batch: TokenBatch, plan: AblationPla
     sets = plan.sets.to(batch.tokens.device)
     size = PassSize() if size is None else size
     n_pos = inputs.tokens.shape[1]
-    group = [size.copies(model, route, n_rows, n_pos, batch.tokens.device)]
+    group = size.copies(model, route, n_rows, n_pos, batch.tokens.device)
+    too_big = (f"Out of memory ablating heads on one copy of a batch of {n_rows} x {n_pos} tokens. Use fewer rows per "
+               f"batch, shorter sequences, weights in bfloat16 (dtype=...), or another device.")
 
     def hooks_of(chunk: Tensor, first: int) -> list:
         return [(z_hook(layer), _ablating_hook(chunk[:, i], replacements[layer], n_rows))
                 for i, layer in enumerate(plan.layers[first:]) if i < chunk.shape[1]]
 
     def in_passes(n: int, run: Any) -> list[Tensor]:
-        """``run(start, stop)`` over ``0..n`` in groups of ``group[0]`` copies, halved after running out of memory."""
-        out, start = [], 0
-        while start < n:
-            stop = min(n, start + group[0])
-            try:
-                out.append(run(start, stop))
-            except Exception as error:
-                if not is_out_of_memory(error):
-                    raise
-                group[0] = size.after_out_of_memory(stop - start, n_rows, n_pos, error)
-                continue
-            start = stop
-        return out
+        """``run(start, stop)`` over ``0..n`` in groups of ``group`` copies, halved after running out of memory."""
+        return size.halving.chunks(n, run, first=group, too_big=too_big)
 
     split = shared_prefix(sets, plan.layers) if route.start_layer and route.start_layer == plan.layers[0] else None
     if split is not None and resid_hook(plan.layers[split[0]]) not in model.hook_dict:
@@ -297,9 +290,9 @@ def batch_ablation_sums(model: HookedModel, batch: TokenBatch, plan: AblationPla
         j, prefixes, index = split
         order = index.argsort(stable=True)
         by_prefix = torch.bincount(index, minlength=prefixes.shape[0]).tolist()
-        stop_layer, parts, done = plan.layers[j], [], 0
-        for first in range(0, prefixes.shape[0], 2 * group[0]):
-            chunk = prefixes[first : first + 2 * group[0]]
+        stop_layer, parts, done, first = plan.layers[j], [], 0, 0
+        while first < prefixes.shape[0]:  # two passes' worth of prefixes at a time, as many as fit now
+            chunk = prefixes[first : first + 2 * size.halving.bound(group)]
             resid = torch.cat(in_passes(chunk.shape[0], lambda a, b, chunk=chunk: residual_at(
                 model, route, inputs, kwargs, hooks_of(chunk[a:b], 0), b - a, kept["resid"], stop_layer)))
             resid = resid.view(chunk.shape[0], n_rows, *resid.shape[1:])
@@ -313,6 +306,7 @@ def batch_ablation_sums(model: HookedModel, batch: TokenBatch, plan: AblationPla
 
             parts.extend(in_passes(n_sets, rest))
             done += n_sets
+            first += chunk.shape[0]
         ablated = [torch.cat(parts)[order.argsort()]]
     return AblationSums(tuple(slices), torch.tensor([float(n_rows)], dtype=torch.float64),
                         masks.sum((1, 2)).double()[None].cpu(), clean[None].cpu(), torch.cat(ablated)[None].cpu())

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import math
 from collections.abc import Iterable
 
 import torch
@@ -12,6 +14,7 @@ from probes.core.errors import ConfigError, InputError
 from probes.core.model_info import ModelInfo
 
 Heads = tuple[tuple[int, int], ...]
+log = logging.getLogger(__name__)
 
 
 def check_heads(heads: Iterable[tuple[int, int]], info: ModelInfo) -> Heads:
@@ -58,6 +61,8 @@ def layer_matched_head_sets(heads: Heads, n_heads: int, n_draws: int, *, seed: i
                             ) -> Bool[Tensor, "draw layer head"]:
     """``n_draws`` random head sets with as many heads in each of ``head_layers(heads)`` as ``heads`` has there:
     per draw and layer, that many heads drawn uniformly without replacement (a draw may hit ``heads`` itself).
+    Sets that take every head of each of their layers have no null (:class:`InputError` when ``n_draws > 0``); fewer
+    than 100 distinct matched sets log a warning (the p-value cannot fall much below one over their number).
 
     Example: for ``heads=((1, 0), (1, 2), (3, 1))`` every draw has two heads of layer 1 and one of layer 3.
     """
@@ -65,6 +70,15 @@ def layer_matched_head_sets(heads: Heads, n_heads: int, n_draws: int, *, seed: i
         raise ConfigError(f"n_draws must be an integer >= 0 (random head sets of the null); got {n_draws!r}.")
     layers = head_layers(heads)
     per_layer = head_mask(heads, layers, n_heads).sum(1)
+    n_sets = math.prod(math.comb(n_heads, int(k)) for k in per_layer)
+    if n_draws and n_sets == 1:
+        raise InputError(
+            f"The heads {list(heads)} are every head of layer(s) {', '.join(map(str, layers))}: the random head sets "
+            f"matched layer by layer can only be these heads again, so the null equals the ablation (p = 1 by "
+            f"construction). Leave at least one head of each layer out, or measure without a null (0 draws).")
+    if n_draws and n_sets < 100:
+        log.warning("Only %d head sets are matched layer by layer to %s: a draw is the chosen set itself about once "
+                    "in %d, so the null's p-value cannot fall much below 1/%d.", n_sets, list(heads), n_sets, n_sets)
     generator = torch.Generator().manual_seed(seed)
     ranks = torch.rand(n_draws, len(layers), n_heads, generator=generator).argsort(-1).argsort(-1)
     return ranks < per_layer[None, :, None]

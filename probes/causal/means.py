@@ -30,8 +30,9 @@ def z_hook(layer: int) -> str:
 @dataclass(frozen=True)
 class HeadMeans:
     """Running sums of every head's output in ``layers``, per position: ``sums[i]`` is ``[pos head d_head]`` for
-    layer ``layers[i]`` (float64), summed over the rows where that position is attended (not padding); ``counts``
-    ``[pos]`` the number of rows. Additive: ``a.merge(b)`` is what one pass over both batch streams gives."""
+    layer ``layers[i]`` (float32: as large as the layer's output, not a small sum), summed over the rows where that
+    position is attended (not padding); ``counts`` ``[pos]`` the number of rows.
+    Additive: ``a.merge(b)`` is what one pass over both batch streams gives."""
 
     layers: tuple[int, ...]
     sums: tuple[Tensor, ...]
@@ -53,7 +54,8 @@ class HeadMeans:
         if n_pos > self.counts.shape[0] or bool((self.counts[:n_pos] == 0).any()):
             raise InputError(f"The head means cover {int((self.counts > 0).sum())} positions; this batch has {n_pos}. "
                              f"Compute the means on batches at least as long as the ones ablated.")
-        return self.sums[self.layers.index(layer)][:n_pos] / self.counts[:n_pos, None, None]
+        sums = self.sums[self.layers.index(layer)][:n_pos]
+        return sums / self.counts[:n_pos, None, None].to(sums.dtype)
 
 
 def _pad(tensor: Tensor, n: int) -> Tensor:
@@ -82,10 +84,15 @@ def _head_outputs(model: HookedModel, batch: TokenBatch, layers: tuple[int, ...]
 def batch_head_sums(model: HookedModel, batch: TokenBatch, layers: tuple[int, ...]) -> HeadMeans:
     """The :class:`HeadMeans` of one batch (the forward pass stops after the last layer read)."""
     z = _head_outputs(model, batch, layers)
-    rows = (torch.ones(batch.shape, dtype=torch.float64, device=batch.tokens.device) if batch.attention_mask is None
-            else batch.attention_mask.double())
-    sums = tuple(torch.einsum("bp,bphd->phd", rows, z[z_hook(layer)].double()) for layer in layers)
-    return HeadMeans(layers, sums, rows.sum(0))
+    mask = batch.attention_mask
+    if mask is None:
+        sums = tuple(z[z_hook(layer)].sum(0, dtype=torch.float32) for layer in layers)
+        counts = torch.full(batch.shape[1:], float(batch.shape[0]), dtype=torch.float64, device=batch.tokens.device)
+        return HeadMeans(layers, sums, counts)
+    # 0 / 1 weights are exact in the model's dtype; the sum over rows is float32 without a float32 copy of z
+    sums = tuple((z[z_hook(layer)] * mask[:, :, None, None].to(z[z_hook(layer)].dtype)).sum(0, dtype=torch.float32)
+                 for layer in layers)
+    return HeadMeans(layers, sums, mask.double().sum(0))
 
 
 def head_output_means(model: HookedModel, layers: tuple[int, ...], batches: Iterable[Any]) -> HeadMeans:

@@ -9,16 +9,14 @@ after an out-of-memory error, keeping the smaller count for the batches that fol
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, field
 
 import torch
 
+from mechprobe.validation import integers
 from probes.causal.routes import ForwardRoute
-from probes.core.errors import ConfigError, ModelError
 from probes.core.model_kind import HookedModel
-
-log = logging.getLogger(__name__)
+from probes.core.out_of_memory import Halving
 
 PASS_BYTES = 256 * 2**20
 """Default budget of activations one grouped pass may hold (beyond the weights and the clean pass's keepsakes)."""
@@ -67,17 +65,14 @@ def copy_bytes(model: HookedModel, route: ForwardRoute, n_rows: int, n_pos: int)
 class PassSize:
     """Copies of a batch per grouped forward pass: ``pass_bytes / copy_bytes`` (at least one), at most ``max_rows``
     rows, at most :data:`CPU_PASS_TOKENS` tokens on CPU; after an out-of-memory error, half of what failed, kept
-    for the following batches (:meth:`after_out_of_memory`)."""
+    for the following batches (``halving``, which runs the passes: :class:`probes.core.out_of_memory.Halving`)."""
 
     max_rows: int = 256
     pass_bytes: int = PASS_BYTES
-    _ceiling: int | None = field(default=None, repr=False)
+    halving: Halving = field(default_factory=lambda: Halving("head sets"), repr=False)
 
     def __post_init__(self) -> None:
-        for name in ("max_rows", "pass_bytes"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"{name} must be a positive integer; got {value!r}.")
+        integers(self, ("max_rows", "pass_bytes"))
 
     def copies(self, model: HookedModel, route: ForwardRoute, n_rows: int, n_pos: int, device: torch.device
                ) -> int:
@@ -86,18 +81,4 @@ class PassSize:
                      max(1, self.pass_bytes // max(1, copy_bytes(model, route, n_rows, n_pos))))
         if device.type == "cpu":
             copies = min(copies, max(1, CPU_PASS_TOKENS // (n_rows * n_pos)))
-        return copies if self._ceiling is None else min(copies, self._ceiling)
-
-    def after_out_of_memory(self, copies: int, n_rows: int, n_pos: int, error: BaseException) -> int:
-        """The copies to retry with after a pass of ``copies`` ran out of memory; :class:`ModelError` when one copy
-        already did."""
-        if copies == 1:
-            raise ModelError(f"Out of memory ablating heads on one copy of a batch of {n_rows} x {n_pos} tokens. Use "
-                             f"fewer rows per batch, shorter sequences, weights in bfloat16 (dtype=...), or another "
-                             f"device.") from error
-        self._ceiling = copies // 2
-        log.warning("out of memory ablating %d head sets in one pass; retrying with %d per pass", copies,
-                    self._ceiling)
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
-        return self._ceiling
+        return copies

@@ -13,17 +13,15 @@ import torch
 from torch import Tensor
 
 from mechprobe.forward import model_device
-from probes.causal.ablation import AblationPlan, AblationSums, batches_as_read, reusable_batches
 from probes.causal.head_sets import mask_heads
-from probes.causal.means import HeadMeans, head_output_means
-from probes.causal.null import NULL_QUANTILE, ablation_with_null, measured_interval, slice_changes
+from probes.causal.means import HeadMeans
+from probes.causal.measured import MeasuredAblation, measured_ablation
 from probes.causal.pass_size import PASS_BYTES
 from probes.causal.slices import SliceFn
 from probes.core.errors import ConfigError
 from probes.core.model_info import ModelInfo
 from probes.core.model_kind import HookedModel
 from probes.core.result import ProbeResult, Provenance
-from probes.stats.sequential import SequentialNull
 
 log = logging.getLogger(__name__)
 
@@ -78,25 +76,17 @@ class HeadAblation(ProbeResult):
                               "n_draws": int(self.null.shape[0])} for s, name in enumerate(self.slices)])
 
     @classmethod
-    def from_sums(cls, sums: AblationSums, plan: AblationPlan, provenance: Provenance, *,
-                  null: SequentialNull | None = None, n_boot: int = 1000, level: float = 0.95,
-                  seed: int = 0) -> HeadAblation:
-        """The result of merged :class:`AblationSums` (bootstrap over their rows, the batches) and the null of
-        their random head sets (:func:`probes.causal.null.ablation_with_null`; None: no draws)."""
-        changes = sums.loss_change()
-        low, high = measured_interval(sums, slice_changes, n_boot=n_boot, level=level, seed=seed)
-        nan = torch.full_like(changes[0], float("nan"))
-        draws = changes[:0] if null is None else null.draws
-        has_null = draws.shape[0] > 0
+    def from_measured(cls, measured: MeasuredAblation, provenance: Provenance) -> HeadAblation:
+        """The result of a :class:`~probes.causal.measured.MeasuredAblation` of :func:`slice_changes` (the change
+        on each slice)."""
+        plan, draws = measured.plan, measured.null_draws
         return cls(
-            provenance=provenance, heads=list(plan.heads), method=plan.method, slices=list(sums.slices),
-            change=changes[0], low=low, high=high, clean_loss=sums.clean.sum(0) / sums.count.sum(0),
-            n_tokens=sums.count.sum(0), null=draws,
-            null_q99=torch.nanquantile(draws, NULL_QUANTILE, dim=0) if has_null else nan,
-            p_value=null.p_value if null is not None else nan,
+            provenance=provenance, heads=list(plan.heads), method=plan.method, slices=list(measured.sums.slices),
+            change=measured.value, low=measured.low, high=measured.high, clean_loss=measured.clean_loss,
+            n_tokens=measured.n_tokens, null=draws, null_q99=measured.null_q99, p_value=measured.p_value,
             null_heads=torch.stack([mask_heads(m, plan.layers) for m in plan.sets[1 : 1 + draws.shape[0]]])
-            if has_null else torch.zeros(0, len(plan.heads), 2, dtype=torch.long),
-            null_stop="" if null is None else null.why(),
+            if draws.shape[0] > 0 else torch.zeros(0, len(plan.heads), 2, dtype=torch.long),
+            null_stop="" if measured.null is None else measured.null.why(),
         )
 
 
@@ -124,12 +114,10 @@ def head_ablation(model: HookedModel, heads: Iterable[tuple[int, int]], batches:
         result.change, result.null_q99, result.p_value
     """
     info = ModelInfo.of(model)
-    plan = AblationPlan.build(info, heads, method=method, n_draws=n_draws, seed=seed, loss=loss)
-    batches = reusable_batches(batches, method)
-    if method == "mean" and means is None:
-        means = head_output_means(model, plan.layers, batches_as_read(model, batches, slices, plan.loss))
-    sums, null = ablation_with_null(model, plan, list(batches), slices, means=means, max_rows=max_rows,
-                                    pass_bytes=pass_bytes, shortcuts=shortcuts, stop_at=stop_at)
+    measured = measured_ablation(model, heads, batches, slices=slices, method=method, n_draws=n_draws, seed=seed,
+                                 means=means, n_boot=n_boot, level=level, max_rows=max_rows, pass_bytes=pass_bytes,
+                                 loss=loss, shortcuts=shortcuts, stop_at=stop_at)
+    sums, plan = measured.sums, measured.plan
     clean = float(sums.clean.sum() / sums.count.sum())
     if plan.loss == "masked" and clean >= math.log(info.d_vocab):
         log.warning("%s predicts masked tokens no better than uniform (clean loss %.2f nats >= log d_vocab = %.2f): "
@@ -144,4 +132,4 @@ def head_ablation(model: HookedModel, heads: Iterable[tuple[int, int]], batches:
                   "null": "random head sets, same count per layer", "stop_at": stop_at},
         seed=seed, n_sequences=int(sums.rows.sum()), n_tokens=int(sums.count.sum()), device=str(model_device(model)),
         dtype=str(dtype))
-    return HeadAblation.from_sums(sums, plan, provenance, null=null, n_boot=n_boot, level=level, seed=seed)
+    return HeadAblation.from_measured(measured, provenance)

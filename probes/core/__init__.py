@@ -2,7 +2,7 @@
 the kind of model held (TransformerLens 3.9 or 4.x), sharding, query-block attention for long sequences, errors.
 
 Modules: atomic, attention_rows, batch, checkpoint_series, distributed, errors, loading, model_info, model_kind,
-pattern_sums, probe, result, runner.
+out_of_memory (halving work that ran out of memory), pattern_sums, probe, result, runner.
 """
 
 from probes.core.batch import TokenBatch, as_token_batch

@@ -17,15 +17,24 @@ from jaxtyping import Float
 from torch import Tensor
 
 from probes.core.attention_rows import LayerAttention, float_at_least_32
+from probes.core.errors import InputError
 
 CHUNK_BYTES = 64 * 2**20  # the largest [batch head rows k_pos] temporary a reduction makes
 SPARSE_SHARE = 1 / 64  # masks with at most this share of True entries are summed by gathering them
 
 
-def is_pattern_block(pattern: Tensor, expected: tuple[int, int, int, int]) -> bool:
-    """Whether ``pattern`` is ``expected`` = [batch head q_pos k_pos] or its first block of query rows."""
-    return (pattern.ndim == 4 and tuple(pattern.shape[:2]) == expected[:2] and pattern.shape[3] == expected[3]
-            and 1 <= pattern.shape[2] <= expected[2])
+def check_pattern_block(pattern: Tensor, n_batch: int | None, n_heads: int | None, n_pos: int, *,
+                        whole: bool = False) -> None:
+    """Refuse a hook's ``pattern`` that is not ``[batch head q_pos k_pos]`` = ``(n_batch, n_heads, n_pos, n_pos)``
+    (None: any size there) or, unless ``whole``, its first block of query rows, with the one message every attention
+    probe gives."""
+    fits = (pattern.ndim == 4 and n_batch in (None, pattern.shape[0]) and n_heads in (None, pattern.shape[1])
+            and pattern.shape[3] == n_pos and (pattern.shape[2] == n_pos if whole else 1 <= pattern.shape[2] <= n_pos))
+    if not fits:
+        expected = ", ".join("any" if size is None else str(size) for size in (n_batch, n_heads, n_pos, n_pos))
+        rows = "" if whole else " (or a first block of its query rows)"
+        raise InputError(f"Attention patterns must be [batch head q_pos k_pos] = ({expected}){rows}; the model's hook "
+                         f"gave {tuple(pattern.shape)}. Check the model's hook_pattern layout.")
 
 
 def rows_per_chunk(pattern: Tensor, extra: int = 1) -> int:

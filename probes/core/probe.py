@@ -29,8 +29,9 @@ import torch
 from torch import Tensor
 
 from probes.core.batch import TokenBatch
-from probes.core.errors import InputError, ProbeStateError
+from probes.core.errors import ProbeStateError
 from probes.core.model_info import ModelInfo
+from probes.core.pattern_sums import check_pattern_block
 from probes.core.result import ProbeResult, Provenance
 from probes.core.settings import constructor_settings
 
@@ -298,9 +299,7 @@ class LayerwiseProbe(Probe[ResultT]):
     def _update_layer(self, index: int, activation: Tensor, batch: TokenBatch, context: Any) -> None:
         """Fold the activation of hook ``hook_names(info)[index]`` (default: the whole pattern as one block of rows)."""
         n_pos = batch.tokens.shape[1]
-        if activation.ndim != 4 or activation.shape[2] != n_pos:
-            raise InputError(f"Attention patterns must be [batch head q_pos k_pos] with {n_pos} query rows; the "
-                             f"model's hook gave {tuple(activation.shape)}.")
+        check_pattern_block(activation, None, None, n_pos, whole=True)
         self._update_rows(index, activation, 0, batch, context)
 
     def _update_rows(self, index: int, rows: Tensor, start: int, batch: TokenBatch, context: Any) -> None:

@@ -20,6 +20,7 @@ from probes.core.batch import TokenBatch, as_token_batch
 from probes.core.errors import InputError, ModelError
 from probes.core.model_info import ModelInfo, pattern_hook
 from probes.core.model_kind import HookedModel, mask_kwargs
+from probes.core.out_of_memory import Halving
 from probes.core.probe import LayerwiseProbe, Probe, ResultT
 
 log = logging.getLogger(__name__)
@@ -63,14 +64,6 @@ def capture(model: HookedModel, batch: TokenBatch, hook_names: Sequence[str]) ->
             f"hook points but does not call them; check its forward()."
         )
     return captured
-
-
-def is_out_of_memory(error: BaseException) -> bool:
-    """True for an allocator failure (CUDA/MPS/CPU) that a smaller batch could avoid."""
-    if isinstance(error, torch.OutOfMemoryError):
-        return True
-    message = str(error)
-    return isinstance(error, RuntimeError) and ("out of memory" in message or "not enough memory" in message)
 
 
 def _rows(batch: TokenBatch, start: int, stop: int) -> TokenBatch:
@@ -278,7 +271,7 @@ def fold_forward_reduced(model: HookedModel, probes: Sequence[Probe[Any]], batch
 
 
 class _AdaptiveFolding:
-    """Folds batches in row chunks that fit in memory, halving the chunk after an out-of-memory error.
+    """Folds batches in row chunks that fit in memory (:class:`probes.core.out_of_memory.Halving`).
 
     A failed forward pass aborts the batch in every probe (what its early layers staged is dropped),
     and since probe state is additive, feeding a batch in chunks gives the same result as feeding it
@@ -289,35 +282,22 @@ class _AdaptiveFolding:
                  max_pattern_bytes: int | None) -> None:
         self.model, self.probes, self.info = model, probes, info
         self.max_pattern_bytes = max_pattern_bytes
-        self.max_rows: int | None = None
+        self.rows = Halving("rows")
 
     def fold(self, batch: TokenBatch) -> None:
         """Fold ``batch`` (on any device; moved to the model's, and to the CPU for the probes' plans)."""
         device = model_device(self.model)
-        start, n_rows = 0, batch.shape[0]
-        while start < n_rows:
-            stop = n_rows if self.max_rows is None else min(n_rows, start + self.max_rows)
+        n_rows = batch.shape[0]
+
+        def fold_rows(start: int, stop: int) -> None:
             part = batch if (start, stop) == (0, n_rows) else _rows(batch, start, stop)
-            try:
-                if reductions_apply(self.model, self.probes, part, self.info, self.max_pattern_bytes):
-                    fold_forward_reduced(self.model, self.probes, part.to(device), self.info, part.to("cpu"))
-                else:
-                    fold_forward(self.model, self.probes, part.to(device), self.info)
-            except Exception as error:
-                if not is_out_of_memory(error):
-                    raise
-                if stop - start == 1:
-                    raise ModelError(
-                        f"Out of memory on a single sequence of {batch.shape[1]} tokens. Use shorter sequences, "
-                        f"weights in bfloat16/float16 (dtype=...), or another device."
-                    ) from error
-                self.max_rows = (stop - start) // 2
-                log.warning("out of memory on %d rows; retrying with %d rows per forward pass",
-                            stop - start, self.max_rows)
-                if torch.cuda.is_available():
-                    torch.cuda.empty_cache()
-                continue
-            start = stop
+            if reductions_apply(self.model, self.probes, part, self.info, self.max_pattern_bytes):
+                fold_forward_reduced(self.model, self.probes, part.to(device), self.info, part.to("cpu"))
+            else:
+                fold_forward(self.model, self.probes, part.to(device), self.info)
+
+        self.rows.chunks(n_rows, fold_rows, too_big=f"Out of memory on a single sequence of {batch.shape[1]} tokens. "
+                         f"Use shorter sequences, weights in bfloat16/float16 (dtype=...), or another device.")
 
 
 def feed_probes(

@@ -3,7 +3,7 @@ DataFrame; the ``_repr_html_`` of a finding, a toy's findings, a pretrained run 
 
 A finding is anything with :class:`probes.stats.findings.Finding`'s attributes (``statistic``, ``value``, ``ci``,
 ``null_kind``, ``null_value``, ``reported_p``, ``control_value``, ``control_ci``, ``holds``, ``verdict``,
-``units_to_settle``, ``units_for_power``): a
+``units_to_settle``, ``units_for_power``, ``confidence_sequence``): a
 :class:`~probes.stats.findings.Finding` or a toy's finding over seeds.
 """
 
@@ -47,6 +47,8 @@ class FindingLike(Protocol):
     def units_to_settle(self) -> int | None: ...
     @property
     def units_for_power(self) -> int | None: ...
+    @property
+    def confidence_sequence(self) -> tuple[float, float]: ...
 
 
 def _number(value: float | None) -> str:
@@ -104,8 +106,9 @@ def verdict_tables_html(groups: Mapping[str, Mapping[str, FindingLike]], *, titl
 
 def verdicts_dataframe(findings: Mapping[str, FindingLike]) -> pd.DataFrame:
     """One row per finding: value, interval, null, adjusted p, control and its interval (NaN where none), holds,
-    verdict, the units that would settle an inconclusive one and the units the design needs for 80% power at its
-    threshold (:mod:`probes.stats.power`)."""
+    verdict, the units that would settle an inconclusive one, the units the design needs for 80% power at its
+    threshold (:mod:`probes.stats.power`) and the ends of its 95% confidence sequence
+    (:mod:`probes.stats.confidence_sequence`)."""
     import pandas as pd
 
     nan = float("nan")
@@ -116,4 +119,5 @@ def verdicts_dataframe(findings: Mapping[str, FindingLike]) -> pd.DataFrame:
         "control_ci_low": f.control_ci[0] if f.control_ci else nan,
         "control_ci_high": f.control_ci[1] if f.control_ci else nan, "holds": f.holds, "verdict": f.verdict,
         "units_to_settle": f.units_to_settle, "units_for_power": f.units_for_power,
+        "sequence_low": f.confidence_sequence[0], "sequence_high": f.confidence_sequence[1],
     } for name, f in findings.items()])

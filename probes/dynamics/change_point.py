@@ -20,7 +20,10 @@ step is where the curve, up to the peak, crosses ``start + fraction * (end - sta
 for the last time, i.e. from where on it stays at or above that level until the peak (a passing spike earlier is
 not the event), interpolated linearly in ``log(1 + step)`` between the two checkpoints that straddle the crossing.
 A curve that rises and falls again (a head that forms and is then replaced) has its event on the way up. There is
-no event (NaN) when ``end <= start``. The peak checkpoint is chosen once, on the observed curve, and kept for every
+no event (NaN) when ``end <= start``. A curve can instead have a fixed event level (``crossing``; e.g. 0 for a
+model's loss gain over a baseline predictor, so the event is where its loss falls below the baseline's for good):
+the same rule with that level, and no event when the first checkpoint is already at it or the peak below it.
+The peak checkpoint is chosen once, on the observed curve, and kept for every
 bootstrap draw (so the draws measure the rise to that checkpoint). Choosing it on the same batches favours a noisy
 maximum: a flat curve's rise to its peak is positive. The p-value accounts for that search (below), and the event's
 finding asks for a minimum effect besides (random-weight series: no event).
@@ -55,8 +58,9 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from mechprobe.validation import integer
 from probes.core.errors import ConfigError, InputError
-from probes.stats.bootstrap import percentile_interval
+from probes.stats.bootstrap import percentile_interval, resample_counts
 
 
 @dataclass(frozen=True)
@@ -107,18 +111,6 @@ class CurveUnits:
         return value
 
 
-def resample_counts(n_units: int, n_boot: int, seed: int) -> Float[Tensor, "draw unit"]:
-    """How often each of ``n_units`` units is drawn in each of ``n_boot`` bootstrap resamples (``seed``)."""
-    if n_units < 2:
-        raise InputError(f"A bootstrap over batches needs at least 2 batches; got {n_units}.")
-    if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 10:
-        raise ConfigError(f"n_boot must be an integer >= 10; got {n_boot!r}.")
-    generator = torch.Generator().manual_seed(seed)
-    draws = torch.randint(0, n_units, (n_boot, n_units), generator=generator)
-    counts = torch.zeros(n_boot, n_units, dtype=torch.float64)
-    return counts.scatter_add_(1, draws, torch.ones(n_boot, n_units, dtype=torch.float64))
-
-
 def peak_index(values: Float[Tensor, " checkpoint"], fraction: float = 0.5) -> int:
     """The checkpoint (after the first) where the curve is largest among those it holds: the last checkpoint, or one
     whose next checkpoint is still at least ``fraction`` of the way up from the first value to it (a one-checkpoint
@@ -133,11 +125,11 @@ def peak_index(values: Float[Tensor, " checkpoint"], fraction: float = 0.5) -> i
 
 
 def rise_steps(values: Float[Tensor, "draw checkpoint"], steps: Sequence[int], fraction: float = 0.5,
-               peak: int | None = None) -> Float[Tensor, " draw"]:
+               peak: int | None = None, level: float | None = None) -> Float[Tensor, " draw"]:
     """Per row, the step where the curve up to checkpoint ``peak`` (default: the last) crosses
-    ``start + fraction * (end - start)`` for the last time (from there on it stays at or above it until ``peak``),
-    interpolated in ``log(1 + step)``, with ``end`` the value at ``peak``; NaN where ``end <= start`` (module
-    docstring)."""
+    ``start + fraction * (end - start)`` (or the fixed ``level``) for the last time (from there on it stays at or
+    above it until ``peak``), interpolated in ``log(1 + step)``, with ``end`` the value at ``peak``; NaN where
+    ``end <= start``, and for a ``level`` also where ``start >= level`` or ``end < level`` (module docstring)."""
     if not 0 < fraction < 1:
         raise ConfigError(f"fraction must lie in (0, 1) (0.5: half-way from the first to the last value); "
                           f"got {fraction!r}.")
@@ -147,7 +139,7 @@ def rise_steps(values: Float[Tensor, "draw checkpoint"], steps: Sequence[int], f
     if peak is not None:
         values, x = values[:, : peak + 1], x[: peak + 1]
     start, end = values[:, 0], values[:, -1]
-    threshold = start + fraction * (end - start)
+    threshold = start + fraction * (end - start) if level is None else torch.full_like(start, level)
     reached = values >= threshold[:, None]
     reached[:, 0] = False  # the start is below the threshold whenever the curve rises
     # stays[t]: reached at t and at every later checkpoint; the event is the first such t (a passing spike is not)
@@ -158,19 +150,20 @@ def rise_steps(values: Float[Tensor, "draw checkpoint"], steps: Sequence[int], f
     y0, y1 = values[rows, index - 1], values[rows, index]
     share = ((threshold - y0) / (y1 - y0)).clamp(0, 1).nan_to_num(1.0)
     step = torch.expm1(x[index - 1] + share * (x[index] - x[index - 1]))
-    return torch.where((end > start) & stays.any(1), step, torch.full_like(step, float("nan")))
+    crosses = (end > start) & stays.any(1) & (start < threshold) & (end >= threshold)
+    return torch.where(crosses, step, torch.full_like(step, float("nan")))
 
 
 def crossing_bracket(values: Float[Tensor, " checkpoint"], steps: Sequence[int], fraction: float = 0.5,
-                     peak: int | None = None) -> tuple[float, float]:
+                     peak: int | None = None, level: float | None = None) -> tuple[float, float]:
     """The steps of the two checkpoints between which the curve (up to checkpoint ``peak``, default the last) last
-    crosses its event level (NaN: no event)."""
+    crosses its event level (``fraction`` of its rise, or the fixed ``level``; NaN: no event)."""
     if peak is not None:
         values, steps = values[: peak + 1], list(steps)[: peak + 1]
     start, end = float(values[0]), float(values[-1])
-    if not end > start:
+    threshold = start + fraction * (end - start) if level is None else level
+    if not (end > start and start < threshold <= end):
         return (math.nan, math.nan)
-    threshold = start + fraction * (end - start)
     index = next(i for i in range(1, len(steps)) if all(float(v) >= threshold for v in values[i:]))
     return (float(steps[index - 1]), float(steps[index]))
 
@@ -253,22 +246,27 @@ def _interval(draws: Tensor, level: float) -> tuple[float, float]:
 
 
 def change_point(units: CurveUnits, steps: Sequence[int], *, n_boot: int = 1000, seed: int = 0,
-                 fraction: float = 0.5, level: float = 0.95, counts: Tensor | None = None) -> ChangePoint:
-    """The :class:`ChangePoint` of a curve (module docstring). ``counts`` (from :func:`resample_counts`) pairs
-    this curve's draws with another's; by default they are drawn from ``seed``.
+                 fraction: float = 0.5, level: float = 0.95, counts: Tensor | None = None,
+                 crossing: float | None = None) -> ChangePoint:
+    """The :class:`ChangePoint` of a curve (module docstring). ``counts`` (from
+    :func:`probes.stats.bootstrap.resample_counts`) pairs this curve's draws with another's; by default ``n_boot``
+    (at least 10) are drawn from ``seed``. ``crossing``: the event is where
+    the curve passes that fixed value for good (e.g. 0 for a loss's gain over a baseline: where the loss falls
+    below the baseline's), not ``fraction`` of its rise; no event when the first checkpoint is already there.
 
     Example: ``change_point(units, (0, 10, 100), n_boot=500, seed=0).step``.
     """
     if units.n_checkpoints != len(steps) or len(steps) < 2:
         raise InputError(f"A change point needs one step per checkpoint and at least 2 checkpoints; got "
                          f"{len(steps)} steps for {units.n_checkpoints} checkpoints.")
-    counts = resample_counts(units.n_units, n_boot, seed) if counts is None else counts
+    if counts is None:
+        counts = resample_counts(units.n_units, integer("n_boot", n_boot, 10), seed)
     observed = units.values()
     draws = units.values(counts)
     peak = peak_index(observed[0], fraction)
-    step = rise_steps(observed, steps, fraction, peak)[0]
-    draw_steps = rise_steps(draws, steps, fraction, peak)
-    bracket = crossing_bracket(observed[0], steps, fraction, peak)
+    step = rise_steps(observed, steps, fraction, peak, crossing)[0]
+    draw_steps = rise_steps(draws, steps, fraction, peak, crossing)
+    bracket = crossing_bracket(observed[0], steps, fraction, peak, crossing)
     rises = draws[:, peak] - draws[:, 0]
     centred = (draws - draws[:, :1]) - (observed - observed[:, :1])
     largest = torch.nan_to_num(centred[:, 1:], nan=float("-inf")).max(1).values
@@ -297,24 +295,26 @@ class EventOrder:
 
 
 def event_order(earlier: CurveUnits, later: CurveUnits, steps: Sequence[int], *, names: tuple[str, str],
-                n_boot: int = 1000, seed: int = 0, fraction: float = 0.5, level: float = 0.95) -> EventOrder:
+                n_boot: int = 1000, seed: int = 0, fraction: float = 0.5, level: float = 0.95,
+                crossings: tuple[float | None, float | None] = (None, None)) -> EventOrder:
     """How many steps after ``earlier``'s event ``later``'s comes (module docstring); both curves must share
-    their batches (the draws are paired).
+    their batches (the draws are paired). ``crossings``: each curve's fixed event level (:func:`change_point`).
 
     Example: ``event_order(previous_token, induction, steps, names=("previous_token", "induction")).ci``.
     """
     if earlier.n_units != later.n_units:
         raise InputError(f"The two curves must be measured on the same batches; got {earlier.n_units} and "
                          f"{later.n_units} units.")
-    counts = resample_counts(earlier.n_units, n_boot, seed)
+    counts = resample_counts(earlier.n_units, integer("n_boot", n_boot, 10), seed)
     peak_a, peak_b = peak_index(earlier.values()[0], fraction), peak_index(later.values()[0], fraction)
-    a = rise_steps(earlier.values(), steps, fraction, peak_a)[0]
-    b = rise_steps(later.values(), steps, fraction, peak_b)[0]
-    draws = (rise_steps(later.values(counts), steps, fraction, peak_b)
-             - rise_steps(earlier.values(counts), steps, fraction, peak_a))
+    cross_a, cross_b = crossings
+    a = rise_steps(earlier.values(), steps, fraction, peak_a, cross_a)[0]
+    b = rise_steps(later.values(), steps, fraction, peak_b, cross_b)[0]
+    draws = (rise_steps(later.values(counts), steps, fraction, peak_b, cross_b)
+             - rise_steps(earlier.values(counts), steps, fraction, peak_a, cross_a))
     not_after = ~(draws > 0)  # NaN (an event missing) counts against the order
-    first = crossing_bracket(earlier.values()[0], steps, fraction, peak_a)
-    second = crossing_bracket(later.values()[0], steps, fraction, peak_b)
+    first = crossing_bracket(earlier.values()[0], steps, fraction, peak_a, cross_a)
+    second = crossing_bracket(later.values()[0], steps, fraction, peak_b, cross_b)
     ci = _widened(_interval(draws, level), (second[0] - first[1], second[1] - first[0]))
     return EventOrder(names[0], names[1], float(b - a), ci,
                       float((1 + not_after.sum()) / (1 + draws.shape[0])))

@@ -30,6 +30,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from mechprobe.validation import integer
 from probes.core.errors import ConfigError, InputError
 
 
@@ -64,8 +65,7 @@ def detect_snap(
     """
     if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not 0 <= tolerance < 1:
         raise ConfigError(f"tolerance must be a number in [0, 1) (a total-variation distance); got {tolerance!r}.")
-    if isinstance(patience, bool) or not isinstance(patience, int) or patience < 0:
-        raise ConfigError(f"patience must be an integer >= 0; got {patience!r}.")
+    integer("patience", patience, 0)
     composition, step_numbers = _check_trajectory(trajectory, steps)
     n_steps = composition.shape[0]
     distance = 0.5 * (composition - composition[-1]).abs().sum(-1)
@@ -137,8 +137,7 @@ def detect_snap_by_rate(
     composition, step_numbers = _check_trajectory(trajectory, steps)
     if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not (math.isfinite(rate) and rate > 0):
         raise ConfigError(f"rate must be a finite number > 0 (a fraction of the total change per step); got {rate!r}.")
-    if isinstance(patience, bool) or not isinstance(patience, int) or patience < 0:
-        raise ConfigError(f"patience must be an integer >= 0; got {patience!r}.")
+    integer("patience", patience, 0)
     n_steps = composition.shape[0]
     relative = [math.nan] * n_steps
     slow = [False] * n_steps

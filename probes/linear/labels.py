@@ -31,6 +31,7 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
+from mechprobe.validation import integer
 from probes.core.batch import TokenBatch
 from probes.core.errors import ConfigError, InputError
 
@@ -64,8 +65,7 @@ def most_frequent_tokens(batches: Iterable[Tensor | TokenBatch], k: int) -> tupl
 
     Example: ``most_frequent_tokens([torch.tensor([[5, 5, 7, 9, 7, 5]])], 2) == (5, 7)``.
     """
-    if isinstance(k, bool) or not isinstance(k, int) or k < 2:
-        raise ConfigError(f"k (the number of token classes) must be an integer >= 2; got {k!r}.")
+    integer("k (the number of token classes)", k, 2)
     counts: dict[int, int] = {}
     for batch in batches:
         tokens = batch.tokens[batch.valid] if isinstance(batch, TokenBatch) else batch.flatten()

@@ -12,6 +12,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from mechprobe.validation import integer
 from probes.core.errors import InputError
 
 Statistic = Callable[[Mapping[str, Tensor]], Tensor]
@@ -36,15 +37,26 @@ def bootstrap_draws(
     if len(n_units) != 1:
         raise InputError(f"Every per-unit entry must have the same number of units; got {sorted(n_units)}.")
     (n,) = n_units
-    if n < 2:
-        raise InputError(f"A bootstrap needs at least 2 units; got {n}. Use more batches.")
-    generator = torch.Generator().manual_seed(seed)
-    draws = torch.randint(0, n, (n_boot, n), generator=generator)
-    counts = torch.zeros(n_boot, n, dtype=torch.float64)
-    counts.scatter_add_(1, draws, torch.ones(n_boot, n, dtype=torch.float64))
+    counts = resample_counts(n, n_boot, seed)
     full = {k: v.detach().cpu().double().sum(0, keepdim=True) for k, v in per_unit.items()}
     resampled = {k: torch.einsum("rn,n...->r...", counts, v.detach().cpu().double()) for k, v in per_unit.items()}
     return statistic(full)[0], statistic(resampled)
+
+
+def resample_counts(n_units: int, n_boot: int, seed: int) -> Float[Tensor, "draw unit"]:
+    """How often each of ``n_units`` units is drawn in each of ``n_boot`` resamples with replacement (``seed``).
+
+    The one resampling of the package: :func:`bootstrap_draws` and the change points of
+    :mod:`probes.dynamics.change_point` both draw their resamples here, so the same units, ``n_boot`` and ``seed``
+    give the same draws in both. Example: ``resample_counts(4, 20, seed=0).sum(1)`` is 4 in every row.
+    """
+    if n_units < 2:
+        raise InputError(f"A bootstrap needs at least 2 units; got {n_units}. Use more batches.")
+    integer("n_boot", n_boot, 1)
+    generator = torch.Generator().manual_seed(seed)
+    draws = torch.randint(0, n_units, (n_boot, n_units), generator=generator)
+    counts = torch.zeros(n_boot, n_units, dtype=torch.float64)
+    return counts.scatter_add_(1, draws, torch.ones(n_boot, n_units, dtype=torch.float64))
 
 
 def bootstrap_interval(

@@ -17,6 +17,8 @@ threshold, and :attr:`Finding.units_to_settle` says how many units (batches, seq
 interval of the same spread clear it one way or the other. Whatever the verdict, :attr:`Finding.units_for_power`
 says how many units the design needs to settle an effect one minimum size away from the threshold with 80%
 probability (:mod:`probes.stats.power`): a finding measured on fewer is underpowered for its own threshold.
+:attr:`Finding.confidence_sequence` is the interval that stays valid when more units are added and it is looked at
+again (:mod:`probes.stats.confidence_sequence`); ``mechprobe report --settle`` decides on it alone.
 
 Searches over heads are accounted for where the statistic is computed (a best head is chosen on
 one half of the data and measured on the other); this module only combines the numbers.
@@ -31,6 +33,7 @@ from typing import Literal
 
 from probes.core.errors import ConfigError
 from probes.display.verdict_table import verdict_table_html
+from probes.stats.confidence_sequence import sequence_from_interval
 from probes.stats.nulls import holm_adjust
 from probes.stats.power import units_for_power
 
@@ -82,7 +85,8 @@ class Finding:
     """One statistic of one model with everything needed to judge it (see the module docstring).
 
     ``n_units``: the units its interval resamples (batches, sequences); ``null_draws``/``null_stop``: how many
-    draws a sequential null used and why it stopped (:mod:`probes.stats.sequential`).
+    draws a sequential null used and why it stopped (:mod:`probes.stats.sequential`); ``sequence_tuned_at``: the
+    units where its confidence sequence is tightest, fixed before the units were seen (None: ``n_units``).
 
     Example::
 
@@ -105,8 +109,9 @@ class Finding:
     n_units: int | None = None
     null_draws: int | None = None
     null_stop: str = ""
+    sequence_tuned_at: int | None = None
     # written into summary.json for its readers (mechprobe.records)
-    __record_derived__ = ("holds", "verdict", "threshold", "units_to_settle", "units_for_power")
+    __record_derived__ = ("holds", "verdict", "threshold", "units_to_settle", "units_for_power", "confidence_sequence")
 
     def __post_init__(self) -> None:
         if self.effect not in ("difference", "ratio"):
@@ -162,6 +167,13 @@ class Finding:
         """Units at which an interval of the observed spread settles a value one minimum effect away from the
         threshold with 80% probability (:func:`probes.stats.power.units_for_power`); None without ``n_units``."""
         return units_for_power(self.ci, self.n_units, threshold_distance(self.reference, self.min_effect, self.effect))
+
+    @property
+    def confidence_sequence(self) -> tuple[float, float]:
+        """The 95% confidence sequence at ``n_units``: valid uniformly over the number of units, so it may be
+        rechecked after every round of more units (:func:`probes.stats.confidence_sequence.sequence_from_interval`,
+        the per-unit spread read from :attr:`ci`); NaN ends without ``n_units``."""
+        return sequence_from_interval(self.value, self.ci, self.n_units, tuned_at=self.sequence_tuned_at)
 
     def _repr_html_(self) -> str:
         """The finding as a one-row verdict table (:mod:`probes.display.verdict_table`)."""

@@ -28,6 +28,7 @@ orderings' shuffles over a few query tokens, the causal toys' 10,000 sign flips:
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,6 +42,7 @@ from probes.core.errors import ConfigError, InputError
 from probes.stats.nulls import TIE_TOLERANCE
 
 DRAW_GROUP = 10
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -125,6 +127,10 @@ def sequential_null(observed: Float[Tensor, ...], draw: Callable[[int, int], Ten
     """
     if alternative not in ("greater", "less"):
         raise ConfigError(f"alternative must be 'greater' or 'less'; got {alternative!r}.")
+    if 1.0 / (1 + rule.max_draws) > rule.alpha:
+        log.warning("A null of %d draws cannot give a p-value below %.3g, so nothing can pass at the level %g; draw "
+                    "at least %d.", rule.max_draws, 1.0 / (1 + rule.max_draws), rule.alpha,
+                    math.ceil(1 / rule.alpha - 1 - 1e-9))
     observed = torch.as_tensor(observed, dtype=torch.float64)
     parts: list[Tensor] = []
     hits = torch.zeros(observed.shape, dtype=torch.long)

@@ -36,6 +36,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from mechprobe.validation import integer
 from probes.core.batch import TokenBatch, as_token_batch
 from probes.core.errors import ConfigError, InputError
 from probes.core.model_info import ModelInfo
@@ -107,8 +108,7 @@ class ParentCriterionProbe(Probe[ParentCriterion]):
     def __init__(self, max_distance: int = 3, max_subset: int = 2) -> None:
         super().__init__()
         for name, value in (("max_distance", max_distance), ("max_subset", max_subset)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"{name} must be an integer >= 1; got {value!r}.")
+            integer(name, value, 1)
         if max_subset > max_distance:
             raise ConfigError(f"max_subset ({max_subset}) must be <= max_distance ({max_distance}).")
         self.max_distance, self.max_subset = max_distance, max_subset
@@ -163,8 +163,7 @@ def chi_square_parent_criterion(
 
     Example: ``chi_square_parent_criterion(chains, 3).selected == [1, 2]`` for trigram chains.
     """
-    if isinstance(d_vocab, bool) or not isinstance(d_vocab, int) or d_vocab < 2:
-        raise ConfigError(f"d_vocab must be an integer >= 2; got {d_vocab!r}.")
+    integer("d_vocab", d_vocab, 2)
     if not isinstance(tokens, Tensor) or tokens.ndim != 2:
         raise InputError(f"tokens must be an integer tensor [batch, pos]; got "
                          f"{getattr(tokens, 'shape', type(tokens))}.")
@@ -276,8 +275,7 @@ def population_parent_criterion(
     """
     for name, value in (("n_states", n_states), ("n_parents", n_parents), ("max_distance", max_distance),
                         ("max_subset", max_subset), ("power", power)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigError(f"{name} must be an integer >= 1; got {value!r}.")
+        integer(name, value, 1)
     if n_states < 2:
         raise ConfigError(f"n_states must be >= 2; got {n_states}.")
     if max_subset > max_distance:

@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from mechprobe.validation import integer
 from probes.core.batch import TokenBatch
 from probes.core.errors import ConfigError, InputError
 from probes.core.model_info import ModelInfo
@@ -42,8 +43,7 @@ def text_token_batches(
     """
     for name, value, low in (("seq_len", seq_len, 2), ("batch_size", batch_size, 1), ("min_tokens", min_tokens, 1),
                              ("max_batches", 1 if max_batches is None else max_batches, 1)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ConfigError(f"{name} must be an integer >= {low}; got {value!r}.")
+        integer(name, value, low)
     if isinstance(documents, (str, bytes)) or not isinstance(documents, Iterable):
         raise InputError(
             f"documents must be an iterable of Document or str; got {type(documents).__name__}. "

@@ -83,8 +83,9 @@ def model_values() -> list[Value]:
 
 def pattern_values() -> list[Value]:
     return [_ok("--pattern", p) for p in ("induction", "previous_token", "duplicate_token", "offset:1", "induction:2",
-                                          "self", "first_token", "offset:-1")] + [
-        _bad("offset:1000", "--pattern", "offset:1000"), _bad("--pattern", "--pattern", f"offset:{HUGE}"),
+                                          "self", "first_token", "offset:2")] + [
+        _bad("offset:1000", "--pattern", "offset:1000"), _bad("offset:-1", "--pattern", "offset:-1"),
+        _bad("--pattern", "--pattern", f"offset:{HUGE}"),
         _bad("--pattern", "--pattern", f"induction:{HUGE}"), _bad("--pattern", "--pattern", ""),
         _bad("--pattern", "--pattern", "offset:"), _bad("--pattern", "--pattern", "nan"),
         _bad("--pattern", "--pattern", "ind\u00fcction"), _bad("--pattern", "--pattern", "induction:0"),

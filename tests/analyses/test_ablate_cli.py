@@ -47,6 +47,8 @@ def test_named_heads_are_ablated_on_the_odd_batches(planted, tmp_path, capsys):
     (["--top", "induction:0"], "KIND:K"),
     (["--top", "nonsense:2"], "nonsense"),
     (["--heads", "1.0", "--method", "resample", "--batch-size", "1"], "--batch-size (batch_size) must be"),
+    (["--heads", "1.0,1.1,1.2,1.3", "--draws", "20"], "p = 1 by construction"),
+    (["--top", "offset:-1:1"], "after its query"),
 ])
 def test_bad_input_exits_2_with_one_line(planted, tmp_path, capsys, flags, words):
     assert main(["ablate", "--model", "planted", *flags, "--seq-len", "8", "--no-control",

@@ -413,6 +413,8 @@ def test_an_earlier_output_of_the_same_command_is_replaced_whole(tmp_path, capsy
     (["toy", "scansnap", "--out", "o", "--seeds", str(2**64)], ["argument --seeds", "64 bits"]),
     (["report", "--no-toys", "--out", "o", "--seed", "-1"], ["argument --seed", "0 <= seed < 2**32"]),
     (["report", "--no-toys", "--out", "o", "--max-batches", str(2**70)], ["argument --max-batches", "64 bits"]),
+    (["report", "--no-toys", "--out", "o", "--settle", "--budget-minutes", "0"], ["argument --budget-minutes", "> 0"]),
+    (["report", "--no-toys", "--out", "o", "--settle", "--max-tokens", "0"], ["argument --max-tokens", ">= 1"]),
 ])
 def test_integers_past_64_bits_and_seeds_out_of_range_are_usage_errors(tmp_path, capsys, monkeypatch, argv, words):
     monkeypatch.chdir(tmp_path)

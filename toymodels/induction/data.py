@@ -31,6 +31,7 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
+from mechprobe.validation import integer
 from toymodels.errors import ToyConfigError
 
 
@@ -106,8 +107,7 @@ def sample_markov_icl(
     Randomness comes only from ``generator`` (a torch.Generator, or an int seed), vectorised over
     sequences (one loop step per position).
     """
-    if isinstance(n_sequences, bool) or not isinstance(n_sequences, int) or n_sequences < 1:
-        raise ToyConfigError(f"n_sequences must be an integer >= 1; got {n_sequences!r}.")
+    integer("n_sequences", n_sequences, 1, error=ToyConfigError)
     if isinstance(generator, int):
         generator = torch.Generator().manual_seed(generator)
     rng = _numpy_rng(generator)
@@ -162,19 +162,35 @@ def same_context_mask(
     return (next_ctx[:, :, None] == ctx[:, None, :]) & (ctx[:, None, :] >= 0) & (next_ctx[:, :, None] >= 0) & causal
 
 
+def in_context_ngram_probs(
+    tokens: Int[Tensor, "batch pos"], n: int, n_states: int, alpha: float
+) -> Float[Tensor, "batch pos d_vocab"]:
+    """``probs[b, q]``: the in-context ``n``-gram estimate of ``P(x_{q+1} | x_0 .. x_q)``, the counts of the
+    transitions ``j <= q`` in the sequence whose ``n - 1`` preceding tokens equal the last ``n - 1`` up to ``q``,
+    add-``alpha`` smoothed: ``(N(ctx, s) + alpha) / (N(ctx) + S * alpha)``. ``n = 1``: the unigram (the counts of
+    every token so far); ``n`` = the chain's order with its ``alpha``: the Bayes-optimal predictor.
+
+    Example: ``in_context_ngram_probs(torch.tensor([[0, 0, 1]]), 1, 2, 1.0)[0, -1]`` is ``[3/5, 2/5]``.
+    """
+    if tokens.ndim != 2:
+        raise ToyConfigError(f"tokens must be [batch, pos]; got shape {tuple(tokens.shape)}.")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ToyConfigError(f"n (the n-gram's length) must be an integer >= 1 (1: unigram); got {n!r}.")
+    onehot = torch.nn.functional.one_hot(tokens, n_states).to(torch.float64)
+    if n == 1:
+        counts = onehot.cumsum(1)
+    else:
+        mask = same_context_mask(tokens, n - 1, n_states).to(torch.float64)
+        counts = torch.einsum("bqk,bks->bqs", mask, onehot)
+    return (counts + alpha) / (counts.sum(-1, keepdim=True) + n_states * alpha)
+
+
 def bayes_optimal_probs(
     tokens: Int[Tensor, "batch pos"], config: MarkovConfig
 ) -> Float[Tensor, "batch pos d_vocab"]:
     """``probs[b, q]`` = Bayes-optimal ``P(x_{q+1} | x_0 .. x_q)`` under the Dirichlet prior
     (row ``q`` predicts the token after position ``q``; see the module docstring)."""
-    if tokens.ndim != 2:
-        raise ToyConfigError(f"tokens must be [batch, pos]; got shape {tuple(tokens.shape)}.")
-    S = config.n_states
-    mask = same_context_mask(tokens, config.n_parents, S).to(torch.float64)
-    onehot = torch.nn.functional.one_hot(tokens, S).to(torch.float64)
-    counts = torch.einsum("bqk,bks->bqs", mask, onehot)
-    probs = (counts + config.alpha) / (counts.sum(-1, keepdim=True) + S * config.alpha)
-    return probs
+    return in_context_ngram_probs(tokens, config.order, config.n_states, config.alpha)
 
 
 def bayes_optimal_loss(

@@ -49,6 +49,7 @@ from torch import Tensor, nn
 from transformer_lens import HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
+from mechprobe.validation import integer
 from toymodels.errors import ToyConfigError
 from toymodels.induction.windows import WindowBatch
 
@@ -106,8 +107,7 @@ class SimplifiedInductionConfig:
     def __post_init__(self) -> None:
         for name, low in (("n_states", 2), ("n_heads", 1), ("max_subset", 1), ("window", 1), ("n_ctx", 2)):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ToyConfigError(f"{name} must be an integer >= {low}; got {value!r}.")
+            integer(name, value, low, error=ToyConfigError)
         if self.max_subset > self.n_heads:
             raise ToyConfigError(
                 f"max_subset (D) must be <= n_heads (H = {self.n_heads}); got {self.max_subset}."

@@ -33,7 +33,7 @@ from toymodels.errors import ToyConfigError
 from toymodels.induction.data import MarkovConfig, sample_markov_icl
 from toymodels.induction.simplified import SimplifiedInductionModel
 from toymodels.induction.windows import WindowBatch
-from toymodels.training import Callback, Checkpointer, History, train
+from toymodels.training import Callback, Checkpointer, History, StateCallback, train
 
 STAGES = ("c", "w", "a")
 LOSSES = ("nll", "probs_as_logits")
@@ -222,12 +222,13 @@ def train_on_fresh_chains(
     callbacks: Sequence[Callback] = (),
     checkpointer: Checkpointer | None = None,
     progress: bool = False,
+    state_callbacks: Sequence[StateCallback] = (),
 ) -> History:
     """Adam on the next-token NLL at every position of ``config.batch_size`` fresh chains of ``data`` per step.
 
     Works for any model mapping tokens [batch, L] to logits [batch, L, d_vocab] (e.g. a
     TransformerBridge from ``build_standard_model``). Chains are sampled on the CPU and moved to
-    the model's device.
+    the model's device. ``state_callbacks`` see the whole state after each step (:func:`toymodels.training.train`).
 
     Example: ``train_on_fresh_chains(model, MarkovConfig(), FreshChainTraining(n_steps=500))``.
     """
@@ -242,4 +243,4 @@ def train_on_fresh_chains(
 
     generator = torch.Generator().manual_seed(config.seed)
     return train(model, loss_fn, [optimizer], n_steps=config.n_steps, generator=generator, callbacks=callbacks,
-                 checkpointer=checkpointer, progress=progress, desc="standard model")
+                 checkpointer=checkpointer, progress=progress, desc="standard model", state_callbacks=state_callbacks)

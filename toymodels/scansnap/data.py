@@ -31,6 +31,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from mechprobe.validation import integer
 from toymodels.errors import ToyConfigError
 
 DISTINCT_WEIGHT_RANGE = (0.1, 1.0)
@@ -108,8 +109,7 @@ class CooccurrenceData:
         self, batch_size: int, generator: torch.Generator, *, fact: int | None = None
     ) -> tuple[Int[Tensor, "batch pos"], Int[Tensor, " batch"], Int[Tensor, " batch"]]:
         """``batch_size`` sequences ``(tokens, labels, facts)``; facts uniform, or all ``fact`` when given."""
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ToyConfigError(f"batch_size must be an integer >= 1; got {batch_size!r}.")
+        integer("batch_size", batch_size, 1, error=ToyConfigError)
         if fact is None:
             facts = torch.randint(self.n_facts, (batch_size,), generator=generator)
         elif isinstance(fact, int) and not isinstance(fact, bool) and 0 <= fact < self.n_facts:

@@ -32,6 +32,7 @@ from torch import Tensor, nn
 from transformer_lens import HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
+from mechprobe.validation import integer
 from toymodels.errors import ToyConfigError
 
 _EPS = 1e-12
@@ -54,8 +55,7 @@ class YZModelConfig:
     def __post_init__(self) -> None:
         for name, low in (("d_vocab", 2), ("n_ctx", 2)):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ToyConfigError(f"YZModelConfig.{name} must be an integer >= {low}; got {value!r}.")
+            integer(f"YZModelConfig.{name}", value, low, error=ToyConfigError)
         if self.init not in ("zero", "linear"):
             raise ToyConfigError(f"YZModelConfig.init must be 'zero' or 'linear'; got {self.init!r}.")
 

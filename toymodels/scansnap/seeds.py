@@ -32,6 +32,7 @@ import torch.nn.functional as F
 from jaxtyping import Float
 from torch import Tensor
 
+from mechprobe.validation import integer
 from toymodels.errors import ToyConfigError
 from toymodels.scansnap.data import CooccurrenceData
 from toymodels.scansnap.model import YZModelConfig, YZTransformer
@@ -50,8 +51,7 @@ class YZRun:
     eta_z: float
 
     def __post_init__(self) -> None:
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise ToyConfigError(f"YZRun.seed must be an integer >= 0; got {self.seed!r}.")
+        integer("YZRun.seed", self.seed, 0, error=ToyConfigError)
         for name in ("eta_y", "eta_z"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
@@ -98,8 +98,7 @@ def train_yz_runs(
     if not runs or not all(isinstance(r, YZRun) for r in runs):
         raise ToyConfigError("runs must be a non-empty sequence of YZRun.")
     for name, value, low in (("n_steps", n_steps, 0), ("batch_size", batch_size, 1)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ToyConfigError(f"{name} must be an integer >= {low}; got {value!r}.")
+        integer(name, value, low, error=ToyConfigError)
     if optimizer not in ("sgd", "adam"):
         raise ToyConfigError(f"optimizer must be 'sgd' or 'adam'; got {optimizer!r}.")
     if isinstance(momentum, bool) or not isinstance(momentum, (int, float)) or not 0 <= momentum < 1:

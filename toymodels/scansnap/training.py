@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from mechprobe.forward import model_device
+from mechprobe.validation import integer
 from toymodels.errors import ToyConfigError
 from toymodels.scansnap.data import CooccurrenceData
 from toymodels.scansnap.model import YZTransformer
@@ -59,8 +60,7 @@ class TwoRateConfig:
             raise ToyConfigError(f"TwoRateConfig.momentum must lie in [0, 1); got {self.momentum!r}.")
         for name, low in (("batch_size", 1), ("n_steps", 0)):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ToyConfigError(f"TwoRateConfig.{name} must be an integer >= {low}; got {value!r}.")
+            integer(f"TwoRateConfig.{name}", value, low, error=ToyConfigError)
 
 
 def parameter_groups(model: nn.Module) -> dict[str, list[nn.Parameter]]:

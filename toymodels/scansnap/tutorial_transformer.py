@@ -38,6 +38,7 @@ from torch import Tensor, nn
 from transformer_lens import HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
+from mechprobe.validation import integer
 from toymodels.errors import ToyConfigError
 
 
@@ -66,8 +67,7 @@ class TutorialTransformerConfig:
         for name, low in (("d_vocab", 2), ("d_model", 1), ("d_mlp", 1), ("n_heads", 1), ("n_layers", 1),
                           ("n_ctx", 1), ("seed", 0)):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ToyConfigError(f"TutorialTransformerConfig.{name} must be an integer >= {low}; got {value!r}.")
+            integer(f"TutorialTransformerConfig.{name}", value, low, error=ToyConfigError)
         if self.d_model % self.n_heads:
             raise ToyConfigError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads}).")
         if isinstance(self.dropout, bool) or not isinstance(self.dropout, (int, float)) or not 0 <= self.dropout < 1:

@@ -34,6 +34,7 @@ from jaxtyping import Int
 from torch import Tensor, nn
 
 from mechprobe.forward import model_device
+from mechprobe.validation import integer
 from toymodels.errors import ToyConfigError
 from toymodels.training import Callback, Checkpointer, History, train
 
@@ -72,8 +73,7 @@ def encode(lines: Iterable[str], vocabulary: Sequence[str]) -> Int[Tensor, " tok
 
 def batchify(stream: Int[Tensor, " token"], batch_size: int) -> Int[Tensor, "row batch"]:
     """``stream`` cut into ``batch_size`` contiguous columns (the remainder dropped), ``[rows, batch_size]``."""
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ToyConfigError(f"batch_size must be an integer >= 1; got {batch_size!r}.")
+    integer("batch_size", batch_size, 1, error=ToyConfigError)
     rows = len(stream) // batch_size
     if rows < 2:
         raise ToyConfigError(f"The token stream ({len(stream)} tokens) is too short for {batch_size} columns of "
@@ -115,8 +115,7 @@ class WordLMTrainConfig:
             raise ToyConfigError(f"WordLMTrainConfig.gamma must lie in (0, 1]; got {self.gamma!r}.")
         for name, low in (("bptt", 1), ("epochs", 1), ("seed", 0)):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ToyConfigError(f"WordLMTrainConfig.{name} must be an integer >= {low}; got {value!r}.")
+            integer(f"WordLMTrainConfig.{name}", value, low, error=ToyConfigError)
         if self.max_steps is not None and (isinstance(self.max_steps, bool) or not isinstance(self.max_steps, int)
                                            or self.max_steps < 0):
             raise ToyConfigError(

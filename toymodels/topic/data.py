@@ -25,12 +25,8 @@ import torch
 from jaxtyping import Bool, Int
 from torch import Tensor
 
+from mechprobe.validation import integer
 from toymodels.errors import ToyConfigError
-
-
-def _positive_int(name: str, value: object, minimum: int = 1) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ToyConfigError(f"{name} must be an integer >= {minimum}; got {value!r}.")
 
 
 @dataclass(frozen=True)
@@ -49,8 +45,8 @@ class LDAConfig:
     d_vocab: int | None = None
 
     def __post_init__(self) -> None:
-        _positive_int("n_topics", self.n_topics)
-        _positive_int("words_per_topic", self.words_per_topic)
+        integer("n_topics", self.n_topics, error=ToyConfigError)
+        integer("words_per_topic", self.words_per_topic, error=ToyConfigError)
         if isinstance(self.alpha, bool) or not isinstance(self.alpha, (int, float)) or not (
             math.isfinite(self.alpha) and self.alpha > 0
         ):
@@ -58,14 +54,14 @@ class LDAConfig:
                 f"alpha (the Dirichlet concentration) must be a finite number > 0; got {self.alpha!r}. "
                 f"The paper uses alpha = 0.1."
             )
-        _positive_int("min_len", self.min_len, 2)
-        _positive_int("max_len", self.max_len, 2)
+        integer("min_len", self.min_len, 2, error=ToyConfigError)
+        integer("max_len", self.max_len, 2, error=ToyConfigError)
         if self.min_len > self.max_len:
             raise ToyConfigError(
                 f"min_len ({self.min_len}) must be <= max_len ({self.max_len}); swap or equalise them."
             )
         if self.d_vocab is not None:
-            _positive_int("d_vocab", self.d_vocab)
+            integer("d_vocab", self.d_vocab, error=ToyConfigError)
             if self.n_words + 2 > self.d_vocab:
                 raise ToyConfigError(
                     f"n_topics * words_per_topic + 2 special tokens = {self.n_words + 2} does not fit "
@@ -147,9 +143,9 @@ def sample_documents(config: LDAConfig, n_documents: int, generator: torch.Gener
 
     Vectorised: tens of thousands of documents per second on one core.
     """
-    _positive_int("n_documents", n_documents)
+    integer("n_documents", n_documents, error=ToyConfigError)
     if length is not None:
-        _positive_int("length", length, 2)
+        integer("length", length, 2, error=ToyConfigError)
         lengths = torch.full((n_documents,), length, dtype=torch.long)
     else:
         lengths = torch.randint(config.min_len, config.max_len + 1, (n_documents,), generator=generator)

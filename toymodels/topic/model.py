@@ -39,6 +39,7 @@ from torch import Tensor, nn
 from transformer_lens import HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
+from mechprobe.validation import integers
 from toymodels.errors import ToyConfigError
 
 Embedding = Literal["one_hot_frozen", "trained"]
@@ -74,10 +75,7 @@ class TopicModelConfig:
     attention_dir: str = "bidirectional"
 
     def __post_init__(self) -> None:
-        for name in ("d_vocab", "n_words", "d_model", "n_ctx", "words_per_topic"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ToyConfigError(f"{name} must be a positive integer; got {value!r}.")
+        integers(self, ("d_vocab", "n_words", "d_model", "n_ctx", "words_per_topic"), error=ToyConfigError)
         if self.n_words > self.d_vocab:
             raise ToyConfigError(f"n_words ({self.n_words}) must be <= d_vocab ({self.d_vocab}).")
         if self.pad_id is not None and not 0 <= self.pad_id < self.d_vocab:

@@ -12,7 +12,7 @@ from analyses.cli import main
 from analyses.dynamics.config import DynamicsConfig
 from analyses.dynamics.run import STORE, run_dynamics
 from analyses.dynamics.summary import SUMMARY, load_summary
-from analyses.toy_model_store import load_any_model
+from analyses.toy_model_loader import load_any_model
 from probes import ConfigError
 from tests.stand_in_hub import REPO, make_stand_in_hub, use_stand_in_hub
 

@@ -10,14 +10,14 @@ import json
 import pytest
 
 from analyses.cli import main
+from analyses.curve_series import load_curve_series
 from analyses.dynamics.config import DynamicsConfig
-from analyses.dynamics.curve_series import load_curve_series
 from analyses.dynamics.run import run_dynamics
-from analyses.linear.section import LinearReportConfig
 from analyses.report.build import render_report, run_report
 from analyses.report.compare import compare
 from analyses.report.config import ReportConfig
 from analyses.report.dynamics_section import series_folder
+from analyses.report.linear_section import LinearReportConfig
 from probes import ConfigError
 from tests.stand_in_hub import REPO, make_stand_in_hub, use_stand_in_hub
 

@@ -12,11 +12,11 @@ import pytest
 import torch
 
 from analyses.dynamics.config import DynamicsConfig
-from analyses.dynamics.lm_data import CutVocabTokenizer, smollm2_tokenizer
 from analyses.dynamics.run import run_dynamics
 from analyses.dynamics.text_measure import text_points, text_probe_data, word_topics_of
 from analyses.dynamics.train_lm import TrainLmConfig, train_lm
-from analyses.toy_model_store import load_any_model
+from analyses.lm_data import CutVocabTokenizer, smollm2_tokenizer
+from analyses.toy_model_loader import load_any_model
 from probes import ModelInfo
 from probes.dynamics.change_point import CurveUnits
 from probes.text.topics import LdaTopicConfig

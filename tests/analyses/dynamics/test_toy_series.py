@@ -16,11 +16,11 @@ from analyses.cli import main
 from analyses.dynamics.config import DynamicsConfig
 from analyses.dynamics.figures import plot_series_together
 from analyses.dynamics.run import run_dynamics, toy_settings
-from analyses.dynamics.series_writer import INDUCTION_TOY_MEASURE, write_manifest
 from analyses.dynamics.toy_measure import _uniform_copier_mass, induction_toy_points
 from analyses.induction.config import PRESETS
 from analyses.induction.experiment import SERIES_FOLDER, train_model
 from analyses.induction.findings import build_model, held_out_chains
+from analyses.series_writer import INDUCTION_TOY_MEASURE, write_manifest
 from analyses.toy_model_store import save_standard_model
 from probes.core.checkpoint_series import checkpoint_series
 from probes.core.errors import InputError
@@ -111,8 +111,9 @@ def test_the_toy_at_initialisation_gives_no_event_that_holds(tmp_path):
     for name, seeds in (("same", (0,) * 6), ("redrawn", (0, 1, 2, 3, 4, 5))):
         series = random_weight_series(tmp_path / name, config, seeds)
         summary = run_dynamics(series, tmp_path / f"{name}-dynamics", CONFIG, progress=False)
-        assert set(summary.curves) == {"copier", "classifier"}
-        assert not any(event.holds for event in summary.events.events.values()), name
+        assert set(summary.curves) == {"copier", "classifier", "beats_uniform", "beats_unigram", "beats_bigram"}
+        assert not any(event.holds for event in summary.events.events.values()), name  # the phases' included
+        assert max(summary.curves["beats_unigram"]) < 0  # no initialisation predicts as the sequence's counts do
         order = summary.events.orders["copier_before_classifier"]
         assert not order.holds and math.isnan(order.p_value)  # untested: its events do not hold
 

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from analyses.cli import main
-from analyses.dynamics.lm_data import LmData
 from analyses.dynamics.train_lm import TrainLmConfig, checkpoint_steps, train_lm
-from analyses.toy_model_store import load_any_model
+from analyses.lm_data import LmData
+from analyses.toy_model_loader import load_any_model
 from probes import ConfigError
 from probes.core.checkpoint_series import checkpoint_series
 
@@ -70,7 +70,7 @@ def test_cli_train_lm_then_dynamics(tmp_path, capsys):
     (tmp_path / "text.txt").write_text("\n\n".join(f"line {i} " + "x y z " * (i % 5) for i in range(300)))
     code = main(["train-lm", "--corpus", str(tmp_path / "text.txt"), "--out", str(tmp_path / "lm"), "--steps", "6",
                  "--set", "vocab=30", "--set", "seq_len=32", "--set", "batch_size=2", "--set", "d_model=16",
-                 "--set", "n_checkpoints=3", "--set", "span=8", "--no-progress"])
+                 "--set", "n_checkpoints=2", "--set", "span=8", "--no-progress"])
     assert code == 0 and "saved steps 0, " in capsys.readouterr().out
     code = main(["dynamics", "--model", str(tmp_path / "lm"), "--out", str(tmp_path / "dyn"), "--seq-len", "10",
                  "--batches", "4", "--batch-size", "2", "--boot", "100", "--no-progress"])
@@ -82,6 +82,17 @@ def test_bad_settings_are_one_line():
         TrainLmConfig(seq_len=32, span=20)
     with pytest.raises(ConfigError, match="repeat"):
         TrainLmConfig(repeat=1.5)
+    for count in (4, 10**18):  # 6 steps give 0 and 6 only: refused, not clamped
+        with pytest.raises(ConfigError, match=rf"n_checkpoints \({count}\) is more than"):
+            TrainLmConfig(n_steps=6, n_checkpoints=count).check_checkpoint_count()
+    TrainLmConfig(n_steps=12, n_checkpoints=4).check_checkpoint_count()
+    assert checkpoint_steps(12, 4) == (0, 10, 11, 12)  # as many steps as asked
+
+
+def test_a_checkpoint_count_larger_than_the_steps_give_is_refused_before_any_work(tmp_path, capsys):
+    code = main(["train-lm", "--out", str(tmp_path / "lm"), "--steps", "6", "--set", "n_checkpoints=3"])
+    assert code == 2 and "n_checkpoints (3) is more than" in capsys.readouterr().err
+    assert not (tmp_path / "lm").exists()
 
 
 def test_a_killed_training_resumes_to_the_same_weights(tmp_path, monkeypatch):

@@ -21,7 +21,8 @@ import torch
 
 from analyses.cli import main
 from analyses.linear.experiment import LinearProbeConfig, run_linear_probe, toy_setup
-from analyses.toy_model_store import load_toy_model, save_toy_model
+from analyses.toy_model_loader import load_toy_model
+from analyses.toy_model_store import save_toy_model
 from probes import LinearProbe, ProbeResult, TokenClassLabels, residual_hooks, run_probes
 from probes.core.atomic import atomic_write_text
 from toymodels.induction.data import MarkovConfig, sample_markov_icl

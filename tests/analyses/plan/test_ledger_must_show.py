@@ -3,8 +3,7 @@ CUDA branch (meta weights, ``kernels_for("cuda")``), the probe suite and the 200
 SDPA forward: peak <= 1.5x, no tensor that grows with T x T, FLOPs <= 2x (the null: <= 20x, issue 44 deliver 4),
 device operator calls per layer <= 2x.
 
-Claims that fail on the current code are separate parametrised cases marked ``xfail(strict=True)``: each turns into
-a failure the day it passes, to be unmarked then. The fast cases run the shapes with 4 layers (the per-layer ratios
+The fast cases run the shapes with 4 layers (the per-layer ratios
 and peaks do not depend on depth); the slow ones the whole shapes.
 """
 
@@ -42,20 +41,14 @@ CLAIMS = {
     "suite FLOPs <= 2x bare": lambda f: f["suite"].flops <= 2 * f["bare"].flops,
     "suite calls per layer <= 2x bare": lambda f: f["suite"].calls_per_layer <= 2 * f["bare"].calls_per_layer,
 }
-FAILING = {  # claim -> why it fails on the code as merged
-    "null peak <= 1.5x bare": "the ablation's clean pass (probes.causal.ablation.batch_ablation_sums) runs the "
-    "bridge's eager attention: [1, heads, T, T] patterns (the head means and the route check no longer do)",
-    "null makes no T x T tensor": "the same clean pass",
-}
 
 
 def cases(claims: dict, *, shapes: tuple[str, ...] = SHAPES) -> list:
-    """One case per shape and claim; failing claims xfail (strict); the null's cases slow (metering its passes at 32k
-    takes about a minute: thousands of small loss chunks, each a few operator calls) and on the SmolLM2 shape only."""
+    """One case per shape and claim; the null's cases slow (metering its passes at 32k takes 20-50 s: thousands of
+    small loss chunks, each a few operator calls)."""
     return [pytest.param(shape, claim, id=f"{shape}: {claim}",
-                         marks=([pytest.mark.xfail(strict=True, reason=FAILING[claim])] if claim in FAILING else [])
-                         + ([pytest.mark.slow] if claim.startswith("null") else []))
-            for shape in shapes for claim in claims if shape == "smollm2-135m" or not claim.startswith("null")]
+                         marks=[pytest.mark.slow] if claim.startswith("null") else [])
+            for shape in shapes for claim in claims]
 
 
 def routes_of(claim: str) -> tuple[str, ...]:

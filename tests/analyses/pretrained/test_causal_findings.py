@@ -13,11 +13,13 @@ from analyses.pretrained.causal import (
     CausalMeasurement,
     causal_family,
     causal_unavailable,
+    measure_ablation,
     single_rows,
     topic_rows_for_power,
 )
 from analyses.pretrained.findings import CAUSAL_FINDINGS
 from mechprobe import records
+from probes.causal import head_ablation, repeated_half
 from probes.causal.ablation import AblationSums
 from probes.causal.null import measured_interval, per_set, signed_contrast
 from probes.causal.topic_slices import topic_seen_slice, topic_unseen_slice
@@ -25,7 +27,7 @@ from probes.core.batch import TokenBatch
 from probes.core.errors import ConfigError, InputError
 from probes.core.model_info import ModelInfo
 from probes.stats.nulls import fixed_sequence_adjust
-from tests.probes.causal.planted_models import PlantedInductionModel
+from tests.probes.causal.planted_models import PlantedInductionModel, repeated_batches
 
 
 def _sums() -> AblationSums:
@@ -102,6 +104,20 @@ def test_a_measurement_survives_its_document():
     back = records.load(CausalMeasurement, records.strict_json(records.to_json(m)))
     assert back.heads == m.heads and back.value == m.value and back.ci == m.ci
     assert back.null[:2] == m.null[:2] and math.isnan(back.null[2])
+
+
+def test_the_report_measures_an_ablation_as_head_ablation_does():
+    """One sequence (plan, means, null, interval: :func:`probes.causal.measured.measured_ablation`) under both: with
+    one slice signed +1 the report's measurement is ``head_ablation``'s change, interval, null and p-value."""
+    model, batches = PlantedInductionModel(), repeated_batches()
+    slices = {"repeated_half": repeated_half(8)}
+    result = head_ablation(model, [(1, 0)], batches, slices=slices, n_draws=100, seed=3, n_boot=200)
+    measured = measure_ablation(model, "induction_heads_causal", [(1, 0)], batches, slices, (1.0,), CausalConfig(),
+                                chosen_by="planted", selection_scores=(1.0,), n_boot=200, seed=3, data="planted")
+    assert (measured.value, measured.ci) == (float(result.change[0]), (float(result.low[0]), float(result.high[0])))
+    assert list(measured.null) == result.null[:, 0].tolist() and measured.null_stop == result.null_stop
+    assert (measured.null_q99, measured.p_value) == (float(result.null_q99[0]), float(result.p_value[0]))
+    assert measured.units == len(batches) and measured.n_tokens == (int(result.n_tokens[0]),)
 
 
 def test_why_a_model_is_not_ablated():

@@ -179,3 +179,16 @@ def test_a_model_without_hook_z_and_one_row_resample_are_typed_errors(batches):
         probes.head_ablation(PlantedInductionModel(), [(1, 0)], one_row, slices=SLICES, method="resample")
     with pytest.raises(InputError, match="list of batches"):
         probes.head_ablation(PlantedInductionModel(), [(1, 0)], iter(batches), slices=SLICES, method="mean")
+
+
+def test_a_null_that_can_only_draw_the_chosen_heads_is_refused_and_a_small_one_is_flagged(caplog):
+    every_head_of_layer_1 = tuple((1, h) for h in range(4))
+    with pytest.raises(probes.InputError, match=r"every head of layer\(s\) 1.*p = 1 by construction"):
+        probes.layer_matched_head_sets(every_head_of_layer_1, 4, 10, seed=0)
+    assert probes.layer_matched_head_sets(every_head_of_layer_1, 4, 0, seed=0).shape == (0, 1, 4)  # no null asked
+    with caplog.at_level("WARNING", logger="probes.causal.head_sets"):
+        probes.layer_matched_head_sets(((1, 0), (1, 1), (1, 2)), 4, 10, seed=0)  # C(4, 3) = 4 sets
+        assert "Only 4 head sets" in caplog.text
+        caplog.clear()
+        probes.layer_matched_head_sets(((0, 0), (0, 1), (1, 0), (1, 1)), 8, 10, seed=0)  # C(8, 2)^2 = 784 sets
+        assert caplog.text == ""

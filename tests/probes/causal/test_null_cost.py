@@ -14,7 +14,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 import probes
-from probes.causal import AblationPlan, ablation, ablation_sums, head_output_means, repeated_half
+from probes.causal import AblationPlan, ablation, ablation_sums, head_output_means, repeated_half, z_hook
 from probes.core.model_info import ModelInfo
 from tests.random_checkpoints import smollm2_tokenizer
 
@@ -74,3 +74,28 @@ def test_sets_sharing_their_lower_layers_choices_share_those_blocks_with_the_sam
     assert shared_flops < 0.9 * every_flops
     torch.testing.assert_close(shared.clean, every.clean, rtol=1e-6, atol=1e-9)
     torch.testing.assert_close(shared.ablated, every.ablated, rtol=1e-5, atol=1e-6)
+
+
+def test_a_pass_that_runs_out_of_memory_among_shared_prefixes_leaves_no_set_out(model, batches):
+    """Prefixes are taken two passes' worth at a time: after a pass ran out of memory (4 copies halved to 2), the
+    next prefixes start where the last ones ended, so every set is measured and the sums are those of no failure."""
+    heads = [(3, 0), (6, 1), (9, 2)]
+    plan = AblationPlan.build(ModelInfo.of(model), heads, method="mean", n_draws=40, seed=0)
+    means = head_output_means(model, plan.layers, batches)
+    slices = {"repeated_half": repeated_half(SEQ_LEN)}
+    reference = ablation_sums(model, plan, batches, slices, means=means, max_rows=4 * 4)
+    failures = []
+
+    def fail_when_wide(module, args, out):
+        if out.shape[0] > 2 * 4:
+            failures.append(int(out.shape[0]))
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    handle = model.hook_dict[z_hook(3)].register_forward_hook(fail_when_wide)
+    try:
+        halved = ablation_sums(model, plan, batches, slices, means=means, max_rows=4 * 4)
+    finally:
+        handle.remove()
+    assert failures == [4 * 4]  # once; the half is kept for the second batch
+    assert ablation.shared_prefix(plan.sets, plan.layers)[1].shape[0] > 2 * 4  # more prefixes than one step takes
+    torch.testing.assert_close(halved.ablated, reference.ablated, rtol=1e-5, atol=1e-6)

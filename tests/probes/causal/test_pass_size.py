@@ -132,7 +132,7 @@ def test_a_bridge_ablates_without_attention_patterns(bridge, batches):
 
 @pytest.mark.parametrize("bad", [0, -1, True, 1.5])
 def test_a_bad_budget_is_refused(bad):
-    with pytest.raises(ConfigError, match="pass_bytes must be a positive integer"):
+    with pytest.raises(ConfigError, match="pass_bytes must be an integer >= 1"):
         PassSize(pass_bytes=bad)
 
 

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from probes import HeadScoreProbe, KeyTokenAttentionProbe, ModelError, run_probes
+from probes.core.out_of_memory import is_out_of_memory
 from probes.core.result import results_close
-from probes.core.runner import is_out_of_memory
 from tests.hooked_models import OracleModel
 
 

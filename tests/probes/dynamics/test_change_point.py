@@ -9,15 +9,9 @@ import math
 import pytest
 import torch
 
-from probes.core.errors import InputError
-from probes.dynamics.change_point import (
-    CurveUnits,
-    change_point,
-    event_order,
-    peak_index,
-    resample_counts,
-    rise_steps,
-)
+from probes.core.errors import ConfigError, InputError
+from probes.dynamics.change_point import CurveUnits, change_point, event_order, peak_index, rise_steps
+from probes.stats.bootstrap import bootstrap_draws, resample_counts
 
 STEPS = (0, 10, 30, 100, 300, 1000, 3000, 10000)
 
@@ -180,6 +174,27 @@ def test_a_difference_of_two_means_is_a_curve_too():
     units = CurveUnits(first, rows, second, rows)
     assert units.values()[0].tolist() == pytest.approx((3.0 - second[:, 0]).tolist())
     assert resample_counts(4, 20, seed=0).sum(1).eq(4).all()
+
+
+def test_change_points_resample_as_every_bootstrap_does():
+    """One resampling for the package (``probes.stats.bootstrap.resample_counts``): a bootstrap of the units' one-hot
+    rows draws exactly the counts a change point resamples with, and the change point's intervals at a fixed seed are
+    those it gave with its own copy of the resampling (recorded before the copy was removed)."""
+    draws = bootstrap_draws({"unit": torch.eye(8, dtype=torch.float64)}, lambda state: state["unit"], n_boot=200,
+                            seed=7)[1]
+    assert torch.equal(draws, resample_counts(8, 200, seed=7))
+    generator = torch.Generator().manual_seed(3)
+    rise = torch.tensor([0.1, 0.15, 0.5, 0.9, 0.95], dtype=torch.float64)
+    units = CurveUnits(rise[:, None] + 0.2 * torch.rand(5, 8, generator=generator, dtype=torch.float64),
+                       torch.ones(5, 8, dtype=torch.float64))
+    point = change_point(units, (0, 10, 100, 1000, 10000), n_boot=200, seed=7)
+    assert point.step_ci == pytest.approx((89.31906716647363, 1000.0), rel=1e-12)
+    assert point.start_ci == pytest.approx((0.14831669867442848, 0.2176382828565057), rel=1e-12)
+    assert point.end_ci == pytest.approx((0.9911057786394689, 1.0673840164109618), rel=1e-12)
+    assert point.rise_ci == pytest.approx((0.7948852117025091, 0.9031261844670202), rel=1e-12)
+    assert point.p_value == pytest.approx(1 / 201)
+    with pytest.raises(ConfigError, match=r"n_boot must be an integer >= 10; got 5\."):
+        change_point(units, (0, 10, 100, 1000, 10000), n_boot=5)
 
 
 def test_a_ratio_of_two_means_is_a_curve_too():

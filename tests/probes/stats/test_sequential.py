@@ -143,3 +143,13 @@ def test_bad_rules_and_draws_are_refused():
         sequential_null(torch.zeros(2), lambda a, b: torch.zeros(b - a), SequentialRule(100))
     with pytest.raises(ConfigError, match="alternative"):
         sequential_null(torch.zeros(()), lambda a, b: torch.zeros(b - a), SequentialRule(100), alternative="both")
+
+
+def test_a_null_too_small_to_reach_its_level_is_flagged(caplog):
+    with caplog.at_level("WARNING", logger="probes.stats.sequential"):
+        result = sequential_null(torch.tensor(1.0), lambda a, b: torch.zeros(b - a), SequentialRule(20, alpha=0.01))
+        assert "cannot give a p-value below 0.0476" in caplog.text and "draw at least 99" in caplog.text
+        assert float(result.p_value) == pytest.approx(1 / 21)  # the smallest p 20 draws give, above the level
+        caplog.clear()
+        sequential_null(torch.tensor(1.0), lambda a, b: torch.zeros(b - a), SequentialRule(99, alpha=0.01))
+        assert caplog.text == ""

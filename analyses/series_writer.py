@@ -20,8 +20,16 @@ from typing import Any
 
 import torch
 
+from analyses.toy_model_store import MODEL_JSON, MODEL_WEIGHTS, ModelFile
+from mechprobe import records
+from mechprobe.errors import RecordError
 from probes.core.atomic import atomic_write_text
 from probes.core.checkpoint_series import MANIFEST
+from toymodels.standard import StandardModelConfig
+
+STATES_FOLDER = "states"
+"""``OUT/states/step_N/``: the training state at each saved step (:class:`toymodels.step_states.StepStates`), from
+which ``mechprobe dynamics --refine`` re-runs a stretch of training to save more checkpoints in it."""
 
 INDUCTION_TOY_MEASURE = "induction-toy"
 """``series.json["measure"]`` of the induction toy's series (with its ``settings``): ``mechprobe dynamics`` measures
@@ -37,12 +45,32 @@ def checkpoint_steps(n_steps: int, n_checkpoints: int) -> tuple[int, ...]:
     return tuple(sorted({0, *(round(float(v)) for v in logs.exp()), n_steps}))
 
 
-def saved_steps(out: Path) -> set[int]:
-    """The steps ``out/series.json`` lists (empty when there is none yet: a fresh run)."""
+def saved_steps(out: Path, *, fix: str) -> set[int]:
+    """The steps ``out/series.json`` lists (empty when there is none yet: a fresh run), each a ``step_N`` folder
+    whose ``model.json`` and ``model.safetensors`` read back, in increasing order. A damaged manifest or step raises
+    :class:`RecordError` naming the file and ending with ``fix`` (how the command that wrote it starts over)."""
     manifest = out / MANIFEST
-    if not manifest.is_file():
+    if not manifest.exists():
         return set()
-    return {int(e["step"]) for e in json.loads(manifest.read_text(encoding="utf-8"))["checkpoints"]}
+    document = records.read_json(manifest, rerun=fix)
+    entries = document.get("checkpoints") if isinstance(document, dict) else None
+    if not isinstance(entries, list):
+        raise RecordError(f"{manifest} holds no list of checkpoints: it is damaged. {fix}")
+    steps: list[int] = []
+    for entry in entries:
+        step = entry.get("step") if isinstance(entry, dict) else None
+        if type(step) is not int or step < 0 or entry.get("path") != f"step_{step}":
+            raise RecordError(f"{manifest}: entry {entry!r} is not {{\"step\": N, \"path\": \"step_N\", ...}} as "
+                              f"this command writes it: it is damaged. {fix}")
+        folder = out / f"step_{step}"
+        described = records.checked(ModelFile, records.read_json(folder / MODEL_JSON, rerun=fix), folder / MODEL_JSON,
+                                    rerun=fix)
+        records.checked(StandardModelConfig, described.config, folder / MODEL_JSON, at="config", rerun=fix)
+        records.read_tensors(folder / MODEL_WEIGHTS, rerun=fix)
+        steps.append(step)
+    if steps != sorted(set(steps)):
+        raise RecordError(f"{manifest} lists the steps {steps}, not unique and increasing: it is damaged. {fix}")
+    return set(steps)
 
 
 def write_manifest(out: Path, steps: Iterable[int], *, tokens_per_step: int,

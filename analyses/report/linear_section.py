@@ -33,7 +33,8 @@ import torch
 from analyses.linear.experiment import LinearProbeConfig, ProbeSetup, pretrained_setup, probe_setup, toy_setup
 from analyses.linear.figures import gain_curves
 from analyses.report.document import Figure, Section, Table
-from analyses.toy_model_store import is_toy_folder, load_toy_model
+from analyses.toy_model_loader import load_toy_model
+from analyses.toy_model_store import is_toy_folder
 from mechprobe import records
 from mechprobe.errors import RecordError
 from probes.core.atomic import atomic_write_text

@@ -14,7 +14,7 @@ Example: ``rows = LmData.from_corpus("wikipedia-excerpt", vocab=2000).rows(32, 1
 generator=g)``.
 
 A trained model reads text through :class:`CutVocabTokenizer` (SmolLM2's tokenizer, then the cut), which
-:func:`analyses.toy_model_store.load_toy_model` attaches to every ``train-lm`` checkpoint, so the text probes
+:func:`analyses.toy_model_loader.load_toy_model` attaches to every ``train-lm`` checkpoint, so the text probes
 (in-context loss, topic attention, co-occurrence ordering) run on it as on any pretrained model.
 """
 

@@ -7,7 +7,7 @@ import re
 import pytest
 import torch
 
-from analyses.report.interactive import passage_patterns
+from analyses.pretrained.passages import passage_patterns
 from analyses.report.render_check import dump_dom
 from probes.display.views import heatmap_view, page, pattern_view
 from tests.chromium import require_chromium

@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from analyses.linear.section import (
+from analyses.report.linear_section import (
     LinearReportConfig,
     best_of_draws,
     evenly_spaced,
@@ -127,7 +127,7 @@ def test_no_linear_finding_holds_with_random_weight_models_in_the_trained_models
     nothing."""
     import random
 
-    from analyses.linear.section import run_linear_section
+    from analyses.report.linear_section import run_linear_section
     from probes import load_model
     from probes.text.corpora import iter_documents
     from probes.text.topics import LdaTopicConfig, assign_word_topics, fit_lda_topics

@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from analyses.dynamics.curve_series import SERIES_FILE, CurveSeries, load_curve_series, save_curve_series
+from analyses.curve_series import SERIES_FILE, CurveSeries, load_curve_series, save_curve_series
 from analyses.dynamics.figures import plot_series_together
 from analyses.scansnap.order import order_series
 from analyses.toy_orders import order_finding

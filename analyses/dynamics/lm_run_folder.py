@@ -1,0 +1,84 @@
+"""A ``mechprobe train-lm`` folder as the same command finds it again, whatever stopped the run that wrote it.
+
+``OUT/train-lm.json`` records the run's settings and is written before anything else of the run (the corpus is
+read first, and nothing is written while it is), so a folder is either new, empty, or marked as a train-lm run:
+- with the same settings the same command resumes it: from ``OUT/checkpoint`` when a training checkpoint was
+  saved, else from step 0, saving again every step it passes (training is deterministic, so the steps already
+  in ``OUT/series.json`` are rewritten with the same weights);
+- with other settings it is refused before any work, naming the settings that differ (a series is one run).
+
+Example: ``check_rerun(Path("runs/lm"), records.dump(config))`` before ``train_lm(config, "runs/lm")``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from analyses.series_writer import saved_steps
+from mechprobe import records
+from mechprobe.errors import RecordError
+from probes.core.atomic import atomic_write_text
+from probes.core.checkpoint_series import MANIFEST
+from probes.core.errors import InputError
+
+SETTINGS_FILE = "train-lm.json"
+"""``{"settings": {...}}``: the settings of the train-lm run in this folder."""
+CHECKPOINT_FOLDER = "checkpoint"
+"""The training state (weights, AdamW, row generator, loss history) the same command resumes from."""
+
+
+def is_train_lm_folder(folder: Path) -> bool:
+    """Whether ``folder`` holds a train-lm run (complete or stopped) that the same command takes again."""
+    return (folder / SETTINGS_FILE).is_file()
+
+
+def resumable(out: Path) -> bool:
+    """Whether ``out`` (a folder with files) holds a train-lm run the same command takes again; a folder with a
+    run's files (``series.json``, ``checkpoint/``) but not the settings file that lets it be resumed (deleted, or
+    written before there was one) is refused naming that file."""
+    if is_train_lm_folder(out):
+        return True
+    if any((out / name).exists() for name in (MANIFEST, CHECKPOINT_FOLDER)):
+        raise InputError(f"{out / SETTINGS_FILE} is missing: it records the settings of the train-lm run in {out}, "
+                         f"without which the run cannot be resumed. Give a new --out, or delete {out} to train it "
+                         f"again.")
+    return False
+
+
+def start_over(out: Path) -> str:
+    """How to train the run in ``out`` again from step 0 with the same command, its other files kept."""
+    return (f"Delete {out / MANIFEST} and {out / CHECKPOINT_FOLDER}: the same command then trains again from step 0 "
+            f"and writes every step again.")
+
+
+def check_rerun(out: Path, settings: dict[str, Any]) -> set[int]:
+    """The steps already saved in ``out`` when it holds a train-lm run of ``settings`` (``records.dump`` of a
+    config), nothing when it holds none; any other run is refused naming what differs. Reads no corpus."""
+    path = out / SETTINGS_FILE
+    if not path.exists():
+        return set()
+    elsewhere = f"give a new --out, or delete {out} to train it again"
+    document = records.read_json(path, rerun=f"It records the settings of the train-lm run in {out}: {elsewhere}.")
+    recorded = document.get("settings") if isinstance(document, dict) else None
+    if not isinstance(recorded, dict):
+        raise RecordError(f"{path} holds no settings: it is damaged. It records the settings of the train-lm run in "
+                          f"{out}: {elsewhere}.")
+    differ = [f"{key} {recorded.get(key)!r} there, {value!r} here" for key, value in settings.items()
+              if recorded.get(key) != value]
+    differ += [f"{key} {value!r} there, not a setting here" for key, value in recorded.items() if key not in settings]
+    if differ:
+        raise InputError(f"--out {out} holds a train-lm run with other settings ({'; '.join(differ)}): run the "
+                         f"command with its settings to resume it, or {elsewhere} with these settings.")
+    if not (out / MANIFEST).exists() and (out / CHECKPOINT_FOLDER).exists():
+        raise RecordError(f"{out / MANIFEST} is missing: it lists the steps this run saved before its checkpoint in "
+                          f"{out / CHECKPOINT_FOLDER}. Delete that checkpoint folder: the same command then trains "
+                          f"again from step 0 and writes every step again.")
+    return saved_steps(out, fix=start_over(out))
+
+
+def mark_run(out: Path, settings: dict[str, Any]) -> None:
+    """Make ``out`` (and its parents) and record ``settings`` in it, unless it already holds them."""
+    out.mkdir(parents=True, exist_ok=True)
+    if not is_train_lm_folder(out):
+        atomic_write_text(out / SETTINGS_FILE, records.to_json({"settings": settings}))

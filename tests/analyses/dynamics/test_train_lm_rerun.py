@@ -1,0 +1,159 @@
+"""``mechprobe train-lm`` can always be run again with the same command: a run interrupted anywhere in its start-up,
+stopped before its first training checkpoint, diverged, or whose series manifest or checkpoint was damaged leaves a
+folder the same command takes again (resuming to the weights of an uninterrupted run), or refuses in one line
+that names the file and the fix, never a traceback, never with a file of the run lost."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+import analyses.dynamics.lm_run_folder as lm_run_folder
+import analyses.dynamics.train_lm as train_lm_module
+from analyses.cli import main
+from analyses.lm_data import LmData
+from toymodels.training import Checkpointer
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+TINY = ["--steps", "12", "--set", "vocab=10", "--set", "seq_len=16", "--set", "batch_size=2", "--set", "d_model=8",
+        "--set", "n_heads=2", "--set", "n_checkpoints=3", "--set", "span=4", "--set", "resume_every=100",
+        "--no-progress"]
+STEPS = (0, 10, 12)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("corpus") / "text.txt"
+    path.write_text("\n\n".join(f"paragraph {i} " + "word " * (i % 7) + "end" for i in range(200)))
+    return path
+
+
+def command(corpus: Path, out: Path, *extra: str) -> list[str]:
+    return ["train-lm", "--corpus", str(corpus), "--out", str(out), *TINY, *extra]
+
+
+@pytest.fixture(scope="module")
+def reference(corpus, tmp_path_factory) -> Path:
+    """An uninterrupted run of the tiny settings."""
+    out = tmp_path_factory.mktemp("reference") / "lm"
+    assert main(command(corpus, out)) == 0
+    return out
+
+
+def weights(out: Path) -> dict[int, dict[str, torch.Tensor]]:
+    return {step: load_file(str(out / f"step_{step}" / "model.safetensors")) for step in STEPS}
+
+
+def assert_same_run(out: Path, reference: Path) -> None:
+    ours, theirs = weights(out), weights(reference)
+    assert all(torch.equal(ours[s][k], theirs[s][k]) for s in STEPS for k in theirs[s])
+
+
+def files(folder: Path) -> set[str]:
+    return {str(p.relative_to(folder)) for p in folder.rglob("*")} if folder.exists() else set()
+
+
+def interrupting(monkeypatch: pytest.MonkeyPatch, owner: object, name: str, at_call: int = 1) -> None:
+    """Make ``owner.name`` raise KeyboardInterrupt (as Ctrl-C would) at its ``at_call``-th call."""
+    original = getattr(owner, name)
+    calls = {"n": 0}
+
+    def interrupted(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == at_call:
+            raise KeyboardInterrupt
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, interrupted)
+
+
+STOPS = {
+    "reading the corpus, before anything is written": (LmData, "from_corpus", 1),
+    "after making the folder, before marking it": (lm_run_folder, "atomic_write_text", 1),
+    "writing the vocabulary": (train_lm_module, "atomic_write_text", 1),
+    "saving step 0": (train_lm_module, "save_standard_model", 1),
+    "writing the first series.json": (train_lm_module, "write_manifest", 1),
+    "before the first step": (train_lm_module, "train", 1),
+    "after step 10 is saved, before the first training checkpoint": (LmData, "rows", 11),
+    "saving the training checkpoint at the end": (Checkpointer, "save", 1),
+}
+
+
+@pytest.mark.parametrize("where", list(STOPS))
+def test_an_interrupted_run_is_resumed_by_the_same_command(where, corpus, reference, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "runs" / "lm"
+    with monkeypatch.context() as patch:
+        interrupting(patch, *STOPS[where])
+        assert main(command(corpus, out)) == 130
+    assert capsys.readouterr().err == "mechprobe: interrupted; run the same command again to resume\n"
+    assert main(command(corpus, out)) == 0, capsys.readouterr().err
+    assert "saved steps 0, 10, 12" in capsys.readouterr().out
+    assert_same_run(out, reference)
+
+
+def test_a_diverged_run_is_taken_again_and_its_advice_works(corpus, tmp_path, capsys):
+    out = tmp_path / "lm"
+    assert main(command(corpus, out, "--set", "lr=1e6")) == 2
+    message = capsys.readouterr().err
+    assert message.count("\n") == 1 and "diverged" in message and "--set lr=" in message and "new --out" in message
+    kept = files(out)
+    assert "step_0/model.json" in kept
+    assert main(command(corpus, out, "--set", "lr=1e6")) == 2  # the same command: resumed, and diverges again
+    assert capsys.readouterr().err == message
+    assert main(command(corpus, out, "--set", "lr=1e-3")) == 2  # other settings are another run: refused
+    refusal = capsys.readouterr().err
+    assert "other settings (lr 1000000.0 there, 0.001 here)" in refusal and refusal.count("\n") == 1
+    assert files(out) == kept
+    assert main(command(corpus, tmp_path / "lower", "--set", "lr=1e-3")) == 0  # the advice: lower lr, new --out
+
+
+def test_a_damaged_manifest_is_refused_and_its_fix_works(corpus, reference, tmp_path, capsys):
+    out = tmp_path / "lm"
+    assert main(command(corpus, out)) == 0
+    (out / "series.json").write_text('{"checkpoints": [{"step": 10, "path": "step_0"}')
+    kept = files(out)
+    assert main(command(corpus, out)) == 2
+    message = capsys.readouterr().err
+    assert f"{out / 'series.json'} is not valid JSON" in message and "Delete" in message
+    assert files(out) == kept
+    (out / "series.json").write_text('{"checkpoints": [{"step": 10, "path": "step_0"}]}')  # steps and paths swapped
+    assert main(command(corpus, out)) == 2
+    assert "is not {" in capsys.readouterr().err
+    (out / "series.json").unlink()  # what the message advises
+    shutil.rmtree(out / "checkpoint")
+    assert main(command(corpus, out)) == 0
+    assert_same_run(out, reference)
+
+
+def test_a_damaged_checkpoint_is_refused_and_its_fix_works(corpus, reference, tmp_path, capsys):
+    out = tmp_path / "lm"
+    assert main(command(corpus, out)) == 0
+    meta = out / "checkpoint" / "checkpoint.json"
+    meta.write_text(meta.read_text()[:20])
+    assert main(command(corpus, out)) == 2
+    message = capsys.readouterr().err
+    assert str(meta) in message and f"Delete the folder {out / 'checkpoint'}" in message
+    shutil.rmtree(out / "checkpoint")  # what the message advises
+    assert main(command(corpus, out)) == 0
+    assert_same_run(out, reference)
+
+
+def test_another_folder_or_damaged_settings_are_refused_before_any_work(corpus, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(LmData, "from_corpus", lambda *a, **k: pytest.fail("the corpus was read"))
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    assert main(command(corpus, other)) == 2
+    assert "holds other files" in capsys.readouterr().err
+    marked = tmp_path / "lm"
+    marked.mkdir()
+    (marked / "train-lm.json").write_text('{"settings": ')
+    assert main(command(corpus, marked)) == 2
+    message = capsys.readouterr().err
+    assert f"{marked / 'train-lm.json'} is not valid JSON" in message and "new --out" in message
+    assert files(other) == {"notes.txt"} and files(marked) == {"train-lm.json"}
