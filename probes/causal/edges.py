@@ -25,7 +25,8 @@ hook is TransformerLens's (3.9 ``HookedTransformer``, 4.x bridges, hand-made ``H
 
 The null's edges are measured in the same passes, grouped by receiver layer (all of a plan's edges span the same
 layer distance, so a receiver layer fixes the sender layer), as many per pass as fit the byte budget
-(:class:`probes.causal.pass_size.PassSize`), halved after an out-of-memory error. Passes 2 and 3 run one block each;
+(:class:`probes.causal.pass_size.PassSize`), halved after an out-of-memory error
+(:class:`probes.core.out_of_memory.Halving`). Passes 2 and 3 run one block each;
 pass 4 skips the blocks below ``l_r`` and runs the route :func:`probes.causal.routes.choose_route` checked (fused
 attention, unembedding at the slice positions, the tail cut) where the model allows it.
 """
@@ -62,7 +63,6 @@ from probes.core.batch import TokenBatch, as_token_batch
 from probes.core.errors import InputError, ModelError
 from probes.core.model_info import ModelInfo, pattern_hook
 from probes.core.model_kind import HookedModel, mask_kwargs
-from probes.core.runner import is_out_of_memory
 
 EFFECTS = ("loss_change", "score_drop")
 """The two effects of an edge: the slice's loss change (patched minus clean, nats per token) and the receiver's
@@ -292,7 +292,7 @@ def batch_edge_sums(model: HookedModel, batch: TokenBatch, plan: EdgePlan, slice
     union = inputs.masks[0]
     dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
     size = PassSize() if size is None else size
-    group = [size.copies(model, route, n_rows, n_pos, batch.tokens.device)]
+    group = size.copies(model, route, n_rows, n_pos, batch.tokens.device)
     one_block = ForwardRoute(start_layer=route.start_layer)
     skips = route.start_layer > 0
     patched_loss = torch.zeros(n_rows, edges.shape[0], dtype=torch.float64)
@@ -333,19 +333,15 @@ def batch_edge_sums(model: HookedModel, batch: TokenBatch, plan: EdgePlan, slice
         patched_mass[:, rows] = mass[torch.arange(copies), :, receivers_].T
         clean_mass[:, rows] = kept[f"mass{receiver_layer}"].cpu()[:, receivers_]
 
+    too_big = (f"Out of memory path-patching one edge on a batch of {n_rows} x {n_pos} tokens. Use fewer rows per "
+               f"batch, shorter sequences, weights in bfloat16 (dtype=...), or another device.")
     for layer in receivers:
         todo = (edges[:, 2] == layer).nonzero()[:, 0]
-        start = 0
-        while start < todo.shape[0]:
-            chunk = todo[start : start + group[0]]
-            try:
-                measure(chunk)
-            except Exception as error:
-                if not is_out_of_memory(error):
-                    raise
-                group[0] = size.after_out_of_memory(chunk.shape[0], n_rows, n_pos, error)
-                continue
-            start += chunk.shape[0]
+
+        def run(start: int, stop: int, todo: Tensor = todo) -> None:
+            measure(todo[start:stop])
+
+        size.halving.chunks(todo.shape[0], run, first=group, too_big=too_big)
     queries = clean.targets.any(-1)
     return EdgeSums(union.sum(1).double().cpu(), queries.sum(1).double().cpu(), clean_loss.cpu(), patched_loss,
                     clean_mass, patched_mass)
