@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import probes
+from analyses.circuit.command import add_circuit_command, run_circuit_command
 from analyses.cli_checks import (
     check_distinct_series,
     check_output_folder,
@@ -202,6 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_device_flags(ablate)
     ablate.add_argument("--no-progress", action="store_true", help="hide the progress bars")
 
+    circuit = add_circuit_command(sub, _add_device_flags)
     dynamics, train_lm = add_dynamics_commands(sub, _add_device_flags)
     plan = add_plan_command(sub)
 
@@ -225,7 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="where the toy models train: cpu (default), cuda, cuda:1, mps ... (same as --set device=DEV)")
     toy.add_argument("--dtype", help=argparse.SUPPRESS)  # accepted only to say why it does not apply
     # --debug also after the command name
-    for command in (heads, report, linear, ablate, dynamics, train_lm, toy, plan):
+    for command in (heads, report, linear, ablate, circuit, dynamics, train_lm, toy, plan):
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show the full traceback")
     return parser
 
@@ -425,7 +427,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
     if getattr(args, "no_progress", False) and args.command in ("heads", "report", "probe-linear", "ablate",
-                                                                         "dynamics"):
+                                                                         "circuit", "dynamics"):
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()  # the "Loading weights" bars too
@@ -445,6 +447,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _run_linear(args)
         if args.command == "ablate":
             return _run_ablate(args)
+        if args.command == "circuit":
+            return run_circuit_command(args)
         if args.command == "dynamics":
             return run_dynamics_command(args)
         if args.command == "train-lm":

@@ -56,10 +56,18 @@ from probes.attention import (
 )
 from probes.causal import (
     ABLATION_METHODS,
+    EDGE_INPUTS,
+    CompositionScores,
+    EdgeEffect,
     HeadAblation,
+    composition_scores,
+    distance_matched_edges,
+    edge_effect,
+    edge_with_null,
     head_ablation,
     masked_positions,
     repeated_half,
+    screen_rank_correlation,
     topic_seen_slice,
     topic_unseen_slice,
 )
@@ -202,6 +210,9 @@ __all__ = [
     # causal: head ablation beside random head sets, and the slices it is measured on
     "ABLATION_METHODS", "HeadAblation", "head_ablation", "masked_positions", "repeated_half", "topic_seen_slice",
     "topic_unseen_slice",
+    # causal: edges between heads by path patching beside random edges, and the weight-only composition screen
+    "EDGE_INPUTS", "CompositionScores", "EdgeEffect", "composition_scores", "distance_matched_edges", "edge_effect",
+    "edge_with_null", "screen_rank_correlation",
     # statistics: intervals, nulls, power, confidence sequences, verdicts, control models (all of probes.stats)
     "BatchStateRecorder", "Finding", "SequentialNull", "SequentialRule", "adjust_family", "bootstrap_draws",
     "bootstrap_interval", "detectable_distance", "fixed_sequence_adjust", "holm_adjust", "label_permutations",

@@ -25,7 +25,8 @@ ANALYSES_LAYERS: tuple[tuple[str, ...], ...] = (
     ("__init__", "cli_checks", "config_overrides", "plot_backend", "timings", "torch_threads", "paper_reference",
      "toy_findings", "toy_causal", "toy_orders", "curve_series", "lm_data", "toy_model_store"),
     ("paper_result", "series_writer"),  # a toy experiment's typed result and summary.json; a series folder's files
-    ("pretrained",),  # the probe suite on real text: held-out statistics, findings, measurements, passages
+    # the probe suite on real text: held-out statistics, findings, measurements, passages; edges between heads
+    ("pretrained", "circuit"),
     ("induction", "scansnap", "topic"),  # the paper toys' experiments
     ("experiments", "toy_model_loader"),  # the toys by name; a toy folder as a model
     ("toy_seeds", "dynamics", "linear"),  # a toy over seeds; checkpoint series; linear probes (over toys and text)

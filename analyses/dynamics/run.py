@@ -146,7 +146,6 @@ def measure_series(series: CheckpointSeries, out: Path, config: DynamicsConfig, 
     stored at once; returns ``(measures, indices measured now, indices reused)``. The induction toy's series
     is measured by :func:`analyses.dynamics.toy_measure.measure_toy_checkpoint` (copier and classifier)."""
     toy = toy_settings(series)
-    (out / STORE).mkdir(parents=True, exist_ok=True)
     measures, measured_now, reused = [], [], []
     text: SeriesText | None = None  # read once, from the first checkpoint measured here
     bar = tqdm(list(enumerate(series.checkpoints)), desc="checkpoints", unit="ckpt", disable=not progress)
@@ -168,6 +167,8 @@ def measure_series(series: CheckpointSeries, out: Path, config: DynamicsConfig, 
                 measure = measure_checkpoint(model, checkpoint, config, text_batches=text.context if text else (),
                                              text=text.probes if text else None)
             del model
+            # made with the first measure stored: a run refused before it (its corpus too short) leaves no folder
+            path.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_text(path, records.to_json(StoredMeasure(config, checkpoint, measure)))
             measured_now.append(index)
         measures.append(measure)

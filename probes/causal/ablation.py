@@ -161,7 +161,9 @@ class AblationSums:
         return (self.ablated.sum(0) - self.clean.sum(0)) / self.count.sum(0)
 
 
-def _slice_masks(batch: TokenBatch, slices: Mapping[str, SliceFn], loss: str) -> Bool[Tensor, "slice batch pos"]:
+def slice_masks(batch: TokenBatch, slices: Mapping[str, SliceFn], loss: str) -> Bool[Tensor, "slice batch pos"]:
+    """Each slice's mask of ``batch``, checked: a bool tensor of the batch's shape marking only positions whose
+    loss ``loss`` can count (:func:`probes.causal.token_loss.counted_positions`)."""
     counted = counted_positions(batch, loss)
     masks = []
     for name, fn in slices.items():
@@ -241,7 +243,7 @@ def batch_ablation_sums(model: HookedModel, batch: TokenBatch, plan: AblationPla
     at a time (:class:`probes.causal.pass_size.PassSize`: a byte budget, default :data:`PASS_BYTES`), each group
     one forward pass over the repeated batch along ``route`` (:func:`probes.causal.routes.choose_route`; the
     default computes full logits). A group that runs out of memory is retried in halves."""
-    masks = _slice_masks(batch, slices, plan.loss)
+    masks = slice_masks(batch, slices, plan.loss)
     if route.cut_tail:
         batch, masks = cut_after_last_measured(batch, masks)
     inputs = LossInputs.of(model, batch, masks, plan.loss)
@@ -319,7 +321,7 @@ def ablation_route(model: HookedModel, plan: AblationPlan, batch: Any, slices: M
     if not shortcuts:
         return PLAIN
     batch = as_token_batch(batch, ModelInfo.of(model)).to(model_device(model))
-    inputs = LossInputs.of(model, batch, _slice_masks(batch, slices, plan.loss), plan.loss)
+    inputs = LossInputs.of(model, batch, slice_masks(batch, slices, plan.loss), plan.loss)
     return choose_route(model, batch, inputs, mask_kwargs(model, batch.attention_mask), min(plan.layers))
 
 
@@ -372,7 +374,7 @@ def batches_as_read(model: HookedModel, batches: Iterable[Any], slices: Mapping[
     for raw in batches:
         batch = as_token_batch(raw, info)
         if loss == "masked":
-            tokens = LossInputs.of(model, batch, _slice_masks(batch, slices, loss), loss).tokens
+            tokens = LossInputs.of(model, batch, slice_masks(batch, slices, loss), loss).tokens
             batch = TokenBatch(tokens, batch.valid, batch.attention_mask)
         read.append(batch)
     return read

@@ -106,4 +106,5 @@ def ablation_with_null(model: HookedModel, plan: AblationPlan, batches: Sequence
             sums = sums.extend(measure(sums.n_sets, 1 + stop))
         return per_set(sums, statistic)[1 + start : 1 + stop]
 
-    return sums, sequential_null(values[0], draw, SequentialRule(plan.n_draws, stop_at, group))
+    null = sequential_null(values[0], draw, SequentialRule(plan.n_draws, stop_at, group))
+    return sums, null  # the sums after the draws extended them

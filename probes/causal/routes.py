@@ -166,7 +166,7 @@ def _blocks_skipped(model: HookedModel, stop: int) -> Iterator[None]:
                 module.forward = forward
 
 
-def _injector(resid: Tensor, copies: int):
+def residual_injector(resid: Tensor, copies: int):
     """A hook putting ``resid`` in: ``[rows ...]`` repeated per copy, or ``[copies * rows ...]`` (one per copy, e.g.
     each copy's residual after a prefix of ablated layers it shares with others) as it is."""
 
@@ -181,16 +181,26 @@ def _injector(resid: Tensor, copies: int):
     return inject
 
 
-class _ResidualReached(Exception):
-    """Raised from a ``hook_resid_pre`` hook: carries the residual there and ends the forward pass."""
+class _HookReached(Exception):
+    """Raised once the hooks a pass ends at have fired: carries their values and ends the forward pass."""
 
-    def __init__(self, resid: Tensor) -> None:
+    def __init__(self, values: dict[str, Tensor]) -> None:
         super().__init__()
-        self.resid = resid
+        self.values = values
 
 
-def _stop_at(x: Tensor, hook: Any) -> None:
-    raise _ResidualReached(x)
+def _collector(names: Sequence[str]) -> list:
+    """Hooks keeping the value at each of ``names`` that end the pass once all of them fired (in any order)."""
+    values: dict[str, Tensor] = {}
+
+    def keeper(name: str):
+        def keep(x: Tensor, hook: Any) -> None:  # keyed by the name asked for: a bridge's alias has another hook.name
+            values[name] = x
+            if len(values) == len(names):
+                raise _HookReached(values)
+        return keep
+
+    return [(name, keeper(name)) for name in names]
 
 
 def unembedding(model: HookedModel) -> nn.Module | None:
@@ -230,7 +240,7 @@ def _pass_route(model: HookedModel, route: ForwardRoute, hooks: list, copies: in
         if start_layer:
             if resid is None:
                 raise ModelError(f"Skipping blocks below {start_layer} needs the clean residual there.")
-            hooks.append((resid_hook(start_layer), _injector(resid, copies)))
+            hooks.append((resid_hook(start_layer), residual_injector(resid, copies)))
             stack.enter_context(_blocks_skipped(model, start_layer))
         if route.fused:
             stack.enter_context(reduced_attention(model, _no_reductions))
@@ -262,15 +272,29 @@ def residual_at(model: HookedModel, route: ForwardRoute, inputs: LossInputs, kwa
     """A pass like :func:`token_losses` (``route.start_layer`` > 0: blocks below it skipped, ``resid`` put in) that
     ends where block ``stop_layer`` starts: the residual entering it for each of the ``copies``, ``[copies * rows
     pos d_model]``."""
+    name = resid_hook(stop_layer)
+    return values_at(model, route, inputs, kwargs, hooks, copies, [name], resid=resid, layer=route.start_layer)[name]
+
+
+def values_at(model: HookedModel, route: ForwardRoute, inputs: LossInputs, kwargs: dict, hooks: Sequence,
+              copies: int, names: Sequence[str], *, resid: Tensor | None = None, layer: int = 0) -> dict[str, Tensor]:
+    """A pass over ``copies`` repeats of the batch with ``hooks`` that ends once every hook of ``names`` has fired:
+    the value at each, ``[copies * rows ...]`` (a bridge may fire ``hook_pattern`` after ``hook_z``, so the pass
+    waits for all). ``resid`` (``[rows ...]``, or ``[copies * rows ...]``: one per copy) is put in at
+    ``blocks.{layer}.hook_resid_pre``; the blocks below ``layer`` are skipped where the route allows it
+    (``route.start_layer`` > 0: :func:`choose_route` checked it), else they run and their output is replaced."""
     tokens = inputs.tokens.repeat(copies, 1)
     kwargs = {key: value.repeat(copies, 1) if isinstance(value, Tensor) else value for key, value in kwargs.items()}
-    hooks = [*hooks, (resid_hook(stop_layer), _stop_at)]
+    skip = layer if resid is not None and route.start_layer > 0 else 0
+    hooks = [*hooks, *_collector(names)]
+    if resid is not None and not skip:
+        hooks.append((resid_hook(layer), residual_injector(resid, copies)))
     try:
-        with _pass_route(model, route, hooks, copies, resid, route.start_layer):
+        with _pass_route(model, route, hooks, copies, resid, skip):
             forward.run(model, tokens, fwd_hooks=hooks, **kwargs)
-    except _ResidualReached as reached:
-        return reached.resid
-    raise ModelError(f"The forward pass never reached {resid_hook(stop_layer)}.")
+    except _HookReached as reached:
+        return reached.values
+    raise ModelError(f"The forward pass ended before {', '.join(names)} all fired.")
 
 
 def _no_reductions(layer: Any) -> None:

@@ -435,6 +435,7 @@ BASE_ARGS: dict[str, tuple[str, ...]] = {
     "render": ("@missing/report",),
     "probe-linear": ("--model", "@model", "--target", "parent", "--out", "@fresh", "--no-progress"),
     "ablate": ("--model", "@model", "--top", "induction:2", "--out", "@fresh", "--no-progress"),
+    "circuit": ("--model", "@model", "--out", "@fresh", "--no-progress"),
     "dynamics": ("--model", "@series", "--out", "@fresh", "--no-progress"),
     "train-lm": ("--out", "@fresh", "--no-progress"),
     "toy": ("scansnap", "--out", "@fresh", "--no-progress"),
