@@ -164,6 +164,8 @@ class ScanSnapConfig:
         integers(self, ("eval_sequences",), 2, error=ToyConfigError)
         integers(self, ("snap_patience", "seed"), 0, error=ToyConfigError)
         integers(self, ("threads",), 1, error=ToyConfigError)
+        # the library trains 0 steps (the initialisation); the experiment measures a training curve
+        integers(self.train, ("n_steps",), 1, prefix="train.", error=ToyConfigError)
         fraction("snap_rate", self.snap_rate, open_low=True, open_high=True, error=ToyConfigError)
         fraction("scan_tolerance", self.scan_tolerance, open_high=True, error=ToyConfigError)
         # one seed for the whole experiment: the training sections get it when they are used
