@@ -52,8 +52,8 @@ def toy_batches(settings: InductionExperimentConfig, config: DynamicsConfig) -> 
     """The held-out chains (inputs) every checkpoint is measured on, in ``config.n_batches`` batches."""
     chains = held_out_chains(settings)[: settings.probe_sequences, :-1]
     if chains.shape[0] < config.n_batches:
-        raise InputError(f"The toy series has {chains.shape[0]} held-out chains to probe (min(n_val, "
-                         f"probe_sequences)); --batches {config.n_batches} needs at least as many. Give fewer "
+        raise InputError(f"The toy series has {chains.shape[0]} held-out chains to probe (its "
+                         f"probe_sequences); --batches {config.n_batches} needs at least as many. Give fewer "
                          f"--batches.")
     return list(chains.tensor_split(config.n_batches))
 

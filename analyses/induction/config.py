@@ -40,6 +40,9 @@ DERIVED = {
 """The fields of each section that the experiment fills in itself, and from what."""
 
 
+MAX_ORDER = 12  # the parent-subset probe and criterion compare all 2**order - 2 subsets of the distances
+
+
 @dataclass(frozen=True)
 class InductionExperimentConfig:
     """Every setting of the experiment; ``mechprobe toy induction --set key=value`` overrides fields.
@@ -95,6 +98,14 @@ class InductionExperimentConfig:
         integers(self, ("n_train", "n_val", "probe_sequences", "eval_every", "early_step", "trajectory_dense_until",
                         "trajectory_per_decade"), 1, error=ToyConfigError)
         integers(self, ("checkpoint_every", "series_checkpoints"), 0, error=ToyConfigError)
+        if self.data.order > MAX_ORDER:
+            raise ToyConfigError(f"data.order ({self.data.order}) is more than the experiment probes: its parent-subset "
+                                 f"probe and criterion compare every subset of the {self.data.order} distances "
+                                 f"({2 ** self.data.order - 2:,}); use data.order <= {MAX_ORDER}.")
+        if self.probe_sequences > self.n_val:
+            raise ToyConfigError(f"probe_sequences ({self.probe_sequences}) is more than the n_val ({self.n_val}) "
+                                 f"held-out chains the probes read; raise n_val or lower probe_sequences "
+                                 f"(e.g. --set probe_sequences={self.n_val}).")
         if self.series_checkpoints and self.model != "standard":
             raise ToyConfigError(f"series_checkpoints saves a TransformerLens model's checkpoints; it needs "
                                  f"model='standard' (preset standard), got model={self.model!r} (whose copier is "

@@ -259,8 +259,7 @@ def probe_model(model: torch.nn.Module, config: InductionExperimentConfig, token
     order = config.data.order
     max_distance = max(8 if config.model == "standard" else config.model_config().max_distance, order)
     copier_probe, induction_probe = CopierProbe(max_distance), GeneralizedInductionProbe(order)
-    subsets_probe = ParentSubsetAttentionProbe(1, max_distance=order,
-                                               max_subset=min(config.simplified.max_subset, order))
+    subsets_probe = ParentSubsetAttentionProbe(1, max_distance=order, max_subset=order - 1)  # up to the true set
     selector_probe = (SelectorWeightProbe(SUBSET_WEIGHTS_HOOK, labels=model.subset_labels)
                       if isinstance(model, SimplifiedInductionModel) else None)
     probes_: list[Probe[Any]] = [copier_probe, induction_probe, subsets_probe]

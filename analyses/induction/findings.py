@@ -103,11 +103,10 @@ def held_out_chains(config: InductionExperimentConfig) -> Tensor:
 
 def check_findings_data(config: InductionExperimentConfig) -> None:
     """Refuse, before any training, a config whose probed chains cannot be split into two halves of two batches."""
-    probed = min(config.n_val, config.probe_sequences)
-    if probed < MIN_UNITS:
+    if config.probe_sequences < MIN_UNITS:
         raise ConfigError(f"The induction findings need at least {MIN_UNITS} held-out chains to probe (two halves of "
-                          f"two batches each); got min(n_val, probe_sequences) = {probed}. Raise both, e.g. "
-                          f"--set probe_sequences=16 --set n_val=16.")
+                          f"two batches each); got probe_sequences = {config.probe_sequences}. Raise it (and n_val "
+                          f"with it), e.g. --set probe_sequences=16 --set n_val=16.")
     check_copiers(config)
 
 

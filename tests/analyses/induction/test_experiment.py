@@ -13,6 +13,7 @@ import pytest
 from analyses.cli import main
 from analyses.config_overrides import apply_overrides
 from analyses.induction import experiment as toy_induction
+from analyses.induction.findings import held_out_chains
 from analyses.induction.trajectory import TRAJECTORY_KEYS, log_growth_fit, trajectory_steps
 from mechprobe import records
 from probes.core.errors import ConfigError
@@ -94,6 +95,22 @@ def test_standard_model_path_writes_the_same_schema(tmp_path):
         assert (tmp_path / name).is_file(), name
 
 
+@pytest.mark.parametrize("model", ["standard", "full"])
+def test_the_parent_subsets_probed_include_the_true_set_beyond_order_3(model):
+    # The probe's subsets went up to simplified.max_subset (2): at order 4 the true set {1,2,3} was missing and
+    # probe_model raised a KeyError after training.
+    settings = ["data.order=4", "data.seq_len=20", "n_val=8", "probe_sequences=8", "eval_seq_lens=(10,)"]
+    if model == "standard":
+        settings.append("standard.d_model=16")
+    config = apply_overrides(toy_induction.PRESETS[model], settings)
+    model_ = toy_induction.build_model(config).eval()
+    found = toy_induction.probe_model(model_, config, held_out_chains(config)[:, :-1])
+    assert "{1,2,3}" in found.parent_subset_attention
+    if model == "standard":  # (the full model's selector names its subsets by layer-1 heads)
+        assert found.true_parent_subset == "{1,2,3}"
+    assert math.isfinite(found.true_parent_share)
+
+
 def test_presets_and_overrides():
     assert set(toy_induction.PRESETS) == {"paper", "staged", "fast", "full", "standard"}
     paper = toy_induction.PRESETS["paper"]
@@ -143,7 +160,9 @@ def test_settings_round_trip_and_fields_the_experiment_fills_in_are_refused():
 
 
 @pytest.mark.parametrize("setting, words", [("data.n_states=1", "n_states"), ("data.order=1", "order"),
-                                            ("data.seq_len=3", "seq_len"), ("data.alpha=0", "alpha")])
+                                            ("data.seq_len=3", "seq_len"), ("data.alpha=0", "alpha"),
+                                            ("data.order=13", "data.order <= 12"),
+                                            ("n_val=10", "probe_sequences (64) is more than the n_val (10)")])
 def test_bad_data_settings_fail_with_a_clear_message(tmp_path, capsys, setting, words):
     assert main(["toy", "induction", "--preset", "fast", "--set", setting, "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
