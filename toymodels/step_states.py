@@ -44,7 +44,9 @@ class StepStates:
         self.fingerprint = fingerprint
 
     def _checkpointer(self, step: int) -> Checkpointer:
-        return Checkpointer(self.folder / f"step_{step}", every=1, fingerprint=self.fingerprint)
+        return Checkpointer(self.folder / f"step_{step}", every=1, fingerprint=self.fingerprint,
+                            fix="The series' kept training states are damaged: train the series again with the "
+                                "command that made it to refine it, or leave --refine out.")
 
     def __call__(self, step: int, model: nn.Module, optimizers: Sequence[OptimizerLike], generator: torch.Generator,
                  history: History) -> None:
@@ -82,10 +84,20 @@ class StepStates:
 
     def _require(self, step: int) -> Checkpointer:
         if step not in self.saved():
-            raise CheckpointError(f"No training state of step {step} is kept in {self.folder} (kept: "
-                                  f"{list(self.saved()) or 'none'}). Train the series again with this version "
-                                  f"to keep the state at every saved step.")
+            raise CheckpointError(f"No training state of step {step} is kept in {self.folder / f'step_{step}'} "
+                                  f"(kept: {list(self.saved()) or 'none'}). Train the series again with this "
+                                  f"version to keep the state at every saved step.")
         return self._checkpointer(step)
+
+    def check(self, steps: Collection[int]) -> None:
+        """Every file of the states of ``steps`` read and checked (and the thread count), changing nothing: a
+        missing or damaged one raises :class:`CheckpointError` naming it, before any re-run starts."""
+        self.threads()
+        for step in sorted(steps):
+            checkpointer = self._require(step)
+            if checkpointer.verify() != step:
+                raise CheckpointError(f"{checkpointer.meta_path} holds the state of another step than {step}; "
+                                      f"train the series again with the command that made it to refine it.")
 
     def weights(self, step: int) -> dict[str, Tensor]:
         """The model weights kept for ``step``."""

@@ -167,12 +167,13 @@ class Checkpointer:
     checkpoint raises :class:`CheckpointError` naming the bad file.
     """
 
-    def __init__(self, folder: str | os.PathLike, *, every: int, fingerprint: str = "") -> None:
+    def __init__(self, folder: str | os.PathLike, *, every: int, fingerprint: str = "", fix: str = "") -> None:
         if every < 1:
             raise ToyConfigError(f"checkpoint every must be >= 1 step; got {every}.")
         self.folder = Path(folder)
         self.every = every
         self.fingerprint = fingerprint
+        self.fix = fix or f"Delete the folder {self.folder} to start training from scratch."
 
     @property
     def meta_path(self) -> Path:
@@ -202,8 +203,7 @@ class Checkpointer:
                     path.unlink(missing_ok=True)
 
     def _bad(self, path: Path, problem: str) -> CheckpointError:
-        return CheckpointError(f"Checkpoint file {path} {problem}. Delete the folder {self.folder} to start "
-                               f"training from scratch.")
+        return CheckpointError(f"Checkpoint file {path} {problem}. {self.fix}")
 
     def _read_meta(self) -> dict[str, Any] | None:
         path = self.meta_path
@@ -238,7 +238,8 @@ class Checkpointer:
             raise self._bad(path, f"holds weights that do not fit this model ({'; '.join(problems)})")
         return tensors
 
-    def _load_state(self, path: Path, n_optimizers: int) -> dict[str, Any]:
+    def _load_state(self, path: Path, n_optimizers: int | None) -> dict[str, Any]:
+        """The state file read and checked (``n_optimizers`` states; None: any number)."""
         if not path.is_file():
             raise self._bad(path, "(the optimiser and data-generator state) is missing")
         if not zipfile.is_zipfile(path):
@@ -253,11 +254,27 @@ class Checkpointer:
         except Exception as error:  # truncated zip archives and garbage raise RuntimeError and others
             raise self._bad(path, f"is truncated or corrupted ({_one_line(error)})") from error
         ok = (isinstance(state, dict) and isinstance(state.get("optimizers"), list)
-              and len(state["optimizers"]) == n_optimizers and all(isinstance(s, dict) for s in state["optimizers"])
+              and len(state["optimizers"]) == (n_optimizers if n_optimizers is not None else len(state["optimizers"]))
+              and all(isinstance(s, dict) for s in state["optimizers"])
               and isinstance(state.get("generator"), Tensor) and state["generator"].dtype == torch.uint8)
         if not ok:
-            raise self._bad(path, f"does not hold {n_optimizers} optimiser state(s) and a data-generator state")
+            raise self._bad(path, f"does not hold {n_optimizers or 'its'} optimiser state(s) and a data-generator "
+                                  f"state")
         return state
+
+    def verify(self) -> int | None:
+        """Read every file of the checkpoint in force and check it is whole, changing nothing; its step (None when
+        there is none). A damaged file raises :class:`CheckpointError` naming it."""
+        meta = self._read_meta()
+        if meta is None:
+            return None
+        self.saved_weights()
+        self._load_state(self.folder / meta["state"], None)
+        try:
+            records.load(History, meta["history"], where="history")
+        except RecordError as error:
+            raise self._bad(self.meta_path, f"holds a malformed history ({_one_line(error)})") from error
+        return int(meta["step"])
 
     def saved_weights(self) -> dict[str, Tensor] | None:
         """The model weights of the checkpoint in force, as saved (None when there is none); changes nothing."""

@@ -134,10 +134,12 @@ def check_refinable(folder: Path) -> Literal["train-lm", "induction-toy"]:
         raise InputError(f"--refine re-runs the training of a series trained here (a mechprobe train-lm folder, or "
                          f"the induction toy's OUT/series); {folder} is neither. Leave --refine out, or give "
                          f"checkpoints closer together yourself.")
-    if not StepStates(folder / STATES_FOLDER, steps=(), fingerprint="").saved():
+    states = StepStates(folder / STATES_FOLDER, steps=(), fingerprint="")
+    if not states.saved():
         raise CheckpointError(f"{folder} keeps no training states ({STATES_FOLDER}/step_N), which --refine resumes "
                               f"from: it was saved by an older mechprobe. Train it again to refine it, or leave "
                               f"--refine out.")
+    states.check([step for step in series.steps if step > 0])  # read whole before anything is measured
     return kind
 
 

@@ -94,7 +94,7 @@ def add_dynamics_commands(sub: Any, add_device_flags: Callable[[argparse.Argumen
 def run_dynamics_command(args: argparse.Namespace) -> int:
     from analyses.dynamics.config import DynamicsConfig
     from analyses.dynamics.figures import plot_series_together
-    from analyses.dynamics.run import FIGURE, STORE, run_dynamics, summary_lines
+    from analyses.dynamics.run import FIGURE, STORE, checked_series, run_dynamics, summary_lines
     from analyses.dynamics.summary import SUMMARY
     from probes.core.loading import torch_dtype
 
@@ -106,6 +106,8 @@ def run_dynamics_command(args: argparse.Namespace) -> int:
     except ConfigError as error:  # the config names its field: say which flag set it
         field = str(error).split()[0]
         raise ConfigError(f"{flags[field]}: {error}" if field in flags else str(error)) from None
+    with naming("--model"):  # the series read (hub revisions resolved, step files read) before any work
+        checked_series(args.model)
     if args.corpus is not None:
         with naming("--corpus"):
             check_corpus_spec(args.corpus, "text")
@@ -122,7 +124,7 @@ def run_dynamics_command(args: argparse.Namespace) -> int:
             check_refinable(Path(args.model))
     out = check_output_folder("--out", args.out, earlier_output=lambda folder: (folder / STORE).is_dir())
     check_compared_folders("--compare", args.compare, out=out, model=args.model)
-    others = {folder: compared_series(folder) for folder in args.compare}  # checked before any measuring
+    others = {folder: compared_series(folder, args.model) for folder in args.compare}  # checked before measuring
     dtype = torch_dtype(args.dtype or "float32")
     if args.refine:
         from analyses.dynamics.refine import REFINEMENT, refine_dynamics, refinement_lines
@@ -144,16 +146,22 @@ def run_dynamics_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def compared_series(folder: str) -> Any:
-    """What ``--compare FOLDER`` draws: a finished dynamics run's summary, or a toy run's recorded order curves."""
+def compared_series(folder: str, model: str) -> Any:
+    """What ``--compare FOLDER`` draws: a finished dynamics run's summary, or a toy run's recorded order curves;
+    a dynamics run of the series ``model`` names is refused (the same series would be drawn twice)."""
     from pathlib import Path
 
     from analyses.curve_series import SERIES_FILE, load_curve_series
     from analyses.dynamics.summary import load_summary
+    from probes.core.checkpoint_series import same_spec
 
     if (Path(folder) / SERIES_FILE).is_file():  # a toy's folder (a dynamics run writes no such file)
         return load_curve_series(folder, rerun=f"Re-run the toy that wrote {folder}.")
-    return load_summary(folder)
+    summary = load_summary(folder)
+    if same_spec(summary.series, model):
+        raise ConfigError(f"--compare {folder} measured the series --model {model} names ({summary.series}): it "
+                          f"would be drawn beside itself; compare with a run of another series, or leave it out.")
+    return summary
 
 
 def run_train_lm_command(args: argparse.Namespace) -> int:

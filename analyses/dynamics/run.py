@@ -34,7 +34,13 @@ from analyses.toy_model_loader import check_toy_checkpoints, load_any_model
 from mechprobe import records
 from probes import ModelInfo, TokenBatch
 from probes.core.atomic import atomic_write_text
-from probes.core.checkpoint_series import Checkpoint, CheckpointSeries, check_revisions, checkpoint_series
+from probes.core.checkpoint_series import (
+    Checkpoint,
+    CheckpointSeries,
+    check_revisions,
+    checkpoint_series,
+    same_spec,
+)
 from probes.core.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -74,7 +80,9 @@ def _read_stored(path: Path, checkpoint: Checkpoint, config: DynamicsConfig) -> 
         return None
     stored = records.read_record(StoredMeasure, path, rerun=f"Delete {path}: the same command then measures that "
                                  f"checkpoint again.")
-    if stored.settings != config or stored.checkpoint != checkpoint:
+    same = (stored.checkpoint.step, stored.checkpoint.tokens) == (checkpoint.step, checkpoint.tokens) and same_spec(
+        stored.checkpoint.spec, checkpoint.spec)  # the series given as runs/lm or /abs/runs/lm: one checkpoint
+    if stored.settings != config or not same:
         raise InputError(f"{path} was measured with other settings or another checkpoint ({stored.checkpoint.spec}); "
                          f"write this run to another --out, or delete that folder to measure again.")
     return stored.measure
@@ -148,11 +156,13 @@ def measure_series(series: CheckpointSeries, out: Path, config: DynamicsConfig, 
     toy = toy_settings(series)
     measures, measured_now, reused = [], [], []
     text: SeriesText | None = None  # read once, from the first checkpoint measured here
+    # every stored measure read (and a mismatched one refused) before any checkpoint is loaded
+    stored = [_read_stored(stored_path(out, i, c), c, config) for i, c in enumerate(series.checkpoints)]
     bar = tqdm(list(enumerate(series.checkpoints)), desc="checkpoints", unit="ckpt", disable=not progress)
     for index, checkpoint in bar:
         bar.set_postfix_str(f"step {checkpoint.step}")
         path = stored_path(out, index, checkpoint)
-        measure = _read_stored(path, checkpoint, config)
+        measure = stored[index]
         if measure is not None:
             log.info("step %d: read from %s", checkpoint.step, path)
             reused.append(index)

@@ -99,8 +99,9 @@ class InductionExperimentConfig:
                         "trajectory_per_decade"), 1, error=ToyConfigError)
         integers(self, ("checkpoint_every", "series_checkpoints"), 0, error=ToyConfigError)
         if self.data.order > MAX_ORDER:
-            raise ToyConfigError(f"data.order ({self.data.order}) is more than the experiment probes: its parent-subset "
-                                 f"probe and criterion compare every subset of the {self.data.order} distances "
+            raise ToyConfigError(f"data.order ({self.data.order}) is more than the experiment probes: its "
+                                 f"parent-subset probe and criterion compare every subset of the {self.data.order} "
+                                 f"distances "
                                  f"({2 ** self.data.order - 2:,}); use data.order <= {MAX_ORDER}.")
         if self.probe_sequences > self.n_val:
             raise ToyConfigError(f"probe_sequences ({self.probe_sequences}) is more than the n_val ({self.n_val}) "

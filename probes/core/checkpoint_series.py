@@ -256,7 +256,7 @@ def checkpoint_series(spec: Any) -> CheckpointSeries:
         return _from_folder(path)
     split = _split_list(text)
     if split is None:
-        if path.exists() or text.startswith((".", "/", "~")):
+        if path.exists() or text.startswith((".", "/", "~")) or text.endswith(("/", "\\")):
             raise ConfigError(f"{text!r} is not a folder of checkpoints; give {SERIES_FORMS}.")
         raise ConfigError(f"{text!r} names one model, not a series; give {SERIES_FORMS}.")
     name, key, items = split
@@ -272,6 +272,15 @@ def checkpoint_series(spec: Any) -> CheckpointSeries:
         raise ConfigError(f"{text!r}: give checkpoint indices >= 0 in a series (they are its steps).")
     checkpoints = tuple(Checkpoint(v, f"{name}@{key}={v}") for v in values)
     return CheckpointSeries(text, "legacy", tuple(sorted(checkpoints, key=lambda c: c.step)))
+
+
+def same_spec(a: str, b: str) -> bool:
+    """Whether two model or series specs name the same thing: the same folder or file however it is spelt
+    (relative, absolute, through a link), else the same text. Example: ``same_spec("runs/lm", "./runs/lm/")``."""
+    if a.strip() == b.strip():
+        return True
+    first, second = Path(a.strip()).expanduser(), Path(b.strip()).expanduser()
+    return first.exists() and second.exists() and first.resolve() == second.resolve()
 
 
 def revision_of(spec: str) -> tuple[str, str] | None:

@@ -10,10 +10,13 @@ import pytest
 
 from analyses.cli import main
 from analyses.dynamics.config import DynamicsConfig
-from analyses.dynamics.run import STORE, run_dynamics
+from analyses.dynamics.run import STORE, StoredMeasure, _read_stored, run_dynamics
 from analyses.dynamics.summary import SUMMARY, load_summary
 from analyses.toy_model_loader import load_any_model
+from mechprobe import records
 from probes import ConfigError
+from probes.core.checkpoint_series import Checkpoint
+from probes.core.errors import InputError
 from tests.stand_in_hub import REPO, make_stand_in_hub, use_stand_in_hub
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -69,9 +72,30 @@ def test_a_killed_run_resumes_without_measuring_stored_checkpoints_again(hub, tm
 def test_stored_checkpoints_measured_with_other_settings_are_refused(hub, tmp_path, monkeypatch):
     use_stand_in_hub(monkeypatch, hub)
     run_dynamics(f"{REPO}@revisions=step0,step512", tmp_path / "out", CONFIG, progress=False)
+    (tmp_path / "out" / STORE / "0000-step0.json").unlink()  # step 0 to measure again, step 512 stored
+    loaded: list[str] = []
     with pytest.raises(Exception, match="measured with other settings"):
         run_dynamics(f"{REPO}@revisions=step0,step512", tmp_path / "out",
-                     DynamicsConfig(seq_len=10, n_batches=8, batch_size=4, n_boot=200), progress=False)
+                     DynamicsConfig(seq_len=10, n_batches=8, batch_size=4, n_boot=200), progress=False,
+                     load=lambda spec: loaded.append(spec) or load_any_model(spec))
+    assert loaded == []  # refused before step 0 was loaded and measured, not after
+
+
+def test_a_stored_checkpoint_is_found_however_its_folder_is_spelt(hub, tmp_path, monkeypatch):
+    # a run started as --model lm resumes as --model /abs/lm (or ./lm/), and another folder is still refused
+    use_stand_in_hub(monkeypatch, hub)
+    run_dynamics(f"{REPO}@revisions=step0,step512", tmp_path / "out", CONFIG, progress=False)
+    path = tmp_path / "out" / STORE / "0000-step0.json"
+    measure = records.read_record(StoredMeasure, path, rerun="").measure
+    for name in ("lm", "lm2"):
+        (tmp_path / name / "step_0").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    path.write_text(records.to_json(StoredMeasure(CONFIG, Checkpoint(0, "lm/step_0"), measure)))
+    for spelling in (str(tmp_path / "lm" / "step_0"), "./lm/step_0/", "lm/step_0"):
+        assert records.to_json(_read_stored(path, Checkpoint(0, spelling), CONFIG)) == records.to_json(measure)
+    for other in (Checkpoint(0, "lm2/step_0"), Checkpoint(0, "lm/step_0", tokens=5)):
+        with pytest.raises(InputError, match="another checkpoint"):
+            _read_stored(path, other, CONFIG)
 
 
 def test_cli_reads_the_series_and_a_missing_revision_is_one_line(hub, tmp_path, monkeypatch, capsys):

@@ -86,7 +86,7 @@ def test_refine_refuses_series_not_trained_here_in_one_line(tiny_lm, tmp_path, c
     assert code == 2 and "add --refine" in capsys.readouterr().err
     code = main(["dynamics", "--model", str(tmp_path), "--out", str(tmp_path / "d"), "--refine"])
     err = capsys.readouterr().err
-    assert code == 2 and err.count("\n") == 1 and "--refine" in err and not (tmp_path / "d").exists()
+    assert code == 2 and err.count("\n") == 1 and "--model" in err and not (tmp_path / "d").exists()
 
 
 def test_the_toy_at_a_learning_rate_of_zero_has_no_event_and_adds_no_checkpoint(tmp_path):

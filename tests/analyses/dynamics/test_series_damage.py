@@ -67,13 +67,14 @@ def sampled(cases: list[tuple[str, str]]) -> list[tuple[str, str]]:
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory) -> dict[str, Path]:
-    """A tiny train-lm folder and its dynamics folder."""
+    """A tiny train-lm folder, its dynamics folder and a copy of the train-lm folder (another series)."""
     root = tmp_path_factory.mktemp("series")
     corpus = root / "text.txt"
     corpus.write_text("\n\n".join(f"paragraph {i} " + "word " * (i % 7) + "end" for i in range(200)))
     assert main(["train-lm", "--corpus", str(corpus), "--out", str(root / "lm"), *TINY]) == 0
     assert main(["dynamics", "--model", str(root / "lm"), "--out", str(root / "dyn"), *DYNAMICS]) == 0
-    return {"corpus": corpus, "lm": root / "lm", "dyn": root / "dyn"}
+    shutil.copytree(root / "lm", root / "lm2")  # another series, which dyn (of lm) is drawn beside
+    return {"corpus": corpus, "lm": root / "lm", "lm2": root / "lm2", "dyn": root / "dyn"}
 
 
 def damaged_copy(source: Path, where: Path, file: str, damage: str) -> tuple[Path, Path]:
@@ -118,7 +119,7 @@ def check_compare(made: dict[str, Path], where: Path, file: str, damage: str) ->
     out = where / "new"
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr("analyses.dynamics.run.run_dynamics", _measure)
-        code, _, stderr = run(["dynamics", "--model", str(made["lm"]), "--out", str(out), "--compare", str(folder),
+        code, _, stderr = run(["dynamics", "--model", str(made["lm2"]), "--out", str(out), "--compare", str(folder),
                                *DYNAMICS])
     assert snapshot(folder) == before
     if isinstance(code, str) and "Measured" in code:
@@ -212,3 +213,63 @@ def test_a_sample_of_damaged_series_folders_is_resumed_or_refused_naming_the_fil
 @pytest.mark.slow
 def test_every_damaged_series_file_is_resumed_or_refused_naming_the_file(made, tmp_path):
     run_checks(made, tmp_path, every=True)
+
+
+TOY = ["toy", "induction", "--preset", "standard", "--set", "data.seq_len=20", "--set", "standard_train.n_steps=12",
+       "--set", "eval_every=6", "--set", "n_val=16", "--set", "probe_sequences=16", "--set", "standard.d_model=16",
+       "--set", "eval_seq_lens=(10,)", "--set", "eval_alphas=(1.0,)", "--set", "n_train=32", "--set",
+       "series_checkpoints=3", "--no-progress"]
+
+
+@pytest.fixture(scope="module")
+def toy_series(tmp_path_factory) -> Path:
+    """The induction toy's OUT/series of a tiny standard-model run (steps 0, 10, 12, with their training states)."""
+    out = tmp_path_factory.mktemp("toy") / "run"
+    assert main([*TOY, "--out", str(out)]) == 0
+    return out / "series"
+
+
+def check_toy_series(series: Path, where: Path, file: str, damage: str, command: list[str]) -> None:
+    """``command`` of a damaged toy series: refused before any measuring in one line naming the file and the toy's
+    fix (never train-lm's), or measured when it reads no such file (a deleted ``states/threads.json``: a re-run then
+    takes this process's thread count)."""
+    folder, damaged = damaged_copy(series, where, file, damage)
+    before = snapshot(where)
+    out = where / "new"
+    with pytest.MonkeyPatch.context() as patch:
+        for target in ("analyses.dynamics.run.measure_series", "analyses.report.build.run_report",
+                       "analyses.dynamics.refine.refine_dynamics"):
+            patch.setattr(target, _measure)
+        code, _, stderr = run([str(folder) if a == "@series" else str(out) if a == "@out" else a for a in command])
+    assert snapshot(where) == before and not out.exists()
+    if isinstance(code, str) and "Measured" in code:
+        read = (*READ_BY_DYNAMICS, *(("checkpoint.json", "threads.json") if "--refine" in command else ()))
+        unread = Path(file).name not in read or (damage == "deleted" and file == MANIFEST and "--refine" not in command
+                                                 ) or (damage == "deleted" and Path(file).name == "threads.json")
+        assert unread, f"a damaged {file} was measured"
+        return
+    assert_one_line_naming(code, stderr, damaged)
+    assert "train-lm --" not in stderr, stderr  # never train-lm's fix for a toy's series
+
+
+def toy_series_checks(series: Path, tmp_path: Path, *, every: bool) -> None:
+    cases = cases_of(series)
+    assert {file for file, _ in cases} >= {"series.json", "step_0/model.safetensors", "step_10/model.json"}
+    cases = cases if every else sampled(cases)
+    found = []
+    for name, command in (("dynamics", ["dynamics", "--model", "@series", "--out", "@out", *DYNAMICS]),
+                          ("refine", ["dynamics", "--model", "@series", "--out", "@out", "--refine", *DYNAMICS]),
+                          ("report", ["report", "--no-toys", "--out", "@out", "--series", "@series"])):
+        found += failures(lambda where, file, damage, command=command: check_toy_series(series, where, file, damage,
+                                                                                        command),
+                          series, cases, tmp_path / name)
+    assert not found, "\n".join(found)
+
+
+def test_a_sample_of_damaged_toy_series_is_refused_naming_the_file(toy_series, tmp_path):
+    toy_series_checks(toy_series, tmp_path, every=False)
+
+
+@pytest.mark.slow
+def test_every_damaged_toy_series_file_is_refused_naming_the_file(toy_series, tmp_path):
+    toy_series_checks(toy_series, tmp_path, every=True)

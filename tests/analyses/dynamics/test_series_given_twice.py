@@ -6,9 +6,11 @@ slash, relative and absolute, a symlink) or hub series (the revisions in another
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from analyses.dynamics.cli_commands import compared_series as _REAL_COMPARED
 from tests.analyses.test_cli_fuzz import run, snapshot
 
 
@@ -32,7 +34,7 @@ def place(tmp_path, monkeypatch) -> Path:
         (tmp_path / name / "checkpoints").mkdir(parents=True)
     (tmp_path / "link").symlink_to(tmp_path / "dyn")
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr("analyses.dynamics.cli_commands.compared_series", lambda folder: None)
+    monkeypatch.setattr("analyses.dynamics.cli_commands.compared_series", lambda folder, model: None)
     monkeypatch.setattr("analyses.dynamics.run.run_dynamics", _work)
     monkeypatch.setattr("analyses.report.build.run_report", _work)
     return tmp_path
@@ -68,6 +70,21 @@ def test_the_runs_own_out_given_as_compare_is_refused(place, spelling):
 
 def test_the_measured_series_given_as_compare_is_refused(place):
     _refused(place, ["dynamics", "--model", "lm", "--out", "new", "--compare", f"{place}/lm/"], "--compare", "--model")
+
+
+@pytest.mark.parametrize("measured", ["lm", "./lm/", "{place}/lm"])
+def test_a_compared_run_of_the_measured_series_is_refused(place, monkeypatch, measured):
+    # dyn's summary says it measured lm (spelt another way): lm would be drawn beside itself
+    from analyses.dynamics import cli_commands
+
+    monkeypatch.setattr(cli_commands, "compared_series", _REAL_COMPARED)
+    monkeypatch.setattr("analyses.dynamics.summary.load_summary",
+                        lambda folder: SimpleNamespace(series=measured.format(place=place)))
+    _refused(place, ["dynamics", "--model", "lm", "--out", "new", "--compare", "dyn"], "--compare dyn",
+             "--model lm", "beside itself")
+    monkeypatch.setattr("analyses.dynamics.summary.load_summary", lambda folder: SimpleNamespace(series="lm2"))
+    code, _, _ = run(["dynamics", "--model", "lm", "--out", "new", "--compare", "dyn"])
+    assert isinstance(code, str) and "Worked" in code
 
 
 def test_two_other_compared_folders_pass_the_check(place):
