@@ -511,7 +511,7 @@ def parser_cases() -> list[FuzzCase]:
             names = tuple(action.option_strings) or (action.dest, action.metavar or action.dest)
             for value in FUZZ_VALUES:
                 if action.option_strings:
-                    argv = (*_without(base, action.option_strings), flag, FUZZ_VALUES[value])
+                    argv = (*without_flags(base, action.option_strings), flag, FUZZ_VALUES[value])
                 else:  # a positional: the fuzz value in place of the base's
                     argv = _positional(program, base, action, FUZZ_VALUES[value])
                 cases.append(FuzzCase(f"{program.name}:{flag}={value}", program.name, argv, flag, value,
@@ -526,7 +526,7 @@ def parser_cases() -> list[FuzzCase]:
     return cases
 
 
-def _without(argv: tuple[str, ...], flags: list[str]) -> tuple[str, ...]:
+def without_flags(argv: tuple[str, ...], flags: list[str]) -> tuple[str, ...]:
     """``argv`` without the base's own value of ``flags`` (the fuzzed value replaces it)."""
     out: list[str] = []
     skip = False

@@ -34,6 +34,7 @@ import pytest
 
 from analyses.cli import main
 from tests.analyses.cli_fuzz import (
+    BASE_ARGS,
     FUZZ_VALUES,
     OUTPUT_FILES,
     OUTPUT_FOLDERS,
@@ -49,6 +50,7 @@ from tests.analyses.cli_fuzz import (
     sample,
     set_configs,
     value_flags,
+    without_flags,
 )
 from tests.random_checkpoints import make_random_checkpoint
 
@@ -355,4 +357,41 @@ SLOW = [c for c in (PARSER_CASES if os.environ.get("MECHPROBE_FUZZ") == "full" e
 @pytest.mark.slow
 @pytest.mark.parametrize("case", SLOW, ids=[c.id for c in SLOW])
 def test_every_flag_and_setting_exits_0_or_2_and_loses_nothing(case, tiny_model, tiny_series, tmp_path, monkeypatch):
+    check_parser_case(case, tiny_model, tiny_series, tmp_path, monkeypatch)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# 2. Existing folders given as output folders, generated from the parsers: every program's every output-folder flag
+#    given an empty folder (which a program may accept and write into) and a folder of the user's (which it must
+#    refuse or leave as it is). A program that deletes or empties its output folder before its work (a planted
+#    ``shutil.rmtree(out)`` after the entry check, or before it) fails here.
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def existing_folder_cases() -> list[FuzzCase]:
+    cases = []
+    for program in PROGRAMS.values():
+        base = program.prefix + BASE_ARGS.get(program.name, ())
+        for action in value_flags(program.parser):
+            if action.dest not in OUTPUT_FOLDERS or not action.option_strings:
+                continue
+            flag = action.option_strings[0]
+            argv = [*without_flags(base, action.option_strings)]
+            for where in ("empty", "full"):
+                cases.append(FuzzCase(f"{program.name}:{flag}=@{where}", program.name, (*argv, flag, f"@{where}"),
+                                      flag, "folder_for_file" if where == "full" else "empty", "any",
+                                      tuple(action.option_strings), output=True))
+    return cases
+
+
+EXISTING_FOLDER_CASES = existing_folder_cases()
+
+
+def test_every_program_with_an_output_folder_is_given_existing_folders():
+    programs_with_out = {case.program for case in EXISTING_FOLDER_CASES}
+    assert {"report", "toy", "dynamics", "train-lm", "circuit", "benchmarks/gpu_check.py"} <= programs_with_out
+
+
+@pytest.mark.parametrize("case", EXISTING_FOLDER_CASES, ids=[c.id for c in EXISTING_FOLDER_CASES])
+def test_an_existing_output_folder_is_kept_as_it_was(case, tiny_model, tiny_series, tmp_path, monkeypatch):
     check_parser_case(case, tiny_model, tiny_series, tmp_path, monkeypatch)
