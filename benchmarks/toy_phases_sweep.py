@@ -5,20 +5,21 @@ For each seed S the script trains the standard toy as a series (``mechprobe toy 
 series_checkpoints=N --set seed=S`` into ``OUT/seed_S``; a finished toy folder is left alone), measures it
 (``mechprobe dynamics --model OUT/seed_S/series`` into ``OUT/seed_S-dynamics``, which resumes itself) and with
 ``--refine`` refines it (``dynamics --refine`` into ``OUT/seed_S-refined``, starting from the coarse run's stored
-measures). With ``--control`` it also trains the same toy at ``standard_train.lr=1e-9`` (it stays at its
-initialisation; ``OUT/control_S``) and measures it the same way. It prints one Markdown row per seed (each event's
+measures). With ``--control`` it also writes the toy at initialisation as a series on the trained series' coarse
+grid (``OUT/control_S/series``: seed S's initial weights at step 0, a fresh initialisation at every later
+checkpoint; no training) and measures it the same way. It prints one Markdown row per seed (each event's
 step with its bootstrap interval and verdict, each order) and over seeds:
 
 - each event: the mean event step with its Student-t interval over seeds (descriptive), the seeds on which it held,
   and the event finding over seeds (:class:`analyses.toy_findings.ToyFinding`: the curve at its peak checkpoint,
-  mean and t interval over seeds; with ``--control`` the toy at ~0 learning rate is its control, as every toy finding
-  is judged against the toy at initialisation);
+  mean and t interval over seeds; with ``--control`` the control series' finding is its control, as every toy
+  finding is judged against the toy at initialisation);
 - each order ``A_before_B`` (``step_B - step_A``): the mean difference with its t interval over seeds, the seeds on
   which it held, and its verdict over seeds (as ``benchmarks/train_lm_sweep.py`` judges train-lm's order); an
   interval wholly below 0 is reported as the reverse order;
 - the control: per seed how many events hold (none should).
 
-    .venv/bin/python benchmarks/toy_phases_sweep.py --seeds 0,1,2,3,4 --control --out /tmp/toyphases   # ~3 min a seed
+    .venv/bin/python benchmarks/toy_phases_sweep.py --seeds 0,1,2,3,4 --control --out /tmp/toyphases   # ~4 min a seed
     .venv/bin/python benchmarks/toy_phases_sweep.py --seeds 0,1,2,3,4 --refine --out /tmp/toyphases    # + refinement
 
 Each command runs in a fresh process with ``--threads`` torch threads (the same for training and ``--refine``, whose
@@ -27,6 +28,8 @@ re-runs must reproduce the kept weights); the runs are sequential.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
 import os
 import shutil
@@ -50,16 +53,20 @@ from analyses.cli_checks import (  # noqa: E402
     seed_arg,
 )
 from analyses.dynamics.refine import REFINEMENT  # noqa: E402
-from analyses.dynamics.run import STORE  # noqa: E402
+from analyses.dynamics.run import STORE, toy_settings  # noqa: E402
 from analyses.dynamics.summary import SUMMARY, DynamicsSummary, load_summary  # noqa: E402
+from analyses.induction.findings import build_model  # noqa: E402
+from analyses.series_writer import INDUCTION_TOY_MEASURE, write_manifest  # noqa: E402
 from analyses.toy_findings import ToyFinding  # noqa: E402
+from analyses.toy_model_store import save_standard_model  # noqa: E402
+from probes.core.checkpoint_series import MANIFEST, checkpoint_series  # noqa: E402
 from probes.stats.findings import Finding  # noqa: E402
 
 PHASES = ("beats_uniform", "beats_unigram", "beats_bigram")
 HEADS = ("copier", "classifier")
 ORDERS = ("beats_uniform_before_beats_unigram", "beats_unigram_before_beats_bigram", "beats_unigram_before_copier",
           "copier_before_beats_bigram", "classifier_before_beats_bigram", "copier_before_classifier")
-CONTROL_LR = "1e-9"
+CONTROL_SEED = 10_000
 
 
 def mechprobe(*args: str, threads: int) -> float:
@@ -77,6 +84,28 @@ def toy_series(folder: Path, seed: int, checkpoints: int, settings: Sequence[str
         return 0.0
     sets = [item for s in (f"series_checkpoints={checkpoints}", f"seed={seed}", *settings) for item in ("--set", s)]
     return mechprobe("toy", "induction", "--preset", "standard", *sets, "--out", str(folder), threads=threads)
+
+
+def init_control(trained: Path, out: Path, steps: Sequence[int], seed: int) -> Path:
+    """The toy at initialisation as a series on ``steps`` (the trained series' coarse grid) in ``out/series``: the
+    trained toy's own initial weights at the first step, then a fresh initialisation (seed
+    ``CONTROL_SEED + 100 * seed + i``) at the ``i``-th, so its curves move by the draw alone (as in
+    ``tests/analyses/dynamics/test_toy_series.py``). Made once; no training."""
+    folder = out / "series"
+    if (folder / MANIFEST).is_file():
+        return folder
+    config = toy_settings(checkpoint_series(trained))
+    assert config is not None
+    tokens = json.loads((trained / MANIFEST).read_text())["checkpoints"]
+    tokens_per_step = next(c["tokens"] // c["step"] for c in tokens if c["step"] > 0)
+    for index, step in enumerate(steps):
+        drawn = config.seed if index == 0 else CONTROL_SEED + 100 * seed + index
+        model = build_model(dataclasses.replace(config, seed=drawn))
+        save_standard_model(model, dataclasses.replace(config.standard_model_config(), seed=drawn),
+                            folder / f"step_{step}", "induction")
+    write_manifest(folder, steps, tokens_per_step=tokens_per_step,
+                   extra={"measure": INDUCTION_TOY_MEASURE, "settings": dataclasses.asdict(config)})
+    return folder
 
 
 def measured(series: Path, out: Path, threads: int, *,
@@ -160,7 +189,7 @@ def report(title: str, summaries: dict[int, DynamicsSummary], controls: dict[int
 
 
 def control_lines(controls: dict[int, DynamicsSummary]) -> list[str]:
-    lines = [f"\n### Control: the toy at standard_train.lr={CONTROL_LR}\n",
+    lines = ["\n### Control: the toy at initialisation at every checkpoint (redrawn after the first)\n",
              "| seed | events that hold | " + " | ".join(f"{c} first -> largest" for c in (*PHASES, *HEADS)) + " |",
              "|" + " --- |" * (2 + len(PHASES) + len(HEADS))]
     for seed, summary in controls.items():
@@ -176,7 +205,8 @@ def main() -> None:
     parser.add_argument("--seeds", type=list_arg(seed_arg), default=[0, 1, 2, 3, 4], help="seeds, comma separated")
     parser.add_argument("--checkpoints", type=count_arg(2), default=12, help="series_checkpoints (default 12)")
     parser.add_argument("--refine", action="store_true", help="also refine each series (dynamics --refine)")
-    parser.add_argument("--control", action="store_true", help=f"also the toy at standard_train.lr={CONTROL_LR}")
+    parser.add_argument("--control", action="store_true",
+                        help="also the toy at initialisation (redrawn at every checkpoint of the coarse grid)")
     parser.add_argument("--threads", type=count_arg(1), default=1)
     parser.add_argument("--out", required=True, help="the sweep's folder (new, empty, or an earlier sweep's to resume)")
     args = parser.parse_args()
@@ -197,11 +227,9 @@ def main() -> None:
             refine_seconds = f"{spent:.0f}"
         timings.append(f"| seed {seed} | {trained:.0f} | {seconds:.0f} | {refine_seconds} |")
         if args.control:
-            folder = out / f"control_{seed}"
-            trained = toy_series(folder, seed, args.checkpoints, [f"standard_train.lr={CONTROL_LR}"],
-                                 args.threads)
-            controls[seed], seconds = measured(folder / "series", out / f"control_{seed}-dynamics", args.threads)
-            timings.append(f"| control {seed} | {trained:.0f} | {seconds:.0f} | - |")
+            series = init_control(toy / "series", out / f"control_{seed}", coarse[seed].steps, seed)
+            controls[seed], seconds = measured(series, out / f"control_{seed}-dynamics", args.threads)
+            timings.append(f"| control {seed} | - | {seconds:.0f} | - |")
     lines = [*timings, *report("Coarse grid", coarse, controls)]
     if refined:
         lines += report("Refined (dynamics --refine)", refined, controls)
