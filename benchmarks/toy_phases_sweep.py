@@ -152,13 +152,20 @@ def mean_interval(values: Sequence[float]) -> str:
     return f"{mean:.0f} [{mean - half:.0f}, {mean + half:.0f}]"
 
 
-def over_seeds(name: str, seeds: Sequence[int], per_seed: Sequence[Finding], control: Sequence[Finding] = ()) -> str:
-    """The finding over seeds, as the toys are judged."""
-    found = ToyFinding("induction series", name, tuple(seeds), tuple(per_seed), tuple(control))
+def over_seeds(name: str, seeds: Sequence[int], per_seed: Sequence[Finding], control: Sequence[Finding] = (),
+               unit: str = "") -> str:
+    """The finding over seeds, as the toys are judged; an order over the seeds where both its events have a step (a
+    phase already passed at the first checkpoint has none)."""
+    kept = [i for i, finding in enumerate(per_seed) if math.isfinite(finding.value)]
+    if len(kept) < 2:
+        return f"{len(kept)} of {len(seeds)} seeds with both events: not judged over seeds"
+    found = ToyFinding("induction series", name, tuple(seeds[i] for i in kept), tuple(per_seed[i] for i in kept),
+                       tuple(control[i] for i in kept) if control else ())
     low, high = found.ci
-    reverse = " (the reverse order: its interval lies below 0)" if high < 0 and "_before_" in name else ""
-    return (f"{found.value:.3g} [{low:.3g}, {high:.3g}], held on {found.held} of {len(seeds)} seeds, over seeds: "
-            f"{found.verdict}{reverse}")
+    reverse = " (its interval lies below 0: the reverse order)" if high < 0 and "_before_" in name else ""
+    over = "" if len(kept) == len(seeds) else f" (the {len(kept)} seeds with both events)"
+    return (f"{found.value:.3g} [{low:.3g}, {high:.3g}]{unit}, held on {found.held} of {len(seeds)} seeds, over "
+            f"seeds{over}: {found.verdict}{reverse}")
 
 
 def report(title: str, summaries: dict[int, DynamicsSummary], controls: dict[int, DynamicsSummary]) -> list[str]:
@@ -184,7 +191,8 @@ def report(title: str, summaries: dict[int, DynamicsSummary], controls: dict[int
                      f" of {len(seeds)} seeds with a step); at its peak "
                      f"{over_seeds(curve, seeds, findings, control)}")
     for name in ORDERS:
-        lines.append(f"- {name}: {over_seeds(name, seeds, [summaries[s].events.orders[name] for s in seeds])} steps")
+        orders = [summaries[s].events.orders[name] for s in seeds]
+        lines.append(f"- {name}: {over_seeds(name, seeds, orders, unit=' steps')}")
     return lines
 
 
