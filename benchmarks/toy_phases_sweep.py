@@ -19,8 +19,8 @@ step with its bootstrap interval and verdict, each order) and over seeds:
   interval wholly below 0 is reported as the reverse order;
 - the control: per seed how many events hold (none should).
 
-    .venv/bin/python benchmarks/toy_phases_sweep.py --seeds 0,1,2,3,4 --control --out /tmp/toyphases   # ~4 min a seed
-    .venv/bin/python benchmarks/toy_phases_sweep.py --seeds 0,1,2,3,4 --refine --out /tmp/toyphases    # + refinement
+    .venv/bin/python benchmarks/toy_phases_sweep.py --seeds 0,1,2,3,4 --control --out /tmp/toyphases   # 4-14 min a seed
+    .venv/bin/python benchmarks/toy_phases_sweep.py --seeds 0,1,2,3,4 --refine --out /tmp/toyphases    # + 2-8 min
 
 Each command runs in a fresh process with ``--threads`` torch threads (the same for training and ``--refine``, whose
 re-runs must reproduce the kept weights); the runs are sequential.
