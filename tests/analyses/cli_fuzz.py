@@ -442,6 +442,7 @@ BASE_ARGS: dict[str, tuple[str, ...]] = {
     "plan": ("--model", "smollm2-135m", "--tokens", "64"),
     "benchmarks/report_speed.py": ("--baseline", "HEAD", "--out", "@fresh"),
     "benchmarks/train_lm_sweep.py": ("--out", "@fresh"),
+    "benchmarks/toy_phases_sweep.py": ("--out", "@fresh"),
     "benchmarks/gpu_check.py": ("--device", "cpu", "--work", "@fresh", "--out", "@fresh.json"),
 }
 
