@@ -14,10 +14,13 @@ it, and where each sequence is tightest is set from it too, which is allowed bec
 pilot never read. A finding the first pass decided keeps its fixed-sample verdict (one planned look), so its error
 rate is that look's; a monitored finding's is at most the sequence's ``alpha`` whatever the number of rounds.
 
+The co-occurrence ordering's units are ranked query tokens, not batches: each round spends query tokens no pass
+has used on the round's text (:mod:`analyses.pretrained.settle_ordering`), and its round size, wanted in query
+tokens, is turned into text batches by the batches per ranked query token measured so far (the first pass's before
+any round). It shares the text batches (one forward pass) with the topic findings open in the same round.
+
 Not monitored (each says why in ``stop``): the embedding gap (its units are the vocabulary's labelled tokens, which
-more text does not add), the co-occurrence ordering (its units, query tokens among the first pass's frequent topic
-tokens, do not come as fresh independent units with more text) and the head ablations (rows and random head sets,
-not yet run in rounds).
+more text does not add) and the head ablations (rows and random head sets, not yet run in rounds).
 """
 
 from __future__ import annotations
@@ -35,7 +38,16 @@ from torch import Tensor
 
 from analyses.pretrained.held_out import TOPIC_UNIT_KEYS, topic_ratio
 from analyses.pretrained.measure import PretrainedConfig, PretrainedRun
+from analyses.pretrained.settle_ordering import (
+    ORDERING_UNIT_KEYS,
+    OrderingSetup,
+    ordering_mean,
+    ordering_probe,
+    ordering_units,
+    round_tokens,
+)
 from analyses.pretrained.settled import (
+    CORPUS_SPENT,
     SequenceLook,
     SettleConfig,
     SettledFinding,
@@ -62,18 +74,19 @@ MONITORED = {  # finding: (source of its units, the units' name, the head-score 
     "previous_token_text": (TEXT, "text batches", "previous_token"),
     "topic_attention_mean": (TEXT, "text batches", "topic"),
     "topic_attention_best_head": (TEXT, "text batches", "topic"),
+    "cooccurrence_ordering": (TEXT, "ranked query tokens", "ordering"),
 }
 NOT_MONITORED = {
     "embedding_topic_similarity": "not monitored: its units are the vocabulary's topic-labelled tokens, which more "
                                   "text does not add",
-    "cooccurrence_ordering": "not monitored yet: its units (query tokens among the first pass's frequent topic "
-                             "tokens) do not come as fresh independent units with more text",
 }
 ABLATION_NOTE = "not monitored yet: the head ablations are not run in rounds"
 
 
 def _statistic(kind: str, head: tuple[int, int] | None) -> Callable[[Mapping[str, Tensor]], Tensor]:
     """The finding's statistic on summed unit state with a leading draw axis."""
+    if kind == "ordering":
+        return ordering_mean
     if kind == "topic":
         if head is None:
             return lambda s: topic_ratio(s).flatten(1).nanmean(1)
@@ -84,6 +97,8 @@ def _statistic(kind: str, head: tuple[int, int] | None) -> Callable[[Mapping[str
 
 
 def _unit_keys(kind: str) -> tuple[str, ...]:
+    if kind == "ordering":
+        return ORDERING_UNIT_KEYS
     return TOPIC_UNIT_KEYS if kind == "topic" else (f"{kind}/mass", f"{kind}/rows_with_target")
 
 
@@ -99,8 +114,16 @@ class _Open:
     looks: list[SequenceLook] = field(default_factory=list)
     rounds: int = 0
     tokens: int = 0
+    batches: int = 0
+    batches_per_unit: float = 1.0  # the ordering's: text batches per ranked query token (batch units: 1)
+    used: set[int] = field(default_factory=set)  # the ordering's query tokens spent so far
+    stopped: str = ""  # why it stopped before settling, where it did for a reason of its own
     verdict: str = "inconclusive"
     ci: tuple[float, float] = (float("nan"), float("nan"))
+
+    @property
+    def open(self) -> bool:
+        return self.verdict == "inconclusive" and not self.stopped
 
     @property
     def source(self) -> str:
@@ -121,6 +144,20 @@ class _Open:
                                                            self.first.effect))
         return None if needed is None else math.ceil(cost * needed)
 
+    def wanted_batches(self, cost: float, min_units: int) -> int:
+        """Batches of the source the next round should read for this finding: its power's units (at least the
+        ``min_units`` a sequence is read from) less those it has, in batches."""
+        units = max((self.target(cost) or 0) - self.n, min_units - self.n, 0)
+        return math.ceil(units * self.batches_per_unit)
+
+    def add_round(self, units: dict[str, Tensor], batches: int, tokens: int) -> None:
+        self.units.append(units)
+        self.rounds += 1
+        self.batches += batches
+        self.tokens += tokens
+        if self.kind == "ordering" and self.n:  # the yield measured so far replaces the first pass's
+            self.batches_per_unit = self.batches / self.n
+
     def look(self, config: SettleConfig, n_boot: int, seed: int) -> None:
         units = {k: torch.cat([u[k] for u in self.units]) for k in self.units[0]}
         n = self.n
@@ -136,33 +173,56 @@ class _Open:
 
 
 def _measure(model: HookedModel, batches: Sequence[TokenBatch], kinds: set[str], labels: Tensor | None, *,
-             seed: int, progress: bool) -> dict[str, Tensor]:
-    """Per-batch state of the probes that ``kinds`` need (head-score kinds and ``topic``), one pass."""
-    head_kinds = tuple(sorted(kinds - {"topic"}))
+             ordering: _Open | None = None, setup: OrderingSetup | None = None, seed: int,
+             progress: bool) -> dict[str, Tensor]:
+    """Per-batch state of the probes that ``kinds`` need (head-score kinds and ``topic``), one pass; with
+    ``ordering`` (the open ordering finding) its probe rides the same pass and its units (per query token) are
+    returned too, its query tokens added to ``ordering.used``."""
+    head_kinds = tuple(sorted(kinds - {"topic", "ordering"}))
     probes_list: list[Any] = [HeadScoreProbe(head_kinds)] if head_kinds else []
-    if "topic" in kinds:
-        if labels is None:
-            raise InputError("Settling a topic finding needs the token topic labels (labels=...).")
+    if labels is None:
+        if kinds & {"topic", "ordering"}:
+            raise InputError("Settling a topic or ordering finding needs the token topic labels (labels=...).")
+    elif "topic" in kinds:
         probes_list.append(TopicAttentionProbe(labels))
+    recorded = len(probes_list)
+    layer_head = None
+    if ordering is not None and labels is not None:
+        setup = setup or OrderingSetup()
+        layer_head = ordering.head
+        if layer_head is None:
+            raise InputError("The co-occurrence ordering finding has no chosen head to settle.")
+        wanted = max(math.ceil(len(batches) / ordering.batches_per_unit), setup.n_keys)
+        queries, keys = round_tokens(batches, labels, ordering.used, wanted, setup.n_keys)
+        ordering.used.update(queries)
+        if queries:
+            probes_list.append(ordering_probe(queries, keys, layer_head[0]))
     keep = {key for kind in kinds for key in _unit_keys(kind)}
     recorder = BatchStateRecorder(keys=lambda key: key in keep)
-    feed_probes(model, probes_list, batches, data="settling rounds", seed=seed, progress=progress, on_batch=recorder)
+    if probes_list:  # none where the ordering alone is open and the text held no fresh query token
+        feed_probes(model, probes_list, batches, data="settling rounds", seed=seed, progress=progress,
+                    on_batch=(lambda i, ps: recorder(i, ps[:recorded])) if recorded else None)
     per_unit: dict[str, Tensor] = {}
-    for j in range(len(probes_list)):
+    for j in range(recorded):
         per_unit.update(recorder.per_unit(j))
+    if layer_head is not None:
+        per_unit.update(ordering_units(probes_list[recorded].compute(), layer_head[1]) if len(probes_list) > recorded
+                        else {key: torch.zeros(0, dtype=torch.float64) for key in ORDERING_UNIT_KEYS})
     return per_unit
 
 
 def settle_findings(model: HookedModel, first: Mapping[str, Finding], heads: Mapping[str, tuple[int, int] | None],
                     supplies: Mapping[str, Iterator[TokenBatch]], tokens_per_unit: Mapping[str, float],
                     config: SettleConfig, *, labels: Tensor | None = None, monitor: Sequence[str] | None = None,
-                    n_boot: int = 1000, seed: int = 0, progress: bool = False,
-                    clock: Callable[[], float] = time.perf_counter) -> dict[str, SettledFinding]:
+                    ordering: OrderingSetup | None = None, n_boot: int = 1000, seed: int = 0,
+                    progress: bool = False, clock: Callable[[], float] = time.perf_counter
+                    ) -> dict[str, SettledFinding]:
     """Rounds of fresh units from ``supplies`` (``"text"``, ``"protocol"``: iterators of batches no earlier pass
     read) for the findings in ``monitor`` (default: the monitored ones ``first`` left inconclusive), each decided on
     its confidence sequence (module docstring); one :class:`SettledFinding` per finding of ``first``.
     ``heads[name]``: the head the first pass chose for it (None for a statistic over all heads);
-    ``tokens_per_unit``: the pilot's tokens per unit of each supply (what the budget in tokens buys).
+    ``tokens_per_unit``: the pilot's tokens per batch of each supply (what the budget in tokens buys);
+    ``ordering``: the first pass's query tokens and yield, for the co-occurrence ordering's rounds.
 
     Example: ``settle_findings(model, run.findings, heads, {"protocol": batches}, {"protocol": 404},
     SettleConfig(enabled=True), monitor=["induction_protocol"])``.
@@ -178,23 +238,26 @@ def settle_findings(model: HookedModel, first: Mapping[str, Finding], heads: Map
         if MONITORED[name][0] not in supplies:
             continue
         pilot = _Open(name, first[name], heads.get(name), config.min_units)
+        if pilot.kind == "ordering":
+            ordering = ordering or OrderingSetup()
+            pilot.batches_per_unit, pilot.used = ordering.batches_per_unit, set(ordering.used_queries)
         planned = pilot.target(cost) or config.min_units
-        cap = max(config.min_units, int(config.max_tokens // max(tokens_per_unit[pilot.source], 1.0)))
+        tokens_each = tokens_per_unit[pilot.source] * pilot.batches_per_unit
+        cap = max(config.min_units, int(config.max_tokens // max(tokens_each, 1.0)))
         pilot.tuned_at = min(max(planned, config.min_units), cap)
         opened.append(pilot)
     start, tokens_used, rounds, why = clock(), 0, 0, "every monitored finding settled"
     seconds_per_unit: dict[str, float] = {}
-    while any(o.verdict == "inconclusive" for o in opened):
+    while any(o.open for o in opened):
         if rounds >= config.max_rounds:
             why = f"stopped after {config.max_rounds} rounds (settle.max_rounds)"
             break
         rounds += 1
         progressed = False
-        for source in sorted({o.source for o in opened if o.verdict == "inconclusive"}):
-            open_here = [o for o in opened if o.source == source and o.verdict == "inconclusive"]
-            n = max(o.n for o in open_here)
-            wanted = max((o.target(cost) or 0) - o.n for o in open_here)
-            size = min(max(wanted, config.min_units - n, 1), config.max_round_units, max(n, config.min_units))
+        for source in sorted({o.source for o in opened if o.open}):
+            open_here = [o for o in opened if o.source == source and o.open]
+            wanted = max(o.wanted_batches(cost, config.min_units) for o in open_here)
+            size = min(max(wanted, 1), config.max_round_units, max(max(o.batches for o in open_here), config.min_units))
             by_tokens = int((config.max_tokens - tokens_used) // max(tokens_per_unit[source], 1.0))
             left = config.budget_minutes * 60 - (clock() - start)
             by_time = int(left // max(seconds_per_unit[source], 1e-9)) if source in seconds_per_unit else size
@@ -205,18 +268,22 @@ def settle_findings(model: HookedModel, first: Mapping[str, Finding], heads: Map
             size = min(size, by_tokens, by_time)
             batches = list(itertools.islice(supplies[source], size))
             if not batches:
-                why = f"the {source} ran out: more text is needed beyond the corpus given"
+                why = f"the {source} ran out: {CORPUS_SPENT}"
                 continue
             began = clock()
-            per_unit = _measure(model, batches, {o.kind for o in open_here}, labels, seed=seed, progress=progress)
+            order = next((o for o in open_here if o.kind == "ordering"), None)
+            spent = None if order is None else len(order.used)
+            per_unit = _measure(model, batches, {o.kind for o in open_here}, labels, ordering=order, setup=ordering,
+                                seed=seed, progress=progress)
             seconds_per_unit[source] = (clock() - began) / len(batches)
             tokens = sum(int(b.valid.sum()) for b in batches)
             tokens_used += tokens
             for o in open_here:
-                o.units.append({k: per_unit[k] for k in _unit_keys(o.kind)})
-                o.rounds += 1
-                o.tokens += tokens
+                o.add_round({k: per_unit[k] for k in _unit_keys(o.kind)}, len(batches), tokens)
                 o.look(config, n_boot, seed)
+            if order is not None and len(order.used) == spent and order.open:
+                order.stopped = ("the text ran out of query tokens: every topic-labelled token of the fresh text "
+                                 "was already a query")
             progressed = True
             log.info("settling round %d (%s): %d units, %s", rounds, source, len(batches),
                      ", ".join(f"{o.name} {o.verdict}" for o in open_here))
@@ -240,8 +307,9 @@ def _settled(name: str, finding: Finding, monitored: _Open | None, why: str, cos
     # the units its power asks for, and at least the units from which a sequence is read
     needed = max(monitored.target(cost) or 0, min_units)
     more = None if settled or needed <= monitored.n else needed - monitored.n
-    per_unit = monitored.tokens / monitored.n if monitored.n else tokens_per_unit[monitored.source]
-    stop = (f"settled after {monitored.n} {unit}" if settled else why)
+    per_unit = (monitored.tokens / monitored.n if monitored.n
+                else tokens_per_unit[monitored.source] * monitored.batches_per_unit)
+    stop = (f"settled after {monitored.n} {unit}" if settled else monitored.stopped or why)
     return SettledFinding(name, unit, monitored.verdict, finding.verdict, finding.threshold, monitored.n,
                           monitored.rounds, monitored.tokens, stop, more,
                           None if more is None else math.ceil(more * per_unit), monitored.tuned_at,
@@ -282,8 +350,12 @@ def settle_run(model: HookedModel, run: PretrainedRun, documents: Sequence[Any],
         supplies[TEXT] = itertools.islice(text, pretrained.max_batches, None)
         tokens_per_unit[TEXT] = run.n_tokens / pretrained.max_batches
     heads = {name: held.head for name, held in run.measured.held_out.items()}
+    ordered = run.findings.get("cooccurrence_ordering")
+    ordering = OrderingSetup(  # the first pass measured its query tokens on its odd batches
+        tuple(int(t) for t in run.measured.ordering.query_tokens), pretrained.n_pair_tokens,
+        (pretrained.max_batches // 2) / max(1, (ordered.n_units if ordered is not None else None) or 1))
     log.info("settling %s after the first pass's %d protocol and %d text batches", run.model,
              pretrained.protocol_batches, pretrained.max_batches)
     return settle_findings(model, run.findings, heads, supplies, tokens_per_unit, config,
-                           labels=run.token_map.labels, monitor=monitor, n_boot=pretrained.n_boot,
+                           labels=run.token_map.labels, monitor=monitor, ordering=ordering, n_boot=pretrained.n_boot,
                            seed=pretrained.seed, progress=progress)

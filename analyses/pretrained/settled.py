@@ -17,6 +17,9 @@ from mechprobe.validation import integer
 from probes.core.errors import ConfigError
 from probes.stats.confidence_sequence import ALPHA, MIN_UNITS, mixture_radius, mixture_rho
 
+CORPUS_SPENT = "more text is needed beyond the corpora given"
+"""How a finding's ``stop`` says the text ran out (the verdict table then counts its needs beyond the corpora)."""
+
 
 @dataclass(frozen=True)
 class SettleConfig:
@@ -110,6 +113,20 @@ class SettledFinding:
     @property
     def settled(self) -> bool:
         return self.verdict != "inconclusive"
+
+    def table_note(self) -> str:
+        """What the verdict table adds for a monitored finding: ``settled after 120 batches: holds``, or
+        ``unsettled: needs about 800 more batches (1,200,000 tokens beyond the corpora given)`` ("more tokens of
+        fresh text" where a budget, not the corpora, stopped it); empty for a finding no round measured."""
+        if not self.looks:
+            return ""
+        if self.settled:
+            return f"settled after {self.units:,} {self.unit}: {self.verdict}"
+        if self.needs_units is None:
+            return f"unsettled after {self.units:,} {self.unit} ({self.stop})"
+        text = "tokens beyond the corpora given" if CORPUS_SPENT in self.stop else "more tokens of fresh text"
+        tokens = "" if self.needs_tokens is None else f" ({self.needs_tokens:,} {text})"
+        return f"unsettled: needs about {self.needs_units:,} more {self.unit}{tokens}"
 
     def cell(self) -> str:
         """``holds, settled after 120 batches`` / ``inconclusive, unsettled: needs about 800 more batches

@@ -57,7 +57,8 @@ def settle_section(runs: Mapping[str, PretrainedRun], figures: Path) -> Section 
         "sequence's lower end lies above its null, its control and its threshold (all fixed by the first pass), it "
         "is absent when the upper end lies below the threshold. The first pass chooses the heads and sizes the "
         "rounds, and its own units are not reused; a finding it decided keeps that fixed-sample verdict. The "
-        "default verdict table above is the first pass's, unchanged."], [Table(COLUMNS, rows)])
+        "verdict table above keeps the first pass's verdicts and adds to each finding settled in rounds its "
+        "verdict on the sequence and the units it took, or what it still needs."], [Table(COLUMNS, rows)])
     if any(f.looks for findings in settled.values() for f in findings.values()):
         path = _narrowing_plot(settled, figures / "settling.png")
         section.figures.append(Figure(str(path.relative_to(figures.parent)),

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from analyses.pretrained.findings import CAUSAL_FINDINGS, PRETRAINED_FINDINGS, THRESHOLDS_TEXT
+from analyses.pretrained.settled import SettledFinding
 from analyses.report.document import Figure, Section, Table
 from analyses.report.figures import ForestPoint, ForestRow, forest_plot
 from analyses.toy_findings import TOY_OF_FINDING, TOY_ONLY_FINDINGS, ToyFinding
@@ -32,10 +33,12 @@ VERDICT_FINDINGS = (*PRETRAINED_FINDINGS, *CAUSAL_FINDINGS, *TOY_ONLY_FINDINGS)
 class Comparison:
     """``rows[finding][column]``: the finding measured on the toy (``"toy"``), the toy at initialisation
     (``"toy (at initialisation)"``), each pretrained model and its control (``"MODEL (random weights)"``);
-    a column that did not measure a finding has no entry."""
+    a column that did not measure a finding has no entry. ``settled[column][finding]``: a pretrained model's
+    findings after ``--settle`` (none without it)."""
 
     columns: tuple[str, ...]
     rows: Mapping[str, Mapping[str, AnyFinding]]
+    settled: Mapping[str, Mapping[str, SettledFinding]] = field(default_factory=dict)
 
     def by_column(self) -> dict[str, dict[str, AnyFinding]]:
         """``{column: {finding: finding}}``: each toy, model or control's findings."""
@@ -78,12 +81,13 @@ def compare_findings(toy_findings: Mapping[str, Mapping[str, ToyFinding]],
                 row[model + CONTROL_SUFFIX] = run.control_findings[name]
         if row:
             rows[name] = row
-    return Comparison(tuple(columns), rows)
+    return Comparison(tuple(columns), rows, {model: run.settled for model, run in runs.items() if run.settled})
 
 
-def cell(finding: AnyFinding | None, *, toy_cell: bool = False) -> str:
+def cell(finding: AnyFinding | None, *, toy_cell: bool = False, settled: SettledFinding | None = None) -> str:
     """``**holds** 0.879 [0.850, 0.908], p=0.001`` (Markdown emphasis; the HTML renders it); toys add which toy
-    and how many seeds held on their own."""
+    and how many seeds held on their own; a finding settled in rounds adds ``--settle: settled after 120 batches:
+    holds`` or ``--settle: unsettled: needs about 800 more batches (... tokens ...)``."""
     if finding is None:
         return "-"
     value, (low, high) = finding.value, finding.ci
@@ -97,6 +101,8 @@ def cell(finding: AnyFinding | None, *, toy_cell: bool = False) -> str:
     if isinstance(finding, ToyFinding):
         seeds = f"{finding.held}/{len(finding.seeds)} seeds held" if toy_cell else f"{len(finding.seeds)} seeds"
         text += f" ({finding.toy} toy, {seeds})"
+    if settled is not None and (note := settled.table_note()):
+        text += f"; --settle: {note}"
     return text
 
 
@@ -116,7 +122,8 @@ def verdict_section(comparison: Comparison, figures: Path | None = None) -> Sect
     """One row per finding; the toy that carries it, the toy at initialisation, each pretrained model and its
     control; the forest plot of the same numbers above the table (when ``figures`` is a folder)."""
     columns = ["finding", *comparison.columns]
-    rows = [[name, *(cell(comparison.rows[name].get(c), toy_cell=c == TOY) for c in comparison.columns)]
+    rows = [[name, *(cell(comparison.rows[name].get(c), toy_cell=c == TOY,
+                          settled=comparison.settled.get(c, {}).get(name)) for c in comparison.columns)]
             for name in comparison.rows]
     section = Section("Verdicts", [
         f"A finding holds when its p-value (Holm-adjusted over the attention findings of the model; the head "
@@ -125,7 +132,9 @@ def verdict_section(comparison: Comparison, figures: Path | None = None) -> Sect
         f"interval lies above its null and above the same architecture with random weights (the control, probed "
         f"on the same batches), and the effect clears a threshold: {THRESHOLDS_TEXT} Best heads are chosen on the "
         f"even batches and measured on the odd ones, so intervals and p-values do not reward the search over "
-        f"heads. Cells: verdict, value [95% interval], adjusted p. A random-weight column should never hold; "
+        f"heads. Cells: verdict, value [95% interval], adjusted p (the first pass's fixed sample); with --settle, a "
+        f"finding settled in rounds adds its verdict on the confidence sequence and the units it took, or what it "
+        f"still needs (the Settling section below). A random-weight column should never hold; "
         f"if it does, the statistic is confounded.",
         "Toys: each finding is measured with the same probes on the paper toy that carries the mechanism (the cell "
         "names it), trained on several seeds, against the same toy at initialisation (same seed, same data) as "

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
 
+from analyses.pretrained.settled import CORPUS_SPENT, SequenceLook, SettledFinding
 from analyses.report.document import Report, inline_html
 from analyses.report.render_check import dump_dom
 from analyses.report.verdicts import TOY, TOY_CONTROL, cell, compare_findings, verdict_section
@@ -27,9 +29,10 @@ def _toy() -> dict:
     return {"induction": aggregate_seeds("induction", seeds)}
 
 
-def _run(value: float, control: float):
+def _run(value: float, control: float, settled=None):
     return SimpleNamespace(findings={"induction_protocol": _finding(value).with_control(control, (control, control))},
-                           control=object(), control_findings={"induction_protocol": _finding(control)})
+                           control=object(), control_findings={"induction_protocol": _finding(control)},
+                           settled=settled or {})
 
 
 def test_the_toy_column_names_its_toy_and_counts_seeds():
@@ -46,6 +49,37 @@ def test_the_toy_column_names_its_toy_and_counts_seeds():
     summary = records.dump(comparison.rows)
     assert summary["induction_protocol"][TOY]["held"] == 4
     assert summary["induction_protocol"]["smollm2"]["control_value"] == 0.02
+
+
+def _settled(verdict: str, stop: str, needs: tuple[int, int] | None = None) -> SettledFinding:
+    look = SequenceLook(1200, 0.3, 0.05, 0.55)
+    return SettledFinding("induction_protocol", "[BOS] X X batches", verdict, "inconclusive", 0.15, 1200, 3,
+                          480_000, stop, *(needs or (None, None)), 40, (look,))
+
+
+def test_the_verdict_table_says_what_settling_found():
+    held = _settled("holds", "settled after 1,200 [BOS] X X batches")
+    assert held.table_note() == "settled after 1,200 [BOS] X X batches: holds"
+    spent = _settled("inconclusive", f"the text ran out: {CORPUS_SPENT}", (800, 1_200_000))
+    assert spent.table_note() == ("unsettled: needs about 800 more [BOS] X X batches (1,200,000 tokens beyond the "
+                                  "corpora given)")
+    budget = _settled("inconclusive", "the --budget-minutes budget (20 min) is spent", (800, 1_200_000))
+    assert budget.table_note().endswith("(1,200,000 more tokens of fresh text)")
+    # the first pass decided it: no round measured it, so the table adds nothing
+    assert replace(held, looks=()).table_note() == ""
+    for settled, expected in ((held, "; --settle: settled after 1,200 [BOS] X X batches: holds"),
+                              (spent, "; --settle: unsettled: needs about 800 more")):
+        run = _run(0.3, 0.02, {"induction_protocol": settled})
+        run.findings["induction_protocol"] = replace(run.findings["induction_protocol"], ci=(0.0, 0.6))
+        comparison = compare_findings({}, {"smollm2": run})
+        assert comparison.settled == {"smollm2": {"induction_protocol": settled}}
+        table = verdict_section(comparison).tables[0]
+        model_cell = table.rows[0][table.columns.index("smollm2")]
+        assert expected in model_cell and model_cell.startswith("inconclusive")
+        assert "--settle" not in table.rows[0][table.columns.index("smollm2 (random weights)")]
+    # without --settle the cells are the first pass's alone
+    plain = verdict_section(compare_findings({}, {"smollm2": _run(0.3, 0.02)})).tables[0]
+    assert "--settle" not in plain.rows[0][plain.columns.index("smollm2")]
 
 
 def test_the_forest_plot_opens_the_report_and_the_html_has_no_markdown(tmp_path):
