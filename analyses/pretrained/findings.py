@@ -47,6 +47,9 @@ TOPIC_ATTENTION_NULL = ("topic match shuffled among the pairs at the same distan
                         "bucket of positions)")
 CAUSAL_FINDINGS = ("induction_heads_causal", "previous_token_causal", "topic_heads_causal")
 """Head ablations, one family per model tested in this fixed order (see :func:`causal_family`)."""
+CIRCUIT_FINDING = "previous_token_to_induction_k_composition"
+"""The circuit finding: the top previous-token head -> the top induction head through its keys, by path patching."""
+CIRCUIT_NULL = "99th percentile of random edges at the same layer distance through the receiver's keys"
 CAUSAL_NULL = "99th percentile of random head sets of the same size, matched layer by layer"
 CAUSAL_SPLIT = "top heads chosen on the even batches, ablated on the odd batches"
 THRESHOLDS_TEXT = ("head scores at least 0.1 attention mass above the larger of chance and the control; topic "
@@ -54,7 +57,8 @@ THRESHOLDS_TEXT = ("head scores at least 0.1 attention mass above the larger of 
                    "mean-centred embedding cosine gap at least 0.02 above them; the distance-matched co-occurrence "
                    "Spearman at least 0.1 above them; a head ablation's loss change at least 0.1 nats per token "
                    "(0.02 for the topic contrast) above the larger of the 99th percentile of random head sets and "
-                   "the control.")
+                   "the control; the K-composition edge's loss change at least 0.1 nats per token above the larger "
+                   "of the 99th percentile of random edges (same layer distance, through the keys) and the control.")
 
 _SPECS: dict[str, tuple[str, str, Literal["difference", "ratio"], float, str]] = {
     # name: (statistic, null kind, effect, min_effect, selection)
@@ -80,6 +84,10 @@ _SPECS: dict[str, tuple[str, str, Literal["difference", "ratio"], float, str]] =
     "topic_heads_causal": ("loss change (nats/token) on tokens whose LDA topic already appeared in the document "
                            "minus on tokens whose topic did not, top same-topic heads mean-ablated", CAUSAL_NULL,
                            "difference", 0.02, CAUSAL_SPLIT),
+    CIRCUIT_FINDING: ("loss change (nats/token) on the repeated half of [BOS] X X, the top previous-token head's "
+                      "output mean-replaced in the top induction head's keys only (path patching)", CIRCUIT_NULL,
+                      "difference", 0.1, "heads chosen on the even batches (the sender in a layer below the "
+                                         "receiver), the edge measured on fresh sequences"),
 }
 
 

@@ -9,7 +9,8 @@ topic tokens (co-occurrence ordering). The same batches then go through the cont
 same architecture with random weights (:func:`probes.stats.control_model.random_weight_control`).
 Intervals are percentile bootstraps over batches (head scores, topic attention), query tokens
 (co-occurrence ordering) or labelled tokens (embeddings). :mod:`analyses.pretrained.findings`
-turns the measurements into findings.
+turns the measurements into findings. With ``circuit.enabled`` the previous-token -> induction K-composition edge
+(:mod:`analyses.pretrained.circuit_edge`) is measured too, on the control at the model's own heads.
 """
 
 from __future__ import annotations
@@ -29,6 +30,13 @@ from analyses.pretrained.causal import (
     causal_unavailable,
     measure_causal,
     topic_gap_top_heads,
+)
+from analyses.pretrained.circuit_edge import (
+    CircuitConfig,
+    CircuitMeasurement,
+    circuit_findings,
+    circuit_heads,
+    circuit_of,
 )
 from analyses.pretrained.findings import pretrained_findings
 from analyses.pretrained.held_out import (
@@ -90,6 +98,7 @@ class PretrainedConfig:
     control: bool = True
     seed: int = 0
     causal: CausalConfig = field(default_factory=CausalConfig)
+    circuit: CircuitConfig = field(default_factory=CircuitConfig)
 
     def __post_init__(self) -> None:
         for name in ("seq_len", "batch_size", "max_batches", "n_pair_tokens", "n_boot", "n_permutations",
@@ -124,6 +133,8 @@ class ModelMeasurements:
     cooccurrence: CooccurrenceSummary
     causal: dict[str, CausalMeasurement] = field(default_factory=dict)
     causal_note: str = ""
+    circuit: CircuitMeasurement | None = None
+    circuit_note: str = ""
 
     def summary(self) -> dict[str, Any]:
         """The numbers behind the findings, JSON-ready."""
@@ -168,6 +179,8 @@ class ModelMeasurements:
                          for name, h in self.held_out.items()},
             "ablations": records.dump(self.causal),
             "ablation_note": self.causal_note,
+            "circuit": records.dump(self.circuit),
+            "circuit_note": self.circuit_note,
         }
 
 
@@ -254,8 +267,10 @@ def _run_half(model: HookedModel, batches: Sequence[TokenBatch], labels: Tensor,
 
 
 def measure_model(model: HookedModel, name: str, batches: Sequence[TokenBatch], labels: Tensor, pair_tokens: list[int],
-                  config: PretrainedConfig, *, data: str, progress: bool) -> ModelMeasurements:
-    """Every statistic of the suite on ``model`` (see the module docstring)."""
+                  config: PretrainedConfig, *, data: str, progress: bool,
+                  edge_of: ModelMeasurements | None = None) -> ModelMeasurements:
+    """Every statistic of the suite on ``model`` (see the module docstring); the circuit edge is the one ``model``'s
+    own heads name, or ``edge_of``'s (the pretrained model's, for its control)."""
     info = ModelInfo.of(model)
     n_boot, seed = config.n_boot, config.seed
     first, second = halves(batches)
@@ -304,10 +319,18 @@ def measure_model(model: HookedModel, name: str, batches: Sequence[TokenBatch], 
                                 previous_token=results_a[0].top_heads("previous_token", k),
                                 topic=topic_gap_top_heads(results_a[2], k), text_batches=second, labels=labels,
                                 config=config.causal, n_boot=n_boot, seed=seed)
+    if edge_of is None:
+        circuit, circuit_note = circuit_of(model, config.circuit, circuit_heads(
+            results_a[0].top_heads("previous_token", info.n_layers * info.n_heads),
+            protocol_selection.top_heads("induction", 1)), n_boot=n_boot, seed=seed)
+    elif edge_of.circuit is None:  # the model's own note says why
+        circuit, circuit_note = None, ""
+    else:
+        circuit, circuit_note = circuit_of(model, config.circuit, edge_of.circuit.heads(), n_boot=n_boot, seed=seed)
     return ModelMeasurements(name=name, info=info, protocol=protocol, text_heads=text_heads, generalized=generalized,
                              topic=topic, ordering=ordering, embedding=embedding, held_out=held_out,
                              cooccurrence=cooccurrence_summary(ordering, ordering_best), causal=causal,
-                             causal_note=causal_note)
+                             causal_note=causal_note, circuit=circuit, circuit_note=circuit_note)
 
 
 def probe_pretrained(model_spec: Any, documents: Sequence[Any], word_topics: Mapping[str, int],
@@ -342,12 +365,15 @@ def probe_pretrained(model_spec: Any, documents: Sequence[Any], word_topics: Map
     if config.control:
         control_model = random_weight_control(model, seed=config.seed)
         control = measure_model(control_model, f"{name} (random weights)", batches, token_map.labels, pair_tokens,
-                                config, data=data, progress=progress)
+                                config, data=data, progress=progress, edge_of=measured)
         del control_model
     findings, control_findings = pretrained_findings(measured, control)
     causal, control_causal = causal_family(measured.causal, None if control is None else control.causal)
     findings.update(causal)
     control_findings.update(control_causal)
+    circuit, control_circuit = circuit_findings(measured.circuit, None if control is None else control.circuit)
+    findings.update(circuit)
+    control_findings.update(control_circuit)
     passages = {
         "text": passage_patterns(model, batches[0], {
             "induction": measured.text_heads.top_heads("induction", 1)[0][:2],

@@ -18,6 +18,7 @@ from analyses.paper_result import PaperResult
 from analyses.pretrained.held_out import HeldOut
 from analyses.pretrained.measure import ModelMeasurements, PretrainedRun
 from analyses.report.causal_section import causal_section
+from analyses.report.circuit_section import circuit_section
 from analyses.report.config import ReportConfig, ReportSettings
 from analyses.report.corpus import CorpusSummary, TopicHeldOut
 from analyses.report.document import Figure, Report, Section, Table, View
@@ -331,6 +332,8 @@ def compare(toy_runs: Mapping[str, ToyRun], pretrained_runs: Mapping[str, Pretra
     ]
     if (causal := causal_section(pretrained_runs, figures)) is not None:
         sections.insert(sections.index(overview) + 1, causal)
+    if (circuit := circuit_section(pretrained_runs, figures)) is not None:
+        sections.insert(sections.index(causal if causal is not None else overview) + 1, circuit)
     if (settling := settle_section(pretrained_runs, figures)) is not None:
         sections.insert(1, settling)
     linear_entry = None

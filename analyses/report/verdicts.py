@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from analyses.pretrained.findings import CAUSAL_FINDINGS, PRETRAINED_FINDINGS, THRESHOLDS_TEXT
+from analyses.pretrained.findings import CAUSAL_FINDINGS, CIRCUIT_FINDING, PRETRAINED_FINDINGS, THRESHOLDS_TEXT
 from analyses.pretrained.settled import SettledFinding
 from analyses.report.document import Figure, Section, Table
 from analyses.report.figures import ForestPoint, ForestRow, forest_plot
@@ -26,7 +26,7 @@ AnyFinding = Finding | ToyFinding
 TOY = "toy"
 TOY_CONTROL = "toy (at initialisation)"
 CONTROL_SUFFIX = " (random weights)"
-VERDICT_FINDINGS = (*PRETRAINED_FINDINGS, *CAUSAL_FINDINGS, *TOY_ONLY_FINDINGS)
+VERDICT_FINDINGS = (*PRETRAINED_FINDINGS, *CAUSAL_FINDINGS, CIRCUIT_FINDING, *TOY_ONLY_FINDINGS)
 
 
 @dataclass(frozen=True)
@@ -127,7 +127,8 @@ def verdict_section(comparison: Comparison, figures: Path | None = None) -> Sect
             for name in comparison.rows]
     section = Section("Verdicts", [
         f"A finding holds when its p-value (Holm-adjusted over the attention findings of the model; the head "
-        f"ablations are a second family, tested in the fixed order induction, previous token, topic) is below "
+        f"ablations are a second family, tested in the fixed order induction, previous token, topic; the "
+        f"previous-token -> induction K-composition edge, by path patching, a third of its own) is below "
         f"{ALPHA}, its 95% "
         f"interval lies above its null and above the same architecture with random weights (the control, probed "
         f"on the same batches), and the effect clears a threshold: {THRESHOLDS_TEXT} Best heads are chosen on the "

@@ -5,11 +5,12 @@ from configs) the whole report finds nothing: no finding holds, co-occurrence or
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
 from analyses.cli import main
-from analyses.pretrained.findings import CAUSAL_FINDINGS, PRETRAINED_FINDINGS
+from analyses.pretrained.findings import CAUSAL_FINDINGS, CIRCUIT_FINDING, PRETRAINED_FINDINGS
 from tests.random_checkpoints import RANDOM_CHECKPOINT_KINDS, make_random_checkpoint
 
 
@@ -17,7 +18,8 @@ from tests.random_checkpoints import RANDOM_CHECKPOINT_KINDS, make_random_checkp
 def test_no_finding_holds_on_random_weight_checkpoints(tmp_path, capsys):
     folders = [make_random_checkpoint(kind, tmp_path / kind, seed=3) for kind in RANDOM_CHECKPOINT_KINDS]
     out = tmp_path / "report"
-    argv = ["report", "--fast", "--no-toys", "--no-progress", "--out", str(out)]
+    argv = ["report", "--fast", "--no-toys", "--no-progress", "--out", str(out), "--set",
+            "pretrained.circuit.enabled=true"]
     for folder in folders:
         argv += ["--model", str(folder)]
     assert main(argv) == 0, capsys.readouterr().err
@@ -25,10 +27,24 @@ def test_no_finding_holds_on_random_weight_checkpoints(tmp_path, capsys):
     assert len(summary["pretrained"]) == 3
     for name, entry in summary["pretrained"].items():
         ablated = set(CAUSAL_FINDINGS) if entry["causal"] else set()  # the decoders
-        assert set(entry["findings"]) == set(PRETRAINED_FINDINGS) | ablated
+        # the K-composition edge where a previous-token head lies below the best induction head (decoders only)
+        edge = {CIRCUIT_FINDING} if entry["circuit"] is not None else set()
+        assert set(entry["findings"]) == set(PRETRAINED_FINDINGS) | ablated | edge
+        assert bool(entry["circuit_note"]) != bool(edge) and (entry["causal"] or not edge)
         assert set(entry["ablations"]) == ablated and bool(entry["ablation_note"]) != bool(ablated)
         held = [f for f, finding in entry["findings"].items() if finding["holds"]]
         held += [f"control {f}" for f, finding in entry["control"]["findings"].items() if finding["holds"]]
         assert not held, (name, {f: entry["findings"][f] for f in entry["findings"]})
         # the confound of the old statistic is gone: distance-matched ordering is near 0 on random weights
         assert abs(entry["cooccurrence"]["spearman_distance_matched_mean"]) < 0.1
+    assert sum(entry["circuit"] is not None for entry in summary["pretrained"].values()) >= 1
+    # the saved results (the edges included) rebuild the report without a model, byte for byte
+    copy = tmp_path / "rendered"
+    shutil.copytree(out, copy)
+    for name in ("report.md", "report.html", "summary.json"):
+        (copy / name).unlink()
+    shutil.rmtree(copy / "figures")
+    assert main(["render", str(copy)]) == 0
+    for name in ("summary.json", "report.md", "report.html"):
+        assert (copy / name).read_bytes() == (out / name).read_bytes(), name
+    assert "## Circuit" in (out / "report.md").read_text()

@@ -14,7 +14,7 @@ import torch
 
 import probes
 from analyses.cli import main
-from analyses.pretrained.findings import CAUSAL_FINDINGS, PRETRAINED_FINDINGS
+from analyses.pretrained.findings import CAUSAL_FINDINGS, CIRCUIT_FINDING, PRETRAINED_FINDINGS
 from analyses.pretrained.measure import PretrainedConfig, probe_pretrained
 from analyses.report.build import render_report
 from analyses.report.compare import ToyRun, compare
@@ -193,6 +193,8 @@ def test_main_job_on_the_offline_defaults(main_job, tmp_path):
         assert ratio["ci"][0] <= ratio["value"] <= ratio["ci"][1] and len(ratio["best_head"]) == 2
         ablated = set(CAUSAL_FINDINGS) if entry["causal"] else set()  # SmolLM2; MiniLM is an encoder
         assert set(entry["findings"]) == set(PRETRAINED_FINDINGS) | ablated and set(entry["ablations"]) == ablated
+        # the K-composition edge is off by default (its cost); the note says how to measure it
+        assert entry["circuit"] is None and "pretrained.circuit.enabled=true" in entry["circuit_note"]
         # the random-weight control of each model holds nothing
         assert not [name for name, f in entry["control"]["findings"].items() if f["holds"]]
         assert len(entry["induction_top_heads"][0]) == 3
@@ -205,9 +207,11 @@ def test_main_job_on_the_offline_defaults(main_job, tmp_path):
     ablation = smol["ablations"]["induction_heads_causal"]
     assert ablation["value"] > ablation["null_q99"]
     markdown = (out / "report.md").read_text()
-    assert markdown.index("## Verdicts") < markdown.index("## Setup") < markdown.index("## Causal checks")
-    # the toy column: every pretrained finding and the papers' own claims, each on its toy over 5 seeds
-    assert set(summary["comparison"]) == set(VERDICT_FINDINGS)
+    assert markdown.index("## Verdicts") < markdown.index("## Setup") < markdown.index("## Causal checks") < \
+        markdown.index("## Circuit")
+    # the toy column: every pretrained finding and the papers' own claims, each on its toy over 5 seeds (the
+    # K-composition edge is off by default, so it has no row)
+    assert set(summary["comparison"]) == set(VERDICT_FINDINGS) - {CIRCUIT_FINDING}
     for name, row in summary["comparison"].items():
         if name not in TOY_OF_FINDING:  # induction_heads_causal: no toy ablates its induction head yet
             assert "toy" not in row and name in CAUSAL_FINDINGS, name
