@@ -88,12 +88,16 @@ class LmData:
         mapping[kept] = torch.arange(len(kept))
         return cls(mapping[raw], tuple(int(i) for i in kept), str(corpus))
 
-    def rows(self, n_rows: int, seq_len: int, *, repeat: float, span: int, generator: torch.Generator
-             ) -> Int[Tensor, "batch pos"]:
-        """``n_rows`` random windows of ``seq_len`` tokens, a ``repeat`` fraction with a repeated span."""
+    def check_rows(self, seq_len: int) -> None:
+        """Refuse a corpus too short for one row of ``seq_len`` tokens (before any run writes anything)."""
         if self.stream.shape[0] <= seq_len:
             raise InputError(f"The corpus {self.corpus!r} has {self.stream.shape[0]} tokens, fewer than one row of "
                              f"{seq_len}; give a larger corpus or a smaller seq_len.")
+
+    def rows(self, n_rows: int, seq_len: int, *, repeat: float, span: int, generator: torch.Generator
+             ) -> Int[Tensor, "batch pos"]:
+        """``n_rows`` random windows of ``seq_len`` tokens, a ``repeat`` fraction with a repeated span."""
+        self.check_rows(seq_len)
         starts = torch.randint(0, self.stream.shape[0] - seq_len, (n_rows,), generator=generator)
         rows = self.stream[starts[:, None] + torch.arange(seq_len)]
         repeated = torch.rand(n_rows, generator=generator) < repeat

@@ -143,6 +143,7 @@ def train_lm(config: TrainLmConfig, out: str | Path, *, device: str | torch.devi
     settings = records.dump(config)
     saved = check_rerun(out, settings)  # a resumed run: the steps saved before it stopped
     data = LmData.from_corpus(config.corpus, vocab=config.vocab)
+    data.check_rows(config.seq_len)
     mark_run(out, settings)  # nothing is written before: a run stopped earlier leaves no trace but an empty folder
     atomic_write_text(out / VOCAB_FILE, json.dumps({"smollm2_ids": list(data.kept_ids), "other": data.vocab - 1}))
     run = lm_training(config, data, device=device)

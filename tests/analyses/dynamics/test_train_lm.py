@@ -132,3 +132,15 @@ def test_a_killed_training_resumes_to_the_same_weights(tmp_path, monkeypatch):
         a = load_any_model(str(tmp_path / "whole" / f"step_{step}"))
         b = load_any_model(str(tmp_path / "resumed" / f"step_{step}"))
         assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
+
+
+def test_a_corpus_shorter_than_one_row_is_refused_before_anything_is_written(tmp_path, capsys):
+    # found by the fuzz test's cover (train-lm --corpus FOLDER holding one short file): step 0, series.json and
+    # the vocabulary were written, then the run refused
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "notes.txt").write_text("keep", encoding="utf-8")
+    out = tmp_path / "out"
+    assert main(["train-lm", "--corpus", str(tmp_path / "corpus"), "--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "fewer than one row of 128" in err and err.count("\n") == 1
+    assert not out.exists()
