@@ -5,12 +5,12 @@ from configs) the whole report finds nothing: no finding holds, co-occurrence or
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 
 from analyses.cli import main
 from analyses.pretrained.findings import CAUSAL_FINDINGS, CIRCUIT_FINDING, PRETRAINED_FINDINGS
+from tests.analyses.rendering import assert_render_rebuilds
 from tests.random_checkpoints import RANDOM_CHECKPOINT_KINDS, make_random_checkpoint
 
 
@@ -38,11 +38,4 @@ def test_no_finding_holds_on_random_weight_checkpoints(tmp_path, capsys):
         # the confound of the old statistic is gone: distance-matched ordering is near 0 on random weights
         assert abs(entry["cooccurrence"]["spearman_distance_matched_mean"]) < 0.1
     # the saved results rebuild the report without a model, byte for byte
-    copy = tmp_path / "rendered"
-    shutil.copytree(out, copy)
-    for name in ("report.md", "report.html", "summary.json"):
-        (copy / name).unlink()
-    shutil.rmtree(copy / "figures")
-    assert main(["render", str(copy)]) == 0
-    for name in ("summary.json", "report.md", "report.html"):
-        assert (copy / name).read_bytes() == (out / name).read_bytes(), name
+    assert_render_rebuilds(out, tmp_path / "rendered")

@@ -31,6 +31,7 @@ from probes.text.corpora import iter_documents
 from probes.text.text_batches import text_token_batches
 from probes.text.token_topics import token_topic_labels
 from probes.text.topics import LdaTopicConfig, assign_word_topics, fit_lda_topics
+from tests.analyses.rendering import assert_render_rebuilds
 from tests.analyses.topic.test_experiment import tiny as tiny_topic
 from tests.chromium import require_chromium
 from tests.strict_json import assert_strict_json_everywhere
@@ -235,14 +236,7 @@ def test_main_job_on_the_offline_defaults(main_job, tmp_path):
     assert json.loads((out / "timings.json").read_text())["smollm2-135m_s"] > 0
     assert len(summary["corpus"]["sha256"]) == 64 and "Q4_1" in summary["settings"]["model_weights"]["smollm2-135m"]
     # the saved results rebuild the report without a model, byte for byte
-    copy = tmp_path / "rendered"
-    shutil.copytree(out, copy)
-    for name in ("report.md", "report.html", "summary.json"):
-        (copy / name).unlink()
-    shutil.rmtree(copy / "figures")
-    assert main(["render", str(copy)]) == 0
-    for name in ("summary.json", "report.md", "report.html"):
-        assert (copy / name).read_bytes() == (out / name).read_bytes(), name
+    assert_render_rebuilds(out, tmp_path / "rendered")
     saved = load_pretrained_run(next((out / "results" / "pretrained").glob("*smollm2*")))
     assert saved.measured.text_heads.scores["induction"].shape == (30, 9)  # every head, not only the top ones
     assert_strict_json_everywhere(out)
