@@ -277,9 +277,22 @@ def _flops(func: Any, args: Any, kwargs: Any, out: Any) -> tuple[int, int]:
     formula = sdpa_flop if packet is aten._scaled_dot_product_flash_attention_for_cpu else flop_registry.get(packet)
     if formula is None:
         return 0, 0
+    if packet.__name__ in ATTENTION_KERNELS:
+        args = _full_heads(args)
     flops = int(formula(*args, **kwargs, out_val=out))
     causal = packet.__name__ in ATTENTION_KERNELS and _is_causal(packet.__name__, args, kwargs)
     return flops, flops // 2 if causal else flops
+
+
+def _full_heads(args: Any) -> Any:
+    """An attention kernel's arguments with grouped key / value heads (GQA) stood in for by meta tensors with the
+    query's head count: the kernel does the FLOPs of full heads, and torch < 2.12's counter refuses grouped shapes."""
+    query, key, value = args[:3]
+    heads = query.shape[-3]
+    if key.dim() != 4 or key.shape[-3] == heads:
+        return args
+    full = [torch.empty((*t.shape[:-3], heads, *t.shape[-2:]), dtype=t.dtype, device="meta") for t in (key, value)]
+    return (query, *full, *args[3:])
 
 
 def _is_causal(name: str, args: Any, kwargs: Any) -> bool:

@@ -118,3 +118,26 @@ def test_plain_sdpa_takes_cudas_kernels_on_meta():
                                                                                         device="meta"))
     assert dict(meter.calls[None].attention) == {"flash": 1, "efficient": 1}
     assert meter.largest[0].nbytes < 128 * 128 * 4 * 4  # no [head, T, T] scores
+
+
+def test_grouped_key_value_heads_count_the_flops_of_full_heads_where_torchs_counter_refuses_them(monkeypatch):
+    """torch 2.11's ``sdpa_flop_count`` asserts on grouped key / value heads (the GQA flash call of the Llama shapes):
+    on the H200 at de21b09 the ledger's plan failed on it. The meter counts them as full heads, on any torch."""
+    import torch.utils.flop_counter as counters
+
+    counted = counters.sdpa_flop_count
+
+    def strict(query_shape, key_shape, value_shape):  # the older counter's check
+        assert query_shape[1] == key_shape[1], "sdpa_flop_count: query/key/value shapes are incompatible"
+        return counted(query_shape, key_shape, value_shape)
+
+    monkeypatch.setattr(counters, "sdpa_flop_count", strict)
+    q = torch.empty(1, 4, 128, 64, dtype=torch.bfloat16, device="meta")
+    grouped = torch.empty(1, 2, 128, 64, dtype=torch.bfloat16, device="meta")
+    meters = {"grouped": Meter(n_pos=128), "full": Meter(n_pos=128)}
+    with cuda_sdpa(), meters["grouped"]:
+        torch.nn.functional.scaled_dot_product_attention(q, grouped, grouped, is_causal=True, enable_gqa=True)
+    with cuda_sdpa(), meters["full"]:
+        torch.nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True)
+    assert dict(meters["grouped"].calls[None].attention) == {"flash": 1}
+    assert meters["grouped"].flops == meters["full"].flops == 2 * 2 * 4 * 128 * 128 * 64
