@@ -97,11 +97,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     report.add_argument("--model", dest="models", type=model_arg, action="append", metavar="SPEC",
                         help="pretrained model (repeatable; default: smollm2-135m and minilm-l6)")
-    report.add_argument("--corpus", type=text_arg, metavar="SPEC",
+    report.add_argument("--corpus", type=text_arg, action="append", metavar="SPEC",
                         help="wikipedia-excerpt (default, offline), wikitext-2[:split], wikitext-103[:split], "
                         "hf:NAME[:CONFIG][:SPLIT] (any Hugging Face dataset, streamed), a .txt/.jsonl/.parquet/"
-                        "WikiText "
-                        "file or a folder of .txt files")
+                        "WikiText file or a folder of .txt files; repeated with --settle: the later corpora are "
+                        "read, in order, by its rounds once the first runs out (LDA stays fitted on the first)")
     report.add_argument("--text-column", type=text_arg, metavar="NAME",
                         help="column holding the text in hf: datasets and .jsonl/.parquet files (default text)")
     report.add_argument("--fast", action="store_true",
@@ -348,7 +348,8 @@ def report_config(args: argparse.Namespace):
     if args.config:
         config = apply_overrides(config, toml_assignments(args.config), flag=f"--config {args.config}:")
     given = [(key, value, flag) for key, value, flag in (
-        ("corpus", args.corpus, "--corpus"), ("text_column", args.text_column, "--text-column"),
+        ("corpus", args.corpus[0] if args.corpus else None, "--corpus"),
+        ("text_column", args.text_column, "--text-column"),
         ("toy_preset", args.toy_preset, "--toy-preset"), ("toy_seeds", args.toy_seeds, "--toy-seeds"),
         ("seed", args.seed, "--seed"), ("topics.seed", args.seed, "--seed"), ("pretrained.seed", args.seed, "--seed"),
         ("pretrained.seq_len", args.seq_len, "--seq-len"), ("pretrained.batch_size", args.batch_size, "--batch-size"),
@@ -371,7 +372,12 @@ def report_config(args: argparse.Namespace):
         config = dataclasses.replace(config, toys=())
     if args.series:
         config = dataclasses.replace(config, series=tuple(args.series))
-    return apply_overrides(config, args.overrides)
+    config = apply_overrides(config, args.overrides)
+    if args.corpus and len(args.corpus) > 1:  # after --set, which may turn settle.enabled on
+        with naming("--corpus"):
+            config = dataclasses.replace(config, settle=dataclasses.replace(config.settle,
+                                                                            corpora=tuple(args.corpus[1:])))
+    return config
 
 
 def _run_report(args: argparse.Namespace) -> int:
@@ -394,7 +400,8 @@ def _run_report(args: argparse.Namespace) -> int:
             raise ConfigError(f"{flag} must be >= {low}{why}; got {value}.")
     config = report_config(args)
     with naming("--corpus" if args.corpus is not None else "the corpus setting"):
-        check_corpus_spec(config.corpus, config.text_column)
+        for spec in (config.corpus, *config.settle.corpora):
+            check_corpus_spec(spec, config.text_column)
     for name in config.toys or TOY_EXPERIMENTS:  # a preset set for toys that do not run is still checked
         presets = toy_experiment(name).PRESETS
         if config.toy_preset not in presets:

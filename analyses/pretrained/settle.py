@@ -29,7 +29,7 @@ import itertools
 import logging
 import math
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -328,11 +328,22 @@ def _fresh_protocol(info: ModelInfo, config: PretrainedConfig) -> Iterator[Token
                                      generator=generator)
 
 
+def fresh_text(documents: Sequence[Any], more_documents: Iterable[Any], tokenizer: Any, info: ModelInfo,
+               pretrained: PretrainedConfig) -> Iterator[TokenBatch]:
+    """The text batches no pass has read: ``documents``' batches after the first pass's ``max_batches`` (the same
+    documents, batched as it batched them), then ``more_documents``' (windows never mix documents, so the chain
+    changes no batch of the first corpus)."""
+    text = text_token_batches(itertools.chain(documents, more_documents), tokenizer, info, seq_len=pretrained.seq_len,
+                              batch_size=pretrained.batch_size)
+    return itertools.islice(text, pretrained.max_batches, None)
+
+
 def settle_run(model: HookedModel, run: PretrainedRun, documents: Sequence[Any], config: SettleConfig, *,
-               monitor: Sequence[str] | None = None, progress: bool = False) -> dict[str, SettledFinding]:
+               more_documents: Iterable[Any] = (), monitor: Sequence[str] | None = None,
+               progress: bool = False) -> dict[str, SettledFinding]:
     """Settle ``run``'s findings on ``model`` (the model it measured): text batches after the first pass's
-    ``max_batches`` of ``documents`` (the same documents, in the same order), and ``[BOS] X X`` batches after its
-    protocol batches (:func:`settle_findings`).
+    ``max_batches`` of ``documents`` (the same documents, in the same order), then of ``more_documents`` (later
+    corpora, read lazily and once), and ``[BOS] X X`` batches after its protocol batches (:func:`settle_findings`).
 
     Example: ``run.settled = settle_run(model, run, documents, SettleConfig(enabled=True, budget_minutes=5))``.
     """
@@ -345,9 +356,7 @@ def settle_run(model: HookedModel, run: PretrainedRun, documents: Sequence[Any],
     tokens_per_unit = {PROTOCOL: float(pretrained.protocol_batch_size * (2 * pretrained.protocol_seq_len + 1))}
     tokenizer = getattr(model, "tokenizer", None)
     if tokenizer is not None:
-        text = text_token_batches(documents, tokenizer, info, seq_len=pretrained.seq_len,
-                                  batch_size=pretrained.batch_size)
-        supplies[TEXT] = itertools.islice(text, pretrained.max_batches, None)
+        supplies[TEXT] = fresh_text(documents, more_documents, tokenizer, info, pretrained)
         tokens_per_unit[TEXT] = run.n_tokens / pretrained.max_batches
     heads = {name: held.head for name, held in run.measured.held_out.items()}
     ordered = run.findings.get("cooccurrence_ordering")

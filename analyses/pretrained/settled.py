@@ -28,7 +28,8 @@ class SettleConfig:
     ``max_rounds`` rounds are spent. A round measures at least ``min_units`` units in all (the sequence is read
     from there on, :data:`probes.stats.confidence_sequence.MIN_UNITS`), at most ``max_round_units``, and at most as
     many as the units so far (so the looks come at doubling sizes). ``alpha``: each sequence's error rate over all
-    its looks."""
+    its looks. ``corpora``: further corpus specs whose text the rounds read, in order, once the report's corpus runs
+    out (each read once, streamed; LDA stays fitted on the first corpus and labels their words too)."""
 
     enabled: bool = False
     budget_minutes: float = 20.0
@@ -37,6 +38,7 @@ class SettleConfig:
     min_units: int = MIN_UNITS
     max_round_units: int = 400
     alpha: float = ALPHA
+    corpora: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.enabled, bool):
@@ -51,6 +53,15 @@ class SettleConfig:
         integer("settle.max_round_units", self.max_round_units, 1)
         if not 0.0 < self.alpha < 1.0:
             raise ConfigError(f"settle.alpha must lie in (0, 1); got {self.alpha!r}.")
+        if not isinstance(self.corpora, tuple) or not all(isinstance(c, str) and c for c in self.corpora):
+            raise ConfigError(f"settle.corpora must be corpus specs (a second --corpus and on); got {self.corpora!r}.")
+        repeated = sorted({c for c in self.corpora if self.corpora.count(c) > 1})
+        if repeated:
+            raise ConfigError(f"--corpus {repeated[0]} is named twice: each corpus is read once (text is never read "
+                              f"again); name it once.")
+        if self.corpora and not self.enabled:
+            raise ConfigError("a second --corpus is read only by --settle (fresh text for its rounds once the first "
+                              "corpus runs out); add --settle, or name one --corpus.")
 
 
 def sequence_cost(alpha: float = ALPHA, level: float = 0.95) -> float:

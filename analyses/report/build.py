@@ -7,7 +7,7 @@ import json
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from analyses.dynamics.config import DynamicsConfig
@@ -30,10 +30,17 @@ from analyses.toy_seeds import run_with_seeds
 from probes.core.atomic import atomic_directory
 from probes.core.errors import ConfigError, InputError
 from probes.core.loading import load_model, torch_dtype, weights_source
-from probes.text.corpora import corpus_digest, iter_documents
+from probes.text.corpora import Document, corpus_digest, iter_documents
 from probes.text.topics import assign_word_topics, fit_lda_topics
 
 log = logging.getLogger(__name__)
+
+def later_documents(config: ReportConfig) -> Iterator[Document]:
+    """The paragraphs of ``--settle``'s later corpora (``settle.corpora``), in order, each read once and lazily
+    (an ``hf:`` dataset streams only as far as the rounds read)."""
+    for spec in config.settle.corpora:
+        yield from iter_documents(spec, unit="paragraph", min_chars=config.min_chars, text_column=config.text_column)
+
 
 def run_toys(config: ReportConfig, folder: Path, *, progress: bool) -> dict[str, ToyRun]:
     """Train and probe each of ``config.toys`` (preset ``toy_preset``, on ``device``) into ``folder/toy/NAME``,
@@ -104,7 +111,7 @@ def run_report(config: ReportConfig, out_dir: str | Path, *, progress: bool = Tr
                      f"{config.settle.max_tokens:,} tokens) ...")
                 start = time.perf_counter()
                 pretrained[spec].settled = settle_run(model, pretrained[spec], documents, config.settle,
-                                                      progress=progress)
+                                                      more_documents=later_documents(config), progress=progress)
                 timings[f"{spec}_settle_s"] = time.perf_counter() - start
         linear = {}
         if config.linear.enabled:

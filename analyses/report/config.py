@@ -50,6 +50,9 @@ class ReportConfig:
         if not self.models and not self.toys and not self.series:
             raise ConfigError("The report needs at least one pretrained model, one toy setting or one --series.")
         integer("toy_seeds", self.toy_seeds, 1)
+        if self.corpus in self.settle.corpora:
+            raise ConfigError(f"--corpus {self.corpus} is named twice: each corpus is read once (text is never read "
+                              f"again); name it once.")
         if self.max_documents < 2 or self.min_chars < 1:
             raise ConfigError(
                 f"max_documents must be >= 2 and min_chars >= 1; got {self.max_documents}, {self.min_chars}."
