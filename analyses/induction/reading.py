@@ -21,7 +21,9 @@ ones measure them, over the score's queries (those with a nonempty target set):
   embedding's, which is the same on every chain: it is replaced by its mean over positions. The statistic is the
   classifier's generalized induction score (its mass on the targets) with the component replaced; its drop
   (clean minus replaced) has a 95% bootstrap interval over chains, and its share of the clean score's excess over
-  chance (1: the score falls to chance).
+  chance (1: the score falls to chance);
+- layer 1: each layer-1 head's attention mass at distances ``0 .. order - 1`` on the measured chains
+  (:class:`probes.attention.copier.CopierProbe`'s profile), which says what a head the keys read attends to then.
 
 Example: ``classifier_reading(model, toy_batches(config, 8), config.data.order).drops()["copier"]``.
 """
@@ -40,6 +42,8 @@ from torch import Tensor
 from analyses.induction.edge import copier_and_classifier
 from analyses.pretrained.held_out import halves
 from mechprobe import forward
+from probes import feed_probes
+from probes.attention.copier import CopierProbe
 from probes.attention.generalized_induction import parent_match_mask
 from probes.causal.means import z_hook
 from probes.core.batch import TokenBatch
@@ -65,7 +69,8 @@ class ClassifierReading:
     """Per measured chain (the bootstrap's unit): ``queries`` the score's queries, ``mass`` ``[chain position]`` the
     classifier's attention on :data:`POSITIONS` summed over them, ``uniform`` the same under uniform attention, and
     ``replaced`` ``[chain component]`` its mass on the targets with each of ``components`` mean-replaced in its keys.
-    ``copier`` and ``classifier`` are the heads, as ``(layer, head)``."""
+    ``copier`` and ``classifier`` are the heads, as ``(layer, head)``; ``layer1`` ``[head distance]`` each layer-1
+    head's attention mass at distances ``0 .. order - 1`` over the measured chains."""
 
     copier: tuple[int, int]
     classifier: tuple[int, int]
@@ -74,6 +79,7 @@ class ClassifierReading:
     mass: Float[Tensor, "chain position"]
     uniform: Float[Tensor, "chain position"]
     replaced: Float[Tensor, "chain component"]
+    layer1: Float[Tensor, "head distance"]
     n_boot: int = 1000
     seed: int = 0
 
@@ -233,4 +239,7 @@ def classifier_reading(model: HookedModel, batches: Sequence[TokenBatch], order:
         replaced = (patterns.double() * targets).sum((-1, -2)).T
         parts.append((queries, mass, uniform, replaced))
     queries, mass, uniform, replaced = (torch.cat(part) for part in zip(*parts))
-    return ClassifierReading((0, copier), (1, head), components, queries, mass, uniform, replaced, n_boot, seed)
+    profile = CopierProbe(order - 1)
+    feed_probes(model, [profile], measure, data="held-out chains of the induction toy", progress=False)
+    return ClassifierReading((0, copier), (1, head), components, queries, mass, uniform, replaced,
+                             profile.compute().mass[0], n_boot, seed)

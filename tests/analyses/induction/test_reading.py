@@ -73,6 +73,8 @@ def test_keys_that_read_only_the_copier_lose_the_score_with_it_and_nothing_else(
     model, batches = planted_circuit_bridge(), circuit_batches(4, 32)
     reading = classifier_reading(model, batches, 2)
     assert reading.copier == (0, 0) and reading.classifier == (1, 0)
+    # every query attends to its previous token, which is BOS (not counted: invalid) on 1 of the 16 queries
+    assert reading.layer1.shape == (4, 2) and float(reading.layer1[0, 1]) == pytest.approx(15 / 16, abs=1e-3)
     probe = GeneralizedInductionProbe(2)
     feed_probes(model, [probe], halves(batches)[1], progress=False)
     scores = probe.compute()
