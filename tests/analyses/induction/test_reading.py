@@ -1,7 +1,8 @@
 """The classifier's reading (:mod:`analyses.induction.reading`): the position split against a slow loop, and the key
 components on the planted previous-token -> induction circuit (its keys read the copier alone, or, rewired, the
-token embedding alone), on batches of one repeated row (every per-position mean is the row itself) and on the
-induction toy at initialisation (nothing read beyond uniform attention)."""
+token embedding alone), on batches of one repeated row (every per-position mean is the row itself; also on a toy
+with an MLP, whose output is one more component) and on the induction toy at initialisation (nothing read beyond
+uniform attention)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from tests.probes.causal.planted_circuit import (
     circuit_batches,
     planted_circuit_bridge,
 )
+from toymodels.standard import StandardModelConfig, build_standard_model
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -148,3 +150,15 @@ def test_the_toy_at_initialisation_reads_nothing_beyond_uniform_attention():
         assert reading.shares[name] == pytest.approx(reading.uniform_shares[name], abs=0.03), name
     for name, (estimate, low, high) in reading.drops().items():
         assert abs(estimate) < 0.01 and high - low < 0.03, name
+
+
+def test_a_toy_with_an_mlp_has_its_output_replaced_too_and_one_repeated_row_moves_nothing():
+    model = build_standard_model(StandardModelConfig(d_model=32, n_heads=4, d_vocab=V, n_ctx=24, attn_only=False,
+                                                     seed=1)).eval()
+    (row,) = successor_batches(1, 1)
+    batches = [TokenBatch(row.tokens.repeat(4, 1), row.valid.repeat(4, 1)) for _ in range(4)]
+    reading = classifier_reading(model, batches, 2)
+    assert "mlp" in reading.components and "mlp" not in classifier_reading(keys_read_the_token(), batches, 2).components
+    for name in reading.components:
+        if name != "position":
+            assert reading.without[name] == pytest.approx(reading.score, abs=1e-6), name
