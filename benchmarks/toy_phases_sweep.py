@@ -17,10 +17,15 @@ step with its bootstrap interval and verdict, each order) and over seeds:
 - each order ``A_before_B`` (``step_B - step_A``): the mean difference with its t interval over seeds, the seeds on
   which it held, and its verdict over seeds (as ``benchmarks/train_lm_sweep.py`` judges train-lm's order); an
   interval wholly below 0 is reported as the reverse order;
-- the control: per seed how many events hold (none should).
+- the control: per seed how many events hold (none should);
+- with ``--reading``: what the layer-2 classifier reads (:mod:`analyses.induction.reading`) at the checkpoints
+  nearest the classifier's and the copier's events (the refined events with ``--refine``) and at the last one, per
+  seed: its attention on the score's targets, the local window and the rest beside uniform attention's, and the
+  drop of its score with each residual component mean-replaced in its keys only.
 
     .venv/bin/python benchmarks/toy_phases_sweep.py --seeds 0,1,2,3,4 --control --out /tmp/toyphases   # 4-14 min a seed
     .venv/bin/python benchmarks/toy_phases_sweep.py --seeds 0,1,2,3,4 --refine --out /tmp/toyphases    # + 2-8 min
+    .venv/bin/python benchmarks/toy_phases_sweep.py --seeds 0,1,2,3,4 --refine --reading --out /tmp/toyphases
 
 Each command runs in a fresh process with ``--threads`` torch threads (the same for training and ``--refine``, whose
 re-runs must reproduce the kept weights); the runs are sequential.
@@ -55,9 +60,12 @@ from analyses.cli_checks import (  # noqa: E402
 from analyses.dynamics.refine import REFINEMENT  # noqa: E402
 from analyses.dynamics.run import STORE, toy_settings  # noqa: E402
 from analyses.dynamics.summary import SUMMARY, DynamicsSummary, load_summary  # noqa: E402
+from analyses.induction.edge import toy_batches  # noqa: E402
 from analyses.induction.findings import build_model  # noqa: E402
+from analyses.induction.reading import POSITIONS, ClassifierReading, classifier_reading  # noqa: E402
 from analyses.series_writer import INDUCTION_TOY_MEASURE, write_manifest  # noqa: E402
 from analyses.toy_findings import ToyFinding  # noqa: E402
+from analyses.toy_model_loader import load_any_model  # noqa: E402
 from analyses.toy_model_store import save_standard_model  # noqa: E402
 from probes.core.checkpoint_series import MANIFEST, checkpoint_series  # noqa: E402
 from probes.stats.findings import Finding  # noqa: E402
@@ -67,6 +75,7 @@ HEADS = ("copier", "classifier")
 ORDERS = ("beats_uniform_before_beats_unigram", "beats_unigram_before_beats_bigram", "beats_unigram_before_copier",
           "copier_before_beats_bigram", "classifier_before_beats_bigram", "copier_before_classifier")
 CONTROL_SEED = 10_000
+READ = ("token", "position", "copier", "other_heads", "all")
 
 
 def mechprobe(*args: str, threads: int) -> float:
@@ -207,6 +216,43 @@ def control_lines(controls: dict[int, DynamicsSummary]) -> list[str]:
     return lines
 
 
+def reading_cells(reading: ClassifierReading) -> str:
+    """The heads, the score beside chance, the position shares beside uniform's and each of :data:`READ`'s drops
+    [interval] (share of the score's excess over chance), then every layer-1 head's drop (the distance it attends
+    most, with its mass there)."""
+    shares = " / ".join(f"{reading.shares[p]:.3f} ({reading.uniform_shares[p]:.3f})" for p in POSITIONS)
+    drops = reading.drops()
+    cells = [f"{drops[n][0]:.3f} [{drops[n][1]:.3f}, {drops[n][2]:.3f}] ({reading.drop_share(n):.2f})" for n in READ]
+    heads = " / ".join(f"{drops[f'head{h}'][0]:.3f} (d{int(mass.argmax())} {float(mass.max()):.2f})"
+                       for h, mass in enumerate(reading.layer1))
+    return (f"L1H{reading.copier[1]}, L2H{reading.classifier[1]} | {reading.score:.3f} ({reading.chance:.3f}) | "
+            f"{shares} | " + " | ".join(cells) + f" | {heads} |")
+
+
+def reading_lines(series: dict[int, Path], summaries: dict[int, DynamicsSummary]) -> list[str]:
+    """Per seed, the classifier's reading at the checkpoints nearest its event, the copier's event and the last."""
+    lines = ["\n### What the layer-2 classifier reads (analyses/induction/reading.py)\n",
+             "| seed | at | step | copier, classifier | score (chance) | targets / window / rest (uniform) | "
+             + " | ".join(f"{n} drop" for n in READ) + " | layer-1 heads' drops (distance, mass) |",
+             "|" + " --- |" * (7 + len(READ))]
+    for seed, summary in summaries.items():
+        loaded = checkpoint_series(series[seed])
+        config = toy_settings(loaded)
+        assert config is not None
+        batches = toy_batches(config, 8)
+        events = summary.events.events
+        for label, step in (*((f"{h} event", events[h].change.step) for h in ("classifier", "copier")),
+                            ("last", loaded.steps[-1])):
+            if math.isnan(step):
+                lines.append(f"| {seed} | {label} | none |" + " |" * (4 + len(READ)))
+                continue
+            checkpoint = min(loaded.checkpoints, key=lambda c: abs(c.step - step))
+            reading = classifier_reading(load_any_model(checkpoint.spec), batches, config.data.order,
+                                         seed=config.seed)
+            lines.append(f"| {seed} | {label} | {step:.0f} -> {checkpoint.step} | {reading_cells(reading)}")
+    return lines
+
+
 @script_main
 def main() -> None:
     parser = ScriptParser(description=__doc__.split("\n\n")[0])
@@ -215,6 +261,8 @@ def main() -> None:
     parser.add_argument("--refine", action="store_true", help="also refine each series (dynamics --refine)")
     parser.add_argument("--control", action="store_true",
                         help="also the toy at initialisation (redrawn at every checkpoint of the coarse grid)")
+    parser.add_argument("--reading", action="store_true",
+                        help="also what the layer-2 classifier reads at its and the copier's events and at the end")
     parser.add_argument("--threads", type=count_arg(1), default=1)
     parser.add_argument("--out", required=True, help="the sweep's folder (new, empty, or an earlier sweep's to resume)")
     args = parser.parse_args()
@@ -243,6 +291,8 @@ def main() -> None:
         lines += report("Refined (dynamics --refine)", refined, controls)
     if controls:
         lines += control_lines(controls)
+    if args.reading:
+        lines += reading_lines({seed: out / f"seed_{seed}" / "series" for seed in args.seeds}, refined or coarse)
     print("\n".join(lines))
 
 
