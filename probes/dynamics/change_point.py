@@ -22,9 +22,9 @@ not the event), interpolated linearly in ``log(1 + step)`` between the two check
 A curve that rises and falls again (a head that forms and is then replaced) has its event on the way up. There is
 no event (NaN) when ``end <= start``. A curve can instead have a fixed event level (``crossing``; e.g. 0 for a
 model's loss gain over a baseline predictor, so the event is where its loss falls below the baseline's for good):
-the same rule with that level, and no event when the first checkpoint is already at it or the peak below it; its
-peak is a checkpoint from which the curve stays at or above the level to the last (a redrawn initialisation that
-beats the baseline once and falls back is no event: it was, on 2 of 5 seeds, before this rule).
+the same rule with that level, and no event when the first checkpoint is already at it or the last below it: the
+level is passed for good, so such a curve's peak is its last checkpoint (with the half-way peak rule a redrawn
+initialisation that beat the baseline at one checkpoint was an event on 2 of 5 seeds).
 The peak checkpoint is chosen once, on the observed curve, and kept for every
 bootstrap draw (so the draws measure the rise to that checkpoint). Choosing it on the same batches favours a noisy
 maximum: a flat curve's rise to its peak is positive. The p-value accounts for that search (below), and the event's
@@ -116,19 +116,16 @@ class CurveUnits:
 def peak_index(values: Float[Tensor, " checkpoint"], fraction: float = 0.5, crossing: float | None = None) -> int:
     """The checkpoint (after the first) where the curve is largest among those it holds: the last checkpoint, or one
     whose next checkpoint is still at least ``fraction`` of the way up from the first value to it (a one-checkpoint
-    bump that falls straight back is no peak); the earliest of equal maxima. With a ``crossing`` level only
-    checkpoints from which the curve stays at or above it to the last are peaks (the level passed for good; the last
-    checkpoint where there is none): a curve at -0.5 that touches +0.1 once and falls back below 0 has no event."""
+    bump that falls straight back is no peak); the earliest of equal maxima. With a ``crossing`` level the peak is
+    the last checkpoint: the level is passed for good or not at all, so the value judged is the one the curve ends
+    at (a curve at -0.5 that touches +0.1 once and falls back below 0 has no event)."""
     if values.shape[0] < 2:
         raise InputError(f"A curve needs at least 2 checkpoints; got {values.shape[0]}.")
     values = values.double()
     level = values[0] + fraction * (values[1:] - values[0])
     held = torch.cat([values[2:] >= level[:-1], torch.ones(1, dtype=torch.bool)])
     if crossing is not None:
-        for_good = (values[1:] >= crossing).flip(0).long().cumprod(0).flip(0).bool()
-        if not bool(for_good.any()):
-            return values.shape[0] - 1
-        held &= for_good
+        return values.shape[0] - 1
     rest = torch.nan_to_num(torch.where(held, values[1:], float("nan")), nan=float("-inf"))
     return 1 + int(rest.argmax())
 

@@ -165,6 +165,15 @@ def test_toy_that_fails_midway_leaves_no_partial_out_and_keeps_an_earlier_output
     capsys.readouterr()
 
 
+def test_a_toy_that_diverges_before_writing_anything_leaves_no_partial(tmp_path, capsys):
+    """Found by the fuzz cover (`toy topic --set joint.lr=1e23`): the run diverged at step 2 and kept an empty
+    OUT.partial for a resume, which the next run (with a lower learning rate) then refused as foreign."""
+    out = tmp_path / "new" / "run"
+    assert main(["toy", "topic", "--no-progress", "--out", str(out), "--set", "joint.lr=1e23"]) == 2
+    assert "diverged" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_toy_refuses_a_full_out_or_a_foreign_out_partial_before_training(tmp_path, monkeypatch, capsys):
     import analyses.toy_seeds
 
