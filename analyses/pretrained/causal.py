@@ -220,6 +220,15 @@ def topic_gap_top_heads(topic: TopicAttention, k: int) -> list[tuple[int, int, f
     return [(int(i) // n_heads, int(i) % n_heads, float(v)) for v, i in zip(values, flat)]
 
 
+def finding_slices(name: str, config: CausalConfig, labels: Tensor) -> tuple[dict[str, SliceFn], tuple[float, ...]]:
+    """The slices the causal finding ``name`` measures its loss change on, and the signs of its contrast: the
+    repeated half of the protocol rows for the two copying ablations, topic-seen minus topic-unseen tokens for the
+    topic one."""
+    if name == "topic_heads_causal":
+        return {"topic_seen": topic_seen_slice(labels), "topic_unseen": topic_unseen_slice(labels)}, (1.0, -1.0)
+    return {"repeated_half": repeated_half(config.seq_len)}, (1.0,)
+
+
 def causal_protocol(info: ModelInfo, config: CausalConfig, seed: int) -> list[TokenBatch]:
     """``config.sequences`` rows of [BOS] X X (|X| = ``config.seq_len``), one per batch, drawn from ``seed`` + 1
     (apart from the protocol batches the heads are chosen on)."""
@@ -237,7 +246,6 @@ def measure_causal(model: HookedModel, *, induction: Sequence[tuple[int, int, fl
     info = ModelInfo.of(model)
     protocol = causal_protocol(info, config, seed)
     ranked = single_rows(text_batches, config.text_rows_max, config.text_len, richest=topic_seen_slice(labels))
-    copy_slices = {"repeated_half": repeated_half(config.seq_len)}
     protocol_data = f"{config.sequences} repeated random sequences (seq_len={config.seq_len}, seed={seed + 1})"
     chosen = {"induction_heads_causal": (induction, "induction score on the even protocol batches"),
               "previous_token_causal": (previous_token, "previous-token score on the even text batches"),
@@ -246,10 +254,8 @@ def measure_causal(model: HookedModel, *, induction: Sequence[tuple[int, int, fl
     for name in CAUSAL_FINDINGS:
         top, chosen_by = chosen[name]
         heads, scores = [(layer, h) for layer, h, _ in top], [s for _, _, s in top]
-        signs: tuple[float, ...]
+        slices, signs = finding_slices(name, config, labels)
         if name == "topic_heads_causal":
-            slices = {"topic_seen": topic_seen_slice(labels), "topic_unseen": topic_unseen_slice(labels)}
-            signs = (1.0, -1.0)
             rows = topic_rows_for_power(model, heads, ranked, slices, signs, config,
                                         min_effect=min_effect_of(name),
                                         n_boot=n_boot, seed=seed)
@@ -257,7 +263,7 @@ def measure_causal(model: HookedModel, *, induction: Sequence[tuple[int, int, fl
             data = (f"the {rows.describe()} of the odd text batches with the most tokens whose topic already "
                     f"appeared (first {config.text_len} tokens of each)")
         else:
-            slices, batches, signs, data = copy_slices, protocol, (1.0,), protocol_data
+            batches, data = protocol, protocol_data
         out[name] = measure_ablation(model, name, heads, batches, slices, signs, config, chosen_by=chosen_by,
                                      selection_scores=scores, n_boot=n_boot, seed=seed, data=data)
     return out

@@ -19,8 +19,13 @@ has used on the round's text (:mod:`analyses.pretrained.settle_ordering`), and i
 tokens, is turned into text batches by the batches per ranked query token measured so far (the first pass's before
 any round). It shares the text batches (one forward pass) with the topic findings open in the same round.
 
-Not monitored (each says why in ``stop``): the embedding gap (its units are the vocabulary's labelled tokens, which
-more text does not add) and the head ablations (rows and random head sets, not yet run in rounds).
+The head ablations' units are sequences: fresh ``[BOS] X X`` rows for the two copying ablations, fresh rows of text
+for the topic one, on which each round measures the first pass's heads alone against the first pass's null and
+control (:mod:`analyses.pretrained.settle_ablation`); the topic ablation's rows come from the same text supply as
+the text findings, so no text is read twice.
+
+Not monitored (it says why in ``stop``): the embedding gap (its units are the vocabulary's labelled tokens, which
+more text does not add).
 """
 
 from __future__ import annotations
@@ -38,6 +43,14 @@ from torch import Tensor
 
 from analyses.pretrained.held_out import TOPIC_UNIT_KEYS, topic_ratio
 from analyses.pretrained.measure import PretrainedConfig, PretrainedRun
+from analyses.pretrained.settle_ablation import (
+    ABLATION_UNIT_KEYS,
+    AblationSpec,
+    ablation_statistic,
+    ablation_units,
+    fresh_causal_protocol,
+    richest_rows,
+)
 from analyses.pretrained.settle_ordering import (
     ORDERING_UNIT_KEYS,
     OrderingSetup,
@@ -67,20 +80,22 @@ from probes.text.text_batches import text_token_batches
 
 log = logging.getLogger(__name__)
 
-TEXT, PROTOCOL = "text", "protocol"
-MONITORED = {  # finding: (source of its units, the units' name, the head-score kind it reads or "topic")
+TEXT, PROTOCOL, CAUSAL_PROTOCOL, TEXT_ROWS = "text", "protocol", "causal protocol", "text rows"
+MONITORED = {  # finding: (source of its units, the units' name, the kind of probe or measurement it reads)
     "induction_protocol": (PROTOCOL, "[BOS] X X batches", "induction"),
     "induction_text": (TEXT, "text batches", "induction"),
     "previous_token_text": (TEXT, "text batches", "previous_token"),
     "topic_attention_mean": (TEXT, "text batches", "topic"),
     "topic_attention_best_head": (TEXT, "text batches", "topic"),
     "cooccurrence_ordering": (TEXT, "ranked query tokens", "ordering"),
+    "induction_heads_causal": (CAUSAL_PROTOCOL, "[BOS] X X sequences", "ablation"),
+    "previous_token_causal": (CAUSAL_PROTOCOL, "[BOS] X X sequences", "ablation"),
+    "topic_heads_causal": (TEXT_ROWS, "rows of text", "ablation"),
 }
 NOT_MONITORED = {
     "embedding_topic_similarity": "not monitored: its units are the vocabulary's topic-labelled tokens, which more "
                                   "text does not add",
 }
-ABLATION_NOTE = "not monitored yet: the head ablations are not run in rounds"
 
 
 def _statistic(kind: str, head: tuple[int, int] | None) -> Callable[[Mapping[str, Tensor]], Tensor]:
@@ -99,6 +114,8 @@ def _statistic(kind: str, head: tuple[int, int] | None) -> Callable[[Mapping[str
 def _unit_keys(kind: str) -> tuple[str, ...]:
     if kind == "ordering":
         return ORDERING_UNIT_KEYS
+    if kind == "ablation":
+        return ABLATION_UNIT_KEYS
     return TOPIC_UNIT_KEYS if kind == "topic" else (f"{kind}/mass", f"{kind}/rows_with_target")
 
 
@@ -118,6 +135,7 @@ class _Open:
     batches_per_unit: float = 1.0  # the ordering's: text batches per ranked query token (batch units: 1)
     used: set[int] = field(default_factory=set)  # the ordering's query tokens spent so far
     stopped: str = ""  # why it stopped before settling, where it did for a reason of its own
+    ablation: AblationSpec | None = None  # a causal finding's heads, slices and signs
     verdict: str = "inconclusive"
     ci: tuple[float, float] = (float("nan"), float("nan"))
 
@@ -163,7 +181,9 @@ class _Open:
         n = self.n
         if n < 2:
             return
-        value, low, high = bootstrap_interval(units, _statistic(self.kind, self.head), n_boot=n_boot, seed=seed)
+        statistic = _statistic(self.kind, self.head) if self.ablation is None else ablation_statistic(
+            self.ablation.signs)
+        value, low, high = bootstrap_interval(units, statistic, n_boot=n_boot, seed=seed)
         self.ci = (float(low), float(high))
         seq_low, seq_high = sequence_from_interval(float(value), self.ci, n, tuned_at=self.tuned_at, alpha=config.alpha)
         self.looks.append(SequenceLook(n, float(value), seq_low, seq_high))
@@ -214,7 +234,8 @@ def _measure(model: HookedModel, batches: Sequence[TokenBatch], kinds: set[str],
 def settle_findings(model: HookedModel, first: Mapping[str, Finding], heads: Mapping[str, tuple[int, int] | None],
                     supplies: Mapping[str, Iterator[TokenBatch]], tokens_per_unit: Mapping[str, float],
                     config: SettleConfig, *, labels: Tensor | None = None, monitor: Sequence[str] | None = None,
-                    ordering: OrderingSetup | None = None, n_boot: int = 1000, seed: int = 0,
+                    ordering: OrderingSetup | None = None, ablations: Mapping[str, AblationSpec] | None = None,
+                    n_boot: int = 1000, seed: int = 0,
                     progress: bool = False, clock: Callable[[], float] = time.perf_counter
                     ) -> dict[str, SettledFinding]:
     """Rounds of fresh units from ``supplies`` (``"text"``, ``"protocol"``: iterators of batches no earlier pass
@@ -222,7 +243,9 @@ def settle_findings(model: HookedModel, first: Mapping[str, Finding], heads: Map
     its confidence sequence (module docstring); one :class:`SettledFinding` per finding of ``first``.
     ``heads[name]``: the head the first pass chose for it (None for a statistic over all heads);
     ``tokens_per_unit``: the pilot's tokens per batch of each supply (what the budget in tokens buys);
-    ``ordering``: the first pass's query tokens and yield, for the co-occurrence ordering's rounds.
+    ``ordering``: the first pass's query tokens and yield, for the co-occurrence ordering's rounds;
+    ``ablations``: each causal finding's heads and slices as the first pass measured it (a causal finding without
+    one is not monitored).
 
     Example: ``settle_findings(model, run.findings, heads, {"protocol": batches}, {"protocol": 404},
     SettleConfig(enabled=True), monitor=["induction_protocol"])``.
@@ -237,7 +260,10 @@ def settle_findings(model: HookedModel, first: Mapping[str, Finding], heads: Map
     for name in names:
         if MONITORED[name][0] not in supplies:
             continue
-        pilot = _Open(name, first[name], heads.get(name), config.min_units)
+        spec = (ablations or {}).get(name)
+        if MONITORED[name][2] == "ablation" and spec is None:
+            continue
+        pilot = _Open(name, first[name], heads.get(name), config.min_units, ablation=spec)
         if pilot.kind == "ordering":
             ordering = ordering or OrderingSetup()
             pilot.batches_per_unit, pilot.used = ordering.batches_per_unit, set(ordering.used_queries)
@@ -273,13 +299,18 @@ def settle_findings(model: HookedModel, first: Mapping[str, Finding], heads: Map
             began = clock()
             order = next((o for o in open_here if o.kind == "ordering"), None)
             spent = None if order is None else len(order.used)
-            per_unit = _measure(model, batches, {o.kind for o in open_here}, labels, ordering=order, setup=ordering,
-                                seed=seed, progress=progress)
+            if all(o.ablation is not None for o in open_here):  # each ablation its own heads, on the same rows
+                measured = {o.name: ablation_units(model, o.ablation, batches, seed=seed) for o in open_here
+                            if o.ablation is not None}
+            else:
+                per_unit = _measure(model, batches, {o.kind for o in open_here}, labels, ordering=order,
+                                    setup=ordering, seed=seed, progress=progress)
+                measured = {o.name: {k: per_unit[k] for k in _unit_keys(o.kind)} for o in open_here}
             seconds_per_unit[source] = (clock() - began) / len(batches)
             tokens = sum(int(b.valid.sum()) for b in batches)
             tokens_used += tokens
             for o in open_here:
-                o.add_round({k: per_unit[k] for k in _unit_keys(o.kind)}, len(batches), tokens)
+                o.add_round(measured[o.name], len(batches), tokens)
                 o.look(config, n_boot, seed)
             if order is not None and len(order.used) == spent and order.open:
                 order.stopped = ("the text ran out of query tokens: every topic-labelled token of the fresh text "
@@ -298,8 +329,7 @@ def _settled(name: str, finding: Finding, monitored: _Open | None, why: str, cos
              tokens_per_unit: Mapping[str, float]) -> SettledFinding:
     if monitored is None:
         reason = ("decided at the first pass (fixed-sample verdict kept)" if finding.verdict != "inconclusive"
-                  else NOT_MONITORED.get(name, ABLATION_NOTE if name not in MONITORED else
-                                         "not monitored: no fresh units of its kind were given"))
+                  else NOT_MONITORED.get(name, "not monitored: no fresh units of its kind were given"))
         return SettledFinding(name, MONITORED.get(name, ("", "units", ""))[1], finding.verdict, finding.verdict,
                               finding.threshold, 0, 0, 0, reason)
     unit = MONITORED[name][1]
@@ -343,7 +373,8 @@ def settle_run(model: HookedModel, run: PretrainedRun, documents: Sequence[Any],
                progress: bool = False) -> dict[str, SettledFinding]:
     """Settle ``run``'s findings on ``model`` (the model it measured): text batches after the first pass's
     ``max_batches`` of ``documents`` (the same documents, in the same order), then of ``more_documents`` (later
-    corpora, read lazily and once), and ``[BOS] X X`` batches after its protocol batches (:func:`settle_findings`).
+    corpora, read lazily and once), ``[BOS] X X`` batches after its protocol batches, and for the head ablations
+    ``[BOS] X X`` rows after their first pass's and rows of that same text (:func:`settle_findings`).
 
     Example: ``run.settled = settle_run(model, run, documents, SettleConfig(enabled=True, budget_minutes=5))``.
     """
@@ -359,6 +390,18 @@ def settle_run(model: HookedModel, run: PretrainedRun, documents: Sequence[Any],
         supplies[TEXT] = fresh_text(documents, more_documents, tokenizer, info, pretrained)
         tokens_per_unit[TEXT] = run.n_tokens / pretrained.max_batches
     heads = {name: held.head for name, held in run.measured.held_out.items()}
+    causal = pretrained.causal
+    ablations = {name: AblationSpec.of(name, measured.heads, causal, run.token_map.labels)
+                 for name, measured in run.measured.causal.items()}
+    if ablations:
+        supplies[CAUSAL_PROTOCOL] = fresh_causal_protocol(info, causal, pretrained.seed)
+        tokens_per_unit[CAUSAL_PROTOCOL] = float(2 * causal.seq_len + 1)
+        topic = run.measured.causal.get("topic_heads_causal")
+        if TEXT in supplies and topic is not None:  # the rows come out of the text supply: no text read twice
+            odd_rows = max(1, (pretrained.max_batches // 2) * pretrained.batch_size)
+            supplies[TEXT_ROWS] = richest_rows(supplies[TEXT], run.token_map.labels, causal,
+                                               keep=min(1.0, topic.units / odd_rows))
+            tokens_per_unit[TEXT_ROWS] = float(causal.text_len)
     ordered = run.findings.get("cooccurrence_ordering")
     ordering = OrderingSetup(  # the first pass measured its query tokens on its odd batches
         tuple(int(t) for t in run.measured.ordering.query_tokens), pretrained.n_pair_tokens,
@@ -366,5 +409,5 @@ def settle_run(model: HookedModel, run: PretrainedRun, documents: Sequence[Any],
     log.info("settling %s after the first pass's %d protocol and %d text batches", run.model,
              pretrained.protocol_batches, pretrained.max_batches)
     return settle_findings(model, run.findings, heads, supplies, tokens_per_unit, config,
-                           labels=run.token_map.labels, monitor=monitor, ordering=ordering, n_boot=pretrained.n_boot,
-                           seed=pretrained.seed, progress=progress)
+                           labels=run.token_map.labels, monitor=monitor, ordering=ordering, ablations=ablations,
+                           n_boot=pretrained.n_boot, seed=pretrained.seed, progress=progress)
