@@ -53,3 +53,23 @@ def test_every_module_opens_by_saying_what_it_holds(package):
     silent = [str(p.relative_to(ROOT)) for p in modules(package)
               if not ast.get_docstring(ast.parse(p.read_text(encoding="utf-8")))]
     assert silent == []
+
+
+def test_every_document_the_code_and_docs_cite_is_in_the_repository():
+    """A page named in the code, the docs or the settings (``ARCHITECTURE.md``, ``RESULTS.md``, ...) exists here: the
+    repository's docs depend on nothing outside it."""
+    import re
+    import subprocess
+
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True).stdout.split()
+    if not tracked:
+        pytest.skip("not a git checkout")
+    pages = {Path(name).name for name in tracked if name.endswith(".md")}
+    missing = []
+    for name in tracked:
+        if not name.endswith((".py", ".md", ".toml", ".cfg", ".ipynb")) or not (ROOT / name).is_file():
+            continue
+        for cited in set(re.findall(r"\b[A-Z][A-Z_]+\.md\b", (ROOT / name).read_text(encoding="utf-8"))):
+            if cited not in pages:
+                missing.append(f"{name} cites {cited}")
+    assert not missing, missing

@@ -3,7 +3,7 @@
 
 TransformerLens's bridge computes every layer's full ``[batch, head, T, T]`` scores and pattern (it forces eager
 attention so ``hook_pattern`` exists): at 8k tokens that is most of the forward's time and memory, at 32k tens of
-GiB per layer. What the attention probes need from a head is far less (DESIGN.md, "Reductions, not patterns"):
+GiB per layer. What the attention probes need from a head is far less (docs/ARCHITECTURE.md, "Principles"):
 
 - a few softmax entries per query (previous token, induction target, duplicate, the n-gram-matched keys):
   ``p[q, k] = exp(scale * q . k - lse[q])``, from the layer's own ``q`` and ``k`` and the row's log-sum-exp;

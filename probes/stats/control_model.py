@@ -1,7 +1,7 @@
 """The random-weight control: the same architecture as a model, with freshly initialised weights.
 
 A statistic on a pretrained model means something only beside the same statistic on the same
-architecture with random weights (DESIGN.md, "Validity"). :func:`random_weight_control` builds
+architecture with random weights (docs/ARCHITECTURE.md, "Principles"). :func:`random_weight_control` builds
 that control from the model itself, offline, without touching the original:
 
 - a ``TransformerBridge`` over a Hugging Face model (``boot_transformers``): the wrapped model's
