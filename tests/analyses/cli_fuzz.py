@@ -444,6 +444,7 @@ BASE_ARGS: dict[str, tuple[str, ...]] = {
     "benchmarks/train_lm_sweep.py": ("--out", "@fresh"),
     "benchmarks/toy_phases_sweep.py": ("--out", "@fresh"),
     "benchmarks/gpu_check.py": ("--device", "cpu", "--work", "@fresh", "--out", "@fresh.json"),
+    "benchmarks/settle_estimate.py": ("@missing/report",),
 }
 
 
