@@ -19,7 +19,8 @@ SETTINGS = {"seq_len": 128, "batch_size": 8, "protocol_seq_len": 50, "protocol_b
 
 
 def _finding(unit, units=10, tokens=0, needs=5):
-    return {"name": "f", "unit": unit, "verdict": "inconclusive", "units": units, "tokens": tokens, "needs_units": needs}
+    return {"name": "f", "unit": unit, "verdict": "inconclusive", "units": units, "tokens": tokens,
+            "needs_units": needs}
 
 
 def test_each_unit_is_priced_at_the_shape_its_rounds_measure():

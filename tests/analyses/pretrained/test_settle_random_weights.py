@@ -25,7 +25,8 @@ from tests.random_checkpoints import make_random_checkpoint
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_thread")]
 
 CONFIG = PretrainedConfig(seq_len=64, batch_size=4, max_batches=8, n_pair_tokens=60, n_boot=200, n_permutations=200,
-                          protocol_seq_len=20, protocol_batches=4, causal=CausalConfig(k=2, seq_len=8, sequences=4))
+                          protocol_seq_len=20, protocol_batches=4, causal=CausalConfig(k=2, seq_len=8, sequences=4),
+                          control=False)  # no control bar to clear: nothing may hold on the null and threshold alone
 SETTLE = SettleConfig(enabled=True, max_round_units=40, max_rounds=3, budget_minutes=2.0)
 
 
