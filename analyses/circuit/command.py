@@ -101,7 +101,8 @@ def settings_of(args: argparse.Namespace) -> CircuitSettings:
         named = getattr(args, f"{role}s")
         top = getattr(args, f"{role}_top")
         chosen[f"{role}s"] = None if named is None else parse_heads(f"--{role}s", named)
-        chosen[f"{role}_top"] = None if named is not None else parse_top(f"--{role}-top", top or default)
+        top = default if top is None else top  # an empty --sender-top '' is refused, not read as the default
+        chosen[f"{role}_top"] = None if named is not None else parse_top(f"--{role}-top", top)
     return CircuitSettings(**chosen, inputs=tuple(part.strip() for part in args.inputs.split(",")),
                            method=args.method, seq_len=args.seq_len, batches=args.batches,
                            batch_size=args.batch_size, n_draws=args.draws, seed=args.seed)

@@ -34,6 +34,8 @@ def test_the_planted_k_edge_holds_and_its_q_edge_is_absent(monkeypatch, tmp_path
     (["--senders", "0-0"], "LAYER.HEAD pairs"),
     (["--receiver-top", "induction:0"], "KIND:K"),
     (["--sender-top", "nonsense:1"], "nonsense"),
+    (["--sender-top", ""], "KIND:K"),  # an empty value is not the default (found by the full fuzz product)
+    (["--receiver-top", ""], "KIND:K"),
     (["--inputs", "k,x"], "among k, q, v"),
     (["--method", "resample", "--batch-size", "1"], "batch_size must be"),
 ])
