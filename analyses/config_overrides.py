@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from mechprobe import records, validation
 from mechprobe.errors import RecordError
+from mechprobe.validation import is_integer
 from probes.core.errors import ConfigError
 
 if sys.version_info >= (3, 11):
@@ -104,7 +105,7 @@ def _check_integers(name: str, value: Any) -> None:
     """Integers set from text fit in 64 bits, and a seed (a setting named ``seed`` or ``*_seed``) lies in
     ``0 <= seed < 2**32``, as every command's ``--seed`` does."""
     for item in value if isinstance(value, (tuple, list)) else (value,):
-        if isinstance(item, int) and not isinstance(item, bool):
+        if is_integer(item):
             validation.int64(name, item)
             if name.rpartition(".")[2].rpartition(" ")[2] == "seed" or name.endswith("_seed"):
                 validation.seed(name, item)

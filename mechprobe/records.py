@@ -49,6 +49,7 @@ import torch
 from torch import Tensor
 
 from mechprobe.errors import RecordError
+from mechprobe.validation import is_integer
 
 PathLike = str | os.PathLike[str]
 
@@ -311,7 +312,7 @@ class _Reader:
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 return float(value)
         elif hint is int:
-            if isinstance(value, int) and not isinstance(value, bool):
+            if is_integer(value):
                 return value
         elif hint is bool or hint is str:
             if isinstance(value, hint):

@@ -9,14 +9,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TypeGuard
 
 from mechprobe.errors import ConfigError
 
 
+def is_integer(value: Any) -> TypeGuard[int]:
+    """True when ``value`` is an int and not a bool (``True`` is an ``int`` to Python, never a count to us): the one
+    integer test, which every hand-made check calls (tests/test_layout.py refuses the spelled-out form elsewhere)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def integer(name: str, value: Any, minimum: int = 1, *, error: type[Exception] = ConfigError) -> int:
     """``value`` itself when it is an int (not a bool) >= ``minimum``."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+    if not is_integer(value) or value < minimum:
         raise error(f"{name} must be an integer >= {minimum}; got {value!r}.")
     return value
 
@@ -27,14 +33,14 @@ SEEDS = 2**32
 
 def int64(name: str, value: Any, *, error: type[Exception] = ConfigError) -> int:
     """``value`` itself when it is an int that fits in 64 bits (what torch and numpy take)."""
-    if isinstance(value, bool) or not isinstance(value, int) or not -INT64 <= value < INT64:
+    if not is_integer(value) or not -INT64 <= value < INT64:
         raise error(f"{name} must be an integer between -2**63 and 2**63 - 1; got {value!r}.")
     return value
 
 
 def seed(name: str, value: Any, *, error: type[Exception] = ConfigError) -> int:
     """``value`` itself when it is a seed: an int with ``0 <= value < 2**32`` (numpy's range; every command's)."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < SEEDS:
+    if not is_integer(value) or not 0 <= value < SEEDS:
         raise error(f"{name} must be an integer with 0 <= seed < 2**32 (4294967296); got {value!r}.")
     return value
 

@@ -73,3 +73,41 @@ def test_every_document_the_code_and_docs_cite_is_in_the_repository():
             if cited not in pages:
                 missing.append(f"{name} cites {cited}")
     assert not missing, missing
+
+
+def spelled_out_integer_tests(path: Path) -> list[int]:
+    """Lines of ``path`` that test "an int, not a bool" by hand: one ``and``/``or`` holding both
+    ``isinstance(x, int)`` and ``isinstance(x, bool)`` of the same ``x``."""
+    def checked(node: ast.AST, kind: str) -> str | None:
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            node = node.operand
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "isinstance"
+                and len(node.args) == 2 and isinstance(node.args[1], ast.Name) and node.args[1].id == kind):
+            return ast.dump(node.args[0])
+        return None
+
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.BoolOp):
+            ints = {checked(value, "int") for value in node.values} - {None}
+            bools = {checked(value, "bool") for value in node.values} - {None}
+            if ints & bools:
+                lines.append(node.lineno)
+    return lines
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_integer_checks_go_through_validation(package):
+    """One integer test: ``mechprobe.validation.is_integer`` (and ``integer``, ``seed``, ... built on it); the
+    spelled-out ``isinstance(x, bool) or not isinstance(x, int)`` lives in ``mechprobe/validation.py`` only."""
+    found = [f"{path.relative_to(ROOT)}:{line}" for path in modules(package) if path.name != "validation.py"
+             or path.parent.name != "mechprobe" for line in spelled_out_integer_tests(path)]
+    assert not found, f"call mechprobe.validation.is_integer (or integer/seed) instead: {found}"
+
+
+def test_a_spelled_out_integer_test_is_caught(tmp_path):
+    planted = tmp_path / "planted.py"
+    planted.write_text("def f(n):\n    if isinstance(n, bool) or not isinstance(n, int) or n < 1:\n        raise "
+                       "ValueError(n)\n    return isinstance(n, int) and not isinstance(n, bool)\n", encoding="utf-8")
+    assert spelled_out_integer_tests(planted) == [2, 4]
+    assert spelled_out_integer_tests(ROOT / "mechprobe" / "validation.py")  # the one place it is spelled out

@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
+from mechprobe.validation import is_integer
 from toymodels.errors import CheckpointError
 from toymodels.training import Checkpointer, History, OptimizerLike
 
@@ -69,7 +70,7 @@ class StepStates:
             value = json.loads(path.read_text(encoding="utf-8")).get("torch_threads")
         except (ValueError, AttributeError):
             value = None
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        if not is_integer(value) or value < 1:
             raise CheckpointError(f"{path} does not hold a thread count (torch_threads >= 1); delete it to re-run "
                                   f"with this process's thread count.")
         return value

@@ -30,6 +30,7 @@ import torch
 from analyses.paper_result import write_json
 from analyses.toy_model_loader import ToyModel, load_toy_model
 from analyses.toy_model_store import is_toy_folder
+from mechprobe.validation import is_integer
 from probes.core.batch import TokenBatch
 from probes.core.errors import ConfigError, InputError
 from probes.core.loading import load_model
@@ -91,19 +92,19 @@ class LinearProbeConfig:
         for name in ("max_examples", "n_folds", "n_boot", "top_tokens", "layer_stride", "max_documents", "min_chars",
                      "seq_len", "batch_size", "max_batches", "n_topics", "lda_passes", "toy_sequences"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            if not is_integer(value) or value < 1:
                 raise ConfigError(f"{name} must be a positive integer; got {value!r}.")
         if self.n_folds < 2 or self.top_tokens < 2 or self.max_examples < 10:
             raise ConfigError(f"n_folds and top_tokens must be >= 2 and max_examples >= 10; got {self.n_folds}, "
                               f"{self.top_tokens}, {self.max_examples}.")
         distances = tuple(self.distances)
-        if not distances or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in distances):
+        if not distances or any(not is_integer(d) or d < 1 for d in distances):
             raise ConfigError(f"distances must be integers >= 1, e.g. 1,2,3; got {self.distances!r}.")
         object.__setattr__(self, "distances", distances)
         if not isinstance(self.unseen_words, bool) or not isinstance(self.control, bool):
             raise ConfigError(f"unseen_words and control must be true or false; got {self.unseen_words!r}, "
                               f"{self.control!r}.")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+        if not is_integer(self.seed) or self.seed < 0:
             raise ConfigError(f"seed must be an integer >= 0; got {self.seed!r}.")
 
 

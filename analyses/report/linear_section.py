@@ -37,6 +37,7 @@ from analyses.toy_model_loader import load_toy_model
 from analyses.toy_model_store import is_toy_folder
 from mechprobe import records
 from mechprobe.errors import RecordError
+from mechprobe.validation import is_integer
 from probes.core.atomic import atomic_write_text
 from probes.core.errors import ConfigError, InputError
 from probes.core.model_kind import HookedModel
@@ -79,10 +80,10 @@ class LinearReportConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.enabled, bool):
             raise ConfigError(f"linear.enabled must be true or false; got {self.enabled!r}.")
-        if isinstance(self.n_hooks, bool) or not isinstance(self.n_hooks, int) or self.n_hooks < 2:
+        if not is_integer(self.n_hooks) or self.n_hooks < 2:
             raise ConfigError(f"linear.n_hooks must be an integer >= 2 (embeddings and the last layer); got "
                               f"{self.n_hooks!r}.")
-        if isinstance(self.toy_control_draws, bool) or not isinstance(self.toy_control_draws, int) \
+        if not is_integer(self.toy_control_draws) \
                 or self.toy_control_draws < 1:
             raise ConfigError(f"linear.toy_control_draws must be a positive integer; got {self.toy_control_draws!r}.")
         self.probe_config(0)  # validates the rest

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from analyses.config_overrides import config_from_dict
-from mechprobe.validation import fraction, integers, one_of, positive
+from mechprobe.validation import fraction, integers, is_integer, one_of, positive
 from probes.core.loading import check_device
 from toymodels.errors import ToyConfigError
 from toymodels.scansnap.data import CooccurrenceConfig
@@ -78,7 +78,7 @@ class Figure6Sweep:
                 raise ToyConfigError(f"sweep.{name} must be a non-empty tuple of numbers > 0; got {values!r}.")
             for value in values:
                 positive(f"sweep.{name} items", value, error=ToyConfigError)
-        if not isinstance(self.num_last, tuple) or any(isinstance(v, bool) or not isinstance(v, int) or v < 1
+        if not isinstance(self.num_last, tuple) or any(not is_integer(v) or v < 1
                                                         for v in self.num_last):
             raise ToyConfigError(f"sweep.num_last must hold integers >= 1 (empty = no sweep); got {self.num_last!r}.")
         one_of("sweep.init", self.init, ("zero", "linear"), error=ToyConfigError)

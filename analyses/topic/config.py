@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from analyses.config_overrides import config_from_dict
 from analyses.topic.reference import topic_reference
-from mechprobe.validation import at_least, integer, one_of
+from mechprobe.validation import at_least, integer, is_integer, one_of
 from probes.core.loading import check_device
 from toymodels.errors import ToyConfigError
 from toymodels.topic.data import LDAConfig, MaskingConfig
@@ -97,7 +97,7 @@ class TopicExperimentConfig:
         one_of("frozen_value", self.frozen_value, ("block_frozen", "identity_frozen"), error=ToyConfigError)
         integer("record_every", self.record_every, 1, error=ToyConfigError)
         integer("eval_documents", self.eval_documents, 1, error=ToyConfigError)
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
+        if not is_integer(self.seed):
             raise ToyConfigError(f"seed must be an integer; got {self.seed!r}.")
         one_of("checkpoints", self.checkpoints, (True, False), error=ToyConfigError)
         self.model_config()

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from mechprobe.validation import integer
+from mechprobe.validation import integer, is_integer
 from probes.core.batch import TokenBatch
 from probes.core.errors import ConfigError, InputError
 from probes.core.model_info import ModelInfo, pattern_hook
@@ -76,7 +76,7 @@ class CopierProbe(LayerwiseProbe[CopierProfile]):
     def __init__(self, max_distance: int = 8, *, min_query: int | None = None) -> None:
         super().__init__()
         integer("max_distance", max_distance, 1)
-        if min_query is not None and (isinstance(min_query, bool) or not isinstance(min_query, int) or min_query < 0):
+        if min_query is not None and (not is_integer(min_query) or min_query < 0):
             raise ConfigError(f"min_query must be None or an integer >= 0; got {min_query!r}.")
         self.max_distance = max_distance
         self.min_query = max_distance if min_query is None else min_query

@@ -30,7 +30,7 @@ import torch
 from jaxtyping import Bool, Int
 from torch import Tensor
 
-from mechprobe.validation import integer
+from mechprobe.validation import integer, is_integer
 from probes.attention.head_scores import visible_keys
 from probes.attention.key_mask_probe import KeyMaskProbe
 from probes.core.batch import TokenBatch
@@ -47,7 +47,7 @@ def check_distances(distances: Sequence[int]) -> tuple[int, ...]:
     if isinstance(distances, int) or not distances:
         raise ConfigError(f"distances must be a non-empty sequence of integers >= 1; got {distances!r}.")
     out = tuple(sorted(set(distances)))
-    if any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in out):
+    if any(not is_integer(d) or d < 1 for d in out):
         raise ConfigError(f"distances must be integers >= 1; got {list(distances)}.")
     return out
 

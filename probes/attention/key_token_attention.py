@@ -49,6 +49,7 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
+from mechprobe.validation import is_integer
 from probes.core.batch import TokenBatch
 from probes.core.errors import ConfigError, InputError
 from probes.core.model_info import ModelInfo, pattern_hook
@@ -88,7 +89,7 @@ def _token_list(tokens: Sequence[int] | Tensor | None, name: str) -> tuple[int, 
     if tokens is None:
         return None
     values = tokens.tolist() if isinstance(tokens, Tensor) else list(tokens)
-    if not values or any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in values):
+    if not values or any(not is_integer(v) or v < 0 for v in values):
         raise ConfigError(f"{name} must be a non-empty list of non-negative token ids (or None = all); got {values!r}.")
     if len(set(values)) != len(values):
         raise ConfigError(f"{name} must not repeat token ids; got {values!r}.")
@@ -116,7 +117,7 @@ class PairSpec:
     def __post_init__(self) -> None:
         if self.query_position not in ("last", "all"):
             raise ConfigError(f"query_position must be 'last' or 'all'; got {self.query_position!r}.")
-        if self.window is not None and (isinstance(self.window, bool) or not isinstance(self.window, int)
+        if self.window is not None and (not is_integer(self.window)
                                         or self.window < 1):
             raise ConfigError(f"window must be None or an integer >= 1; got {self.window!r}.")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from mechprobe.validation import integer
+from mechprobe.validation import integer, is_integer
 from probes.core.batch import TokenBatch
 from probes.core.errors import ConfigError, InputError
 from probes.core.model_info import ModelInfo
@@ -28,7 +28,7 @@ def repeated_random_tokens(
 
     Example: ``repeated_random_tokens(info, seq_len=50, n_sequences=8, generator=torch.Generator().manual_seed(0))``.
     """
-    if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < 2:
+    if not is_integer(seq_len) or seq_len < 2:
         raise ConfigError(f"seq_len must be an integer >= 2 (the length of the repeated block); got {seq_len!r}.")
     integer("The number of sequences", n_sequences, 1)
     bos = info.bos_token_id if prepend_bos is None or prepend_bos else None

@@ -10,6 +10,7 @@ import torch
 from jaxtyping import Bool, Int
 from torch import Tensor
 
+from mechprobe.validation import is_integer
 from probes.core.errors import ConfigError, InputError
 from probes.core.model_info import ModelInfo
 
@@ -26,7 +27,7 @@ def check_heads(heads: Iterable[tuple[int, int]], info: ModelInfo) -> Heads:
     pairs = []
     for pair in heads:
         if (not isinstance(pair, (tuple, list)) or len(pair) != 2
-                or any(isinstance(v, bool) or not isinstance(v, int) for v in pair)):
+                or any(not is_integer(v) for v in pair)):
             raise InputError(f"Each head must be a (layer, head) pair of integers; got {pair!r}. Write heads as "
                              f"[(17, 3), (18, 6)].")
         layer, head = pair
@@ -66,7 +67,7 @@ def layer_matched_head_sets(heads: Heads, n_heads: int, n_draws: int, *, seed: i
 
     Example: for ``heads=((1, 0), (1, 2), (3, 1))`` every draw has two heads of layer 1 and one of layer 3.
     """
-    if isinstance(n_draws, bool) or not isinstance(n_draws, int) or n_draws < 0:
+    if not is_integer(n_draws) or n_draws < 0:
         raise ConfigError(f"n_draws must be an integer >= 0 (random head sets of the null); got {n_draws!r}.")
     layers = head_layers(heads)
     per_layer = head_mask(heads, layers, n_heads).sum(1)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from mechprobe.validation import integers
+from mechprobe.validation import integers, is_integer
 from probes.causal.routes import ForwardRoute
 from probes.core.model_kind import HookedModel
 from probes.core.out_of_memory import Halving
@@ -35,7 +35,7 @@ def _element_bytes(model: HookedModel) -> int:
 
 def _width(cfg: object, name: str) -> int:
     value = getattr(cfg, name, None)
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+    return value if is_integer(value) and value > 0 else 0
 
 
 def copy_bytes(model: HookedModel, route: ForwardRoute, n_rows: int, n_pos: int) -> int:

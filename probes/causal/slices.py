@@ -17,6 +17,7 @@ import torch
 from jaxtyping import Bool
 from torch import Tensor
 
+from mechprobe.validation import is_integer
 from probes.core.batch import TokenBatch
 from probes.core.errors import InputError
 
@@ -52,7 +53,7 @@ def masked_positions(fraction: float = 0.15, *, seed: int = 0) -> SliceFn:
     if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction <= 1:
         raise InputError(f"fraction must be a number in (0, 1] (the share of valid positions masked); got "
                          f"{fraction!r}.")
-    if isinstance(seed, bool) or not isinstance(seed, int):
+    if not is_integer(seed):
         raise InputError(f"seed must be an integer; got {seed!r}.")
 
     def mask(batch: TokenBatch) -> Tensor:
@@ -95,7 +96,7 @@ def repeated_half(seq_len: int) -> SliceFn:
 
     Example: ``slices={"repeated_half": repeated_half(50)}``.
     """
-    if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < 2:
+    if not is_integer(seq_len) or seq_len < 2:
         raise InputError(f"seq_len must be an integer >= 2 (the length of the repeated block); got {seq_len!r}.")
 
     def mask(batch: TokenBatch) -> Tensor:

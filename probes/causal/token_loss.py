@@ -22,6 +22,7 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from mechprobe import forward
+from mechprobe.validation import is_integer
 from probes.causal.slices import maskable_positions, predicted_positions
 from probes.core.batch import TokenBatch
 from probes.core.errors import ConfigError, ModelError
@@ -54,7 +55,7 @@ def counted_positions(batch: TokenBatch, loss: str) -> Bool[Tensor, "batch pos"]
 def mask_token_id(model: HookedModel) -> int:
     """The id of the model's tokenizer's mask token, else :class:`ModelError`."""
     token = getattr(getattr(model, "tokenizer", None), "mask_token_id", None)
-    if isinstance(token, bool) or not isinstance(token, int):
+    if not is_integer(token):
         raise ModelError("The masked-token loss replaces the slice positions by the mask token, but this model's "
                          "tokenizer has no mask_token_id. Give the model a tokenizer with a mask token, or measure "
                          "the next-token loss with loss='next'.")

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mechprobe.validation import is_integer
 from probes.core.errors import ConfigError, ModelError
 
 MANIFEST = "series.json"
@@ -61,9 +62,9 @@ class Checkpoint:
     tokens: int | None = None
 
     def __post_init__(self) -> None:
-        if isinstance(self.step, bool) or not isinstance(self.step, int) or self.step < 0:
+        if not is_integer(self.step) or self.step < 0:
             raise ConfigError(f"A checkpoint's step must be an integer >= 0; got {self.step!r} for {self.spec!r}.")
-        if self.tokens is not None and (isinstance(self.tokens, bool) or not isinstance(self.tokens, int)
+        if self.tokens is not None and (not is_integer(self.tokens)
                                         or self.tokens < 0):
             raise ConfigError(f"A checkpoint's tokens seen must be an integer >= 0 or None; got {self.tokens!r}.")
 
@@ -187,9 +188,9 @@ def _manifest_entry(manifest: Path, folder: Path, entry: Any) -> Checkpoint:
         raise ConfigError(f"{manifest}: entry {entry!r} is not {{\"step\": N, \"tokens\": N or null, \"path\": "
                           f"\"...\"}}; rewrite it or re-run what wrote the series.")
     step, tokens, path = entry["step"], entry.get("tokens"), entry["path"]
-    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+    if not is_integer(step) or step < 0:
         raise ConfigError(f"{manifest}: step {step!r} is not an integer >= 0; give each checkpoint's training step.")
-    if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0):
+    if tokens is not None and (not is_integer(tokens) or tokens < 0):
         raise ConfigError(f"{manifest}: tokens {tokens!r} at step {step} is not an integer >= 0 or null.")
     if not isinstance(path, str) or not path.strip():
         raise ConfigError(f"{manifest}: path {path!r} at step {step} is not a path inside {folder}.")

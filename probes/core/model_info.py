@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from mechprobe.validation import is_integer
 from probes.core.errors import ModelError
 from probes.core.model_kind import HookedModel, ModelKind, hf_attention_is_causal, model_kind
 
@@ -50,7 +51,7 @@ class ModelInfo:
         kind = model_kind(model)  # a ModelError naming what is accepted when it is not a hooked model
         cfg = getattr(model, "cfg", None)
         missing = [f for f in REQUIRED_CFG_FIELDS
-                   if isinstance(getattr(cfg, f, None), bool) or not isinstance(getattr(cfg, f, None), int)]
+                   if not is_integer(getattr(cfg, f, None))]
         if missing or cfg is None:
             raise ModelError(
                 f"The model's cfg must carry integer fields {', '.join(REQUIRED_CFG_FIELDS)}; "

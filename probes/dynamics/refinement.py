@@ -31,6 +31,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from mechprobe.validation import is_integer
 from probes.core.errors import ConfigError
 
 EventInterval = tuple[float, tuple[float, float]]
@@ -53,7 +54,7 @@ class RefinementSettings:
                               f"got {self.width!r}. 0.2 locates an event to +/- 10% of its step.")
         for name in ("per_width", "max_new", "rounds"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            if not is_integer(value) or value < 1:
                 raise ConfigError(f"{name} must be an integer >= 1; got {value!r}.")
 
 

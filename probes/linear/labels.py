@@ -31,7 +31,7 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
-from mechprobe.validation import integer
+from mechprobe.validation import integer, is_integer
 from probes.core.batch import TokenBatch
 from probes.core.errors import ConfigError, InputError
 
@@ -80,7 +80,7 @@ def most_frequent_tokens(batches: Iterable[Tensor | TokenBatch], k: int) -> tupl
 
 def _check_classes(name: str, values: Sequence[int]) -> tuple[int, ...]:
     values = tuple(values)
-    if len(values) < 2 or any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in values):
+    if len(values) < 2 or any(not is_integer(v) or v < 0 for v in values):
         raise ConfigError(f"{name} must hold at least 2 token ids >= 0; got {values!r}.")
     if len(set(values)) != len(values):
         raise ConfigError(f"{name} must not repeat a token id; got {values!r}.")
@@ -100,7 +100,7 @@ class PreviousTokenLabels:
 
     def __init__(self, distances: Sequence[int], classes: Sequence[int]) -> None:
         distances = tuple(distances)
-        if not distances or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in distances) \
+        if not distances or any(not is_integer(d) or d < 1 for d in distances) \
                 or len(set(distances)) != len(distances):
             raise ConfigError(f"distances must be distinct integers >= 1, e.g. (1, 2, 3); got {distances!r}.")
         self.distances = distances

@@ -42,6 +42,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from mechprobe.validation import is_integer
 from probes.core.errors import ConfigError, ModelError
 from probes.core.model_info import ModelInfo
 from probes.core.model_kind import (
@@ -75,7 +76,7 @@ def random_weight_control(model: HookedModel, *, seed: int = 0, redraw_unresetta
         control = probes.random_weight_control(model, seed=0)
         probes.head_scores(control).top_heads("induction", k=1)   # near chance, unlike the model's
     """
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
+    if not is_integer(seed) or not 0 <= seed < 2**63:
         raise ConfigError(f"seed must be an integer in [0, 2**63); got {seed!r}. Pass e.g. seed=0.")
     if not isinstance(redraw_unresettable, bool):
         raise ConfigError(f"redraw_unresettable must be True or False; got {redraw_unresettable!r}.")

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from mechprobe.validation import is_integer
 from probes.core.errors import InputError
 
 WIKIPEDIA_EXCERPT = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
@@ -295,10 +296,6 @@ def hub_wikitext_lines(name: str, split: str = "test") -> Iterator[str]:
         ) from error
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def check_corpus_spec(spec: Any, text_column: str = "text") -> None:
     """Raise :class:`InputError` unless ``spec`` names a corpus :func:`iter_documents` can open.
 
@@ -346,9 +343,9 @@ def iter_documents(spec: Any = "wikipedia-excerpt", *, unit: Unit = "paragraph",
     Example: ``next(iter_documents("wikipedia-excerpt", unit="article")).title == "Anarchism"``.
     """
     _check_unit(unit)
-    if not _is_int(min_chars) or min_chars < 0:
+    if not is_integer(min_chars) or min_chars < 0:
         raise InputError(f"min_chars must be an integer >= 0 (characters per document); got {min_chars!r}.")
-    if max_documents is not None and (not _is_int(max_documents) or max_documents < 1):
+    if max_documents is not None and (not is_integer(max_documents) or max_documents < 1):
         raise InputError(f"max_documents must be an integer >= 1 or None; got {max_documents!r}.")
     check_corpus_spec(spec, text_column)
     stream: Iterable[Document]

@@ -15,6 +15,7 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
+from mechprobe.validation import is_integer
 from probes.core.errors import InputError
 
 
@@ -70,7 +71,7 @@ def token_topic_labels(word_topics: Mapping[str, int], tokenizer: Any, d_vocab: 
             f"tokenizer must have encode(text, add_special_tokens=False) (a Hugging Face tokenizer such as "
             f"model.tokenizer); got {type(tokenizer).__name__}."
         )
-    if isinstance(d_vocab, bool) or not isinstance(d_vocab, int) or d_vocab < 1:
+    if not is_integer(d_vocab) or d_vocab < 1:
         raise InputError(f"d_vocab must be a positive integer (the model's vocabulary size); got {d_vocab!r}.")
     labels = torch.full((d_vocab,), -1, dtype=torch.long)
     unknown = getattr(tokenizer, "unk_token_id", None)

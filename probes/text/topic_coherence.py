@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import sparse
 
+from mechprobe.validation import is_integer
 from probes.core.errors import ConfigError, InputError
 
 # gensim's smoothing constant of the log ratio (gensim.topic_coherence.direct_confirmation_measure.EPSILON).
@@ -84,7 +85,7 @@ def npmi_per_topic(topics: Sequence[Sequence[str]], texts: Sequence[Sequence[str
 
     Example: ``npmi_per_topic([["tiger", "zebra"]], [["tiger", "zebra"], ["copper"]], None)`` is ``[1.0]`` (to 1e-12).
     """
-    if window_size is not None and (isinstance(window_size, bool) or not isinstance(window_size, int)
+    if window_size is not None and (not is_integer(window_size)
                                     or window_size < 2):
         raise ConfigError(f"window_size must be an integer >= 2 or None (whole texts); got {window_size!r}.")
     if isinstance(texts, (str, bytes)) or not all(isinstance(t, Sequence) and not isinstance(t, str) for t in texts):

@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from mechprobe.validation import is_integer
 from probes.core.atomic import atomic_directory
 from probes.core.errors import ConfigError, InputError
 from probes.text.corpora import Document
@@ -98,7 +99,7 @@ class LdaTopicConfig:
                      "top_words_per_topic", "seed", "chunk_words"):
             value = getattr(self, name)
             non_negative = name in ("seed", "chunk_words")
-            if isinstance(value, bool) or not isinstance(value, int) or value < (0 if non_negative else 1):
+            if not is_integer(value) or value < (0 if non_negative else 1):
                 kind = "a non-negative" if non_negative else "a positive"
                 raise ConfigError(f"{name} must be {kind} integer; got {value!r}.")
         if self.n_topics < 2:
@@ -219,9 +220,9 @@ class LdaTopics:
 
         if measure not in COHERENCE_MEASURES:
             raise ConfigError(f"measure must be one of {', '.join(COHERENCE_MEASURES)}; got {measure!r}.")
-        if isinstance(topn, bool) or not isinstance(topn, int) or topn < 2:
+        if not is_integer(topn) or topn < 2:
             raise ConfigError(f"topn must be an integer >= 2 (coherence scores word pairs); got {topn!r}.")
-        if window_size is not None and (isinstance(window_size, bool) or not isinstance(window_size, int)
+        if window_size is not None and (not is_integer(window_size)
                                         or window_size < 2):
             raise ConfigError(
                 f"window_size must be an integer >= 2 or None (the measure's default); got {window_size!r}."
@@ -262,7 +263,7 @@ class LdaTopics:
 
         Example: ``float(np.median(fit_lda_topics(docs).held_out_coherence()))``.
         """
-        if isinstance(topn, bool) or not isinstance(topn, int) or topn < 2:
+        if not is_integer(topn) or topn < 2:
             raise ConfigError(f"topn must be an integer >= 2 (coherence scores word pairs); got {topn!r}.")
         if not self.held_out_texts:
             raise InputError(

@@ -31,7 +31,7 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
-from mechprobe.validation import integer
+from mechprobe.validation import integer, is_integer
 from toymodels.errors import ToyConfigError
 
 
@@ -49,9 +49,9 @@ class MarkovConfig:
         reasons = {"n_states": "a chain needs at least 2 states", "order": "an n-gram needs n >= 2 (one parent)"}
         for name, reason in reasons.items():
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 2:
+            if not is_integer(value) or value < 2:
                 raise ToyConfigError(f"{name} must be an integer >= 2 ({reason}); got {value!r}.")
-        if isinstance(self.seq_len, bool) or not isinstance(self.seq_len, int) or self.seq_len <= self.order:
+        if not is_integer(self.seq_len) or self.seq_len <= self.order:
             raise ToyConfigError(
                 f"seq_len (L) must be an integer > order (n = {self.order}) so that the sequence holds "
                 f"at least one transition; got {self.seq_len!r}."
@@ -174,7 +174,7 @@ def in_context_ngram_probs(
     """
     if tokens.ndim != 2:
         raise ToyConfigError(f"tokens must be [batch, pos]; got shape {tuple(tokens.shape)}.")
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+    if not is_integer(n) or n < 1:
         raise ToyConfigError(f"n (the n-gram's length) must be an integer >= 1 (1: unigram); got {n!r}.")
     onehot = torch.nn.functional.one_hot(tokens, n_states).to(torch.float64)
     if n == 1:

@@ -31,7 +31,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from mechprobe.validation import integer
+from mechprobe.validation import integer, is_integer
 from toymodels.errors import ToyConfigError
 
 DISTINCT_WEIGHT_RANGE = (0.1, 1.0)
@@ -51,7 +51,7 @@ class CooccurrenceConfig:
         for name, low in (("num_last", 1), ("num_next_per_last", 1), ("num_common", 0), ("num_distinct", 1),
                           ("seq_len", 2)):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            if not is_integer(value) or value < low:
                 raise ToyConfigError(
                     f"CooccurrenceConfig.{name} must be an integer >= {low}; got {value!r}."
                     + (" A sequence needs at least one context token before the query." if name == "seq_len" else "")
@@ -112,7 +112,7 @@ class CooccurrenceData:
         integer("batch_size", batch_size, 1, error=ToyConfigError)
         if fact is None:
             facts = torch.randint(self.n_facts, (batch_size,), generator=generator)
-        elif isinstance(fact, int) and not isinstance(fact, bool) and 0 <= fact < self.n_facts:
+        elif is_integer(fact) and 0 <= fact < self.n_facts:
             facts = torch.full((batch_size,), fact, dtype=torch.long)
         else:
             raise ToyConfigError(f"fact must be an integer in [0, {self.n_facts}); got {fact!r}.")

@@ -34,7 +34,7 @@ from jaxtyping import Int
 from torch import Tensor, nn
 
 from mechprobe.forward import model_device
-from mechprobe.validation import integer
+from mechprobe.validation import integer, is_integer
 from toymodels.errors import ToyConfigError
 from toymodels.training import Callback, Checkpointer, History, train
 
@@ -116,7 +116,7 @@ class WordLMTrainConfig:
         for name, low in (("bptt", 1), ("epochs", 1), ("seed", 0)):
             value = getattr(self, name)
             integer(f"WordLMTrainConfig.{name}", value, low, error=ToyConfigError)
-        if self.max_steps is not None and (isinstance(self.max_steps, bool) or not isinstance(self.max_steps, int)
+        if self.max_steps is not None and (not is_integer(self.max_steps)
                                            or self.max_steps < 0):
             raise ToyConfigError(
                 f"WordLMTrainConfig.max_steps must be None or an integer >= 0; got {self.max_steps!r}.")

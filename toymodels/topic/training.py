@@ -31,7 +31,7 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor, nn
 
 from mechprobe.forward import model_device
-from mechprobe.validation import at_least, fraction, one_of, positive
+from mechprobe.validation import at_least, fraction, is_integer, one_of, positive
 from toymodels.errors import ToyConfigError
 from toymodels.topic.data import Documents, LDAConfig, MaskedDocuments, MaskingConfig, mask_documents, sample_documents
 from toymodels.topic.model import TopicModel
@@ -85,7 +85,7 @@ class TopicTrainingConfig:
     def __post_init__(self) -> None:
         for name, minimum in (("n_steps", 0), ("batch_size", 1)):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int):
+            if not is_integer(value):
                 raise ToyConfigError(f"{name} must be an integer >= {minimum}; got {value!r}.")
             at_least(name, value, minimum, error=ToyConfigError)
         positive("lr", self.lr, error=ToyConfigError)
@@ -98,7 +98,7 @@ class TopicTrainingConfig:
             ):
                 raise ToyConfigError(f"{name} must be a finite number >= 0 (0 = off); got {value!r}.")
         one_of("loss", self.loss, ("squared", "cross_entropy"), error=ToyConfigError)
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
+        if not is_integer(self.seed):
             raise ToyConfigError(f"seed must be an integer; got {self.seed!r}.")
 
 
