@@ -28,7 +28,7 @@ from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from analyses.cli_checks import ScriptParser, count_arg, script_main
+from analyses.cli_checks import ScriptParser, count_arg, script_main, text_arg
 from analyses.plan.estimate import GPUS, estimate
 from analyses.plan.routes import run
 from analyses.plan.shapes import SHAPES, meta_models
@@ -71,7 +71,7 @@ def unit_shape(finding: dict[str, Any], settings: dict[str, Any], rows_per_pass:
 @script_main
 def main() -> None:
     parser = ScriptParser(description=__doc__.splitlines()[0])
-    parser.add_argument("report", help="a report folder written by mechprobe report --settle")
+    parser.add_argument("report", type=text_arg, help="a report folder written by mechprobe report --settle")
     parser.add_argument("--gpu", choices=sorted(GPUS), default="h100")
     parser.add_argument("--shape", choices=sorted(SHAPES), default="smollm2-135m",
                         help="the model shape to price (default smollm2-135m)")
@@ -82,8 +82,14 @@ def main() -> None:
     summary_path = Path(args.report) / "summary.json"
     if not summary_path.is_file():
         parser.error(f"argument report: {summary_path} does not exist; give the folder of mechprobe report --settle")
-    summary = json.loads(summary_path.read_text(encoding="utf-8"))
-    settings = summary["settings"]["pretrained"]
+    try:
+        summary = json.loads(summary_path.read_text(encoding="utf-8"))
+        settings = summary["settings"]["pretrained"]
+        if not isinstance(summary["pretrained"], dict):
+            raise TypeError("pretrained is not a mapping")
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as error:
+        parser.error(f"argument report: {summary_path} is not a mechprobe report's summary ({error}); give the "
+                     f"folder of mechprobe report --settle")
     gpu = GPUS[args.gpu]
     prices: dict[tuple[str, int, int], float] = {}
     print(f"| model | finding | unit | verdict | units measured | {gpu.name} s | units still needed | text tokens "
@@ -92,18 +98,23 @@ def main() -> None:
     total_s = total_tokens = done_s = 0.0
     for model, entry in summary["pretrained"].items():
         for name, finding in (entry.get("settled") or {}).items():
-            needed = finding.get("needs_units") or 0
-            if not needed and not finding["units"]:
-                continue
-            shape = unit_shape(finding, settings, args.rows_per_pass)
+            try:
+                needed, units = int(finding.get("needs_units") or 0), int(finding["units"])
+                if not needed and not units:
+                    continue
+                shape = unit_shape(finding, settings, args.rows_per_pass)
+            except (AttributeError, KeyError, TypeError, ValueError, ZeroDivisionError) as error:
+                raise InputError(f"{summary_path}: pretrained[{model}].settled[{name}] is not a settled finding "
+                                 f"({type(error).__name__}: {error}); give the folder of mechprobe report --settle") \
+                    from None
             key = (shape.route, shape.tokens, shape.batch)
             if key not in prices:
                 prices[key] = estimate(run(meta_models(args.shape, n_pos=shape.tokens), shape.route, shape.tokens,
                                            batch=shape.batch), gpu).seconds
-            done, seconds = (n * shape.passes * prices[key] for n in (finding["units"], needed))
+            done, seconds = (n * shape.passes * prices[key] for n in (units, needed))
             tokens = needed * shape.text_tokens
             total_s, total_tokens, done_s = total_s + seconds, total_tokens + tokens, done_s + done
-            print(f"| {model} | {name} | {finding['unit']} | {finding['verdict']} | {finding['units']:,} | "
+            print(f"| {model} | {name} | {finding['unit']} | {finding.get('verdict', '?')} | {units:,} | "
                   f"{done:,.1f} | {needed:,} | {tokens:,.0f} | {seconds:,.1f} |")
     share = total_tokens / args.corpus_tokens
     print(f"\nThe rounds measured: {done_s:,.0f} s on one {gpu.label}. Still needed: {total_s:,.0f} s "
@@ -112,7 +123,7 @@ def main() -> None:
     for (route, tokens, batch), seconds in sorted(prices.items()):
         print(f"  {route} pass of {batch} x {tokens} tokens: {seconds * 1e3:.2f} ms")
     if not math.isfinite(total_s):
-        raise InputError("An estimate was not finite; rerun with --debug to see the ledgers.")
+        raise InputError(f"An estimate was not finite ({total_s}); check the units and settings in {summary_path}.")
 
 
 if __name__ == "__main__":

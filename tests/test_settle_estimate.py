@@ -49,3 +49,15 @@ def test_a_settled_summary_is_priced_end_to_end(tmp_path):
     rows = [line for line in done.stdout.splitlines() if line.startswith("| m |")]
     assert len(rows) == 1 and "| 40 |" in rows[0] and "| 100 | 102,400 |" in rows[0]  # decided findings: no row
     assert "102,400 tokens of fresh text: 10.24% of the 1,000,000 available" in done.stdout
+
+
+@pytest.mark.parametrize("text", ["", "{", '{"settings": {}}', '{"settings": {"pretrained": {}}, "pretrained": '
+                                  '{"m": {"settled": {"f": {"unit": "text batches"}}}}}'])
+def test_a_damaged_summary_is_one_line_and_exit_2(text, tmp_path, monkeypatch, capsys):
+    script = benchmark_module(ROOT / "benchmarks" / "settle_estimate.py")
+    (tmp_path / "summary.json").write_text(text, encoding="utf-8")
+    monkeypatch.setattr(sys, "argv", ["settle_estimate.py", str(tmp_path)])
+    with pytest.raises(SystemExit) as exited:
+        script.main()
+    error = capsys.readouterr().err.strip()
+    assert exited.value.code == 2 and "summary.json" in error and "\n" not in error and "Traceback" not in error

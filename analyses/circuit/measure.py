@@ -30,6 +30,10 @@ from probes.stats.findings import Finding
 Heads = tuple[tuple[int, int], ...]
 
 
+FLAGS = {"seq_len": "--seq-len", "batches": "--batches", "batch_size": "--batch-size", "n_draws": "--draws"}
+"""The ``mechprobe circuit`` flag of each setting that has one (its errors name the flag)."""
+
+
 @dataclass(frozen=True)
 class CircuitSettings:
     """Senders: ``senders`` or the ``sender_top`` ``(kind, k)`` heads; receivers likewise; ``inputs`` of the
@@ -62,8 +66,8 @@ class CircuitSettings:
             raise ConfigError(f"--inputs must name distinct receiver inputs among k, q, v (e.g. k,q); got "
                               f"{','.join(self.inputs)!r}.")
         for name, low in (("seq_len", 2), ("batches", 2), ("batch_size", 2 if self.method == "resample" else 1),
-                          ("n_draws", 0), ("n_boot", 1), ("max_rows", 1)):
-            validation.integer(name, getattr(self, name), low)
+                          ("n_draws", 0), ("n_boot", 1), ("max_rows", 1)):  # named by their flags where they have one
+            validation.integer(FLAGS.get(name, name), getattr(self, name), low)
         validation.seed("--seed", self.seed)
 
 

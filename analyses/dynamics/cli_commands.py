@@ -155,9 +155,10 @@ def compared_series(folder: str, model: str) -> Any:
     from analyses.dynamics.summary import load_summary
     from probes.core.checkpoint_series import same_spec
 
-    if (Path(folder) / SERIES_FILE).is_file():  # a toy's folder (a dynamics run writes no such file)
-        return load_curve_series(folder, rerun=f"Re-run the toy that wrote {folder}.")
-    summary = load_summary(folder)
+    with naming("--compare"):  # a folder that is not a finished run is refused naming the flag
+        if (Path(folder) / SERIES_FILE).is_file():  # a toy's folder (a dynamics run writes no such file)
+            return load_curve_series(folder, rerun=f"Re-run the toy that wrote {folder}.")
+        summary = load_summary(folder)
     if same_spec(summary.series, model):
         raise ConfigError(f"--compare {folder} measured the series --model {model} names ({summary.series}): it "
                           f"would be drawn beside itself; compare with a run of another series, or leave it out.")

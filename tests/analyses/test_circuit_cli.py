@@ -37,7 +37,9 @@ def test_the_planted_k_edge_holds_and_its_q_edge_is_absent(monkeypatch, tmp_path
     (["--sender-top", ""], "KIND:K"),  # an empty value is not the default (found by the full fuzz product)
     (["--receiver-top", ""], "KIND:K"),
     (["--inputs", "k,x"], "among k, q, v"),
-    (["--method", "resample", "--batch-size", "1"], "batch_size must be"),
+    (["--method", "resample", "--batch-size", "1"], "--batch-size must be"),
+    (["--seq-len", "-1"], "--seq-len must be"),  # the flag, not the setting, is named (the full fuzz product)
+    (["--draws", "-1"], "--draws must be"),
 ])
 def test_bad_input_is_one_line_and_exit_2(flags, words, tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(command, "load_model", lambda spec, **kwargs: pytest.fail("loaded a model"))
