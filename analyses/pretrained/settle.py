@@ -21,8 +21,8 @@ any round). It shares the text batches (one forward pass) with the topic finding
 
 The head ablations' units are sequences: fresh ``[BOS] X X`` rows for the two copying ablations, fresh rows of text
 for the topic one, on which each round measures the first pass's heads alone against the first pass's null and
-control (:mod:`analyses.pretrained.settle_ablation`); the topic ablation's rows come from the same text supply as
-the text findings, so no text is read twice.
+control (:mod:`analyses.pretrained.settle_ablation`); the topic ablation's rows are rows of the same fresh batches
+the text findings read (each reads every batch once), so the corpus is read once and neither starves the other.
 
 Not monitored (it says why in ``stop``): the embedding gap (its units are the vocabulary's labelled tokens, which
 more text does not add).
@@ -46,6 +46,7 @@ from analyses.pretrained.measure import PretrainedConfig, PretrainedRun
 from analyses.pretrained.settle_ablation import (
     ABLATION_UNIT_KEYS,
     AblationSpec,
+    SharedText,
     ablation_statistic,
     ablation_units,
     fresh_causal_protocol,
@@ -387,7 +388,8 @@ def settle_run(model: HookedModel, run: PretrainedRun, documents: Sequence[Any],
     tokens_per_unit = {PROTOCOL: float(pretrained.protocol_batch_size * (2 * pretrained.protocol_seq_len + 1))}
     tokenizer = getattr(model, "tokenizer", None)
     if tokenizer is not None:
-        supplies[TEXT] = fresh_text(documents, more_documents, tokenizer, info, pretrained)
+        text = SharedText(fresh_text(documents, more_documents, tokenizer, info, pretrained))
+        supplies[TEXT] = text.reader()
         tokens_per_unit[TEXT] = run.n_tokens / pretrained.max_batches
     heads = {name: held.head for name, held in run.measured.held_out.items()}
     causal = pretrained.causal
@@ -397,9 +399,9 @@ def settle_run(model: HookedModel, run: PretrainedRun, documents: Sequence[Any],
         supplies[CAUSAL_PROTOCOL] = fresh_causal_protocol(info, causal, pretrained.seed)
         tokens_per_unit[CAUSAL_PROTOCOL] = float(2 * causal.seq_len + 1)
         topic = run.measured.causal.get("topic_heads_causal")
-        if TEXT in supplies and topic is not None:  # the rows come out of the text supply: no text read twice
+        if TEXT in supplies and topic is not None:  # rows of the same fresh batches: the corpus is read once
             odd_rows = max(1, (pretrained.max_batches // 2) * pretrained.batch_size)
-            supplies[TEXT_ROWS] = richest_rows(supplies[TEXT], run.token_map.labels, causal,
+            supplies[TEXT_ROWS] = richest_rows(text.reader(), run.token_map.labels, causal,
                                                keep=min(1.0, topic.units / odd_rows))
             tokens_per_unit[TEXT_ROWS] = float(causal.text_len)
     ordered = run.findings.get("cooccurrence_ordering")

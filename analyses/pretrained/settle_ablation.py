@@ -3,10 +3,11 @@ first pass's heads.
 
 A causal finding's unit is one sequence (:mod:`analyses.pretrained.causal`): a ``[BOS] X X`` row for the two copying
 ablations, a row of text for the topic one. A round measures **the heads the first pass chose, alone**, on sequences
-no pass has used: ``[BOS] X X`` rows drawn on past the first pass's from its own generator, and rows of text after
-every batch the first pass (and earlier rounds) read, of which each batch's richest in topic-seen tokens are kept in
-the same proportion as the first pass kept (ranked from the labels alone, before any model runs). The random head
-sets are not drawn again: the null's 99th percentile and the control's value stay the first pass's, so the sequence
+no pass has used: ``[BOS] X X`` rows drawn on past the first pass's from its own generator, and rows of the fresh
+text batches after the first pass's (the same batches the text findings' rounds read, through :class:`SharedText`,
+so the corpus is read once and neither starves the other), of which each batch's richest in topic-seen tokens are
+kept in the same proportion as the first pass kept (ranked from the labels alone, before any model runs). The random
+head sets are not drawn again: the null's 99th percentile and the control's value stay the first pass's, so the sequence
 is compared with the same bar the fixed-sample verdict used. That bar was estimated on the pilot's few rows, where a
 random set's statistic is more spread than on many: a conservative bar for "holds". The heads' mean outputs (mean
 ablation) are taken on each round's own rows, as the first pass took them on its rows.
@@ -83,6 +84,41 @@ def fresh_causal_protocol(info: ModelInfo, config: CausalConfig, seed: int) -> I
         repeated_random_tokens(info, seq_len=config.seq_len, n_sequences=1, generator=generator)
     while True:
         yield repeated_random_tokens(info, seq_len=config.seq_len, n_sequences=1, generator=generator)
+
+
+class SharedText:
+    """Fresh text batches read once from ``batches`` and seen by several readers (:meth:`reader`), each every batch
+    once and in order: the topic ablation's rows come from the batches the text findings read (a finding's units
+    stay fresh for that finding), and neither starves the other of text. A batch every reader has passed is
+    dropped."""
+
+    def __init__(self, batches: Iterator[TokenBatch]) -> None:
+        self._batches = batches
+        self._kept: list[TokenBatch] = []
+        self._first = 0  # the index of _kept[0] in the whole stream
+        self._positions: list[list[int]] = []
+
+    def reader(self) -> Iterator[TokenBatch]:
+        """A new reader from the first batch not yet dropped (make every reader before reading)."""
+        position = [self._first]  # registered now, not at the first next(): no batch is dropped before it reads
+        self._positions.append(position)
+        return self._read(position)
+
+    def _read(self, position: list[int]) -> Iterator[TokenBatch]:
+        while True:
+            index = position[0] - self._first
+            if index == len(self._kept):
+                batch = next(self._batches, None)
+                if batch is None:
+                    return
+                self._kept.append(batch)
+            batch = self._kept[index]
+            position[0] += 1
+            passed = min(p[0] for p in self._positions) - self._first
+            if passed > 0:
+                del self._kept[:passed]
+                self._first += passed
+            yield batch
 
 
 def richest_rows(text: Iterator[TokenBatch], labels: Tensor, config: CausalConfig, keep: float

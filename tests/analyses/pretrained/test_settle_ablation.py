@@ -14,6 +14,7 @@ from analyses.pretrained.causal import CausalConfig, causal_protocol, finding_sl
 from analyses.pretrained.settle import CAUSAL_PROTOCOL, settle_findings
 from analyses.pretrained.settle_ablation import (
     AblationSpec,
+    SharedText,
     ablation_statistic,
     ablation_units,
     fresh_causal_protocol,
@@ -94,3 +95,20 @@ def test_a_causal_finding_without_its_heads_is_not_monitored():
                              {CAUSAL_PROTOCOL: 17.0}, SettleConfig(enabled=True), n_boot=200)[NAME]
     assert result.verdict == "inconclusive" and result.units == 0
     assert result.stop == "not monitored: no fresh units of its kind were given"
+
+
+def test_shared_text_is_read_once_and_every_reader_sees_every_batch():
+    read = []
+
+    def corpus():
+        for i in range(5):
+            read.append(i)
+            yield TokenBatch(torch.full((1, 2), i), torch.ones(1, 2, dtype=torch.bool))
+
+    shared = SharedText(corpus())
+    text, rows = shared.reader(), shared.reader()
+    first = [int(b.tokens[0, 0]) for b in itertools.islice(text, 3)]  # the text findings read ahead ...
+    assert first == [0, 1, 2] and read == [0, 1, 2]
+    assert [int(b.tokens[0, 0]) for b in rows] == [0, 1, 2, 3, 4]  # ... the rows still see those batches
+    assert [int(b.tokens[0, 0]) for b in text] == [3, 4] and read == [0, 1, 2, 3, 4]  # each batch read once
+    assert shared._kept == []  # every reader passed them: none kept
