@@ -95,4 +95,6 @@ def cached(model: Any, *args: Any, names: Sequence[str], **kwargs: Any) -> tuple
     device = model_device(model)
     args, kwargs = to_device(args, device), to_device(kwargs, device)
     with measuring(model):
-        return model.run_with_cache(*args, names_filter=lambda name: name in wanted, **kwargs)
+        logits_and_cache: tuple[Any, Any] = model.run_with_cache(*args, names_filter=lambda name: name in wanted,
+                                                                 **kwargs)
+        return logits_and_cache

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
@@ -27,6 +28,9 @@ from probes.core.pattern_sums import check_pattern_block, masked_row_sums
 from probes.core.probe import LayerwiseProbe
 from probes.core.result import ProbeResult, Provenance
 from probes.display.head_maps import HeadMap, HeadMapDisplay
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -49,7 +53,7 @@ class CopierProfile(ProbeResult, HeadMapDisplay):
                 HeadMap("mass at that distance", self.mass.max(-1).values, label="mass"),
                 HeadMap("mass beyond max distance", self.beyond, label="mass")]
 
-    def to_dataframe(self):
+    def to_dataframe(self) -> pd.DataFrame:
         """One row per (layer, head, distance) with the attention mass."""
         import pandas as pd
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from jaxtyping import Bool, Int
@@ -40,6 +41,9 @@ from probes.core.pattern_sums import KeyMask, check_pattern_block
 from probes.core.result import ProbeResult, Provenance
 from probes.core.token_pairs import Pairs, equal_pairs, per_query_counts, shifted
 from probes.display.head_maps import HeadMap, HeadMapDisplay
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def check_distances(distances: Sequence[int]) -> tuple[int, ...]:
@@ -122,7 +126,7 @@ class GeneralizedInductionScores(ProbeResult, HeadMapDisplay):
         return [HeadMap("generalized induction", self.scores, self.chance),
                 HeadMap("last token only", self.last_token_only, self.last_token_only_chance)]
 
-    def to_dataframe(self):
+    def to_dataframe(self) -> pd.DataFrame:
         """One row per (layer, head): score, last-token-only mass and their chance levels."""
         import pandas as pd
 

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from jaxtyping import Bool, Float, Int
@@ -58,6 +58,9 @@ from probes.core.result import ProbeResult, Provenance
 from probes.core.runner import run_probes
 from probes.core.token_pairs import per_query_counts
 from probes.display.head_maps import HeadMap, HeadMapDisplay
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 HEAD_SCORE_KINDS = ("induction", "previous_token", "duplicate_token")
 """The kinds :class:`HeadScoreProbe` and :func:`head_scores` score by default (names in :data:`HEAD_PATTERNS`)."""
@@ -127,7 +130,7 @@ class HeadScores(ProbeResult, HeadMapDisplay):
         """One map per kind, with its uniform-attention chance."""
         return [HeadMap(kind, table, self.chance[kind]) for kind, table in self.scores.items()]
 
-    def to_dataframe(self):
+    def to_dataframe(self) -> pd.DataFrame:
         """One row per (kind, layer, head) with the score and the chance level."""
         import pandas as pd
 
@@ -204,7 +207,7 @@ def _token_batches(tokens: Any, batch_size: int) -> list[Tensor | TokenBatch]:
                 f"Tokens must have rank 2 [batch, pos]; got shape {tuple(tokens.shape)}. "
                 f"Add a batch dimension with tokens.unsqueeze(0)."
             )
-        return list(tokens.split(batch_size)) if tokens.ndim == 2 else [tokens]
+        return list(torch.split(tokens, batch_size)) if tokens.ndim == 2 else [tokens]
     if isinstance(tokens, Iterable) and not isinstance(tokens, (str, bytes)):
         return list(tokens)
     raise InputError(

@@ -43,7 +43,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 from jaxtyping import Bool, Float, Int
@@ -57,6 +57,9 @@ from probes.core.pattern_sums import check_pattern_block
 from probes.core.probe import LayerwiseProbe
 from probes.core.result import ProbeResult, Provenance
 from probes.display.head_maps import HeadMap, HeadMapDisplay
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 QueryPosition = Literal["last", "all"]
 MAX_STATE_ENTRIES = 50_000_000
@@ -195,7 +198,7 @@ class KeyTokenAttention(ProbeResult, HeadMapDisplay):
     def composition(self, query: int, keys: Sequence[int] | Tensor | None = None, *, layer: int = 0,
                     head: int = 0, measure: Literal["mass", "per_occurrence"] = "mass") -> Tensor:
         """The attention of ``query`` on ``keys`` (all tracked keys by default), renormalised to sum 1."""
-        values = getattr(self, measure)[layer, head, self._query(query)][self._keys(keys)]
+        values: Tensor = getattr(self, measure)[layer, head, self._query(query)][self._keys(keys)]
         return values / values.sum()
 
     def key_mass(self, query: int, keys: Sequence[int] | Tensor, *, layer: int = 0, head: int = 0) -> float:
@@ -213,7 +216,7 @@ class KeyTokenAttention(ProbeResult, HeadMapDisplay):
         return [HeadMap("position entropy (mean over queries)", self.position_entropy[:, :, seen].double().mean(-1),
                         label="nats")]
 
-    def to_dataframe(self):
+    def to_dataframe(self) -> pd.DataFrame:
         """One row per (layer, head, query token, key token) with mass, per-occurrence attention and count."""
         import pandas as pd
 

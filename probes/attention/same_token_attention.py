@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
@@ -36,6 +37,9 @@ from probes.core.probe import LayerwiseProbe
 from probes.core.result import ProbeResult, Provenance
 from probes.core.runner import run_probes
 from probes.display.head_maps import HeadMap, HeadMapDisplay
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 SAME_TOKEN_KINDS = ("self", "other")
 
@@ -58,7 +62,7 @@ class SameTokenAttention(ProbeResult, HeadMapDisplay):
                 HeadMap("self", self.mean_self, self.chance["self"], "attention"),
                 HeadMap("other same-token keys", self.mean_other, self.chance["other"], "attention")]
 
-    def to_dataframe(self):
+    def to_dataframe(self) -> pd.DataFrame:
         """One row per (layer, head) with the three means and their uniform-attention values."""
         import pandas as pd
 

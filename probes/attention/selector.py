@@ -19,6 +19,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
@@ -31,6 +32,9 @@ from probes.core.errors import ConfigError, InputError
 from probes.core.model_info import ModelInfo, pattern_hook
 from probes.core.probe import Probe
 from probes.core.result import ProbeResult, Provenance
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def distance_subset_label(subset: Sequence[int]) -> str:
@@ -49,7 +53,7 @@ class SelectorShares(ProbeResult):
     def as_dict(self) -> dict[str, float]:
         return {label: float(value) for label, value in zip(self.labels, self.share)}
 
-    def to_dataframe(self):
+    def to_dataframe(self) -> pd.DataFrame:
         import pandas as pd
 
         return pd.DataFrame([{"subset": k, "share": v} for k, v in self.as_dict().items()])
@@ -113,7 +117,7 @@ class ParentSubsetAttention(ProbeResult):
         """The distance set with the largest excess for ``head``."""
         return self.subsets[int(self.excess[:, head].nan_to_num(-1e9).argmax())]
 
-    def to_dataframe(self):
+    def to_dataframe(self) -> pd.DataFrame:
         import pandas as pd
 
         return pd.DataFrame(

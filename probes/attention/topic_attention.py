@@ -47,7 +47,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
@@ -67,6 +67,9 @@ from probes.core.runner import run_probes
 from probes.core.token_pairs import equal_pairs, per_query_counts
 from probes.display.head_maps import HeadMap, HeadMapDisplay
 from probes.stats.nulls import label_permutations
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 TOPIC_PAIR_KINDS = ("same_topic", "different_topic", "same_token")
 """The (query, key) pair kinds whose mean attention :class:`TopicAttention` keeps (``mean[kind]``)."""
@@ -116,7 +119,7 @@ class TopicAttention(ProbeResult, HeadMapDisplay):
                 *(HeadMap(kind.replace("_", " "), self.mean[kind], self.chance[kind], "attention")
                   for kind in TOPIC_PAIR_KINDS)]
 
-    def to_dataframe(self):
+    def to_dataframe(self) -> pd.DataFrame:
         """One row per (layer, head) with the three means, the ratio and the chance levels."""
         import pandas as pd
 
@@ -381,7 +384,7 @@ class TopicAttentionProbe(LayerwiseProbe[TopicAttention]):
     def _fold_terms(self, sums: TermSums, context: dict[str, Any]) -> None:
         if sums.columns is None:
             raise ProbeStateError("the topic probe's term sums came without their column mass")
-        blocks = sums.columns.unflatten(2, (4, self.n_topics))  # [layer head block s c]
+        blocks = torch.unflatten(sums.columns, 2, (4, self.n_topics))  # [layer head block s c]
         own = blocks.diagonal(dim1=-2, dim2=-1)  # [layer head block s]: each row block's mass on the query's topic
         entries = sums.entries  # [layer sum head]
         self._add("same_token/mass", entries[:, 0])

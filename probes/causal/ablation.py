@@ -57,7 +57,7 @@ from probes.causal.token_loss import LossInputs, check_loss, counted_positions, 
 from probes.core.batch import TokenBatch, as_token_batch
 from probes.core.errors import ConfigError, InputError, ModelError
 from probes.core.model_info import ModelInfo
-from probes.core.model_kind import HookedModel, mask_kwargs
+from probes.core.model_kind import FwdHook, HookedModel, HookFn, mask_kwargs
 
 ABLATION_METHODS = ("zero", "mean", "resample")
 """How an ablated head's output is replaced (``method`` of :func:`probes.causal.result.head_ablation`; module
@@ -196,7 +196,7 @@ def _replacement(plan: AblationPlan, layer: int, batch: TokenBatch, means: HeadM
     return donor.masked_fill(~batch.valid[perm][:, :, None, None].to(donor.device), 0.0)
 
 
-def _ablating_hook(set_mask: Bool[Tensor, "copy head"], replacement: Tensor | float, n_rows: int):
+def _ablating_hook(set_mask: Bool[Tensor, "copy head"], replacement: Tensor | float, n_rows: int) -> HookFn:
     converted: dict[tuple[torch.dtype, torch.device], Tensor] = {}
 
     def hook(z: Tensor, hook: Any) -> Tensor:
@@ -252,7 +252,7 @@ def batch_ablation_sums(model: HookedModel, batch: TokenBatch, plan: AblationPla
     clean_z: dict[int, Tensor] = {}
     kept: dict[str, Tensor] = {}
 
-    def keep(store: dict, key: Any):
+    def keep(store: dict[Any, Tensor], key: Any) -> HookFn:
         def hook(x: Tensor, hook: Any) -> None:
             store[key] = x.clone()
         return hook
@@ -272,7 +272,7 @@ def batch_ablation_sums(model: HookedModel, batch: TokenBatch, plan: AblationPla
     too_big = (f"Out of memory ablating heads on one copy of a batch of {n_rows} x {n_pos} tokens. Use fewer rows per "
                f"batch, shorter sequences, weights in bfloat16 (dtype=...), or another device.")
 
-    def hooks_of(chunk: Tensor, first: int) -> list:
+    def hooks_of(chunk: Tensor, first: int) -> list[FwdHook]:
         return [(z_hook(layer), _ablating_hook(chunk[:, i], replacements[layer], n_rows))
                 for i, layer in enumerate(plan.layers[first:]) if i < chunk.shape[1]]
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from jaxtyping import Float
@@ -31,6 +32,9 @@ from probes.core.model_info import ModelInfo
 from probes.core.model_kind import HookedModel
 from probes.core.result import ProbeResult, Provenance
 from probes.text.cooccurrence import spearman
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def head_weights(model: HookedModel) -> dict[str, Float[Tensor, "layer head ..."]]:
@@ -106,7 +110,7 @@ class CompositionScores(ProbeResult):
         e = edges.long().cpu()
         return self.scores[kind][e[:, 0], e[:, 1], e[:, 2], e[:, 3]]
 
-    def to_dataframe(self):
+    def to_dataframe(self) -> pd.DataFrame:
         """One row per (sender, receiver) pair with the receiver in a later layer: its three scores."""
         import pandas as pd
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
@@ -44,6 +44,9 @@ from probes.stats.bootstrap import bootstrap_interval
 from probes.stats.findings import Finding
 from probes.stats.nulls import permutation_p_value
 from probes.stats.sequential import DRAW_GROUP, SequentialNull, SequentialRule, sequential_null
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 EDGE_NULL = "99th percentile of random edges at the same layer distance through the same input"
 MIN_EFFECT = {"loss_change": 0.1, "score_drop": 0.1}
@@ -102,11 +105,11 @@ class EdgeEffect(ProbeResult):
     ``null_edges[d]`` (``(l_s, h_s, l_r, h_r)``), ``null_q99`` its 99th percentile, ``p_value`` the sequential
     Monte Carlo p-value (NaN without draws), ``null_stop`` how many draws and why."""
 
-    sender: list
-    receiver: list
+    sender: list[Any]
+    receiver: list[Any]
     input: str
     method: str
-    effects: list
+    effects: list[Any]
     value: Tensor
     low: Tensor
     high: Tensor
@@ -153,7 +156,7 @@ class EdgeEffect(ProbeResult):
         j = control._index(effect)
         return finding.with_control(float(control.value[j]), (float(control.low[j]), float(control.high[j])))
 
-    def to_dataframe(self):
+    def to_dataframe(self) -> pd.DataFrame:
         """One row per effect: value, interval, null q99, p-value, draws."""
         import pandas as pd
 

@@ -62,7 +62,7 @@ from probes.causal.token_loss import LossInputs
 from probes.core.batch import TokenBatch, as_token_batch
 from probes.core.errors import InputError, ModelError
 from probes.core.model_info import ModelInfo, pattern_hook
-from probes.core.model_kind import HookedModel, mask_kwargs
+from probes.core.model_kind import HookedModel, HookFn, mask_kwargs
 
 EFFECTS = ("loss_change", "score_drop")
 """The two effects of an edge: the slice's loss change (patched minus clean, nats per token) and the receiver's
@@ -171,7 +171,7 @@ def _replacement(plan: EdgePlan, layer: int, n_pos: int, means: HeadMeans | None
     return clean_z[derangement(n_rows, seed=plan.seed).to(clean_z.device)]
 
 
-def _head_replacing_hook(heads: Tensor, value: Tensor | float, n_rows: int, *, per_copy: bool = False):
+def _head_replacing_hook(heads: Tensor, value: Tensor | float, n_rows: int, *, per_copy: bool = False) -> HookFn:
     """Replaces head ``heads[c]`` of copy ``c`` of ``[copies * rows pos head d_head]`` by ``value``: every head's
     replacement (``[rows pos head d_head]``, ``[pos head d_head]`` or a number), or with ``per_copy`` copy ``c``'s
     replacement of its one head (``[copies rows pos d_head]``)."""
@@ -190,7 +190,7 @@ def _head_replacing_hook(heads: Tensor, value: Tensor | float, n_rows: int, *, p
     return hook
 
 
-def _clean_but_hook(clean: Tensor, heads: Tensor | None, n_heads: int):
+def _clean_but_hook(clean: Tensor, heads: Tensor | None, n_heads: int) -> HookFn:
     """Puts ``clean`` (``[rows pos head d_head]``) back in every copy, except, when ``heads`` is given, copy ``c``'s
     head ``heads[c]`` (a query head; under grouped-query keys and values the group holding it), left as computed."""
 
@@ -218,7 +218,7 @@ class CleanPass:
 
     batch: TokenBatch
     inputs: LossInputs
-    kwargs: dict
+    kwargs: dict[str, Any]
     targets: Bool[Tensor, "row q_pos k_pos"]
     kept: dict[str, Tensor]
     clean_loss: Float[Tensor, " row"]
@@ -249,12 +249,12 @@ def clean_pass(model: HookedModel, batch: TokenBatch, plan: EdgePlan, slice_fn: 
     kept: dict[str, Tensor] = {}
     state = CleanPass(batch, inputs, kwargs, targets, kept, torch.zeros(0))
 
-    def keep(name: str):
+    def keep(name: str) -> HookFn:
         def hook(x: Tensor, hook: Any) -> None:
             kept[name] = x.clone()
         return hook
 
-    def keep_mass(name: str):
+    def keep_mass(name: str) -> HookFn:
         def hook(pattern: Tensor, hook: Any) -> None:
             kept[name] = state.target_mass(pattern)
         return hook

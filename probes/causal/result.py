@@ -7,7 +7,7 @@ import logging
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
@@ -22,6 +22,9 @@ from probes.core.errors import ConfigError
 from probes.core.model_info import ModelInfo
 from probes.core.model_kind import HookedModel
 from probes.core.result import ProbeResult, Provenance
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 log = logging.getLogger(__name__)
 
@@ -38,9 +41,9 @@ class HeadAblation(ProbeResult):
     draws); ``null_stop`` how many draws were measured and why. ``n_tokens[s]``: tokens counted on slice ``s``.
     """
 
-    heads: list
+    heads: list[Any]
     method: str
-    slices: list
+    slices: list[Any]
     change: Tensor
     low: Tensor
     high: Tensor
@@ -64,7 +67,7 @@ class HeadAblation(ProbeResult):
         s = self.slices.index(slice_name)
         return bool(self.change[s] > self.null_q99[s]) and bool(self.p_value[s] < alpha)
 
-    def to_dataframe(self):
+    def to_dataframe(self) -> pd.DataFrame:
         """One row per slice: change, interval, clean loss, tokens, null 99th percentile, p-value."""
         import pandas as pd
 

@@ -51,7 +51,7 @@ from probes.causal.token_loss import (
 from probes.core.attention_rows import reduced_attention, supports_reductions
 from probes.core.batch import TokenBatch
 from probes.core.errors import ModelError
-from probes.core.model_kind import HookedModel, model_kind
+from probes.core.model_kind import FwdHook, HookedModel, HookFn, model_kind
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +117,7 @@ class _UnembedReached(Exception):
         self.hidden = hidden
 
 
-def _hidden_states(args: tuple, kwargs: dict) -> Any:
+def _hidden_states(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     return args[0] if args else kwargs.get("hidden_states")
 
 
@@ -166,7 +166,7 @@ def _blocks_skipped(model: HookedModel, stop: int) -> Iterator[None]:
                 module.forward = forward
 
 
-def residual_injector(resid: Tensor, copies: int):
+def residual_injector(resid: Tensor, copies: int) -> HookFn:
     """A hook putting ``resid`` in: ``[rows ...]`` repeated per copy, or ``[copies * rows ...]`` (one per copy, e.g.
     each copy's residual after a prefix of ablated layers it shares with others) as it is."""
 
@@ -189,11 +189,11 @@ class _HookReached(Exception):
         self.values = values
 
 
-def _collector(names: Sequence[str]) -> list:
+def _collector(names: Sequence[str]) -> list[FwdHook]:
     """Hooks keeping the value at each of ``names`` that end the pass once all of them fired (in any order)."""
     values: dict[str, Tensor] = {}
 
-    def keeper(name: str):
+    def keeper(name: str) -> HookFn:
         def keep(x: Tensor, hook: Any) -> None:  # keyed by the name asked for: a bridge's alias has another hook.name
             values[name] = x
             if len(values) == len(names):
@@ -217,8 +217,8 @@ def _unembedding(model: HookedModel) -> nn.Module:
     return unembed
 
 
-def _run_to_unembed(model: HookedModel, tokens: Tensor, kwargs: dict, hooks: list) -> Any:
-    def stop(module: nn.Module, args: tuple, kw: dict) -> None:
+def _run_to_unembed(model: HookedModel, tokens: Tensor, kwargs: dict[str, Any], hooks: list[FwdHook]) -> Any:
+    def stop(module: nn.Module, args: tuple[Any, ...], kw: dict[str, Any]) -> None:
         raise _UnembedReached(_hidden_states(args, kw))
 
     handle = _unembedding(model).register_forward_pre_hook(stop, with_kwargs=True)
@@ -232,7 +232,7 @@ def _run_to_unembed(model: HookedModel, tokens: Tensor, kwargs: dict, hooks: lis
 
 
 @contextlib.contextmanager
-def _pass_route(model: HookedModel, route: ForwardRoute, hooks: list, copies: int, resid: Tensor | None,
+def _pass_route(model: HookedModel, route: ForwardRoute, hooks: list[FwdHook], copies: int, resid: Tensor | None,
                 start_layer: int) -> Iterator[None]:
     """The hooks and module swaps of a pass along ``route`` whose blocks below ``start_layer`` are skipped and get
     ``resid`` put in (appended to ``hooks``)."""
@@ -247,8 +247,8 @@ def _pass_route(model: HookedModel, route: ForwardRoute, hooks: list, copies: in
         yield
 
 
-def token_losses(model: HookedModel, route: ForwardRoute, inputs: LossInputs, kwargs: dict, hooks: Sequence,
-                 copies: int, resid: Tensor | None = None, *, start_layer: int | None = None
+def token_losses(model: HookedModel, route: ForwardRoute, inputs: LossInputs, kwargs: dict[str, Any],
+                 hooks: Sequence[FwdHook], copies: int, resid: Tensor | None = None, *, start_layer: int | None = None
                  ) -> Float[Tensor, "copy token"]:
     """One forward pass over ``copies`` repeats of the batch with ``hooks``: the loss at each position of the union
     of the slices per copy. A route with ``start_layer`` needs ``resid``, the clean pass's residual there (``[rows
@@ -267,8 +267,9 @@ def token_losses(model: HookedModel, route: ForwardRoute, inputs: LossInputs, kw
     return token_losses_from_logits(logits, inputs, copies)
 
 
-def residual_at(model: HookedModel, route: ForwardRoute, inputs: LossInputs, kwargs: dict, hooks: Sequence,
-                copies: int, resid: Tensor, stop_layer: int) -> Float[Tensor, "row pos d_model"]:
+def residual_at(model: HookedModel, route: ForwardRoute, inputs: LossInputs, kwargs: dict[str, Any],
+                hooks: Sequence[FwdHook], copies: int, resid: Tensor, stop_layer: int
+                ) -> Float[Tensor, "row pos d_model"]:
     """A pass like :func:`token_losses` (``route.start_layer`` > 0: blocks below it skipped, ``resid`` put in) that
     ends where block ``stop_layer`` starts: the residual entering it for each of the ``copies``, ``[copies * rows
     pos d_model]``."""
@@ -276,8 +277,9 @@ def residual_at(model: HookedModel, route: ForwardRoute, inputs: LossInputs, kwa
     return values_at(model, route, inputs, kwargs, hooks, copies, [name], resid=resid, layer=route.start_layer)[name]
 
 
-def values_at(model: HookedModel, route: ForwardRoute, inputs: LossInputs, kwargs: dict, hooks: Sequence,
-              copies: int, names: Sequence[str], *, resid: Tensor | None = None, layer: int = 0) -> dict[str, Tensor]:
+def values_at(model: HookedModel, route: ForwardRoute, inputs: LossInputs, kwargs: dict[str, Any],
+              hooks: Sequence[FwdHook], copies: int, names: Sequence[str], *, resid: Tensor | None = None,
+              layer: int = 0) -> dict[str, Tensor]:
     """A pass over ``copies`` repeats of the batch with ``hooks`` that ends once every hook of ``names`` has fired:
     the value at each, ``[copies * rows ...]`` (a bridge may fire ``hook_pattern`` after ``hook_z``, so the pass
     waits for all). ``resid`` (``[rows ...]``, or ``[copies * rows ...]``: one per copy) is put in at
@@ -306,8 +308,8 @@ def _tolerance(model: HookedModel) -> float:
     return max(CHECK_TOLERANCE, float(torch.finfo(dtype).resolution))
 
 
-def _matches(model: HookedModel, name: str, instead: str, route: ForwardRoute, inputs: LossInputs, kwargs: dict,
-             reference: Tensor, resid: Tensor | None, fires: str | None = None) -> bool:
+def _matches(model: HookedModel, name: str, instead: str, route: ForwardRoute, inputs: LossInputs,
+             kwargs: dict[str, Any], reference: Tensor, resid: Tensor | None, fires: str | None = None) -> bool:
     """Whether ``route`` gives the clean per-token ``reference`` loss (and fires the hook ``fires``); logs a warning
     saying ``instead`` if not."""
     tolerance = _tolerance(model)
@@ -335,7 +337,7 @@ def _name(model: HookedModel) -> str:
 
 
 @torch.inference_mode()
-def choose_route(model: HookedModel, batch: TokenBatch, inputs: LossInputs, kwargs: dict, start_layer: int
+def choose_route(model: HookedModel, batch: TokenBatch, inputs: LossInputs, kwargs: dict[str, Any], start_layer: int
                  ) -> ForwardRoute:
     """The shortcuts that reproduce the whole forward's clean per-token loss on the first rows of ``batch``
     (``inputs`` and ``kwargs`` its loss inputs and forward arguments) when the ablated layers start at
@@ -364,7 +366,7 @@ def choose_route(model: HookedModel, batch: TokenBatch, inputs: LossInputs, kwar
     if skipped is not None:
         hooks.append((resid_hook(start_layer), lambda x, hook: kept.__setitem__("resid", x.clone())))
 
-        def shapes(module: nn.Module, args: tuple, kw: dict, output: Any) -> None:
+        def shapes(module: nn.Module, args: tuple[Any, ...], kw: dict[str, Any], output: Any) -> None:
             hidden = _hidden_states(args, kw)
             kept["passes"] = (isinstance(output, Tensor) and isinstance(hidden, Tensor)
                               and output.shape == hidden.shape)
@@ -403,7 +405,7 @@ def choose_route(model: HookedModel, batch: TokenBatch, inputs: LossInputs, kwar
     return route
 
 
-def _tail_cut_matches(model: HookedModel, check: LossInputs, kwargs: dict, reference: Tensor) -> bool:
+def _tail_cut_matches(model: HookedModel, check: LossInputs, kwargs: dict[str, Any], reference: Tensor) -> bool:
     """Whether the check rows cut to their first half (plus one position) give the whole forward's clean loss at
     the counted positions before the cut (:func:`_matches`: a warning when they do not, e.g. a model that is not
     causal)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 import functools
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from torch import Tensor, nn
@@ -38,6 +38,12 @@ class HookedConfig(Protocol):
 
     @property
     def d_vocab(self) -> int: ...
+
+
+HookFn = Callable[[Tensor, Any], "Tensor | None"]
+"""A forward hook as TransformerLens calls it: ``hook(value, hook=point)``, returning a replacement or None."""
+FwdHook = tuple[str, HookFn]
+"""A ``(hook name, hook)`` pair of ``run_with_hooks(fwd_hooks=...)``."""
 
 
 class HookedModel(Protocol):

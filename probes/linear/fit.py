@@ -120,7 +120,8 @@ def out_of_fold_correct(classifier: Any, features: np.ndarray, labels: np.ndarra
             model = make_classifier(classifier)
             model.fit(features[train], labels[train])
             predicted[test] = model.predict(features[test])
-    return (predicted == labels).astype(np.uint8)
+    correct: np.ndarray = (predicted == labels).astype(np.uint8)
+    return correct
 
 
 def majority_correct(labels: np.ndarray, groups: np.ndarray, n_folds: int, unseen: np.ndarray | None = None

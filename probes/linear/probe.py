@@ -68,6 +68,9 @@ from probes.linear.labels import STATISTICS, Baseline, LabelMaker
 from probes.linear.residual_hooks import default_residual_hooks
 
 if TYPE_CHECKING:
+    import pandas as pd
+
+if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 log = logging.getLogger(__name__)
@@ -108,7 +111,8 @@ class LinearProbeScores(ProbeResult):
 
     def example_gain(self, key: str) -> np.ndarray:
         """[layer, example]: each example's correctness minus its baseline's (float64)."""
-        return self.correct[key].numpy().astype(np.float64) - self.baseline_correct[key].numpy()
+        gain: np.ndarray = self.correct[key].numpy().astype(np.float64) - self.baseline_correct[key].numpy()
+        return gain
 
     def same_examples(self, other: LinearProbeScores, key: str) -> bool:
         """Whether ``other`` scored the same examples of ``key`` (documents, labels, tokens) at the same hooks."""
@@ -133,7 +137,7 @@ class LinearProbeScores(ProbeResult):
         (:func:`probes.display.linear_figure.linear_scores_figure`)."""
         return linear_scores_figure(self, key)
 
-    def to_dataframe(self):
+    def to_dataframe(self) -> pd.DataFrame:
         """One row per (key, layer): accuracy and its interval, the baseline, the gain and its interval."""
         import pandas as pd
 
@@ -163,7 +167,7 @@ def bottom_k_per_key(priority: np.ndarray, labelled: np.ndarray, k: int) -> np.n
     return keep
 
 
-class LinearProbe(Probe):
+class LinearProbe(Probe["LinearProbeScores"]):
     """Linear decodability of ``labels`` from each residual hook (see the module docstring).
 
     ``hooks``: the hooks to read (default ``hook_embed`` + every ``blocks.{l}.hook_resid_post``; use
@@ -327,7 +331,7 @@ class LinearProbe(Probe):
     def load_state_dict(self, state: Mapping[str, Tensor]) -> None:
         self.state_dict()
 
-    def merge(self, other: Probe) -> LinearProbe:
+    def merge(self, other: Probe[Any]) -> LinearProbe:
         """The probe that saw both streams: the ``max_examples`` smallest sampling keys of the union.
 
         Exact when the two saw disjoint data with different ``seed`` (independent keys) and

@@ -6,7 +6,8 @@ sum of per-unit states: ``resampled = counts @ per_unit``. Every resample is eva
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import torch
 from jaxtyping import Float
@@ -14,6 +15,9 @@ from torch import Tensor
 
 from mechprobe.validation import integer
 from probes.core.errors import InputError
+
+if TYPE_CHECKING:
+    from probes.core.probe import Probe
 
 Statistic = Callable[[Mapping[str, Tensor]], Tensor]
 """Maps summed state (each entry with a leading resample axis) to the statistic per resample."""
@@ -99,7 +103,7 @@ class BatchStateRecorder:
         self._previous: list[dict[str, Tensor]] = []
         self._increments: list[dict[str, list[Tensor]]] = []
 
-    def __call__(self, index: int, probes) -> None:
+    def __call__(self, index: int, probes: Sequence[Probe[Any]]) -> None:
         if not self._previous:
             self._previous = [{} for _ in probes]
             self._increments = [{} for _ in probes]

@@ -37,7 +37,7 @@ import dataclasses
 import logging
 import time
 import warnings
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -151,7 +151,7 @@ def _hf_bridge_control(bridge: Any, hf_model: nn.Module, seed: int, name: str) -
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         try:
-            control_hf = type(hf_model)._from_config(config, dtype=torch.float32)
+            control_hf = cast(Any, type(hf_model))._from_config(config, dtype=torch.float32)
         except Exception as error:  # transformers raises many types for configs it cannot build
             raise ModelError(
                 f"Cannot rebuild {type(hf_model).__name__} from its own config ({type(error).__name__}: "
@@ -233,7 +233,7 @@ def _hooked_transformer_control(model: nn.Module, kind: ModelKind, seed: int, na
     _clear_state(control)
     control.cfg.seed = seed  # so that control.init_weights() reproduces these weights
     _rename(control, name)
-    return control
+    return cast(nn.Module, control)
 
 
 # --- HookedRootModule (and any other hooked torch module) -----------------------------------------

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import torch
 from jaxtyping import Bool, Float, Int
@@ -42,6 +42,9 @@ from probes.attention.key_token_attention import (
 from probes.core.errors import ConfigError, InputError
 from probes.core.result import ProbeResult
 from probes.display.head_maps import HeadMap, HeadMapDisplay
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 CHUNK_PAIRS = 20_000_000
 MATCHED_DECIMALS = 1e4
@@ -187,7 +190,7 @@ class CooccurrenceOrdering(ProbeResult, HeadMapDisplay):
         return [HeadMap("Spearman (mean over queries)", self.spearman.double().nanmean(-1), 0.0, "rank correlation"),
                 HeadMap("Kendall (mean over queries)", self.kendall.double().nanmean(-1), 0.0, "rank correlation")]
 
-    def to_dataframe(self):
+    def to_dataframe(self) -> pd.DataFrame:
         """One row per (layer, head, query token)."""
         import pandas as pd
 
@@ -258,7 +261,7 @@ def cooccurrence_ordering(
 def _measure_values(attention: KeyTokenAttention, measure: str) -> Tensor:
     if measure not in ("per_occurrence", "mass", "distance_matched"):
         raise ConfigError(f"measure must be 'per_occurrence', 'mass' or 'distance_matched'; got {measure!r}.")
-    values = getattr(attention, measure)
+    values: Tensor | None = getattr(attention, measure)
     if values is None:
         raise InputError("This attention result has no distance-matched values; probe with "
                          "KeyTokenAttentionProbe(..., distance_matched=True).")

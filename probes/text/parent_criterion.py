@@ -31,6 +31,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from jaxtyping import Float, Int
@@ -42,6 +43,9 @@ from probes.core.errors import ConfigError, InputError
 from probes.core.model_info import ModelInfo
 from probes.core.probe import Probe
 from probes.core.result import ProbeResult, Provenance
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def _label(subset: tuple[int, ...] | list[int]) -> str:
@@ -69,7 +73,7 @@ class ParentCriterion(ProbeResult):
         values = self.corrected if corrected else self.chi2_mi
         return {label: float(v) for label, v in zip(self.labels, values)}
 
-    def to_dataframe(self):
+    def to_dataframe(self) -> pd.DataFrame:
         import pandas as pd
 
         return pd.DataFrame(
@@ -202,7 +206,7 @@ class PopulationParentCriterion:
     def as_dict(self) -> dict[str, float]:
         return {label: float(v) for label, v in zip(self.labels, self.values)}
 
-    def to_dataframe(self):
+    def to_dataframe(self) -> pd.DataFrame:
         import pandas as pd
 
         return pd.DataFrame([{"subset": label, "modified_chi2_mi": float(v)}

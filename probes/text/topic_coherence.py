@@ -11,7 +11,7 @@ held-out documents; :class:`SlidingWindows` feeds gensim's ``CoherenceModel`` ex
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 from scipy import sparse
@@ -132,7 +132,7 @@ class SlidingWindows:
         self.texts = texts
         self.window_size = window_size
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Sequence[str]]:
         size = self.window_size
         for text in self.texts:
             if len(text) <= size:

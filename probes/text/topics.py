@@ -189,7 +189,8 @@ class LdaTopics:
 
     def topic_word_probabilities(self) -> np.ndarray:
         """phi[topic, word id]: each topic's distribution over the dictionary."""
-        return self.lda.get_topics()
+        phi: np.ndarray = self.lda.get_topics()
+        return phi
 
     def top_words(self, topic: int, n: int = 10) -> list[str]:
         """The ``n`` words of highest phi[topic, word], best first."""
