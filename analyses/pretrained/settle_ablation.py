@@ -30,6 +30,7 @@ from analyses.pretrained.causal import CausalConfig, causal_protocol, finding_sl
 from probes.attention.repeated_tokens import repeated_random_tokens
 from probes.causal.ablation import AblationPlan, ablation_sums, batches_as_read
 from probes.causal.means import head_output_means
+from probes.causal.null import signed_contrast
 from probes.causal.slices import SliceFn
 from probes.causal.topic_slices import topic_seen_slice
 from probes.core.batch import TokenBatch
@@ -59,9 +60,10 @@ class AblationSpec:
 
 
 def ablation_statistic(signs: Sequence[float]) -> Callable[[Mapping[str, Tensor]], Tensor]:
-    """The signed contrast of the per-token loss changes, on summed unit state with a leading draw axis."""
-    weights = torch.tensor([float(s) for s in signs], dtype=torch.float64)
-    return lambda s: ((s["ablated"] - s["clean"]) / s["count"]).double() @ weights
+    """The signed contrast of the per-token loss changes (:func:`probes.causal.null.signed_contrast`, as the first
+    pass's interval reads it), on summed unit state with a leading draw axis."""
+    contrast = signed_contrast(signs)
+    return lambda s: contrast(((s["ablated"] - s["clean"]) / s["count"])[:, None])[:, 0]
 
 
 def ablation_units(model: HookedModel, spec: AblationSpec, rows: Sequence[TokenBatch], *, seed: int
