@@ -42,12 +42,13 @@ import math
 import os
 import types
 import typing
-from collections.abc import Mapping, MutableMapping, Sequence
+from collections.abc import Mapping
 from typing import Any, TypeVar
 
 import torch
 from torch import Tensor
 
+from mechprobe import type_hints
 from mechprobe.errors import RecordError
 from mechprobe.validation import is_integer
 
@@ -103,37 +104,12 @@ def dump(value: Any, tensors: dict[str, Tensor] | None = None) -> Any:
     return _dump(value, Any, "", tensors)
 
 
-def _admits_none(hint: Any) -> bool:
-    return typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in typing.get_args(hint)
-
-
 def _float_out(value: float, hint: Any) -> float | str | None:
     if math.isfinite(value):
         return float(value)
-    if _admits_none(hint):
+    if type_hints.shape(hint).admits_none:
         return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
     return None
-
-
-def _items_hints(hint: Any, n: int) -> list[Any]:
-    """The hint of each of ``n`` items of a sequence typed ``hint``."""
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    for option in (args if origin in (typing.Union, types.UnionType) else ()):
-        if typing.get_origin(option) in (tuple, list, Sequence):
-            return _items_hints(option, n)
-    if origin is tuple and args and not (len(args) == 2 and args[1] is Ellipsis) and len(args) == n:
-        return list(args)
-    if origin in (tuple, list, Sequence) and args:
-        return [args[0]] * n
-    return [Any] * n
-
-
-def _value_hint(hint: Any) -> Any:
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    for option in (args if origin in (typing.Union, types.UnionType) else ()):
-        if typing.get_origin(option) in (dict, Mapping, MutableMapping):
-            return _value_hint(option)
-    return args[1] if origin in (dict, Mapping, MutableMapping) and len(args) == 2 else Any
 
 
 def _dump(value: Any, hint: Any, path: str, tensors: dict[str, Tensor] | None) -> Any:
@@ -150,10 +126,12 @@ def _dump(value: Any, hint: Any, path: str, tensors: dict[str, Tensor] | None) -
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return _record_out(value, path, tensors)
     if isinstance(value, Mapping):
-        inner = _value_hint(hint)
+        mapping = type_hints.member(hint, "mapping")
+        inner = mapping.keys_and_values[1] if mapping else Any
         return {str(k): _dump(v, inner, _join(path, str(k)), tensors) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        hints = _items_hints(hint, len(value))
+        sequence = type_hints.member(hint, "sequence")
+        hints = sequence.items(len(value)) if sequence else [Any] * len(value)
         return [_dump(v, h, _join(path, str(i)), tensors) for i, (v, h) in enumerate(zip(value, hints))]
     if hasattr(value, "tolist"):  # numpy arrays and scalars
         return _dump(value.tolist(), hint, path, tensors)
@@ -213,34 +191,25 @@ def load(cls: type[T], document: Any, tensors: Mapping[str, Tensor] | None = Non
     return typing.cast(T, _Reader(tensors, where).read(cls, document, at))
 
 
-def _hints(cls: type) -> dict[str, Any]:
+def _hints(cls: type) -> Mapping[str, Any]:
     try:
-        return typing.get_type_hints(cls)
+        return type_hints.field_hints(cls)
     except (NameError, TypeError) as error:
         raise RecordError(f"the fields of {cls.__name__} have type hints that cannot be resolved ({error}).") \
             from None
 
 
 def _describe(hint: Any) -> str:
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (typing.Union, types.UnionType):
-        return " or ".join("null" if a is type(None) else _describe(a) for a in args)
-    if origin is typing.Literal:
-        return "one of " + ", ".join(map(repr, args))
-    if origin in (tuple, list, Sequence):
-        return "a list"
-    if origin in (dict, Mapping, MutableMapping):
-        return "an object"
-    if _is_tensor(hint):
-        return "a tensor"
-    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
-        return f"a {hint.__name__} object"
-    return {bool: "true or false", int: "an integer", float: "a number (or null)", str: "text"}.get(
-        hint, getattr(hint, "__name__", str(hint)))
+    """How ``hint`` is written in JSON, for error messages."""
+    return type_hints.describe(hint, none="null", option=repr, other=_json_word)
 
 
-def _is_tensor(hint: Any) -> bool:
-    return hint is Tensor or getattr(hint, "array_type", None) is Tensor  # jaxtyping's Float[Tensor, "..."]
+def _json_word(shape: type_hints.Shape) -> str:
+    if shape.kind == "record":
+        return f"a {shape.hint.__name__} object"
+    return {"sequence": "a list", "mapping": "an object", "tensor": "a tensor"}.get(shape.kind) or {
+        bool: "true or false", int: "an integer", float: "a number (or null)", str: "text"}.get(
+        shape.hint, getattr(shape.hint, "__name__", str(shape.hint)))
 
 
 def _short(value: Any) -> str:
@@ -261,38 +230,39 @@ class _Reader:
         return self.fail(path, f"expected {_describe(hint)}; got {_short(value)}.")
 
     def read(self, hint: Any, value: Any, path: str) -> Any:
-        origin, args = typing.get_origin(hint), typing.get_args(hint)
-        if hint is Any or hint is object:
+        shape = type_hints.shape(hint)
+        if shape.kind == "any":
             return value
-        if origin in (typing.Union, types.UnionType):
-            return self.union(hint, value, path)
-        if origin is typing.Literal:
-            if any(value == a and type(value) is type(a) for a in args):
+        if shape.kind == "union":
+            return self.union(shape, value, path)
+        if shape.kind == "literal":
+            if any(value == a and type(value) is type(a) for a in shape.args):
                 return value
             raise self.expected(hint, value, path)
-        if hint is type(None):
+        if shape.kind == "none":
             if value is not None:
                 raise self.expected(hint, value, path)
             return None
-        if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        if shape.kind == "record":
             return self.record(hint, value, path)
-        if _is_tensor(hint):
+        if shape.kind == "tensor":
             return self.tensor(value, path)
-        if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        if shape.kind == "enum":
             try:
                 return hint(value)
             except ValueError:
                 raise self.fail(path, f"expected one of {[m.value for m in hint]}; got {_short(value)}.") from None
-        if origin in (tuple, list, Sequence) or hint in (tuple, list):
-            return self.sequence(hint, value, path)
-        if origin in (dict, Mapping, MutableMapping) or hint in (dict, Mapping):
-            return self.mapping(args, value, path)
-        return self.scalar(hint, value, path)
+        if shape.kind == "sequence":
+            return self.sequence(shape, value, path)
+        if shape.kind == "mapping":
+            return self.mapping(shape, value, path)
+        if shape.kind == "scalar":
+            return self.scalar(hint, value, path)
+        raise self.fail(path, f"cannot read a value of type {hint!r}.")
 
-    def union(self, hint: Any, value: Any, path: str) -> Any:
-        args = typing.get_args(hint)
-        options = [a for a in args if a is not type(None)]
-        if value is None and len(options) < len(args):
+    def union(self, shape: type_hints.Shape, value: Any, path: str) -> Any:
+        options = shape.options
+        if value is None and shape.admits_none:
             return None
         if len(options) == 1:
             return self.read(options[0], value, path)
@@ -301,7 +271,7 @@ class _Reader:
                 return self.read(option, value, path)
             except RecordError:
                 continue
-        raise self.expected(hint, value, path)
+        raise self.expected(shape.hint, value, path)
 
     def scalar(self, hint: Any, value: Any, path: str) -> Any:
         if hint is float:
@@ -314,28 +284,23 @@ class _Reader:
         elif hint is int:
             if is_integer(value):
                 return value
-        elif hint is bool or hint is str:
-            if isinstance(value, hint):
-                return value
-        else:
-            raise self.fail(path, f"cannot read a value of type {hint!r}.")
+        elif isinstance(value, hint):  # bool or str
+            return value
         raise self.expected(hint, value, path)
 
-    def sequence(self, hint: Any, value: Any, path: str) -> Any:
+    def sequence(self, shape: type_hints.Shape, value: Any, path: str) -> Any:
         if not isinstance(value, (list, tuple)):  # JSON gives lists; a document built in Python may hold tuples
-            raise self.expected(hint, value, path)
-        origin, args = typing.get_origin(hint) or hint, typing.get_args(hint)
-        fixed = origin is tuple and args and not (len(args) == 2 and args[1] is Ellipsis) and args != ((),)
-        if fixed and len(args) != len(value):
-            raise self.fail(path, f"expected a list of {len(args)} items; got {len(value)}.")
-        hints = list(args) if fixed else [args[0] if args and args != ((),) else Any] * len(value)
+            raise self.expected(shape.hint, value, path)
+        if shape.fixed and len(shape.args) != len(value):
+            raise self.fail(path, f"expected a list of {len(shape.args)} items; got {len(value)}.")
+        hints = shape.items(len(value))
         items = [self.read(h, v, _join(path, str(i))) for i, (h, v) in enumerate(zip(hints, value))]
-        return tuple(items) if origin is tuple else items
+        return tuple(items) if shape.container is tuple else items
 
-    def mapping(self, args: tuple[Any, ...], value: Any, path: str) -> dict[Any, Any]:
+    def mapping(self, shape: type_hints.Shape, value: Any, path: str) -> dict[Any, Any]:
         if not isinstance(value, Mapping):
             raise self.fail(path, f"expected an object; got {_short(value)}.")
-        key_hint, value_hint = args if len(args) == 2 else (str, Any)
+        key_hint, value_hint = shape.keys_and_values
         out = {}
         for key, item in value.items():
             if key_hint is int:
