@@ -11,13 +11,11 @@ import dataclasses
 import difflib
 import math
 import sys
-import types
-import typing
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from mechprobe import records, validation
+from mechprobe import records, type_hints, validation
 from mechprobe.errors import RecordError
 from mechprobe.validation import is_integer
 from probes.core.errors import ConfigError
@@ -38,49 +36,47 @@ _FALSE = {"false", "0", "no", "off"}
 
 def _describe(annotation: Any) -> str:
     """How a value of ``annotation`` is written on the command line, for error messages."""
-    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
-    if origin in (typing.Union, types.UnionType):
-        return " or ".join("none" if a is type(None) else _describe(a) for a in args)
-    if origin is typing.Literal:
-        return "one of " + ", ".join(map(str, args))
-    if origin in (tuple, list):
-        item = args[0] if args else str
-        return "comma-separated " + {int: "integers", float: "numbers", bool: "booleans"}.get(item, "values")
+    return type_hints.describe(annotation, none="none", option=str, other=_text_word)
+
+
+def _text_word(shape: type_hints.Shape) -> str:
+    if shape.kind == "sequence":
+        return "comma-separated " + {int: "integers", float: "numbers", bool: "booleans"}.get(shape.item, "values")
     return {bool: "a boolean (true/false)", int: "an integer", float: "a number", str: "non-empty text"}.get(
-        annotation, str(annotation))
+        shape.hint, str(shape.hint))
 
 
 def _parse(text: str, annotation: Any) -> Any:
-    """``text`` as a value of ``annotation``; raises ValueError when it is not one."""
-    origin = typing.get_origin(annotation)
-    args = typing.get_args(annotation)
-    if origin in (typing.Union, types.UnionType):
-        if text.lower() == "none" and type(None) in args:
+    """``text`` as a value of ``annotation``; raises ValueError when it is not one, TypeError when no text is (a
+    section, a mapping, a tensor, ...)."""
+    shape = type_hints.shape(annotation)
+    if shape.kind == "union":
+        if text.lower() == "none" and shape.admits_none:
             return None
-        for option in (a for a in args if a is not type(None)):
+        for option in shape.options:
             try:
                 return _parse(text, option)
             except ValueError:
                 continue
         raise ValueError(text)
-    if origin is typing.Literal:
-        for option in args:
+    if shape.kind == "literal":
+        for option in shape.args:
             if str(option) == text:
                 return option
         raise ValueError(text)
-    if origin in (tuple, list):
+    if shape.kind == "sequence":
         inner = text.strip()
         if inner[:1] in "([" and inner[-1:] in ")]":
             inner = inner[1:-1]
         if inner.strip() == "":
-            return () if origin is tuple else []
+            return shape.container()
         parts = [p.strip() for p in inner.split(",")]
         if len(parts) > 1 and not parts[-1]:
             parts.pop()  # a trailing comma, as in Python's one-item tuple "(10,)"
         if any(not p for p in parts):
             raise ValueError(text)  # an empty item, as in "4,,5"
-        values = [_parse(p, args[0] if args else str) for p in parts]
-        return tuple(values) if origin is tuple else values
+        values = [_parse(p, shape.item) for p in parts]  # every item of the first item's type (tuple[int, int, int])
+        return shape.container(values)
     if annotation is bool:
         if text.lower() in _TRUE:
             return True
@@ -134,7 +130,7 @@ def _apply(config: C, assignments: Sequence[str], flag: str, prefix: str) -> C:
     """apply_overrides on a section whose dotted path is ``prefix`` ("" at the top)."""
     if not dataclasses.is_dataclass(config):
         raise TypeError(f"apply_overrides expects a dataclass instance; got {type(config).__name__}")
-    hints = typing.get_type_hints(type(config))
+    hints = type_hints.field_hints(type(config))
     names = [f.name for f in dataclasses.fields(config) if f.init]
     changes: dict[str, Any] = {}
     nested: dict[str, list[str]] = {}
@@ -207,8 +203,8 @@ def refuse_flag_and_set(flags: Mapping[str, str], assignments: Sequence[str], *,
 
 def config_sections(kind: type) -> dict[str, type]:
     """The fields of the config class ``kind`` that are configs of their own (its sections), by name."""
-    hints = typing.get_type_hints(kind)
-    return {f.name: hints[f.name] for f in dataclasses.fields(kind) if dataclasses.is_dataclass(hints[f.name])}
+    hints = type_hints.field_hints(kind)
+    return {f.name: hints[f.name] for f in dataclasses.fields(kind) if type_hints.shape(hints[f.name]).kind == "record"}
 
 
 def config_from_dict(kind: type[C], values: Mapping[str, Any]) -> C:
