@@ -29,7 +29,6 @@ identity or to the topic block matrix; decoder trained or frozen to the identity
 
 from __future__ import annotations
 
-import typing
 from dataclasses import dataclass
 from typing import Literal, cast
 
@@ -39,6 +38,7 @@ from torch import Tensor, nn
 from transformer_lens import HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
+from mechprobe import type_hints
 from mechprobe.validation import integers
 from toymodels.errors import ToyConfigError
 
@@ -82,7 +82,7 @@ class TopicModelConfig:
             raise ToyConfigError(f"pad_id must be None or an id in [0, {self.d_vocab}); got {self.pad_id}.")
         choices = {"embedding": Embedding, "attention": Attention, "value": Value, "decoder": Decoder}
         for name, kind in choices.items():
-            allowed = typing.get_args(kind)
+            allowed = type_hints.shape(kind).args
             if getattr(self, name) not in allowed:
                 raise ToyConfigError(f"{name} must be one of {allowed}; got {getattr(self, name)!r}.")
         one_hot = self.embedding == "one_hot_frozen"
