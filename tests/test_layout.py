@@ -111,3 +111,39 @@ def test_a_spelled_out_integer_test_is_caught(tmp_path):
                        "ValueError(n)\n    return isinstance(n, int) and not isinstance(n, bool)\n", encoding="utf-8")
     assert spelled_out_integer_tests(planted) == [2, 4]
     assert spelled_out_integer_tests(ROOT / "mechprobe" / "validation.py")  # the one place it is spelled out
+
+
+TYPE_HINT_READERS = {"get_origin", "get_args", "get_type_hints", "get_annotations"}
+
+
+def type_hint_walks(path: Path) -> list[int]:
+    """Lines of ``path`` that take a type hint apart themselves: a call of ``typing.get_origin``, ``get_args``,
+    ``get_type_hints`` or ``inspect.get_annotations`` (by attribute or by a name imported from its module)."""
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
+            if name in TYPE_HINT_READERS:
+                lines.append(node.lineno)
+        elif isinstance(node, ast.ImportFrom) and any(alias.name in TYPE_HINT_READERS for alias in node.names):
+            lines.append(node.lineno)
+    return sorted(lines)
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_type_hints_are_read_in_one_place(package):
+    """One reading of annotations: ``mechprobe.type_hints`` (``shape``, ``field_hints``, ``describe``); the JSON
+    records and the ``--set`` text overrides both go through it, so neither walks union members, Literal options or
+    tuple items of its own."""
+    found = [f"{path.relative_to(ROOT)}:{line}" for path in modules(package)
+             if path.relative_to(ROOT) != Path("mechprobe", "type_hints.py") for line in type_hint_walks(path)]
+    assert not found, f"read the annotation with mechprobe.type_hints (shape, field_hints) instead: {found}"
+
+
+def test_a_type_hint_walk_of_its_own_is_caught(tmp_path):
+    planted = tmp_path / "planted.py"
+    planted.write_text("import typing\nfrom typing import get_args\n\n\ndef f(hint, cls):\n"
+                       "    return typing.get_origin(hint), get_args(hint), typing.get_type_hints(cls)\n",
+                       encoding="utf-8")
+    assert type_hint_walks(planted) == [2, 6, 6, 6]
+    assert type_hint_walks(ROOT / "mechprobe" / "type_hints.py")  # the one place that reads them
