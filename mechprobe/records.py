@@ -127,11 +127,11 @@ def _dump(value: Any, hint: Any, path: str, tensors: dict[str, Tensor] | None) -
         return _record_out(value, path, tensors)
     if isinstance(value, Mapping):
         mapping = type_hints.member(hint, "mapping")
-        inner = mapping.keys_and_values[1] if mapping else Any
+        inner = mapping.keys_and_values[1] if mapping is not None else Any
         return {str(k): _dump(v, inner, _join(path, str(k)), tensors) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         sequence = type_hints.member(hint, "sequence")
-        hints = sequence.items(len(value)) if sequence else [Any] * len(value)
+        hints = sequence.items(len(value)) if sequence is not None else [Any] * len(value)
         return [_dump(v, h, _join(path, str(i)), tensors) for i, (v, h) in enumerate(zip(value, hints))]
     if hasattr(value, "tolist"):  # numpy arrays and scalars
         return _dump(value.tolist(), hint, path, tensors)

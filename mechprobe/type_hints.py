@@ -5,8 +5,8 @@ and ``analyses.config_overrides`` (``key=value`` text). Both take the walk from 
 format says: :func:`shape` takes an annotation apart (a union's members, a Literal's options, the items of a tuple or
 list, a mapping's keys and values, a nested dataclass, the scalar kinds), :func:`field_hints` resolves the hints of
 a dataclass's fields (once per class), and :func:`describe` names an annotation in an error message in the words a
-reader gives. No other module calls ``typing.get_origin``, ``typing.get_args`` or ``typing.get_type_hints``
-(``tests/test_layout.py``).
+reader gives. No other module of the packages takes a hint apart itself (``typing.get_origin``, ``get_args``,
+``get_type_hints``: ``tests/test_layout.py``).
 
 Example::
 
