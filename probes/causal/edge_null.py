@@ -1,9 +1,10 @@
 """An edge's effect beside its null of random edges of the same shape, and its verdict.
 
-The null: random ``(sender, receiver)`` pairs at the measured edge's layer distance, through the same receiver
-input (:func:`probes.causal.edge_plan.distance_matched_edges`), measured in groups and stopped once the decision at
-the level is known (:func:`probes.stats.sequential.sequential_null`, issue 36's rule): "is this edge's effect larger
-than a random edge's of the same shape?". Both effects (:data:`probes.causal.edges.EFFECTS`) are tested at once.
+The null: random ``(sender, receiver)`` pairs at the measured edge's layer distance that share no head with it,
+through the same receiver input (:func:`probes.causal.edge_plan.distance_matched_edges`), measured in groups and
+stopped once the decision at the level is known (:func:`probes.stats.sequential.sequential_null`, issue 36's rule):
+"is this edge's effect larger than a random edge's of the same shape?". Both effects
+(:data:`probes.causal.edges.EFFECTS`) are tested at once.
 
 An edge *holds* (:meth:`EdgeEffect.finding`, :class:`probes.stats.findings.Finding`) when its effect clears the
 null's 99th percentile with p < 0.01, the lower end of its 95% interval over sequences lies above the null's q99 and
@@ -22,7 +23,7 @@ from torch import Tensor
 
 from mechprobe.forward import model_device
 from probes.causal.ablation import batches_as_read, reusable_batches
-from probes.causal.edge_plan import EdgePlan, Head
+from probes.causal.edge_plan import EdgePlan, Head, format_edge
 from probes.causal.edges import (
     EFFECTS,
     EdgeSums,
@@ -48,7 +49,7 @@ from probes.stats.sequential import DRAW_GROUP, SequentialNull, SequentialRule, 
 if TYPE_CHECKING:
     import pandas as pd
 
-EDGE_NULL = "99th percentile of random edges at the same layer distance through the same input"
+EDGE_NULL = "99th percentile of random edges at the same layer distance through the same input, sharing no head"
 MIN_EFFECT = {"loss_change": 0.1, "score_drop": 0.1}
 """The smallest effect an edge must show above the larger of its null's q99 and its control: 0.1 nats per token of
 the slice's loss, 0.1 of the receiver's attention mass on its targets (the head ablations' and head scores'
@@ -130,7 +131,7 @@ class EdgeEffect(ProbeResult):
     def name(self) -> str:
         """``L0H0 -> L1H0 (k)``."""
         (ls, hs), (lr, hr) = self.sender, self.receiver
-        return f"L{ls}H{hs} -> L{lr}H{hr} ({self.input})"
+        return f"{format_edge((ls, hs), (lr, hr))} ({self.input})"
 
     def _index(self, effect: str) -> int:
         if effect not in self.effects:
@@ -220,7 +221,7 @@ def edge_effect(model: HookedModel, sender: Head, receiver: Head, batches: Itera
         model=info.name, data=data, probe="EdgeEffect",
         settings={"input": input, "method": method, "score": score, "n_draws": n_draws, "n_boot": n_boot,
                   "level": level, "loss": plan.loss, "stop_at": stop_at,
-                  "null": "random edges at the same layer distance through the same input"},
+                  "null": "random edges at the same layer distance through the same input, no head shared"},
         seed=seed, n_sequences=int(sums.tokens.shape[0]), n_tokens=int(sums.tokens.sum()),
         device=str(model_device(model)), dtype=str(dtype))
     return EdgeEffect.from_sums(sums, plan, provenance, null=null, n_boot=n_boot, level=level, seed=seed)

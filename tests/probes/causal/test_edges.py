@@ -9,7 +9,15 @@ import torch
 
 from mechprobe import forward
 from probes import random_weight_control
-from probes.causal import EdgePlan, edge_effect, edge_sums, edge_with_null, head_output_means, repeated_half
+from probes.causal import (
+    EdgePlan,
+    distance_matched_edges,
+    edge_effect,
+    edge_sums,
+    edge_with_null,
+    head_output_means,
+    repeated_half,
+)
 from probes.causal.edges import input_hook
 from probes.causal.means import z_hook
 from probes.causal.routes import resid_hook
@@ -185,3 +193,22 @@ def test_bad_edges_and_models_without_the_hooks_are_refused_with_the_fix(model, 
     with pytest.raises(ModelError, match="HookPoint"):
         edge_sums(oracle, EdgePlan.build(ModelInfo.of(oracle), (0, 0), (1, 0), input="k", method="zero"), batches,
                   SLICE)
+
+
+def test_the_null_draws_every_edge_that_shares_no_head_with_the_measured_one_and_no_other():
+    """Enumerated by hand: the (layer, head) pairs at the edge's distance, minus every edge touching its sender or
+    its receiver (a 3-layer, 3-head model, distance 1: 2 x 2 edges of layers 0 -> 1 and 3 x 3 of layers 1 -> 2 minus
+    the 3 that start at the receiver = 10)."""
+    sender, receiver = (0, 1), (1, 2)
+    draws = distance_matched_edges(sender, receiver, 3, 3, 3000, seed=5)
+    allowed = {(ls, hs, ls + 1, hr) for ls in range(2) for hs in range(3) for hr in range(3)
+               if (ls, hs) not in (sender, receiver) and (ls + 1, hr) not in (sender, receiver)}
+    assert len(allowed) == 10
+    drawn = [tuple(row) for row in draws.tolist()]
+    assert set(drawn) == allowed  # all of them, uniformly: each about 300 times
+    assert max(drawn.count(e) for e in allowed) < 400 and min(drawn.count(e) for e in allowed) > 200
+    assert torch.equal(distance_matched_edges(sender, receiver, 3, 3, 40, seed=5), draws[:40])  # draw i fixed
+    assert distance_matched_edges((0, 0), (1, 1), 2, 2, 5, seed=0).tolist() == [[0, 1, 1, 0]] * 5  # the one left
+    with pytest.raises(InputError, match="shares no head with L0H0 -> L1H0"):
+        distance_matched_edges((0, 0), (1, 0), 2, 1, 5, seed=0)
+    assert distance_matched_edges((0, 0), (1, 0), 2, 1, 0, seed=0).shape == (0, 4)
