@@ -22,15 +22,16 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("mechprobe", "probes", "toymodels", "analyses")
 ANALYSES_LAYERS: tuple[tuple[str, ...], ...] = (
     # shared pieces that import nothing else of analyses: checks, settings, backends, the papers' tables, files on disk
-    ("__init__", "cli_checks", "config_overrides", "plot_backend", "timings", "torch_threads", "paper_reference",
-     "toy_findings", "toy_causal", "toy_orders", "curve_series", "lm_data", "toy_model_store"),
+    ("__init__", "cli_checks", "cli_command", "config_overrides", "plot_backend", "timings", "torch_threads",
+     "paper_reference", "toy_findings", "toy_causal", "toy_orders", "curve_series", "lm_data", "toy_model_store"),
     ("paper_result", "series_writer"),  # a toy experiment's typed result and summary.json; a series folder's files
     # the probe suite on real text: held-out statistics, findings, measurements, passages; edges between heads
     ("pretrained", "circuit"),
     ("induction", "scansnap", "topic"),  # the paper toys' experiments
     ("experiments", "toy_model_loader"),  # the toys by name; a toy folder as a model
     ("toy_seeds", "dynamics", "linear"),  # a toy over seeds; checkpoint series; linear probes (over toys and text)
-    ("report", "heads", "ablate", "plan"),  # the commands that assemble the rest
+    ("report", "heads", "ablate", "plan"),  # the work of the commands that assemble the rest
+    ("commands",),  # the command records of the work above (analyses/commands/<name>.py)
     ("cli",),
 )
 """Bottom to top. A new module of ``analyses`` goes in the lowest layer above every unit it imports."""
