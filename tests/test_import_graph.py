@@ -21,6 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("mechprobe", "probes", "toymodels", "analyses")
 ANALYSES_LAYERS: tuple[tuple[str, ...], ...] = (
+    ("toy_registry",),  # the toys' records, which every table of toys derives from
     # shared pieces that import nothing else of analyses: checks, settings, backends, the papers' tables, files on disk
     ("__init__", "cli_checks", "cli_command", "config_overrides", "plot_backend", "timings", "torch_threads",
      "paper_reference", "toy_findings", "toy_causal", "toy_orders", "curve_series", "lm_data", "toy_model_store"),
@@ -220,10 +221,10 @@ def test_the_layer_rule_catches_a_planted_upward_import(tmp_path):
         path.write_text(f'"""Planted."""\n{source}', encoding="utf-8")
         graph[module] = imported_modules(module, path, set(graph))
     assert upward_imports(graph) == [
-        "analyses.induction.planted -> analyses.dynamics.run: induction (layer 3) may import only from layers below "
-        "it; dynamics is in layer 5",
-        "analyses.pretrained.planted -> analyses.report.document: pretrained (layer 2) may import only from layers "
-        "below it; report is in layer 6",
+        "analyses.induction.planted -> analyses.dynamics.run: induction (layer 4) may import only from layers below "
+        "it; dynamics is in layer 6",
+        "analyses.pretrained.planted -> analyses.report.document: pretrained (layer 3) may import only from layers "
+        "below it; report is in layer 7",
     ]
 
 

@@ -20,7 +20,8 @@ from analyses.cli_checks import (
     text_arg,
 )
 from analyses.cli_command import Command
-from analyses.experiments import TOY_EXPERIMENTS, toy_experiment
+from analyses.experiments import toy_experiment
+from analyses.toy_registry import toy_names
 from probes.core.errors import ConfigError
 from probes.text.corpora import check_corpus_spec
 
@@ -142,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
     with naming("--corpus" if args.corpus is not None else "the corpus setting"):
         for spec in (config.corpus, *config.settle.corpora):
             check_corpus_spec(spec, config.text_column)
-    for name in config.toys or TOY_EXPERIMENTS:  # a preset set for toys that do not run is still checked
+    for name in config.toys or toy_names():  # a preset set for toys that do not run is still checked
         presets = toy_experiment(name).PRESETS
         if config.toy_preset not in presets:
             raise ConfigError(

@@ -16,15 +16,16 @@ from analyses.cli_checks import (
     written_resumably,
 )
 from analyses.cli_command import Command
-from analyses.experiments import TOY_EXPERIMENTS, toy_experiment
+from analyses.experiments import toy_experiment
+from analyses.toy_registry import TOYS, toy_names
 from mechprobe import records
 from probes.core.errors import ConfigError
 from toymodels.errors import TrainingDiverged, TrainingInterrupted
 
 
 def add_arguments(toy: argparse.ArgumentParser) -> None:
-    toy.add_argument("experiment", choices=sorted(TOY_EXPERIMENTS),
-                     help="topic (Li et al. 2023), scansnap (Tian et al. 2023), induction (Chen et al. 2024)")
+    toy.add_argument("experiment", choices=sorted(toy_names()),
+                     help=", ".join(f"{spec.name} ({spec.paper})" for spec in TOYS))
     toy.add_argument("--preset", type=text_arg, default="fast",
                      help="configuration preset (default fast); see --list-presets")
     toy.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
