@@ -17,7 +17,7 @@ from analyses.cli_checks import (
 )
 from analyses.cli_command import Command
 from analyses.experiments import toy_experiment
-from analyses.toy_registry import TOYS, toy_names
+from analyses.toy_registry import toy_names, toys
 from mechprobe import records
 from probes.core.errors import ConfigError
 from toymodels.errors import TrainingDiverged, TrainingInterrupted
@@ -25,7 +25,7 @@ from toymodels.errors import TrainingDiverged, TrainingInterrupted
 
 def add_arguments(toy: argparse.ArgumentParser) -> None:
     toy.add_argument("experiment", choices=sorted(toy_names()),
-                     help=", ".join(f"{spec.name} ({spec.paper})" for spec in TOYS))
+                     help=", ".join(f"{spec.name} ({spec.paper})" for spec in toys()))
     toy.add_argument("--preset", type=text_arg, default="fast",
                      help="configuration preset (default fast); see --list-presets")
     toy.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
