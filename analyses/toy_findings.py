@@ -32,6 +32,7 @@ from typing import Literal
 
 from scipy.stats import t as student_t
 
+from analyses.toy_registry import TOYS
 from probes.core.errors import ConfigError, InputError
 from probes.stats.findings import (
     Finding,
@@ -45,26 +46,11 @@ from probes.stats.power import units_for_power
 
 LEVEL = 0.95
 
-TOY_OF_FINDING = {
-    "induction_protocol": "induction",
-    "induction_text": "induction",
-    "previous_token_text": "induction",
-    "topic_attention_mean": "topic",
-    "topic_attention_best_head": "topic",
-    "embedding_topic_similarity": "topic",
-    "cooccurrence_ordering": "scansnap",
-    "scan_order": "scansnap",
-    "generalized_induction": "induction",
-    "value_block_structure": "topic",
-    "previous_token_causal": "induction",
-    "topic_heads_causal": "topic",
-    "scansnap_attention_causal": "scansnap",
-    "scan_before_snap": "scansnap",
-    "value_before_key_query": "topic",
-}
-"""Which toy carries each finding: the seven pretrained findings, two of the pretrained head ablations (the
-induction toy's parent copiers, the topic toy's attention made uniform), the papers' own headline claims (with
-their orders of events) and the Scan and Snap toy's attention made uniform."""
+TOY_OF_FINDING = {finding: spec.name for spec in TOYS for finding in spec.findings}
+"""Which toy carries each finding (each toy's record lists its own: :mod:`analyses.toy_registry`): the seven
+pretrained findings, two of the pretrained head ablations (the induction toy's parent copiers, the topic toy's
+attention made uniform), the papers' own headline claims (with their orders of events) and the Scan and Snap toy's
+attention made uniform."""
 
 TOY_ONLY_FINDINGS = ("scan_order", "generalized_induction", "value_block_structure", "scansnap_attention_causal",
                      "scan_before_snap", "value_before_key_query")

@@ -15,13 +15,10 @@ from typing import Any
 import torch
 from safetensors.torch import load_model as load_weights
 
-from analyses.induction.config import InductionExperimentConfig
 from analyses.induction.experiment import SERIES_FOLDER
 from analyses.lm_data import VOCAB_FILE, CutVocabTokenizer, kept_ids
 from analyses.paper_result import SUMMARY_FILE
-from analyses.scansnap.config import ScanSnapConfig
 from analyses.series_writer import start_over
-from analyses.topic.config import TopicExperimentConfig
 from analyses.toy_model_store import (
     MODEL_CLASSES,
     MODEL_JSON,
@@ -30,6 +27,7 @@ from analyses.toy_model_store import (
     ModelFile,
     is_toy_folder,
 )
+from analyses.toy_registry import toy_names, toy_spec
 from mechprobe import records
 from mechprobe.errors import RecordError
 from probes.core.checkpoint_series import MANIFEST
@@ -37,9 +35,6 @@ from probes.core.errors import ModelError
 from probes.core.loading import load_model
 from probes.core.model_kind import HookedModel
 from toymodels.standard import StandardModelConfig, build_standard_model
-
-EXPERIMENT_CONFIGS: dict[str, type] = {"induction": InductionExperimentConfig, "topic": TopicExperimentConfig,
-                                       "scansnap": ScanSnapConfig}
 
 
 @dataclass(frozen=True)
@@ -79,8 +74,8 @@ def load_toy_model(folder: str | Path, *, device: str | torch.device = "cpu") ->
     if not isinstance(run, dict) or "settings" not in run:
         raise RecordError(f"{summary}: expected an object with the run's 'settings'; got {type(run).__name__} "
                           f"without them: it is damaged. {rerun}")
-    run_config: Any = records.checked(EXPERIMENT_CONFIGS[saved.experiment], run["settings"], summary, at="settings",
-                                      rerun=rerun)
+    run_config: Any = records.checked(toy_spec(saved.experiment).config_class(), run["settings"], summary,
+                                      at="settings", rerun=rerun)
     return _loaded(model_class(config, device=device), folder, saved, run_config, device, rerun)
 
 
@@ -137,7 +132,7 @@ def _rerun(folder: Path, experiment: str | None) -> str:
     if experiment in ("induction", None) and series.name == SERIES_FOLDER and (series / MANIFEST).is_file():
         return (f"{folder} is a step of the series the induction toy saved in {series.parent}: run the same "
                 f"mechprobe toy induction command (--out {series.parent}) again; its new run replaces that folder.")
-    command = f"mechprobe toy {experiment}" if experiment in EXPERIMENT_CONFIGS else "mechprobe toy NAME"
+    command = f"mechprobe toy {experiment}" if experiment in toy_names() else "mechprobe toy NAME"
     return f"Re-run `{command} --out {folder}` (a new folder, or this one after deleting it)."
 
 

@@ -13,30 +13,34 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 from safetensors.torch import save_model as save_weights
 
+from analyses.toy_registry import TOYS
 from mechprobe import records
 from probes.core.atomic import atomic_write_text
-from toymodels.induction import FullInductionModel, SimplifiedInductionConfig, SimplifiedInductionModel
-from toymodels.scansnap.model import YZModelConfig, YZTransformer
 from toymodels.standard import StandardModelConfig
-from toymodels.topic.model import TopicModel, TopicModelConfig
 
 MODEL_JSON = "model.json"
 MODEL_WEIGHTS = "model.safetensors"
 FORMAT = 1
-MODEL_CLASSES: dict[str, tuple[type, type]] = {
-    "SimplifiedInductionModel": (SimplifiedInductionModel, SimplifiedInductionConfig),
-    "FullInductionModel": (FullInductionModel, SimplifiedInductionConfig),
-    "TopicModel": (TopicModel, TopicModelConfig),
-    "YZTransformer": (YZTransformer, YZModelConfig),
-}
+MODEL_CLASSES: dict[str, tuple[type, type]] = {model.__name__: (model, config) for spec in TOYS
+                                                for model, config in spec.models}
+"""Each toy model class a toy folder may hold, by the name ``model.json`` saves, with its config class (the toys'
+records: :mod:`analyses.toy_registry`)."""
 STANDARD_BRIDGE = "StandardBridge"
 """The class name saved for a ``build_standard_model`` bridge (rebuilt from its StandardModelConfig; a
 ``train-lm`` checkpoint, whose settings live in the series folder, not beside each checkpoint)."""
+if TYPE_CHECKING:
+    Experiment = str
+    ModelClass = str
+else:  # what records.checked reads model.json's fields against: a toy's name or train-lm, a class saved
+    _EXPERIMENTS = (*(spec.name for spec in TOYS), "train-lm")
+    _MODEL_CLASSES = (*MODEL_CLASSES, STANDARD_BRIDGE)
+    Experiment = Literal[_EXPERIMENTS]
+    ModelClass = Literal[_MODEL_CLASSES]
 
 
 @dataclass(frozen=True)
@@ -44,9 +48,8 @@ class ModelFile:
     """``model.json``: the format, the experiment that trained the model, its class and its config's fields."""
 
     format: Literal[1]
-    experiment: Literal["induction", "topic", "scansnap", "train-lm"]
-    model_class: Literal["SimplifiedInductionModel", "FullInductionModel", "TopicModel", "YZTransformer",
-                         "StandardBridge"] = field(metadata=records.key("class"))
+    experiment: Experiment
+    model_class: ModelClass = field(metadata=records.key("class"))
     config: dict[str, Any] = field(default_factory=dict)
 
 

@@ -13,7 +13,7 @@ import dataclasses
 import logging
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from tqdm.auto import tqdm
 
@@ -48,6 +48,6 @@ def run_with_seeds(name: str, config: Any, out_dir: str | Path, *, n_seeds: int,
     started = time.perf_counter()
     extra = extra_seed_findings(name, config, [config.seed + k for k in range(1, n_seeds)], progress=progress)
     log.info("%s toy: %d more seeds in %.1f s", name, n_seeds - 1, time.perf_counter() - started)
-    result = dataclasses.replace(result, findings=aggregate_seeds(name, first + extra))
+    result = dataclasses.replace(cast(Any, result), findings=aggregate_seeds(name, first + extra))  # a dataclass
     result.save(out_dir)
     return result

@@ -27,7 +27,8 @@ import torch
 import probes
 from analyses.cli import main
 from analyses.config_overrides import apply_overrides, refuse_unused
-from analyses.experiments import TOY_EXPERIMENTS, toy_experiment
+from analyses.experiments import toy_experiment
+from analyses.toy_registry import toy_names
 from tests.devices import DEVICES, NO_CUDA
 from tests.random_checkpoints import make_random_checkpoint, packaged_or_random
 
@@ -212,7 +213,7 @@ TINY_SETTINGS: dict[str, dict[str, tuple[str, ...]]] = {
                               "wikitext.probe_windows=50", "wikitext.queries=10", "wikitext.keys=20")},
     "topic": {"paper": _TOPIC, "fast": _TOPIC},
 }
-TOY_PRESETS = [(toy, preset) for toy in sorted(TOY_EXPERIMENTS) for preset in toy_experiment(toy).PRESETS]
+TOY_PRESETS = [(toy, preset) for toy in sorted(toy_names()) for preset in toy_experiment(toy).PRESETS]
 
 
 def _tiny_config(toy: str, preset: str):

@@ -21,16 +21,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("mechprobe", "probes", "toymodels", "analyses")
 ANALYSES_LAYERS: tuple[tuple[str, ...], ...] = (
+    ("toy_registry",),  # the toys' records, which every table of toys derives from
     # shared pieces that import nothing else of analyses: checks, settings, backends, the papers' tables, files on disk
-    ("__init__", "cli_checks", "config_overrides", "plot_backend", "timings", "torch_threads", "paper_reference",
-     "toy_findings", "toy_causal", "toy_orders", "curve_series", "lm_data", "toy_model_store"),
+    ("__init__", "cli_checks", "cli_command", "config_overrides", "plot_backend", "timings", "torch_threads",
+     "paper_reference", "toy_findings", "toy_causal", "toy_orders", "curve_series", "lm_data", "toy_model_store"),
     ("paper_result", "series_writer"),  # a toy experiment's typed result and summary.json; a series folder's files
     # the probe suite on real text: held-out statistics, findings, measurements, passages; edges between heads
     ("pretrained", "circuit"),
     ("induction", "scansnap", "topic"),  # the paper toys' experiments
     ("experiments", "toy_model_loader"),  # the toys by name; a toy folder as a model
     ("toy_seeds", "dynamics", "linear"),  # a toy over seeds; checkpoint series; linear probes (over toys and text)
-    ("report", "heads", "ablate", "plan"),  # the commands that assemble the rest
+    ("report", "heads", "ablate", "plan"),  # the work of the commands that assemble the rest
+    ("commands",),  # the command records of the work above (analyses/commands/<name>.py)
     ("cli",),
 )
 """Bottom to top. A new module of ``analyses`` goes in the lowest layer above every unit it imports."""
@@ -219,10 +221,10 @@ def test_the_layer_rule_catches_a_planted_upward_import(tmp_path):
         path.write_text(f'"""Planted."""\n{source}', encoding="utf-8")
         graph[module] = imported_modules(module, path, set(graph))
     assert upward_imports(graph) == [
-        "analyses.induction.planted -> analyses.dynamics.run: induction (layer 3) may import only from layers below "
-        "it; dynamics is in layer 5",
-        "analyses.pretrained.planted -> analyses.report.document: pretrained (layer 2) may import only from layers "
-        "below it; report is in layer 6",
+        "analyses.induction.planted -> analyses.dynamics.run: induction (layer 4) may import only from layers below "
+        "it; dynamics is in layer 6",
+        "analyses.pretrained.planted -> analyses.report.document: pretrained (layer 3) may import only from layers "
+        "below it; report is in layer 7",
     ]
 
 

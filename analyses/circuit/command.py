@@ -1,12 +1,11 @@
 """``mechprobe circuit --model M --out D``: edges between heads by path patching, each beside random edges of its
 shape and the random-weight control's same edge, with the composition screen beside them; a table on the terminal,
-``D/circuit.json`` and ``D/circuit.png``. :mod:`analyses.cli` adds the command to its parser."""
+``D/circuit.json`` and ``D/circuit.png``. :data:`CIRCUIT` is the command's record."""
 
 from __future__ import annotations
 
 import argparse
 import re
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,7 @@ from analyses.cli_checks import (
     seed_arg,
     written_atomically,
 )
+from analyses.cli_command import Command
 from analyses.paper_result import write_json
 from probes import ModelInfo, load_model, random_weight_control
 from probes.causal import composition_scores
@@ -55,19 +55,8 @@ def parse_top(flag: str, text: str) -> tuple[str, int]:
     return match.group(1), int(match.group(2))
 
 
-def add_circuit_command(sub: Any, add_device_flags: Callable[[argparse.ArgumentParser], None]
-                        ) -> argparse.ArgumentParser:
-    """Add ``circuit`` to the sub-command parsers ``sub``; return its parser."""
-    circuit = sub.add_parser(
-        "circuit", help="edges between heads by path patching, against random edges and the random-weight control",
-        description="For every sender and receiver in a later layer, replace the sender's output (zero, mean or "
-        "resample) in one input of the receiver only (keys, queries or values; everything else clean) and measure "
-        "the loss change on the repeated half of [BOS] X X and the drop of the receiver's induction score, with a "
-        "bootstrap interval over sequences, beside random edges at the same layer distance through the same input "
-        "(the null) and the random-weight control's same edge; Elhage et al.'s weight-only composition scores "
-        "beside them. Top heads are chosen on the even batches and measured on the odd ones. Prints a table and "
-        "writes OUT/circuit.json and OUT/circuit.png.",
-    )
+def add_arguments(circuit: argparse.ArgumentParser) -> None:
+    """``circuit``'s own flags (:data:`CIRCUIT`)."""
     circuit.add_argument("--model", type=model_arg, required=True, metavar="SPEC",
                          help="packaged name (smollm2-135m), local checkpoint folder or hub name")
     circuit.add_argument("--out", required=True, metavar="DIR", help="output folder (created)")
@@ -89,9 +78,6 @@ def add_circuit_command(sub: Any, add_device_flags: Callable[[argparse.ArgumentP
     circuit.add_argument("--seed", type=seed_arg, default=0, metavar="S", help="tokens, null draws (default 0)")
     circuit.add_argument("--control", action=argparse.BooleanOptionalAction, default=True,
                          help="also measure the random-weight control's same edges (default: on)")
-    add_device_flags(circuit)
-    circuit.add_argument("--no-progress", action="store_true", help="hide the progress bars")
-    return circuit
 
 
 def settings_of(args: argparse.Namespace) -> CircuitSettings:
@@ -161,3 +147,16 @@ def run_circuit_command(args: argparse.Namespace) -> int:
                     dtype=args.dtype or "float32")
     print(f"wrote {out / RESULT_FILE} and {out / FIGURE_FILE}")
     return 0
+
+
+CIRCUIT = Command(
+    "circuit", help="edges between heads by path patching, against random edges and the random-weight control",
+    description="For every sender and receiver in a later layer, replace the sender's output (zero, mean or "
+    "resample) in one input of the receiver only (keys, queries or values; everything else clean) and measure "
+    "the loss change on the repeated half of [BOS] X X and the drop of the receiver's induction score, with a "
+    "bootstrap interval over sequences, beside random edges at the same layer distance through the same input "
+    "(the null) and the random-weight control's same edge; Elhage et al.'s weight-only composition scores "
+    "beside them. Top heads are chosen on the even batches and measured on the odd ones. Prints a table and "
+    "writes OUT/circuit.json and OUT/circuit.png.",
+    add_arguments=add_arguments, run=run_circuit_command, shared=("device", "dtype", "progress"), hub_bars=True,
+)

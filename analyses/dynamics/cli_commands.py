@@ -1,41 +1,28 @@
 """The command-line entries of the dynamics commands: ``mechprobe dynamics`` (the probes over a checkpoint series)
-and ``mechprobe train-lm`` (a real-text series trained here). :mod:`analyses.cli` adds them to its parser."""
+and ``mechprobe train-lm`` (a real-text series trained here). Their records: :data:`DYNAMICS`, :data:`TRAIN_LM`."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 from typing import Any
 
 from analyses.cli_checks import (
     check_compared_folders,
     check_output_folder,
     count_arg,
-    device_arg,
     int_arg,
     naming,
     number_arg,
     seed_arg,
     text_arg,
 )
+from analyses.cli_command import Command
 from probes.core.errors import ConfigError
 from probes.text.corpora import check_corpus_spec
 
 
-def add_dynamics_commands(sub: Any, add_device_flags: Callable[[argparse.ArgumentParser], None]
-                          ) -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
-    """Add ``dynamics`` and ``train-lm`` to the sub-command parsers ``sub``; return the two parsers."""
-    dynamics = sub.add_parser(
-        "dynamics", help="the same probes over a model's training checkpoints: curves, events and their order",
-        description="Measure every checkpoint of a series (Hugging Face revisions, legacy TransformerLens checkpoints, "
-        "a folder of checkpoints, a train-lm run) one at a time: previous-token, induction and duplicate head scores "
-        "on [BOS] X X (best head held out, uniform-attention null), the in-context loss gain, and with --corpus the "
-        "loss at early minus late text positions and the report's text probes (same-topic attention of the best "
-        "head against the distance-matched topic null, co-occurrence ordering; LDA topics fitted on the corpus). "
-        "Each checkpoint is stored in OUT/checkpoints/ as it is done, so the same command resumes a killed run. "
-        "Writes OUT/summary.json (events with bootstrap intervals, their "
-        "order as a finding; the first checkpoint is the control) and OUT/dynamics.png.",
-    )
+def add_dynamics_arguments(dynamics: argparse.ArgumentParser) -> None:
+    """``dynamics``'s own flags (:data:`DYNAMICS`)."""
     dynamics.add_argument("--model", type=text_arg, required=True, metavar="SERIES",
                           help="NAME@revisions=step0,step1000,... (hub revisions), NAME@checkpoint_index=0,1,... "
                           "(legacy TransformerLens), or a folder of checkpoints / with series.json")
@@ -64,16 +51,10 @@ def add_dynamics_commands(sub: Any, add_device_flags: Callable[[argparse.Argumen
                           help="with --refine: the interval an event may keep, as a share of its step (default 0.2)")
     dynamics.add_argument("--refine-rounds", type=count_arg(1), metavar="N",
                           help="with --refine: rounds of re-running and measuring at most (default 3)")
-    add_device_flags(dynamics)
-    dynamics.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
-    train_lm = sub.add_parser(
-        "train-lm", help="train a small attention-only model on real text, saved at log-spaced steps (a series)",
-        description="Train a 2-layer attention-only TransformerLens model (boot_native) with AdamW on a corpus in "
-        "SmolLM2 tokens (vocabulary cut to the most frequent), a --repeat fraction of rows repeating a span of their "
-        "first half later in the row. Saves the model at step 0 and at log-spaced steps into OUT/step_N with "
-        "OUT/series.json, which mechprobe dynamics --model OUT reads.",
-    )
+
+def add_train_lm_arguments(train_lm: argparse.ArgumentParser) -> None:
+    """``train-lm``'s own flags (:data:`TRAIN_LM`)."""
     train_lm.add_argument("--corpus", type=text_arg, metavar="SPEC",
                           help="any corpus the report reads (default wikipedia-excerpt, offline)")
     train_lm.add_argument("--out", required=True, metavar="DIR",
@@ -85,10 +66,6 @@ def add_dynamics_commands(sub: Any, add_device_flags: Callable[[argparse.Argumen
     train_lm.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                           help="override a setting (vocab, seq_len, batch_size, d_model, n_heads, lr, span, "
                           "n_checkpoints, ...; repeatable)")
-    train_lm.add_argument("--device", type=device_arg, default="cpu", metavar="DEV",
-                          help="cpu (default), cuda, cuda:1, mps ...")
-    train_lm.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    return dynamics, train_lm
 
 
 def run_dynamics_command(args: argparse.Namespace) -> int:
@@ -188,3 +165,29 @@ def run_train_lm_command(args: argparse.Namespace) -> int:
           f"{summary.final_loss:.3f}; saved steps {', '.join(str(s) for s in summary.steps)}")
     print(f"wrote {out}; measure it with: mechprobe dynamics --model {out} --out {out}-dynamics")
     return 0
+
+
+DYNAMICS = Command(
+    "dynamics", help="the same probes over a model's training checkpoints: curves, events and their order",
+    description="Measure every checkpoint of a series (Hugging Face revisions, legacy TransformerLens checkpoints, "
+    "a folder of checkpoints, a train-lm run) one at a time: previous-token, induction and duplicate head scores "
+    "on [BOS] X X (best head held out, uniform-attention null), the in-context loss gain, and with --corpus the "
+    "loss at early minus late text positions and the report's text probes (same-topic attention of the best "
+    "head against the distance-matched topic null, co-occurrence ordering; LDA topics fitted on the corpus). "
+    "Each checkpoint is stored in OUT/checkpoints/ as it is done, so the same command resumes a killed run. "
+    "Writes OUT/summary.json (events with bootstrap intervals, their "
+    "order as a finding; the first checkpoint is the control) and OUT/dynamics.png.",
+    add_arguments=add_dynamics_arguments, run=run_dynamics_command, shared=("device", "dtype", "progress"),
+    progress_help="hide the progress bar", hub_bars=True,
+)
+
+
+TRAIN_LM = Command(
+    "train-lm", help="train a small attention-only model on real text, saved at log-spaced steps (a series)",
+    description="Train a 2-layer attention-only TransformerLens model (boot_native) with AdamW on a corpus in "
+    "SmolLM2 tokens (vocabulary cut to the most frequent), a --repeat fraction of rows repeating a span of their "
+    "first half later in the row. Saves the model at step 0 and at log-spaced steps into OUT/step_N with "
+    "OUT/series.json, which mechprobe dynamics --model OUT reads.",
+    add_arguments=add_train_lm_arguments, run=run_train_lm_command, shared=("device", "progress"),
+    progress_help="hide the progress bar", resumes=True,
+)

@@ -30,6 +30,7 @@ import torch
 from analyses.paper_result import write_json
 from analyses.toy_model_loader import ToyModel, load_toy_model
 from analyses.toy_model_store import is_toy_folder
+from analyses.toy_registry import toys
 from mechprobe.validation import is_integer
 from probes.core.batch import TokenBatch
 from probes.core.errors import ConfigError, InputError
@@ -55,7 +56,6 @@ from probes.text.topics import LdaTopicConfig, LdaTopics, assign_word_topics, fi
 
 log = logging.getLogger(__name__)
 TARGETS = ("parent", "topic", "next")
-TOY_TARGETS = {"induction": "parent", "topic": "topic", "scansnap": "next"}
 
 
 @dataclass(frozen=True)
@@ -237,7 +237,7 @@ def pretrained_setup(model: HookedModel, target: str, config: LinearProbeConfig,
 
 def toy_setup(toy: ToyModel, target: str, config: LinearProbeConfig) -> ProbeSetup:
     """Fresh sequences of the toy's own data (seeded apart from its training data) and the target's labels."""
-    expected = TOY_TARGETS.get(toy.experiment)
+    expected = next((spec.probe_target for spec in toys() if spec.name == toy.experiment), None)  # train-lm: none
     if target != expected:
         raise ConfigError(f"{toy.folder} holds the {toy.experiment} toy, whose target is --target {expected}; got "
                           f"--target {target}.")

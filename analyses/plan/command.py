@@ -3,7 +3,7 @@
 The routes run on ``meta`` weights at the model's shape (:mod:`analyses.plan.routes`); each row gives the memory
 needed (weights plus the pass's peak), whether it fits each GPU, the estimated time there
 (:mod:`analyses.plan.estimate`), FLOPs, device operator calls per layer, each layer's attention route and the
-largest tensor. :mod:`analyses.cli` adds the command to its parser.
+largest tensor. :data:`PLAN` is the command's record.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from analyses.cli_checks import check_output_file, count_arg, naming, text_arg
+from analyses.cli_command import Command
 from analyses.plan.estimate import GPUS, Estimate, estimate
 from analyses.plan.routes import ROUTES, RouteLedger, run
 from analyses.plan.shapes import SHAPES
@@ -23,15 +24,8 @@ MAX_TOKENS = 1 << 20
 DEFAULT_ROUTES = ("bare", "bridge", "suite", "null")
 
 
-def add_plan_command(sub: Any) -> argparse.ArgumentParser:
-    """Add ``plan`` to the sub-command parsers ``sub``; return its parser."""
-    plan = sub.add_parser(
-        "plan", help="will a route fit on a GPU and how long will it take (measured on the CPU, no GPU needed)",
-        description="Run mechprobe's own code at a model's shape on meta weights (no memory, no data; the kernels "
-        "chosen as on CUDA) and report, per route, the memory it needs (weights + peak of live tensors), whether it "
-        "fits an H100 (80 GB) or H200 (141 GB), the estimated time there (a roofline plus a per-call cost calibrated "
-        "on an H200), FLOPs, operator calls per layer, each layer's attention route and the largest tensor.",
-    )
+def add_arguments(plan: argparse.ArgumentParser) -> None:
+    """``plan``'s own flags (:data:`PLAN`; its --dtype is of the routes it plans, not the shared one)."""
     plan.add_argument("--model", required=True, metavar="M", type=text_arg,
                       help=f"a named shape ({', '.join(SHAPES)}) or a folder with a Hugging Face config.json")
     plan.add_argument("--tokens", required=True, type=count_arg(2), metavar="T",
@@ -44,7 +38,6 @@ def add_plan_command(sub: Any) -> argparse.ArgumentParser:
     plan.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default="bfloat16",
                       help="weights and activations (default bfloat16)")
     plan.add_argument("--json", metavar="PATH", help="also write every number as JSON to PATH")
-    return plan
 
 
 def parse_routes(text: str) -> tuple[str, ...]:
@@ -139,3 +132,13 @@ def run_plan_command(args: argparse.Namespace) -> int:
                                                "dtype": args.dtype, "routes": records}, indent=1), encoding="utf-8")
         print(f"wrote {args.json}")
     return 0
+
+
+PLAN = Command(
+    "plan", help="will a route fit on a GPU and how long will it take (measured on the CPU, no GPU needed)",
+    description="Run mechprobe's own code at a model's shape on meta weights (no memory, no data; the kernels "
+    "chosen as on CUDA) and report, per route, the memory it needs (weights + peak of live tensors), whether it "
+    "fits an H100 (80 GB) or H200 (141 GB), the estimated time there (a roofline plus a per-call cost calibrated "
+    "on an H200), FLOPs, operator calls per layer, each layer's attention route and the largest tensor.",
+    add_arguments=add_arguments, run=run_plan_command,
+)

@@ -9,10 +9,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from analyses.experiments import TOY_EXPERIMENTS
 from analyses.pretrained.measure import PretrainedConfig
 from analyses.pretrained.settled import SettleConfig
 from analyses.report.linear_section import LinearReportConfig
+from analyses.toy_registry import toy_names
 from mechprobe.validation import integer
 from probes.core.errors import ConfigError
 from probes.text.topics import LdaTopicConfig
@@ -25,7 +25,7 @@ class ReportConfig:
     models: tuple[str, ...] = ("smollm2-135m", "minilm-l6")
     corpus: str = "wikipedia-excerpt"
     text_column: str = "text"
-    toys: tuple[str, ...] = ("topic", "scansnap", "induction")
+    toys: tuple[str, ...] = field(default_factory=toy_names)
     toy_preset: str = "fast"
     toy_seeds: int = 5
     max_documents: int = 5000  # the excerpt has 4,544 paragraphs of >= 200 characters: all of them
@@ -44,9 +44,9 @@ class ReportConfig:
     (:mod:`analyses.pretrained.settle`); off: the fixed-sample report."""
 
     def __post_init__(self) -> None:
-        unknown = [t for t in self.toys if t not in TOY_EXPERIMENTS]
+        unknown = [t for t in self.toys if t not in toy_names()]
         if unknown:
-            raise ConfigError(f"Unknown toy settings {unknown}; choose from {', '.join(TOY_EXPERIMENTS)}.")
+            raise ConfigError(f"Unknown toy settings {unknown}; choose from {', '.join(toy_names())}.")
         if not self.models and not self.toys and not self.series:
             raise ConfigError("The report needs at least one pretrained model, one toy setting or one --series.")
         integer("toy_seeds", self.toy_seeds, 1)

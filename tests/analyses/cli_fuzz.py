@@ -452,13 +452,14 @@ def set_configs(program: str) -> dict[str, tuple[tuple[str, ...], Any]]:
     """The configs whose settings ``program``'s ``--set`` takes: name -> (the base argv that selects it, the
     config). Every program with a ``--set`` flag must be here (test_cli_fuzz.py checks that)."""
     from analyses.dynamics.train_lm import TrainLmConfig
-    from analyses.experiments import TOY_EXPERIMENTS, toy_experiment
+    from analyses.experiments import toy_experiment
     from analyses.linear.experiment import LinearProbeConfig
     from analyses.report.config import ReportConfig
+    from analyses.toy_registry import toy_names
 
     if program == "toy":
         return {name: ((name, *BASE_ARGS["toy"][1:]), toy_experiment(name).PRESETS["fast"])
-                for name in TOY_EXPERIMENTS}
+                for name in toy_names()}
     kinds = {"report": ReportConfig.fast(), "probe-linear": LinearProbeConfig(), "train-lm": TrainLmConfig()}
     return {program: (BASE_ARGS[program], kinds[program])} if program in kinds else {}
 

@@ -70,7 +70,8 @@ def test_without_series_the_report_has_no_dynamics_section(hub, tmp_path, monkey
 
 
 def test_series_flag_reaches_the_config_and_a_bad_spec_fails_before_work(tmp_path, capsys):
-    from analyses.cli import build_parser, report_config
+    from analyses.cli import build_parser
+    from analyses.commands.report import report_config
 
     args = build_parser().parse_args(["report", "--out", str(tmp_path / "r"), "--series", "a@revisions=step0,step1",
                                       "--series", str(tmp_path)])

@@ -7,7 +7,8 @@ import re
 
 import pytest
 
-from analyses.cli import build_parser, main, report_config
+from analyses.cli import build_parser, main
+from analyses.commands.report import report_config
 from analyses.config_overrides import apply_overrides, toml_assignments
 from analyses.report.config import ReportConfig
 from probes.core.errors import ConfigError
