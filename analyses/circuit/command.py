@@ -155,8 +155,8 @@ CIRCUIT = Command(
     "resample) in one input of the receiver only (keys, queries or values; everything else clean) and measure "
     "the loss change on the repeated half of [BOS] X X and the drop of the receiver's induction score, with a "
     "bootstrap interval over sequences, beside random edges at the same layer distance through the same input "
-    "(the null) and the random-weight control's same edge; Elhage et al.'s weight-only composition scores "
-    "beside them. Top heads are chosen on the even batches and measured on the odd ones. Prints a table and "
-    "writes OUT/circuit.json and OUT/circuit.png.",
+    "that share no head with it (the null) and the random-weight control's same edge; Elhage et al.'s "
+    "weight-only composition scores beside them. Top heads are chosen on the even batches and measured on the "
+    "odd ones. Prints a table and writes OUT/circuit.json and OUT/circuit.png.",
     add_arguments=add_arguments, run=run_circuit_command, shared=("device", "dtype", "progress"), hub_bars=True,
 )
