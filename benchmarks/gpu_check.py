@@ -243,10 +243,11 @@ TEST_FILES = ("tests/test_gpu.py", "tests/analyses/test_toy_device.py")
 
 def tests_command(python: str, device: str, quick: bool, work: Path) -> list[str]:
     """``pytest`` over :data:`TEST_FILES`, only their cases on ``device``'s type (CI runs the CPU cases; with
-    ``quick``: the induction toy's device run alone)."""
+    ``quick``: the check of the induction toy's tiny settings alone, which trains nothing: the part's wiring is what
+    a quick run checks)."""
     kind = device.split(":")[0]
     on_device = "cuda" if kind == "cuda" else "not cuda"  # the case ids: [cpu-...], [cuda-...]
-    selected = f"agrees_with_the_default_run and induction and {on_device}" if quick else on_device
+    selected = f"tiny_settings and induction and {on_device}" if quick else on_device
     command = [python, "-m", "pytest", *TEST_FILES, "-m", "slow or not slow", "-k", selected, "-p",
                "no:cacheprovider", "-ra", "-q", f"--junitxml={work / 'tests.xml'}"]
     if kind == "cuda" and importlib.util.find_spec("xdist") is not None:

@@ -111,7 +111,7 @@ def test_the_quick_check_runs_end_to_end_on_the_cpu(tmp_path):
     assert list(parts) == ["checkpoint", "long-context", "ablation-null", "report-cpu", "tests"]  # must-shows first
     assert summary["all_passed"] and {row["status"] for row in parts.values()} == {"passed"}
     tests = parts["tests"]["numbers"]
-    assert tests["passed"] == tests["tests"] >= 1 and tests["failed_tests"] == []  # the toy device run, on the cpu
+    assert tests["passed"] == tests["tests"] >= 1 and tests["failed_tests"] == []  # the tiny-settings checks
     report = parts["report-cpu"]["numbers"]
     assert len(report["verdicts"]) == 7 and report["holds"] == 0  # a random-weight checkpoint: nothing holds
     (cell, ratios), = parts["long-context"]["numbers"]["suite_over_bare"].items()
@@ -123,12 +123,13 @@ def test_the_quick_check_runs_end_to_end_on_the_cpu(tmp_path):
     assert shows["suite <= 1.5x SDPA memory at smollm2 256"] is not None
 
 
-def test_a_budget_too_short_for_any_part_is_refused_before_anything_is_written(tmp_path, capsys):
-    done = subprocess.run([sys.executable, "benchmarks/gpu_check.py", "--device", "cpu", "--budget", "5", "--work",
-                           str(tmp_path / "work"), "--out", str(tmp_path / "out.json")], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 2 and "--budget 5" in done.stderr and "every part would be skipped" in done.stderr
-    assert done.stderr.count("\n") == 1 and list(tmp_path.iterdir()) == []
+def test_a_budget_too_short_for_any_part_is_refused_before_anything_is_written(gpu_check, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        gpu_check.main(["--device", "cpu", "--budget", "5", "--work", str(tmp_path / "work"), "--out",
+                        str(tmp_path / "out.json")])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and "--budget 5" in err and "every part would be skipped" in err
+    assert err.count("\n") == 1 and list(tmp_path.iterdir()) == []
 
 
 def test_a_failing_ledger_leaves_hand_set_budgets_not_a_dead_check(gpu_check, tmp_path, monkeypatch, capsys):
