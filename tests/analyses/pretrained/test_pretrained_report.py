@@ -195,9 +195,10 @@ def test_main_job_on_the_offline_defaults(main_job, tmp_path):
         ratio = entry["same_topic_attention_ratio"]
         assert ratio["ci"][0] <= ratio["value"] <= ratio["ci"][1] and len(ratio["best_head"]) == 2
         ablated = set(CAUSAL_FINDINGS) if entry["causal"] else set()  # SmolLM2; MiniLM is an encoder
-        assert set(entry["findings"]) == set(PRETRAINED_FINDINGS) | ablated and set(entry["ablations"]) == ablated
-        # the K-composition edge is off by default (its cost); the note says how to measure it
-        assert entry["circuit"] is None and "pretrained.circuit.enabled=true" in entry["circuit_note"]
+        circuit = {CIRCUIT_FINDING} if entry["causal"] else set()  # the K-composition edge, on by default
+        assert set(entry["findings"]) == set(PRETRAINED_FINDINGS) | ablated | circuit
+        assert set(entry["ablations"]) == ablated
+        assert (entry["circuit"] is None) == (not circuit) and ("encoder" in entry["circuit_note"]) == (not circuit)
         # the random-weight control of each model holds nothing
         assert not [name for name, f in entry["control"]["findings"].items() if f["holds"]]
         assert len(entry["induction_top_heads"][0]) == 3
