@@ -6,18 +6,29 @@ previous-token head on the even text batches in a layer below the receiver's (th
 chose, on data this one does not measure). On ``sequences`` fresh repeated random sequences (``seq_len`` tokens
 repeated once, drawn from ``seed + 1`` like the head ablations' sequences) the sender's output is mean-replaced in
 the receiver's keys only, everything else clean (path patching, :func:`probes.causal.edge_effect`); the statistic is
-the loss change (nats per token) on the repeated half, with a 95% bootstrap interval over sequences. The null is the
-same change for random edges at the same layer distance through the receiver's keys, drawn ten at a time up to
-``draws`` and stopped once the decision at 0.01 is known (:func:`probes.causal.edge_with_null`); the control is the
-random-weight model's same edge, measured on the same sequences. The finding is a family of its own (one test, so
-its adjusted p is its p). Threshold (:data:`analyses.pretrained.findings.THRESHOLDS_TEXT`): 0.1 nats per token above
-the larger of the null's 99th percentile and the control, as for the head ablations.
+the receiver's induction score drop: its attention mass on the induction targets (the token after an earlier copy
+of the query's token), clean minus patched, per query of the repeated half, with a 95% bootstrap interval over
+sequences. The null is the same drop for random edges at the same layer distance through the receiver's keys
+(sharing no head with the measured edge), drawn ten at a time up to ``draws`` and stopped once the decision at 0.01
+is known (:func:`probes.causal.edge_with_null`); the control is the random-weight model's same edge, measured on the
+same sequences. The finding is a family of its own (one test, so its adjusted p is its p). Threshold
+(:data:`analyses.pretrained.findings.THRESHOLDS_TEXT`, :data:`probes.causal.edge_null.MIN_EFFECT`): 0.1 of
+attention mass above the larger of the null's 99th percentile and the control, as for the head scores.
 
-Cost: the null dominates (an edge that beats every random edge needs all ``draws`` of them, each running its
-receiver's layer to the end of the model). On SmolLM2-135M the edge and its null cost 27 to 31 forwards of the 6
-measured sequences and the control's edge 6 to 7 more (its null stops after 10 draws): about 35 forwards, too much
-for the default report's 5-minute goal, which it already reaches without the edge. So the finding is off by default:
-``--set pretrained.circuit.enabled=true`` measures it (``mechprobe circuit`` measures more edges).
+The edge's own loss change on the repeated half (nats per token, with its interval) is measured beside it and
+reported as a number, not judged: the null's edges are measured on the receiver's score alone (``null_loss=False``),
+which skips, per random edge, the pass from its receiver's layer to the loss. Why the score and not the loss: the
+question is whether the sender feeds the receiver's keys, which the receiver's own attention answers directly; how
+much of the model's loss rides on that one connection is another question (other heads may carry the same
+information, as the induction toy's one copier feeds every layer-2 head, :mod:`analyses.induction.edge`).
+
+Cost: the edge runs its receiver's layer to the loss once; each random edge runs its sender's and its receiver's
+attention only, and each edge pays a fixed few forwards (the sender's means, the clean pass, the route's check). On
+SmolLM2-135M, one thread, the edge and its 100 draws cost 7.6 forwards of the 6 measured sequences in FLOPs (10.8 in
+time) and the control's edge (its null stopped after 10 draws) 6.6 (7.9): 14.1 forwards in FLOPs, 18.7 in time,
+where a null of both effects alone cost 59.7 (71.3) (``benchmarks/edge_cost.py``, benchmarks/RESULTS.md section
+22). So the finding is on by default; ``--set pretrained.circuit.enabled=false`` turns it off (``mechprobe
+circuit`` measures more edges).
 """
 
 from __future__ import annotations
@@ -42,18 +53,19 @@ from probes.core.model_kind import HookedModel
 from probes.stats.findings import ALPHA, Finding
 
 Head = tuple[int, int]
-EFFECT = "loss_change"
-"""The effect the finding judges (:data:`probes.causal.EFFECTS`); the receiver's score drop is kept beside it."""
+EFFECT = "score_drop"
+"""The effect the finding judges (:data:`probes.causal.EFFECTS`): the receiver's induction score drop; the edge's
+loss change is kept beside it, with its interval, unjudged (module docstring)."""
 
 
 @dataclass(frozen=True)
 class CircuitConfig:
-    """Whether (``enabled``: off by default, for its cost; module docstring) and how the circuit finding is
+    """Whether (``enabled``: on by default; its cost is in the module docstring) and how the circuit finding is
     measured: ``sequences`` rows of [BOS] X X (|X| = ``seq_len``), the sender
     replaced by ``method`` in the receiver's keys, beside up to ``draws`` random edges (at least 100: the fewest
     whose p-value, ``1 / (draws + 1)`` at best, can fall below 0.01); ``max_rows`` rows per forward pass."""
 
-    enabled: bool = False
+    enabled: bool = True
     draws: int = 100
     method: str = "mean"
     seq_len: int = 16
@@ -84,8 +96,8 @@ class CircuitMeasurement:
         return (ls, hs), (lr, hr), self.selection_scores
 
     def finding(self, control: CircuitMeasurement | None = None) -> Finding:
-        """The finding on the loss change, beside ``control``'s same edge when given (a control's own finding is
-        judged against its null only)."""
+        """The finding on the receiver's score drop, beside ``control``'s same edge when given (a control's own
+        finding is judged against its null only)."""
         own = self.edge.finding(EFFECT, None if control is None else control.edge)
         spec = finding_from_spec(CIRCUIT_FINDING, own.value, own.ci, own.null_value, own.p_value,
                                  n_units=own.n_units)
@@ -113,11 +125,11 @@ def circuit_unavailable(model: HookedModel, info: ModelInfo, config: CircuitConf
                         heads: tuple[Head, Head, tuple[float, float]] | None) -> str:
     """Why the circuit finding is not measured on ``model`` (``""`` when it is)."""
     if not config.enabled:
-        return ("not measured: off by default for its cost (about 35 forwards on SmolLM2); --set "
+        return ("not measured: turned off (--set pretrained.circuit.enabled=false); --set "
                 "pretrained.circuit.enabled=true measures it")
     if not info.causal:
-        return ("not measured: the edge's statistic is next-token loss on [BOS] X X, and this model is an encoder "
-                "(its masked-token loss says nothing here)")
+        return ("not measured: the edge is measured on next-token [BOS] X X sequences, its loss change beside "
+                "the score, and this model is an encoder (its masked-token loss says nothing here)")
     if heads is None:
         return "not measured: no previous-token head lies in a layer below the best induction head"
     sender, receiver, _ = heads
@@ -138,12 +150,12 @@ def circuit_protocol(info: ModelInfo, config: CircuitConfig, seed: int) -> list[
 def measure_circuit(model: HookedModel, heads: tuple[Head, Head, tuple[float, float]], config: CircuitConfig, *,
                     n_boot: int, seed: int) -> CircuitMeasurement:
     """The edge ``heads`` names (:func:`circuit_heads`) on ``model`` through the receiver's keys, beside its null
-    (module docstring)."""
+    of random edges' score drops (module docstring)."""
     sender, receiver, scores = heads
     info = ModelInfo.of(model)
     edge = edge_effect(model, sender, receiver, circuit_protocol(info, config, seed),
                        slice_fn=repeated_half(config.seq_len), input="k", method=config.method, n_draws=config.draws,
-                       seed=seed, n_boot=n_boot, max_rows=config.max_rows, stop_at=ALPHA,
+                       seed=seed, n_boot=n_boot, max_rows=config.max_rows, stop_at=ALPHA, null_loss=False,
                        data=f"{config.sequences} repeated random sequences (seq_len={config.seq_len}, "
                             f"seed={seed + 1})")
     return CircuitMeasurement(edge, "previous-token score on the even text batches (sender, in a layer below the "

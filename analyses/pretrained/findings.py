@@ -57,8 +57,9 @@ THRESHOLDS_TEXT = ("head scores at least 0.1 attention mass above the larger of 
                    "mean-centred embedding cosine gap at least 0.02 above them; the distance-matched co-occurrence "
                    "Spearman at least 0.1 above them; a head ablation's loss change at least 0.1 nats per token "
                    "(0.02 for the topic contrast) above the larger of the 99th percentile of random head sets and "
-                   "the control; the K-composition edge's loss change at least 0.1 nats per token above the larger "
-                   "of the 99th percentile of random edges (same layer distance, through the keys) and the control.")
+                   "the control; the K-composition edge's induction score drop (the receiver's attention mass on its "
+                   "induction targets) at least 0.1 above the larger of the 99th percentile of random edges (same "
+                   "layer distance, through the keys) and the control.")
 
 _SPECS: dict[str, tuple[str, str, Literal["difference", "ratio"], float, str]] = {
     # name: (statistic, null kind, effect, min_effect, selection)
@@ -84,8 +85,9 @@ _SPECS: dict[str, tuple[str, str, Literal["difference", "ratio"], float, str]] =
     "topic_heads_causal": ("loss change (nats/token) on tokens whose LDA topic already appeared in the document "
                            "minus on tokens whose topic did not, top same-topic heads mean-ablated", CAUSAL_NULL,
                            "difference", 0.02, CAUSAL_SPLIT),
-    CIRCUIT_FINDING: ("loss change (nats/token) on the repeated half of [BOS] X X, the top previous-token head's "
-                      "output mean-replaced in the top induction head's keys only (path patching)", CIRCUIT_NULL,
+    CIRCUIT_FINDING: ("induction score drop (attention mass) of the top induction head on the repeated half of "
+                      "[BOS] X X, the top previous-token head's output mean-replaced in its keys only (path "
+                      "patching)", CIRCUIT_NULL,
                       "difference", 0.1, "heads chosen on the even batches (the sender in a layer below the "
                                          "receiver), the edge measured on fresh sequences"),
 }

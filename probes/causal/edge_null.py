@@ -4,7 +4,10 @@ The null: random ``(sender, receiver)`` pairs at the measured edge's layer dista
 through the same receiver input (:func:`probes.causal.edge_plan.distance_matched_edges`), measured in groups and
 stopped once the decision at the level is known (:func:`probes.stats.sequential.sequential_null`, issue 36's rule):
 "is this edge's effect larger than a random edge's of the same shape?". Both effects
-(:data:`probes.causal.edges.EFFECTS`) are tested at once.
+(:data:`probes.causal.edges.EFFECTS`) are tested at once, or, with ``null_loss=False``
+(:class:`probes.causal.edge_plan.EdgePlan`), the receiver's score drop alone: the null's edges skip the pass from
+the receiver's layer to the loss (their loss change is NaN, and so are the loss change's p-value and null q99), the
+draws stop on the score's decision, and the measured edge keeps both effects with their intervals.
 
 An edge *holds* (:meth:`EdgeEffect.finding`, :class:`probes.stats.findings.Finding`) when its effect clears the
 null's 99th percentile with p < 0.01, the lower end of its 95% interval over sequences lies above the null's q99 and
@@ -14,6 +17,7 @@ when the interval's upper end lies below that threshold, else *inconclusive*.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -61,8 +65,9 @@ def edge_with_null(model: HookedModel, plan: EdgePlan, batches: Sequence[Any], s
                    shortcuts: bool = True, stop_at: float | None = 0.01, group: int = DRAW_GROUP
                    ) -> tuple[EdgeSums, SequentialNull | None]:
     """The sums of the plan's edge and of the random edges drawn, and the null of both effects (None without
-    draws). With ``stop_at`` the draws are measured ``group`` at a time until each effect's decision at that level
-    is known; ``None`` measures all of them (fixed-count p-value). The draws used are the plan's first ones."""
+    draws; of the score drop alone, the loss change's p-value NaN, where ``plan.null_loss`` is False). With
+    ``stop_at`` the draws are measured ``group`` at a time until each tested effect's decision at that level is
+    known; ``None`` measures all of them (fixed-count p-value). The draws used are the plan's first ones."""
     batches = list(batches)
     if not batches:
         raise InputError("No batches were given: the batch iterable was empty.")
@@ -79,9 +84,13 @@ def edge_with_null(model: HookedModel, plan: EdgePlan, batches: Sequence[Any], s
     values = sums.effects()
     if plan.n_draws == 0:
         return sums, None
+    # the effects the null tests: without the null's loss, the loss change has nothing to be judged against
+    tested = values[0].clone()
+    if not plan.null_loss:
+        tested[EFFECTS.index("loss_change")] = float("nan")
     if stop_at is None:
         draws = values[1:]
-        return sums, SequentialNull(draws, permutation_p_value(values[0], draws),
+        return sums, SequentialNull(draws, permutation_p_value(tested, draws),
                                     torch.full(values[0].shape, plan.n_draws, dtype=torch.long),
                                     torch.zeros(values[0].shape, dtype=torch.bool), plan.n_draws)
 
@@ -91,7 +100,7 @@ def edge_with_null(model: HookedModel, plan: EdgePlan, batches: Sequence[Any], s
             sums = sums.extend(measure(sums.n_edges, 1 + stop))
         return sums.effects()[1 + start : 1 + stop]
 
-    null = sequential_null(values[0], draw, SequentialRule(plan.n_draws, stop_at, group))
+    null = sequential_null(tested, draw, SequentialRule(plan.n_draws, stop_at, group))
     return sums, null  # the sums after the draws extended them
 
 
@@ -104,7 +113,8 @@ class EdgeEffect(ProbeResult):
     its percentile bootstrap interval over sequences; ``clean_loss`` the slice's clean loss (nats per token) and
     ``clean_score`` the receiver's clean attention mass on its targets; ``null[d, i]`` effect ``i`` of random edge
     ``null_edges[d]`` (``(l_s, h_s, l_r, h_r)``), ``null_q99`` its 99th percentile, ``p_value`` the sequential
-    Monte Carlo p-value (NaN without draws), ``null_stop`` how many draws and why."""
+    Monte Carlo p-value (NaN without draws), ``null_stop`` how many draws and why. A null measured on the score
+    alone (``null_loss=False``) has NaN loss changes, so the loss change's ``null_q99`` and ``p_value`` are NaN."""
 
     sender: list[Any]
     receiver: list[Any]
@@ -141,8 +151,17 @@ class EdgeEffect(ProbeResult):
     def finding(self, effect: str = "loss_change", control: EdgeEffect | None = None,
                 min_effect: float | None = None) -> Finding:
         """The verdict on ``effect`` (module docstring): against the null's q99, ``control`` (the same edge of the
-        random-weight control model, measured the same way) and ``min_effect`` (default :data:`MIN_EFFECT`)."""
+        random-weight control model, measured the same way) and ``min_effect`` (default :data:`MIN_EFFECT`).
+
+        Refused (:class:`ConfigError`) for an effect the null's draws did not measure (``null_loss=False``: the
+        loss change): a :class:`Finding` ignores a missing (NaN) null value, so beside a control it would be judged
+        against the control alone and could come out ``absent``, a verdict no null backs."""
         i = self._index(effect)
+        if self.null.shape[0] and math.isfinite(float(self.value[i])) and bool(self.null[:, i].isnan().all()):
+            raise ConfigError(f"The null's {self.null.shape[0]} random edges of {self.name} were measured without "
+                              f"their {effect.replace('_', ' ')} (null_loss=False skips their loss pass), so this "
+                              f"edge's {effect} has no null to be judged against; judge 'score_drop', or measure "
+                              f"with edge_effect(..., null_loss=True).")
         if control is not None and (control.sender, control.receiver, control.input) != (
                 self.sender, self.receiver, self.input):
             raise InputError(f"The control must be the same edge ({self.name}); got {control.name}.")
@@ -193,12 +212,15 @@ def edge_effect(model: HookedModel, sender: Head, receiver: Head, batches: Itera
                 input: str = "k", method: str = "mean", score: str = "induction", n_draws: int = 0, seed: int = 0,
                 means: HeadMeans | None = None, n_boot: int = 1000, level: float = 0.95, max_rows: int = 256,
                 pass_bytes: int = PASS_BYTES, data: str = "unspecified", loss: str | None = None,
-                shortcuts: bool = True, stop_at: float | None = 0.01) -> EdgeEffect:
+                shortcuts: bool = True, stop_at: float | None = 0.01, null_loss: bool = True) -> EdgeEffect:
     """Path-patch the edge ``sender -> receiver`` through the receiver's ``input`` on ``batches``: the sender's
     output replaced by ``method`` (``zero``, ``mean``: its mean on ``batches``, computed first unless ``means`` is
     given, or ``resample``) in that input alone (:mod:`probes.causal.edges`), measured on the loss of ``slice_fn``'s
     positions and on the receiver's ``score`` pattern, beside ``n_draws`` random edges of the same shape
     (:func:`edge_with_null`; ``seed`` draws them and fixes the resample derangement and the bootstrap).
+    ``null_loss=False`` measures the null's edges on the receiver's score alone (a fraction of the cost on a deep
+    model: no pass from the receiver's layer to the loss per draw); the edge's own loss change and its interval are
+    kept, but ``finding("loss_change")`` is then refused.
 
     Example::
 
@@ -209,7 +231,7 @@ def edge_effect(model: HookedModel, sender: Head, receiver: Head, batches: Itera
     """
     info = ModelInfo.of(model)
     plan = EdgePlan.build(info, sender, receiver, input=input, method=method, n_draws=n_draws, seed=seed, loss=loss,
-                          score=score)
+                          score=score, null_loss=null_loss)
     batches = list(reusable_batches(batches, method))
     if method == "mean" and means is None:
         means = head_output_means(model, plan.sender_layers,
@@ -220,7 +242,7 @@ def edge_effect(model: HookedModel, sender: Head, receiver: Head, batches: Itera
     provenance = Provenance(
         model=info.name, data=data, probe="EdgeEffect",
         settings={"input": input, "method": method, "score": score, "n_draws": n_draws, "n_boot": n_boot,
-                  "level": level, "loss": plan.loss, "stop_at": stop_at,
+                  "level": level, "loss": plan.loss, "stop_at": stop_at, "null_loss": null_loss,
                   "null": "random edges at the same layer distance through the same input, no head shared"},
         seed=seed, n_sequences=int(sums.tokens.shape[0]), n_tokens=int(sums.tokens.sum()),
         device=str(model_device(model)), dtype=str(dtype))

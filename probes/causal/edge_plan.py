@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import torch
-from jaxtyping import Int
+from jaxtyping import Bool, Int
 from torch import Tensor
 
 from mechprobe.validation import integer
@@ -97,7 +97,12 @@ class EdgePlan:
     random edges (:func:`distance_matched_edges`), all through the receiver's ``input``. ``method``: how the
     sender's output is replaced (``zero``, ``mean``, ``resample``, as :func:`probes.head_ablation`); ``loss``:
     ``"next"`` or ``"masked"``; ``score``: the head pattern whose attention mass is the receiver's score
-    (:func:`probes.head_pattern`, e.g. ``"induction"``)."""
+    (:func:`probes.head_pattern`, e.g. ``"induction"``).
+
+    ``null_loss``: whether the null's edges get their loss change too. The measured edge always does; without it a
+    null edge costs its sender's and receiver's blocks only (its score drop), not the final pass from the receiver's
+    layer to the loss (:mod:`probes.causal.edges`), and its loss change is NaN. ``offset``: the index of
+    ``edges[0]`` in the plan this one was cut from (:meth:`subset`; 0: ``edges[0]`` is the measured edge)."""
 
     edges: Int[Tensor, "set 4"]
     input: str
@@ -105,23 +110,30 @@ class EdgePlan:
     seed: int
     loss: str = "next"
     score: str = "induction"
+    null_loss: bool = True
+    offset: int = 0
 
     def __post_init__(self) -> None:
         check_input(self.input)
         check_method(self.method)
         check_loss(self.loss)
         head_pattern(self.score)
+        if not isinstance(self.null_loss, bool):
+            raise ConfigError(f"null_loss must be True (the null's edges get their loss change too) or False (their "
+                              f"score drop only); got {self.null_loss!r}.")
+        integer("offset", self.offset, 0)
 
     @classmethod
     def build(cls, info: ModelInfo, sender: Head, receiver: Head, *, input: str, method: str = "mean",
-              n_draws: int = 0, seed: int = 0, loss: str | None = None, score: str = "induction") -> EdgePlan:
+              n_draws: int = 0, seed: int = 0, loss: str | None = None, score: str = "induction",
+              null_loss: bool = True) -> EdgePlan:
         """Validate the edge and settings and draw the null's ``n_draws`` edges from ``seed``; ``loss`` defaults to
         the model's direction (:func:`probes.causal.token_loss.default_loss`)."""
         sender, receiver = check_edge(sender, receiver, info)
         draws = distance_matched_edges(sender, receiver, info.n_layers, info.n_heads, n_draws, seed=seed)
         measured = torch.tensor([[sender[0], sender[1], receiver[0], receiver[1]]])
         return cls(torch.cat([measured, draws]), check_input(input), method, seed,
-                   default_loss(info) if loss is None else check_loss(loss), score)
+                   default_loss(info) if loss is None else check_loss(loss), score, null_loss)
 
     @property
     def sender(self) -> Head:
@@ -140,9 +152,15 @@ class EdgePlan:
         """Every layer a sender of the plan sits in, ascending (the layers mean ablation needs means of)."""
         return tuple(sorted({int(v) for v in self.edges[:, 0]}))
 
+    @property
+    def measures_loss(self) -> Bool[Tensor, " edge"]:
+        """Per edge: whether its loss change is measured (the measured edge always, the null's with ``null_loss``)."""
+        rows = torch.arange(self.edges.shape[0]) + self.offset
+        return torch.ones_like(rows, dtype=torch.bool) if self.null_loss else rows == 0
+
     def subset(self, start: int, stop: int) -> EdgePlan:
         """The plan measuring edges ``start..stop-1`` only (a null measured in groups)."""
-        return replace(self, edges=self.edges[start:stop])
+        return replace(self, edges=self.edges[start:stop], offset=self.offset + start)
 
     def describe(self, row: int = 0) -> str:
         """``L0H1 -> L1H0 (k)`` for edge ``row``."""

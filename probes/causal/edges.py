@@ -16,7 +16,9 @@ For an edge ``(l_s, h_s) -> (l_r, h_r)`` through input ``X`` of the receiver, pe
    from which its score is read. The hooks ``hook_q``/``hook_k``/``hook_v`` must feed the attention that follows
    (they do on TransformerLens's models and bridges); a model that only reports them gives zero effects;
 4. the final pass runs from the clean residual entering ``l_r`` with only the receiver's ``hook_z`` replaced by the
-   patched output, to the loss.
+   patched output, to the loss. A plan with ``null_loss=False`` (:class:`probes.causal.edge_plan.EdgePlan`) runs it
+   for the measured edge only: the null's edges get their score drop from passes 2 and 3 (two blocks each) and a
+   NaN loss change.
 
 So the sender's change reaches the receiver's ``X`` through the residual stream directly and nothing else: no other
 head or MLP, no other input of the receiver, and no later layer sees it except through the receiver's output. Every
@@ -100,7 +102,8 @@ class EdgeSums:
 
     ``tokens[u]``: tokens of the slice in sequence ``u``; ``queries[u]``: the slice's positions with at least one
     target of the score's pattern; ``clean_loss[u]``: their summed clean loss; ``patched_loss[u, e]``: the same with
-    edge ``e`` patched (``e = 0`` the measured edge, ``e >= 1`` the null's); ``clean_mass[u, e]`` and
+    edge ``e`` patched (``e = 0`` the measured edge, ``e >= 1`` the null's; NaN where the plan skips the null's
+    loss, :attr:`probes.causal.edge_plan.EdgePlan.measures_loss`); ``clean_mass[u, e]`` and
     ``patched_mass[u, e]``: edge ``e``'s receiver's attention mass on the targets, summed over those queries."""
 
     tokens: Float[Tensor, " unit"]
@@ -277,7 +280,8 @@ def batch_edge_sums(model: HookedModel, batch: TokenBatch, plan: EdgePlan, slice
                     means: HeadMeans | None = None, size: PassSize | None = None,
                     route: ForwardRoute = PLAIN, clean: CleanPass | None = None) -> EdgeSums:
     """The :class:`EdgeSums` of one batch (module docstring: a clean pass, then per group of edges with one
-    receiver layer a sender pass, a receiver pass and a final pass). ``clean``: this batch's :func:`clean_pass`
+    receiver layer a sender pass, a receiver pass and, for the edges whose loss the plan measures, a final pass).
+    ``clean``: this batch's :func:`clean_pass`
     along ``route`` for (at least) the plan's receiver layers, kept from an earlier group of edges."""
     edges = plan.edges.cpu()
     receivers = sorted({int(v) for v in edges[:, 2]})
@@ -295,12 +299,14 @@ def batch_edge_sums(model: HookedModel, batch: TokenBatch, plan: EdgePlan, slice
     group = size.copies(model, route, n_rows, n_pos, batch.tokens.device)
     one_block = ForwardRoute(start_layer=route.start_layer)
     skips = route.start_layer > 0
-    patched_loss = torch.zeros(n_rows, edges.shape[0], dtype=torch.float64)
+    measures_loss = plan.measures_loss
+    patched_loss = torch.full((n_rows, edges.shape[0]), float("nan"), dtype=torch.float64)
     clean_mass = torch.zeros_like(patched_loss)
     patched_mass = torch.zeros_like(patched_loss)
 
     def measure(rows: Tensor) -> None:
-        """Passes 2-4 for the edges ``rows`` (one receiver layer), filling their columns."""
+        """Passes 2-4 for the edges ``rows`` (one receiver layer), filling their columns (pass 4 for the edges
+        whose loss the plan measures)."""
         sender_layer, receiver_layer = int(edges[rows[0], 0]), int(edges[rows[0], 2])
         senders, receivers_ = edges[rows, 1], edges[rows, 3]
         copies = rows.shape[0]
@@ -325,13 +331,17 @@ def batch_edge_sums(model: HookedModel, batch: TokenBatch, plan: EdgePlan, slice
         z = z.view(copies, n_rows, *z.shape[1:])
         patched_z = z[torch.arange(copies), :, :, receivers_.to(z.device)]  # [copy, row, pos, d_head]
         mass = target_mass(read[pattern_hook(receiver_layer)]).view(copies, n_rows, -1).cpu()
-        replaced = _head_replacing_hook(receivers_, patched_z, n_rows, per_copy=True)
-        nll = token_losses(model, route, inputs, kwargs, [(z_hook(receiver_layer), replaced)], copies,
-                           kept[resid_hook(receiver_layer)] if skips else None,
-                           start_layer=receiver_layer if skips else 0)
-        patched_loss[:, rows] = _per_row(nll, union).T.cpu()
         patched_mass[:, rows] = mass[torch.arange(copies), :, receivers_].T
         clean_mass[:, rows] = kept[f"mass{receiver_layer}"].cpu()[:, receivers_]
+        lossy = measures_loss[rows].nonzero()[:, 0]  # the copies whose loss is measured (plan.null_loss)
+        if lossy.shape[0] == 0:
+            return
+        replaced = _head_replacing_hook(receivers_[lossy], patched_z[lossy.to(patched_z.device)], n_rows,
+                                        per_copy=True)
+        nll = token_losses(model, route, inputs, kwargs, [(z_hook(receiver_layer), replaced)], lossy.shape[0],
+                           kept[resid_hook(receiver_layer)] if skips else None,
+                           start_layer=receiver_layer if skips else 0)
+        patched_loss[:, rows[lossy]] = _per_row(nll, union).T.cpu()
 
     too_big = (f"Out of memory path-patching one edge on a batch of {n_rows} x {n_pos} tokens. Use fewer rows per "
                f"batch, shorter sequences, weights in bfloat16 (dtype=...), or another device.")

@@ -47,7 +47,8 @@ TIE_TOLERANCE = 1e-9
 
 def permutation_p_value(observed: Float[Tensor, ...], null: Float[Tensor, "draw ..."], *,
                         alternative: str = "greater") -> Float[Tensor, ...]:
-    """``(1 + #{null >= observed}) / (1 + n)`` per entry (``"less"``: ``<=``); NaN draws are ignored.
+    """``(1 + #{null >= observed}) / (1 + n)`` per entry (``"less"``: ``<=``); NaN draws are ignored (an entry with
+    none that is a number gets a NaN p-value).
 
     ``null`` holds ``n`` draws of the statistic under the null along its first axis. A draw within
     ``TIE_TOLERANCE`` (relative) of ``observed`` counts as reaching it: the same value computed along two
@@ -64,7 +65,7 @@ def permutation_p_value(observed: Float[Tensor, ...], null: Float[Tensor, "draw 
     beyond = (null >= observed - slack) if alternative == "greater" else (null <= observed + slack)
     hits = (beyond & finite).sum(0).double()
     p = (1.0 + hits) / (1.0 + finite.sum(0).double())
-    return torch.where(torch.isfinite(observed), p, torch.full_like(p, float("nan")))
+    return torch.where(torch.isfinite(observed) & finite.any(0), p, torch.full_like(p, float("nan")))
 
 
 def holm_adjust(p_values: Sequence[float]) -> list[float]:

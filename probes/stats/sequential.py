@@ -99,8 +99,8 @@ class SequentialNull:
         return int(self.draws.shape[0])
 
     def why(self) -> str:
-        """One line: how many draws were made and why drawing stopped."""
-        if bool(self.stopped.all()):
+        """One line: how many draws were made and why drawing stopped (entries with nothing to decide, p NaN, aside)."""
+        if bool(self.stopped.any()) and bool((self.stopped | self.p_value.isnan()).all()):
             return (f"stopped after {self.n_drawn} of {self.max_draws} draws: enough of them reached the observed "
                     f"value that p cannot fall below the level")
         return f"all {self.max_draws} draws: p could still fall below the level until the last"
@@ -116,6 +116,9 @@ def sequential_null(observed: Float[Tensor, ...], draw: Callable[[int, int], Ten
                     alternative: str = "greater", first: Tensor | None = None) -> SequentialNull:
     """Draw the null of ``observed`` in ``rule.group``-sized groups from ``draw(start, stop)`` (``[stop - start,
     *observed.shape]``) until every entry's decision at ``rule.alpha`` is known or ``rule.max_draws`` are drawn.
+    A NaN draw counts neither way; an entry that is NaN (nothing to decide) is not waited for, and its p-value is
+    NaN, as is an entry's none of whose draws is a number (set such an entry NaN in ``observed``, or it is drawn to
+    the full count).
     ``first``: the first group's draws where they were computed beside the observed value (then ``draw`` is called
     for the later groups only).
 
@@ -159,6 +162,6 @@ def sequential_null(observed: Float[Tensor, ...], draw: Callable[[int, int], Ten
     fixed = (1.0 + hits.double()) / (1.0 + finite.double())
     stopped = stopped_at > 0
     p = torch.where(stopped, rule.stop_hits / stopped_at.clamp_min(1).double(), fixed)
-    p = torch.where(torch.isfinite(observed), p, torch.full_like(p, float("nan")))
+    p = torch.where(torch.isfinite(observed) & (finite > 0), p, torch.full_like(p, float("nan")))
     return SequentialNull(torch.cat(parts), p, torch.where(stopped, stopped_at, torch.full_like(stopped_at, drawn)),
                           stopped, rule.max_draws)

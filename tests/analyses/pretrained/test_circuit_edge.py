@@ -8,6 +8,7 @@ from __future__ import annotations
 import types
 
 import pytest
+import torch
 
 from analyses.pretrained.circuit_edge import (
     CircuitConfig,
@@ -60,7 +61,9 @@ def test_the_planted_edge_holds_beside_its_control_which_holds_nothing(measured)
     findings, control_findings = circuit_findings(own, control)
     finding, control_finding = findings[CIRCUIT_FINDING], control_findings[CIRCUIT_FINDING]
     assert finding.verdict == "holds", finding
-    assert finding.value > 1.0 and finding.null_draws == 100 and finding.p_value < 0.01
+    assert finding.value > 0.5 and finding.null_draws == 100 and finding.p_value < 0.01
+    assert "score drop" in finding.statistic and finding.min_effect == 0.1
+    assert float(own.edge.value[own.edge.effects.index("loss_change")]) > 1.0  # beside it, not judged
     assert finding.control_value == control_finding.value and finding.reported_p == finding.p_value
     assert "L0H0 -> L1H0" in finding.statistic and "keys" in finding.null_kind
     assert control_finding.control_value is None and control_finding.verdict == "absent", control_finding
@@ -72,12 +75,13 @@ def test_the_measurement_is_edge_effects_on_fresh_sequences(planted, measured):
     batches = circuit_protocol(ModelInfo.of(planted), CONFIG, 0)
     assert len(batches) == 1 and batches[0].shape[0] == CONFIG.sequences
     direct = edge_effect(planted, PREVIOUS_HEAD, INDUCTION_HEAD, batches, slice_fn=repeated_half(CONFIG.seq_len),
-                         input="k", n_draws=100, n_boot=200, seed=0)
-    expected = direct.finding("loss_change")
+                         input="k", n_draws=100, n_boot=200, seed=0, null_loss=False)
+    expected = direct.finding("score_drop")
     got = own.finding()
     assert (got.value, got.ci, got.null_value, got.p_value) == (expected.value, expected.ci, expected.null_value,
                                                                  expected.p_value)
     assert own.edge.provenance.n_sequences == CONFIG.sequences and own.heads() == HEADS
+    assert own.edge.provenance.settings["null_loss"] is False  # the null on the receiver's score alone
 
 
 def test_the_record_round_trips_with_its_tensors(measured):
@@ -85,8 +89,8 @@ def test_the_record_round_trips_with_its_tensors(measured):
     tensors: dict = {}
     back = records.load(CircuitMeasurement, records.strict_json(records.to_json(records.dump(own, tensors))), tensors)
     assert back.finding() == own.finding() and back.heads() == own.heads()
-    assert back.edge.null.tolist() == own.edge.null.tolist() and back.edge.null_edges.tolist() == \
-        own.edge.null_edges.tolist()
+    torch.testing.assert_close(back.edge.null, own.edge.null, rtol=0, atol=0, equal_nan=True)  # the loss: NaN
+    assert back.edge.null_edges.tolist() == own.edge.null_edges.tolist()
 
 
 def test_the_section_draws_the_edge_beside_its_null_and_as_a_graph(planted, measured, tmp_path):
@@ -114,14 +118,15 @@ def test_the_section_draws_the_edge_beside_its_null_and_as_a_graph(planted, meas
 def test_why_a_model_is_not_measured(planted):
     info = ModelInfo.of(planted)
     assert circuit_unavailable(planted, info, CONFIG, HEADS) == ""
-    assert "pretrained.circuit.enabled=true" in circuit_unavailable(planted, info, CircuitConfig(), HEADS)
+    off = CircuitConfig(enabled=False)
+    assert "pretrained.circuit.enabled=true" in circuit_unavailable(planted, info, off, HEADS)
     assert "no previous-token head" in circuit_unavailable(planted, info, CONFIG, None)
     encoder = PlantedMaskedEncoder()
     assert "encoder" in circuit_unavailable(encoder, ModelInfo.of(encoder), CONFIG, HEADS)
     oracle = OracleModel()
     assert "HookPoint" in circuit_unavailable(oracle, ModelInfo.of(oracle), CONFIG, ((0, 0), (1, 0), (1.0, 1.0)))
     assert circuit_of(planted, CircuitConfig(enabled=False), HEADS, n_boot=10, seed=0)[0] is None
-    assert not CircuitConfig().enabled  # off by default, for its cost
+    assert CircuitConfig().enabled  # on by default: the null on the receiver's score costs a few forwards
     for bad in ({"draws": 99}, {"method": "noise"}, {"enabled": 1}, {"seq_len": 3}, {"sequences": 1}):
         with pytest.raises(ConfigError, match="circuit"):
             CircuitConfig(**bad)

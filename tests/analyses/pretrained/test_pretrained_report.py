@@ -195,9 +195,10 @@ def test_main_job_on_the_offline_defaults(main_job, tmp_path):
         ratio = entry["same_topic_attention_ratio"]
         assert ratio["ci"][0] <= ratio["value"] <= ratio["ci"][1] and len(ratio["best_head"]) == 2
         ablated = set(CAUSAL_FINDINGS) if entry["causal"] else set()  # SmolLM2; MiniLM is an encoder
-        assert set(entry["findings"]) == set(PRETRAINED_FINDINGS) | ablated and set(entry["ablations"]) == ablated
-        # the K-composition edge is off by default (its cost); the note says how to measure it
-        assert entry["circuit"] is None and "pretrained.circuit.enabled=true" in entry["circuit_note"]
+        circuit = {CIRCUIT_FINDING} if entry["causal"] else set()  # the K-composition edge, on by default
+        assert set(entry["findings"]) == set(PRETRAINED_FINDINGS) | ablated | circuit
+        assert set(entry["ablations"]) == ablated
+        assert (entry["circuit"] is None) == (not circuit) and ("encoder" in entry["circuit_note"]) == (not circuit)
         # the random-weight control of each model holds nothing
         assert not [name for name, f in entry["control"]["findings"].items() if f["holds"]]
         assert len(entry["induction_top_heads"][0]) == 3
@@ -212,12 +213,14 @@ def test_main_job_on_the_offline_defaults(main_job, tmp_path):
     markdown = (out / "report.md").read_text()
     assert markdown.index("## Verdicts") < markdown.index("## Setup") < markdown.index("## Causal checks") < \
         markdown.index("## Circuit")
-    # the toy column: every pretrained finding and the papers' own claims, each on its toy over 5 seeds (the
-    # K-composition edge is off by default, so it has no row)
-    assert set(summary["comparison"]) == set(VERDICT_FINDINGS) - {CIRCUIT_FINDING}
+    # the toy column: every pretrained finding and the papers' own claims, each on its toy over 5 seeds; the
+    # K-composition edge (on by default) holds on SmolLM2's receiver score and not on its control
+    assert set(summary["comparison"]) == set(VERDICT_FINDINGS)
+    circuit = summary["comparison"][CIRCUIT_FINDING]
+    assert circuit["smollm2-135m"]["value"] > circuit["smollm2-135m (random weights)"]["value"] + 0.1, circuit
     for name, row in summary["comparison"].items():
-        if name not in TOY_OF_FINDING:  # induction_heads_causal: no toy ablates its induction head yet
-            assert "toy" not in row and name in CAUSAL_FINDINGS, name
+        if name not in TOY_OF_FINDING:  # induction_heads_causal, the circuit: no toy column for them yet
+            assert "toy" not in row and name in (*CAUSAL_FINDINGS, CIRCUIT_FINDING), name
             continue
         toy, init = row["toy"], row["toy (at initialisation)"]
         assert toy["toy"] == TOY_OF_FINDING[name] and len(toy["seeds"]) == 5, name
