@@ -12,6 +12,10 @@ kernels), :func:`analyses.plan.cuda_sdpa.cuda_sdpa` (plain SDPA picks them too),
   compares values, which ``meta`` has not);
 - ``null``: mean ablation of 5 heads with the 200-draw random-head-set null as ``benchmarks/ablation_null_cost.py``
   runs it (``head_output_means`` then ``ablation_sums``, public API) on ``[BOS] X X``;
+- ``edge``: the report's circuit edge (:mod:`analyses.pretrained.circuit_edge`): a sender's output mean-replaced in
+  a receiver's keys (:func:`edge_heads`) beside 100 random edges measured on the receiver's score alone
+  (``null_loss=False``), all drawn (an edge that holds needs them all), on ``[BOS] X X`` (``head_output_means`` then
+  ``edge_sums``, public API);
 - ``report-model``: the report's probes on one text batch: the suite above plus the topic probe's label
   permutation null (``n_permutations=100``); the report's ablations are the ``null`` route;
 - ``suite-patterns``: the suite on ``hook_pattern`` (``max_pattern_bytes=None``): what it falls back to when the
@@ -32,10 +36,11 @@ from analyses.plan.meter import Allocation, Meter, flop_counter
 from analyses.plan.shapes import MetaModels
 from analyses.plan.twins import CpuTwins
 
-ROUTES = ("bare", "bridge", "suite", "null", "report-model", "suite-patterns")
+ROUTES = ("bare", "bridge", "suite", "null", "edge", "report-model", "suite-patterns")
 N_TOPICS = 10
 NULL_DRAWS = 200
 NULL_HEADS = 5
+EDGE_DRAWS = 100
 
 
 @dataclass(frozen=True)
@@ -153,8 +158,31 @@ def _null(models: MetaModels, tokens: torch.Tensor, n_draws: int = NULL_DRAWS) -
     ablation_sums(models.bridge, plan, [batch], {"repeated_half": repeated_half(seq_len)}, means=means)
 
 
+def edge_heads(n_layers: int, n_heads: int) -> tuple[tuple[int, int], tuple[int, int]]:
+    """The ``edge`` route's sender and receiver: at the depths of the edge the report finds on SmolLM2-135M
+    (L16H0 -> L18H6 of 30 layers), two layers apart where the model has them."""
+    receiver = min(n_layers - 1, max(1, round(n_layers * 18 / 30)))
+    sender = max(0, min(receiver - 1, round(n_layers * 16 / 30)))
+    return (sender, 0), (receiver, min(6, n_heads - 1))
+
+
+def _edge(models: MetaModels, tokens: torch.Tensor) -> None:
+    import probes
+    from probes.causal import EdgePlan, edge_sums, head_output_means, repeated_half
+
+    info = probes.ModelInfo.of(models.bridge)
+    seq_len = (tokens.shape[1] - 1) // 2
+    batch = probes.repeated_random_tokens(info, seq_len=seq_len, n_sequences=tokens.shape[0],
+                                          generator=torch.Generator().manual_seed(0))
+    sender, receiver = edge_heads(info.n_layers, info.n_heads)
+    plan = EdgePlan.build(info, sender, receiver, input="k", method="mean", n_draws=EDGE_DRAWS, seed=0,
+                          null_loss=False)
+    means = head_output_means(models.bridge, plan.sender_layers, [batch])
+    edge_sums(models.bridge, plan, [batch], repeated_half(seq_len), means=means)
+
+
 RUNNERS: dict[str, Callable[[MetaModels, torch.Tensor], None]] = {
-    "bare": _bare, "bridge": _bridge, "suite": _suite, "null": _null, "report-model": _report_model,
+    "bare": _bare, "bridge": _bridge, "suite": _suite, "null": _null, "edge": _edge, "report-model": _report_model,
     "suite-patterns": lambda models, tokens: _suite(models, tokens, patterns=True)}
 
 
@@ -174,7 +202,7 @@ def run_route(models: MetaModels, route: str, n_pos: int, *, batch: int = 1,
               runner: Callable[[MetaModels, torch.Tensor], None] | None = None) -> RouteLedger:
     """Meter ``route`` on ``models`` at ``batch x n_pos`` tokens (``runner`` replaces the route's own code)."""
     tokens = draw_tokens(models, n_pos, batch)
-    meter = Meter(n_pos=null_length(n_pos) if route == "null" else n_pos)
+    meter = Meter(n_pos=null_length(n_pos) if route in ("null", "edge") else n_pos)
     layers = models.bare.layers if route == "bare" else models.bridge.blocks
     with cuda_route(meter, layers) as (_, twins):
         (runner or RUNNERS[route])(models, tokens)

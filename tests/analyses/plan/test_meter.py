@@ -12,7 +12,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from analyses.plan.cuda_sdpa import cuda_sdpa
 from analyses.plan.meter import Meter, flop_counter
-from analyses.plan.routes import RUNNERS, draw_tokens
+from analyses.plan.routes import EDGE_DRAWS, RUNNERS, draw_tokens
 from analyses.plan.shapes import meta_models
 from analyses.plan.twins import CpuTwins
 from probes.core.attention_rows import kernels_for
@@ -141,3 +141,13 @@ def test_grouped_key_value_heads_count_the_flops_of_full_heads_where_torchs_coun
         torch.nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True)
     assert dict(meters["grouped"].calls[None].attention) == {"flash": 1}
     assert meters["grouped"].flops == meters["full"].flops == 2 * 2 * 4 * 128 * 128 * 64
+
+
+def test_the_edge_route_counts_the_flops_of_the_real_cpu_pass_and_its_null_runs_no_loss(tiny):
+    """The report's circuit edge on meta (grouped as on CUDA: more random edges per pass than the CPU's token cap
+    allows, so a larger peak) does the real CPU pass's FLOPs; its null is measured on the receiver's score alone,
+    so the 100 random edges cost less than 100 passes from the receiver's layer to the loss would."""
+    real, meta = metered(tiny["cpu"], "edge", "cpu"), metered(tiny["meta"], "edge", "meta")
+    assert meta.flops == real.flops > 0
+    bridge = metered(tiny["cpu"], "bridge", "cpu")
+    assert real.flops < EDGE_DRAWS * bridge.flops / 2
