@@ -128,15 +128,17 @@ def test_report_on_a_random_weight_checkpoint_holds_nothing(tmp_path, capsys, de
 
 
 # The default models' report, with the same settings on both devices: 4 text batches per model, a small LDA, a
-# short null, no control model, no head ablations and no linear probes. The report's own --fast costs about
-# 10 minutes on CI's CPU (7 of them SmolLM2's ablations and control), too long for a twin that runs there every day.
+# short null, no control model, no head ablations, no circuit edge and no linear probes. The report's own --fast costs
+# about 10 minutes on CI's CPU (7 of them SmolLM2's ablations and control), too long for a twin that runs there every
+# day.
 # The sections left out are compared between the devices by the random-weight report above (every section) and by
 # benchmarks/gpu_check.py (report --fast on the device and on the CPU, verdicts compared); the CPU runs --fast on
 # the default models in tests/analyses/pretrained/test_pretrained_report.py.
 DEFAULT_MODELS_SETTINGS = ("--max-batches", "4", "--no-control", *(arg for setting in (
     "max_documents=600", "topics.passes=2", "topics.chunk_words=0", "topics.no_below=5", "topics.held_out_fraction=0",
     "pretrained.protocol_batches=4", "pretrained.n_permutations=200", "pretrained.n_boot=200",
-    "pretrained.causal.enabled=false", "linear.enabled=false") for arg in ("--set", setting)))
+    "pretrained.causal.enabled=false", "pretrained.circuit.enabled=false", "linear.enabled=false")
+    for arg in ("--set", setting)))
 
 
 @pytest.mark.slow
@@ -147,7 +149,8 @@ def test_report_on_the_default_models_matches_the_cpu(tmp_path, capsys, device, 
     assert summary["settings"]["device"] == device and summary["settings"]["pretrained"]["max_batches"] == 4
     assert sorted(summary["pretrained"]) == sorted([smollm2_spec, minilm_spec])
     for entry in summary["pretrained"].values():  # the text and protocol findings only, each with its p-value
-        assert len(entry["findings"]) == 7 and not any(name.endswith("_causal") for name in entry["findings"])
+        assert len(entry["findings"]) == 7 and not any(name.endswith("_causal") or "composition" in name
+                                                         for name in entry["findings"])
         p_values = [f["p_value"] for f in entry["findings"].values() if isinstance(f.get("p_value"), float)]
         assert p_values and all(0 <= p <= 1 for p in p_values)
     if device == "cpu":
