@@ -26,7 +26,7 @@ from analyses.report.linear_section import (
 )
 from analyses.report.run_store import load_report_inputs, save_report_inputs
 from analyses.timings import write_timings
-from analyses.toy_seeds import run_with_seeds
+from analyses.toy_seeds import run_toys_with_seeds, usable_cpus
 from probes.core.atomic import atomic_directory
 from probes.core.errors import ConfigError, InputError
 from probes.core.loading import load_model, torch_dtype, weights_source
@@ -44,8 +44,9 @@ def later_documents(config: ReportConfig) -> Iterator[Document]:
 
 def run_toys(config: ReportConfig, folder: Path, *, progress: bool) -> dict[str, ToyRun]:
     """Train and probe each of ``config.toys`` (preset ``toy_preset``, on ``device``) into ``folder/toy/NAME``,
-    its findings over ``toy_seeds`` seeds (:func:`analyses.toy_seeds.run_with_seeds`)."""
-    runs = {}
+    its findings over ``toy_seeds`` seeds, the further seeds in worker processes, one per usable CPU core
+    (:func:`analyses.toy_seeds.run_toys_with_seeds`: the same numbers as one process)."""
+    specs = []
     for name in config.toys:
         module = toy_experiment(name)
         if config.toy_preset not in module.PRESETS:
@@ -54,13 +55,13 @@ def run_toys(config: ReportConfig, folder: Path, *, progress: bool) -> dict[str,
             )
         out = folder / "toy" / name
         out.mkdir(parents=True, exist_ok=True)
-        start = time.perf_counter()
-        toy_config = dataclasses.replace(module.PRESETS[config.toy_preset], device=config.device)
-        result = run_with_seeds(name, toy_config, out, n_seeds=config.toy_seeds, progress=progress)
-        log.info("toy %s: %.1f s", name, time.perf_counter() - start)
-        # as summary.json keeps it, so a report rendered again from results/ reads exactly the same values
-        runs[name] = ToyRun(name, module.result_from_summary(json.loads(result.to_json())), out)
-    return runs
+        specs.append((name, dataclasses.replace(module.PRESETS[config.toy_preset], device=config.device), out))
+    start = time.perf_counter()
+    results = run_toys_with_seeds(specs, n_seeds=config.toy_seeds, progress=progress, workers=usable_cpus())
+    log.info("toys %s: %.1f s", ", ".join(config.toys), time.perf_counter() - start)
+    # as summary.json keeps it, so a report rendered again from results/ reads exactly the same values
+    return {name: ToyRun(name, toy_experiment(name).result_from_summary(json.loads(result.to_json())), out)
+            for (name, _, out), result in zip(specs, results)}
 
 
 def run_report(config: ReportConfig, out_dir: str | Path, *, progress: bool = True,

@@ -175,7 +175,9 @@ class TopicAttentionProbe(LayerwiseProbe[TopicAttention]):
             entry[labelled] = torch.arange(int(labelled.sum()))
             permuted = label_permutations(self.token_topics, self.n_permutations, seed=self.permutation_seed,
                                           start=self.permutation_start)
-            self._permuted = (entry, permuted[:, labelled].to(torch.int32))
+            # the null compares these for every pair and permutation: one byte each where the topics fit in one
+            small = int(self.token_topics.max()) <= torch.iinfo(torch.int8).max
+            self._permuted = (entry, permuted[:, labelled].to(torch.int8 if small else torch.int32))
         entry, permuted = self._permuted
         return entry.to(device), permuted.to(device)
 
