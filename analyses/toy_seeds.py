@@ -19,8 +19,8 @@ import multiprocessing
 import os
 import time
 from collections.abc import Iterator, Sequence
-from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from contextlib import contextmanager
+from multiprocessing.pool import AsyncResult, Pool
 from pathlib import Path
 from typing import Any, cast
 
@@ -53,54 +53,84 @@ def _seed_findings(name: str, config: Any, seed: int) -> SeedFindings:
 
 
 @contextmanager
-def _seed_pool(workers: int) -> Iterator[Executor | None]:
+def _seed_pool(workers: int) -> Iterator[Pool | None]:
     """``workers`` processes for the further seeds (none for one worker). Forked where the platform can (the
-    workers start with this process's imports instead of importing torch again); waited for on the way out."""
+    workers start with this process's imports instead of importing torch again). Leaving the block normally waits
+    for them; an error or an interrupt here stops them at once."""
     if workers <= 1:
         yield None
         return
     methods = multiprocessing.get_all_start_methods()
-    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(
-        "fork" if "fork" in methods else "spawn"))
+    pool = multiprocessing.get_context("fork" if "fork" in methods else "spawn").Pool(workers)
     try:
         yield pool
+    except BaseException:
+        pool.terminate()
+        raise
+    else:
+        pool.close()
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        pool.join()
+
+
+class ToySeeds:
+    """The toys of ``runs`` (``(name, config, out_dir)`` each) with their further seeds already handed to worker
+    processes (``pool``; None: measured here when :meth:`results` needs them)."""
+
+    def __init__(self, runs: Sequence[tuple[str, Any, Path]], n_seeds: int, pool: Pool | None) -> None:
+        self.runs, self.n_seeds = list(runs), n_seeds
+        self.futures: dict[tuple[int, int], AsyncResult[SeedFindings]] = {} if pool is None else {
+            (i, config.seed + k): pool.apply_async(_seed_findings, (name, config, config.seed + k))
+            for i, (name, config, _) in enumerate(self.runs)
+            if str(getattr(config, "device", "cpu")) == "cpu" for k in range(1, n_seeds)}
+
+    def results(self, *, progress: bool) -> list[PaperResult]:
+        """Each toy's full run, here and in order, with its findings judged over all seeds."""
+        results = []
+        for i, (name, config, out_dir) in enumerate(self.runs):
+            result = toy_experiment(name).run(config, out_dir, progress=progress)
+            first = seed_findings_of(result.toy_findings())
+            if self.n_seeds > 1 and first:
+                started = time.perf_counter()
+                seeds = [config.seed + k for k in range(1, self.n_seeds)]
+                if (i, seeds[0]) in self.futures:
+                    extra = [self.futures[i, seed].get() for seed in tqdm(
+                        seeds, desc=f"{name} toy: more seeds", disable=not progress, leave=False)]
+                else:
+                    extra = extra_seed_findings(name, config, seeds, progress=progress)
+                log.info("%s toy: %d more seeds in %.1f s", name, self.n_seeds - 1, time.perf_counter() - started)
+                result = dataclasses.replace(cast(Any, result), findings=aggregate_seeds(name, first + extra))
+                result.save(out_dir)
+            results.append(result)
+        return results
+
+
+@contextmanager
+def toy_seeds(runs: Sequence[tuple[str, Any, Path]], *, n_seeds: int, workers: int = 1) -> Iterator[ToySeeds]:
+    """The further seeds of every toy in ``runs`` handed to up to ``workers`` processes now (on the CPU only; a
+    toy on another device measures its seeds in this process), so other work can run here until
+    :meth:`ToySeeds.results`; leaving the block waits for the workers, or on an error stops them.
+
+    Example: ``with toy_seeds(runs, n_seeds=5, workers=2) as seeds: ...; results = seeds.results(progress=False)``.
+    """
+    integer("n_seeds", n_seeds, 1)
+    integer("workers", workers, 1)
+    tasks = sum(n_seeds - 1 for _, config, _ in runs if str(getattr(config, "device", "cpu")) == "cpu")
+    with _seed_pool(min(workers, tasks)) as pool:
+        yield ToySeeds(runs, n_seeds, pool)
 
 
 def run_toys_with_seeds(runs: Sequence[tuple[str, Any, Path]], *, n_seeds: int, progress: bool, workers: int = 1
                         ) -> list[PaperResult]:
     """Each ``(name, config, out_dir)`` of ``runs`` run into ``out_dir`` with its findings judged over ``n_seeds``
     seeds (``config.seed``, ``config.seed + 1``, ...), in order; the further seeds of every toy in up to
-    ``workers`` processes beside the full runs (on the CPU only; a toy on another device measures its seeds here).
+    ``workers`` processes beside the full runs (:func:`toy_seeds`).
 
     Example: ``run_toys_with_seeds([("topic", PRESETS["fast"], Path("runs/topic"))], n_seeds=5, progress=False,
     workers=2)[0].toy_findings()``.
     """
-    integer("n_seeds", n_seeds, 1)
-    integer("workers", workers, 1)
-    tasks = [(i, config.seed + k) for i, (_, config, _) in enumerate(runs)
-             if str(getattr(config, "device", "cpu")) == "cpu" for k in range(1, n_seeds)]
-    results = []
-    with _seed_pool(min(workers, len(tasks))) as pool:
-        futures: dict[tuple[int, int], Future[SeedFindings]] = {} if pool is None else {
-            (i, seed): pool.submit(_seed_findings, runs[i][0], runs[i][1], seed) for i, seed in tasks}
-        for i, (name, config, out_dir) in enumerate(runs):
-            result = toy_experiment(name).run(config, out_dir, progress=progress)
-            first = seed_findings_of(result.toy_findings())
-            if n_seeds > 1 and first:
-                started = time.perf_counter()
-                seeds = [config.seed + k for k in range(1, n_seeds)]
-                if (i, seeds[0]) in futures:
-                    extra = [futures[i, seed].result() for seed in tqdm(
-                        seeds, desc=f"{name} toy: more seeds", disable=not progress, leave=False)]
-                else:
-                    extra = extra_seed_findings(name, config, seeds, progress=progress)
-                log.info("%s toy: %d more seeds in %.1f s", name, n_seeds - 1, time.perf_counter() - started)
-                result = dataclasses.replace(cast(Any, result), findings=aggregate_seeds(name, first + extra))
-                result.save(out_dir)
-            results.append(result)
-    return results
+    with toy_seeds(runs, n_seeds=n_seeds, workers=workers) as seeds:
+        return seeds.results(progress=progress)
 
 
 def run_with_seeds(name: str, config: Any, out_dir: str | Path, *, n_seeds: int, progress: bool, workers: int = 1

@@ -9,6 +9,7 @@ import random
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from analyses.dynamics.config import DynamicsConfig
 from analyses.experiments import toy_experiment
@@ -26,7 +27,7 @@ from analyses.report.linear_section import (
 )
 from analyses.report.run_store import load_report_inputs, save_report_inputs
 from analyses.timings import write_timings
-from analyses.toy_seeds import run_toys_with_seeds, usable_cpus
+from analyses.toy_seeds import ToySeeds, toy_seeds, usable_cpus
 from probes.core.atomic import atomic_directory
 from probes.core.errors import ConfigError, InputError
 from probes.core.loading import load_model, torch_dtype, weights_source
@@ -42,10 +43,9 @@ def later_documents(config: ReportConfig) -> Iterator[Document]:
         yield from iter_documents(spec, unit="paragraph", min_chars=config.min_chars, text_column=config.text_column)
 
 
-def run_toys(config: ReportConfig, folder: Path, *, progress: bool) -> dict[str, ToyRun]:
-    """Train and probe each of ``config.toys`` (preset ``toy_preset``, on ``device``) into ``folder/toy/NAME``,
-    its findings over ``toy_seeds`` seeds, the further seeds in worker processes, one per usable CPU core
-    (:func:`analyses.toy_seeds.run_toys_with_seeds`: the same numbers as one process)."""
+def toy_runs_of(config: ReportConfig, folder: Path) -> list[tuple[str, Any, Path]]:
+    """``(name, config, out_dir)`` of each of ``config.toys`` (preset ``toy_preset`` on ``device``), its folder
+    ``folder/toy/NAME`` made; a preset the toy lacks is refused."""
     specs = []
     for name in config.toys:
         module = toy_experiment(name)
@@ -56,12 +56,14 @@ def run_toys(config: ReportConfig, folder: Path, *, progress: bool) -> dict[str,
         out = folder / "toy" / name
         out.mkdir(parents=True, exist_ok=True)
         specs.append((name, dataclasses.replace(module.PRESETS[config.toy_preset], device=config.device), out))
-    start = time.perf_counter()
-    results = run_toys_with_seeds(specs, n_seeds=config.toy_seeds, progress=progress, workers=usable_cpus())
-    log.info("toys %s: %.1f s", ", ".join(config.toys), time.perf_counter() - start)
+    return specs
+
+
+def toy_results(seeds: ToySeeds, *, progress: bool) -> dict[str, ToyRun]:
+    """Each toy's full run with its findings over all seeds, as the report keeps it."""
     # as summary.json keeps it, so a report rendered again from results/ reads exactly the same values
     return {name: ToyRun(name, toy_experiment(name).result_from_summary(json.loads(result.to_json())), out)
-            for (name, _, out), result in zip(specs, results)}
+            for (name, _, out), result in zip(seeds.runs, seeds.results(progress=progress))}
 
 
 def run_report(config: ReportConfig, out_dir: str | Path, *, progress: bool = True,
@@ -71,7 +73,10 @@ def run_report(config: ReportConfig, out_dir: str | Path, *, progress: bool = Tr
     if not out_dir.parent.is_dir():
         raise InputError(f"Cannot write the report to {out_dir}: the folder {out_dir.parent} does not exist.")
     timings: dict[str, float] = {}
-    with atomic_directory(out_dir) as tmp:
+    with atomic_directory(out_dir) as tmp, toy_seeds(toy_runs_of(config, tmp), n_seeds=config.toy_seeds,
+                                                     workers=usable_cpus()) as seeds:
+        # The toys' further seeds run in worker processes from here on (analyses.toy_seeds), beside the corpus,
+        # LDA and the toys' full runs (the same numbers as in one process).
         start = time.perf_counter()
         # Load every model first: a bad spec fails before any slow work.
         models = {spec: load_model(spec, device=config.device, dtype=torch_dtype(config.dtype))
@@ -97,7 +102,7 @@ def run_report(config: ReportConfig, out_dir: str | Path, *, progress: bool = Tr
             echo(f"training toy models ({', '.join(config.toys)}; preset {config.toy_preset}; findings over "
                  f"{config.toy_seeds} seed(s)) ...")
             start = time.perf_counter()
-            toy_runs = run_toys(config, tmp, progress=progress)
+            toy_runs = toy_results(seeds, progress=progress)
             timings["toys_s"] = time.perf_counter() - start
         pretrained: dict[str, PretrainedRun] = {}
         data = f"{config.corpus} paragraphs (LDA seed {config.topics.seed}, shuffled with seed {config.seed})"

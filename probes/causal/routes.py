@@ -26,12 +26,18 @@ per-token loss through the shortcut must equal the whole forward's (relative and
 parameters' dtype resolution if coarser), and under ``fused`` the lowest ablated layer's ``hook_z`` must still
 fire; else, or when a hook or module is missing, a warning is logged and the plain path is used. Logit soft-capping
 after the unembedding (Gemma 2) or an unembedding the model does not call as ``model.unembed`` fail that check.
+The verdicts that do not depend on the ablated layers (``unembed``, ``fused`` and the hooks it fires, ``cut_tail``)
+are kept for the model while its weights and the check's rows are the same (:class:`LayerFreeChecks`): a report
+that ablates several head sets on the same rows checks them once, and only the prefix sharing again per lowest
+ablated layer.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
+import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -309,20 +315,25 @@ def _tolerance(model: HookedModel) -> float:
 
 
 def _matches(model: HookedModel, name: str, instead: str, route: ForwardRoute, inputs: LossInputs,
-             kwargs: dict[str, Any], reference: Tensor, resid: Tensor | None, fires: str | None = None) -> bool:
-    """Whether ``route`` gives the clean per-token ``reference`` loss (and fires the hook ``fires``); logs a warning
-    saying ``instead`` if not."""
+             kwargs: dict[str, Any], reference: Tensor, resid: Tensor | None, fires: Sequence[str] = (),
+             fired: set[str] | None = None) -> bool:
+    """Whether ``route`` gives the clean per-token ``reference`` loss (and fires at least one of the hooks
+    ``fires``, each one that fires added to ``fired``); logs a warning saying ``instead`` if not."""
     tolerance = _tolerance(model)
-    fired: list[str] = []
-    hooks = [] if fires is None else [(fires, lambda x, hook: fired.append(hook.name))]
+    fired = set() if fired is None else fired
+
+    def record(name: str) -> HookFn:
+        return lambda x, hook: fired.add(name)
+
+    hooks = [(hook, record(hook)) for hook in fires]
     try:
         losses = token_losses(model, route, inputs, kwargs, hooks, 1, resid)[0]
     except (ModelError, RuntimeError, TypeError, ValueError, AttributeError) as error:
         log.warning("%s: %s fails on this model (%s: %s); %s.", _name(model), name, type(error).__name__, error,
                     instead)
         return False
-    if fires is not None and not fired:
-        log.warning("%s: %s never fires %s; %s.", _name(model), name, fires, instead)
+    if fires and not fired:
+        log.warning("%s: %s never fires %s; %s.", _name(model), name, ", ".join(fires), instead)
         return False
     if not torch.allclose(losses, reference, rtol=tolerance, atol=tolerance):
         worst = float((losses - reference).abs().max())
@@ -334,6 +345,77 @@ def _matches(model: HookedModel, name: str, instead: str, route: ForwardRoute, i
 
 def _name(model: HookedModel) -> str:
     return str(getattr(getattr(model, "cfg", None), "model_name", None) or type(model).__name__)
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, Tensor) or isinstance(b, Tensor):
+        return (isinstance(a, Tensor) and isinstance(b, Tensor) and a.shape == b.shape and a.dtype == b.dtype
+                and a.device == b.device and bool(torch.equal(a, b)))
+    return bool(a == b)
+
+
+def _weight_versions(model: HookedModel) -> tuple[tuple[int, int, int], ...]:
+    """Each parameter's and buffer's identity, storage and in-place version: a change to the weights changes it."""
+    tensors = itertools.chain(model.parameters(), getattr(model, "buffers", lambda: iter(()))())
+    return tuple((id(t), t.data_ptr(), t._version) for t in tensors)
+
+
+@dataclass(frozen=True)
+class LayerFreeChecks:
+    """The verdicts of :func:`choose_route` that do not depend on the lowest ablated layer, on one model for one
+    check (its rows, targets, masks and forward arguments) at one weight version: ``unembed``, ``fused`` (the
+    clean loss through the fused kernel) with the ``hook_z`` names it ``fired``, and ``cut_tail``."""
+
+    loss: str
+    check: LossInputs
+    kwargs: dict[str, Any]
+    weights: tuple[tuple[int, int, int], ...]
+    unembed: bool
+    fused: bool
+    fired: frozenset[str]
+    cut_tail: bool
+
+    KEPT_PER_MODEL = 4
+    """Checks remembered per model (the newest); the model's memory goes when the model does."""
+
+    @classmethod
+    def recall(cls, model: HookedModel, loss: str, check: LossInputs, kwargs: dict[str, Any]
+               ) -> LayerFreeChecks | None:
+        """The checks already run on ``model`` with exactly these inputs and weights, or None."""
+        weights = _weight_versions(model)
+        for kept in _LAYER_FREE.get(model, ()):
+            if (kept.loss == loss and kept.weights == weights and kept.kwargs.keys() == kwargs.keys()
+                    and all(_same(kept.kwargs[k], v) for k, v in kwargs.items())
+                    and all(_same(a, b) for a, b in zip(
+                        (kept.check.tokens, kept.check.targets, kept.check.masks),
+                        (check.tokens, check.targets, check.masks)))):
+                return kept
+        return None
+
+    @classmethod
+    def run(cls, model: HookedModel, check: LossInputs, kwargs: dict[str, Any], reference: Tensor
+            ) -> LayerFreeChecks:
+        """Run the checks (a warning names each shortcut that fails) and remember them for ``model``."""
+        full_logits = "head ablation computes full logits, a few copies of the batch per forward pass"
+        unembed = unembedding(model) is not None
+        if not unembed:
+            log.info("%s has no model.unembed module; %s.", _name(model), full_logits)
+        unembed = unembed and _matches(model, "reading the loss from model.unembed's input", full_logits,
+                                       ForwardRoute(unembed=True), check, kwargs, reference, None)
+        fired: set[str] = set()
+        z_hooks = [z_hook(layer) for layer in range(int(model.cfg.n_layers)) if z_hook(layer) in model.hook_dict]
+        fused = supports_reductions(model) and bool(z_hooks) and _matches(
+            model, "fused attention", "head ablation computes each layer's attention pattern",
+            ForwardRoute(unembed=unembed, fused=True), check, kwargs, reference, None, fires=z_hooks, fired=fired)
+        cut_tail = check.loss == "next" and _tail_cut_matches(model, check, kwargs, reference)
+        checks = cls(check.loss, check, kwargs, _weight_versions(model), unembed, fused, frozenset(fired), cut_tail)
+        kept = _LAYER_FREE.setdefault(model, [])
+        kept.insert(0, checks)
+        del kept[cls.KEPT_PER_MODEL :]
+        return checks
+
+
+_LAYER_FREE: weakref.WeakKeyDictionary[Any, list[LayerFreeChecks]] = weakref.WeakKeyDictionary()
 
 
 @torch.inference_mode()
@@ -377,15 +459,14 @@ def choose_route(model: HookedModel, batch: TokenBatch, inputs: LossInputs, kwar
     finally:
         if handle is not None:
             handle.remove()
-    full_logits = "head ablation computes full logits, a few copies of the batch per forward pass"
-    unembed = unembedding(model) is not None
-    if not unembed:
-        log.info("%s has no model.unembed module; %s.", _name(model), full_logits)
-    unembed = unembed and _matches(model, "reading the loss from model.unembed's input", full_logits,
-                                   ForwardRoute(unembed=True), check, kwargs, reference, None)
-    fused = supports_reductions(model) and z_hook(start_layer) in model.hook_dict and _matches(
-        model, "fused attention", "head ablation computes each layer's attention pattern",
-        ForwardRoute(unembed=unembed, fused=True), check, kwargs, reference, None, fires=z_hook(start_layer))
+    free = LayerFreeChecks.recall(model, inputs.loss, check, kwargs)
+    if free is None:
+        free = LayerFreeChecks.run(model, check, kwargs, reference)
+    unembed = free.unembed
+    fused = free.fused and z_hook(start_layer) in free.fired
+    if free.fused and not fused:
+        log.warning("%s: fused attention never fires %s; head ablation computes each layer's attention pattern.",
+                    _name(model), z_hook(start_layer))
     start = 0
     unshared = f"blocks 0..{start_layer - 1}, below the ablated layers, run in every ablated copy"
     if start_layer > 0:
@@ -399,8 +480,7 @@ def choose_route(model: HookedModel, batch: TokenBatch, inputs: LossInputs, kwar
                       ForwardRoute(unembed=unembed, start_layer=start_layer, fused=fused), check, kwargs, reference,
                       kept["resid"]):
             start = start_layer
-    cut_tail = inputs.loss == "next" and _tail_cut_matches(model, check, kwargs, reference)
-    route = ForwardRoute(unembed=unembed, start_layer=start, cut_tail=cut_tail, fused=fused)
+    route = ForwardRoute(unembed=unembed, start_layer=start, cut_tail=free.cut_tail, fused=fused)
     log.info("%s: head ablation route: %s", _name(model), route.describe())
     return route
 

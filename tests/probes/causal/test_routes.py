@@ -61,10 +61,11 @@ def test_shortcuts_give_the_whole_forwards_sums_and_skip_the_lower_block(batches
     means = head_output_means(model, plan.layers, batches) if method == "mean" else None
     model.calls[:] = [0, 0]
     fast = ablation_sums(model, plan, batches, SLICES, means=means, max_rows=8)
-    # the check runs block 0 three times (the whole forward, the unembedding shortcut, the rows cut in half) and
-    # block 1 four times; then per batch the clean pass runs both, and each of the 3 grouped passes (6 sets, 2 per
-    # pass) block 1 only (the slices reach the last predicted position: nothing is cut)
-    assert model.calls == [3 + 4, 4 + 4 * (1 + 3)]
+    # the unembedding and cut-rows checks ran in _route above on the same rows and weights, so the check runs the
+    # whole forward (both blocks) and the skipped-blocks check (block 1); then per batch the clean pass runs both,
+    # and each of the 3 grouped passes (6 sets, 2 per pass) block 1 only (the slices reach the last predicted
+    # position: nothing is cut)
+    assert model.calls == [1 + 4, 2 + 4 * (1 + 3)]
     whole = ablation_sums(model, plan, batches, SLICES, means=means, max_rows=8, shortcuts=False)
     torch.testing.assert_close(fast.clean, whole.clean, rtol=1e-6, atol=1e-9)
     torch.testing.assert_close(fast.ablated, whole.ablated, rtol=1e-6, atol=1e-9)
@@ -130,10 +131,13 @@ def test_rows_are_cut_after_the_last_measured_positions_target_and_give_the_whol
         torch.testing.assert_close(fast.ablated, whole.ablated, rtol=1e-6, atol=1e-9)
         torch.testing.assert_close(fast.clean, whole.clean, rtol=1e-6, atol=1e-9)
         assert fast.count.sum() == whole.count.sum() == 4 * 4 * 4  # 4 positions x 4 rows x 4 batches
-        # (mean: the means' pass over the 4 whole batches) the fast measurement's check (17, 17, 17, 9 positions),
-        # then 4 batches x (clean + 3 grouped passes) cut to 7; the whole measurement's 4 x (1 + 3) passes of 17
+        # (mean: the means' pass over the 4 whole batches) the fast measurement's check (the whole forward, the
+        # unembedding, the cut rows, the skipped blocks: 17, 17, 9, 17 positions; for the later methods the model
+        # remembers all but the first and last), then 4 batches x (clean + 3 grouped passes) cut to 7; the whole
+        # measurement's 4 x (1 + 3) passes of 17
         means = [17] * 4 if method == "mean" else []
-        assert lengths == means + [17, 17, 17, 9] + [7] * 16 + [17] * 16, (method, lengths)
+        check = [17, 17, 9, 17] if method == "zero" else [17, 17]
+        assert lengths == means + check + [7] * 16 + [17] * 16, (method, lengths)
 
 
 class ReadsLaterTokens(PlantedInductionModel):
@@ -189,3 +193,28 @@ def test_a_bridge_with_left_and_right_padding_gives_the_whole_forwards_sums(brid
     torch.testing.assert_close(fast.clean, whole.clean, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(fast.ablated, whole.ablated, rtol=1e-5, atol=1e-6)
     assert fast.count.tolist() == [[4 * 11 - 3 - 4]] * 2  # 4 rows of 11 queries, less 3 right- and 4 left-padded
+
+
+def test_a_second_check_on_the_same_rows_runs_only_the_layer_dependent_part_until_the_weights_change(batches):
+    """The unembedding, fused-attention and cut-rows checks are remembered per model, rows and weights: a second
+    choice of route on the same rows runs the whole forward and the skipped-blocks check only (block 0 once, block
+    1 twice), for another lowest layer too; an in-place change to a weight runs every check again."""
+    model = PlantedInductionModel()
+    model.calls[:] = [0, 0]
+    first = _route(model, batches[0])
+    assert model.calls == [3, 4]  # the whole forward, the unembedding, the cut rows; block 1 also skipped-blocks
+    model.calls[:] = [0, 0]
+    assert _route(model, batches[0]) == first
+    assert model.calls == [1, 2]
+    model.calls[:] = [0, 0]
+    assert _route(model, batches[0], heads=[(0, 1), (1, 0)]) == ForwardRoute(unembed=True, cut_tail=True)
+    assert model.calls == [1, 1]  # start layer 0: nothing to skip, nothing else to check
+    model.calls[:] = [0, 0]
+    assert _route(model, batches[1]) == first  # other rows: checked again
+    assert model.calls == [3, 4]
+    with torch.no_grad():
+        next(model.parameters()).mul_(1.0)
+    model.calls[:] = [0, 0]
+    assert _route(model, batches[1]) == first
+    assert model.calls == [3, 4]
+    assert not torch.equal(batches[0].tokens, batches[1].tokens)
