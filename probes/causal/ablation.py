@@ -6,7 +6,9 @@ head sets are ablated in groups, each group one forward pass over the batch repe
 ``g`` ablating set ``g`` through one hook per layer that indexes per row. A group holds as many copies as fit a
 byte budget of activations (:class:`probes.causal.pass_size.PassSize`; halved after an out-of-memory error), so
 the peak memory is the budget's whatever the number of draws. Everything a batch leaves behind is a
-row of sums (:class:`AblationSums`), so halves merge into the whole and the bootstrap resamples batches.
+row of sums (:class:`AblationSums`), so halves merge into the whole and the bootstrap resamples batches. A null
+measured in groups (:func:`probes.causal.null.ablation_with_null`) runs each batch's clean pass once, before its
+first group, and every group reads it (:func:`ablation_clean_passes`, within the pass budget).
 
 The loss is next-token for causal models and masked-token for encoders (:mod:`probes.causal.token_loss`; the plan's
 ``loss``). The grouped passes skip the blocks below the lowest ablated layer, apply the unembedding at the slice
@@ -31,7 +33,7 @@ nothing is ablated on another hook in its place.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -236,32 +238,84 @@ def shared_prefix(sets: Bool[Tensor, "set layer head"], layers: tuple[int, ...]
     return None if best is None else best[1:]
 
 
+@dataclass(frozen=True)
+class AblationCleanPass:
+    """One batch's clean forward pass as its ablated passes read it: the batch (cut where the route cuts), its
+    slice ``masks``, loss ``inputs`` and forward ``kwargs``, the clean slice sums, the residual entering the route's
+    start layer (``kept["resid"]``) and, for ``resample``, the clean head outputs per layer."""
+
+    batch: TokenBatch
+    masks: Tensor
+    inputs: LossInputs
+    kwargs: dict[str, Any]
+    sums: Tensor
+    kept: dict[str, Tensor]
+    clean_z: dict[int, Tensor]
+
+    @classmethod
+    def run(cls, model: HookedModel, batch: TokenBatch, plan: AblationPlan, slices: Mapping[str, SliceFn],
+            route: ForwardRoute) -> AblationCleanPass:
+        masks = slice_masks(batch, slices, plan.loss)
+        if route.cut_tail:
+            batch, masks = cut_after_last_measured(batch, masks)
+        inputs = LossInputs.of(model, batch, masks, plan.loss)
+        kwargs = mask_kwargs(model, batch.attention_mask)
+        clean_z: dict[int, Tensor] = {}
+        kept: dict[str, Tensor] = {}
+
+        def keep(store: dict[Any, Tensor], key: Any) -> HookFn:
+            def hook(x: Tensor, hook: Any) -> None:
+                store[key] = x.clone()
+            return hook
+
+        keepers = ([(z_hook(layer), keep(clean_z, layer)) for layer in plan.layers] if plan.method == "resample"
+                   else [])
+        if route.start_layer:
+            keepers.append((resid_hook(route.start_layer), keep(kept, "resid")))
+        clean_route = ForwardRoute(unembed=route.unembed, cut_tail=route.cut_tail, fused=route.fused)
+        sums = slice_sums(token_losses(model, clean_route, inputs, kwargs, keepers, 1), inputs)[0]
+        return cls(batch, masks, inputs, kwargs, sums, kept, clean_z)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.nbytes for t in (*self.kept.values(), *self.clean_z.values()))
+
+
+def ablation_clean_passes(model: HookedModel, plan: AblationPlan, batches: Sequence[Any],
+                          slices: Mapping[str, SliceFn], route: ForwardRoute, *, max_bytes: int
+                          ) -> list[AblationCleanPass] | None:
+    """Each batch's clean pass along ``route`` for ``plan``'s layers and method, to be shared by the groups of a
+    null measured in groups (:func:`ablation_sums` with ``clean=``); None once what they keep exceeds ``max_bytes``
+    (then each group runs its own clean passes, holding one batch's at a time)."""
+    info = ModelInfo.of(model)
+    device = model_device(model)
+    out: list[AblationCleanPass] = []
+    was_training = getattr(model, "training", False)
+    model.eval()  # as ablation_sums measures
+    try:
+        with torch.inference_mode():
+            for raw in batches:
+                out.append(AblationCleanPass.run(model, as_token_batch(raw, info).to(device), plan, slices, route))
+                if sum(state.nbytes for state in out) > max_bytes:
+                    return None
+    finally:
+        if was_training:
+            model.train()
+    return out
+
+
 def batch_ablation_sums(model: HookedModel, batch: TokenBatch, plan: AblationPlan, slices: Mapping[str, SliceFn], *,
                         means: HeadMeans | None = None, size: PassSize | None = None,
-                        route: ForwardRoute = PLAIN) -> AblationSums:
-    """The :class:`AblationSums` of one batch: one clean forward pass, then the plan's head sets ``size.copies``
-    at a time (:class:`probes.causal.pass_size.PassSize`: a byte budget, default :data:`PASS_BYTES`), each group
-    one forward pass over the repeated batch along ``route`` (:func:`probes.causal.routes.choose_route`; the
-    default computes full logits). A group that runs out of memory is retried in halves."""
-    masks = slice_masks(batch, slices, plan.loss)
-    if route.cut_tail:
-        batch, masks = cut_after_last_measured(batch, masks)
-    inputs = LossInputs.of(model, batch, masks, plan.loss)
-    kwargs = mask_kwargs(model, batch.attention_mask)
+                        route: ForwardRoute = PLAIN, clean_pass: AblationCleanPass | None = None) -> AblationSums:
+    """The :class:`AblationSums` of one batch: one clean forward pass (or ``clean_pass``, run already on this
+    batch with this plan's layers, method and ``route``), then the plan's head sets ``size.copies`` at a time
+    (:class:`probes.causal.pass_size.PassSize`: a byte budget, default :data:`PASS_BYTES`), each group one forward
+    pass over the repeated batch along ``route`` (:func:`probes.causal.routes.choose_route`; the default computes
+    full logits). A group that runs out of memory is retried in halves."""
+    ran = AblationCleanPass.run(model, batch, plan, slices, route) if clean_pass is None else clean_pass
+    batch, masks, inputs, kwargs = ran.batch, ran.masks, ran.inputs, ran.kwargs
+    clean, kept, clean_z = ran.sums, ran.kept, ran.clean_z
     n_rows = batch.shape[0]
-    clean_z: dict[int, Tensor] = {}
-    kept: dict[str, Tensor] = {}
-
-    def keep(store: dict[Any, Tensor], key: Any) -> HookFn:
-        def hook(x: Tensor, hook: Any) -> None:
-            store[key] = x.clone()
-        return hook
-
-    keepers = [(z_hook(layer), keep(clean_z, layer)) for layer in plan.layers] if plan.method == "resample" else []
-    if route.start_layer:
-        keepers.append((resid_hook(route.start_layer), keep(kept, "resid")))
-    clean_route = ForwardRoute(unembed=route.unembed, cut_tail=route.cut_tail, fused=route.fused)
-    clean = slice_sums(token_losses(model, clean_route, inputs, kwargs, keepers, 1), inputs)[0]
     dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
     replacements = _replacements_as({layer: _replacement(plan, layer, batch, means, clean_z)
                                      for layer in plan.layers}, dtype)
@@ -327,7 +381,8 @@ def ablation_route(model: HookedModel, plan: AblationPlan, batch: Any, slices: M
 
 def ablation_sums(model: HookedModel, plan: AblationPlan, batches: Iterable[Any], slices: Mapping[str, SliceFn], *,
                   means: HeadMeans | None = None, max_rows: int = 256, pass_bytes: int = PASS_BYTES,
-                  shortcuts: bool = True, route: ForwardRoute | None = None) -> AblationSums:
+                  shortcuts: bool = True, route: ForwardRoute | None = None,
+                  clean: Sequence[AblationCleanPass] | None = None) -> AblationSums:
     """:func:`batch_ablation_sums` over ``batches``, merged (one row per batch); each grouped pass holds at most
     ``max_rows`` rows and about ``pass_bytes`` of activations (:class:`probes.causal.pass_size.PassSize`).
     ``method="mean"`` needs ``means``
@@ -335,7 +390,8 @@ def ablation_sums(model: HookedModel, plan: AblationPlan, batches: Iterable[Any]
     ``shortcuts``: skip the blocks below the ablated layers and unembed at the slice positions only where the first
     batch shows this reproduces the whole forward (:func:`probes.causal.routes.choose_route`); ``False`` runs every
     pass through the whole model with full logits (the reference, slower). ``route``: one already chosen
-    (:func:`ablation_route`), for a null measured in groups."""
+    (:func:`ablation_route`), for a null measured in groups; ``clean``: each batch's clean pass along ``route``,
+    kept from an earlier group of sets (:func:`ablation_clean_passes`)."""
     if not slices:
         raise InputError("Name at least one slice of positions to measure, e.g. {'repeated_half': repeated_half(50)}.")
     if plan.method == "mean" and means is None:
@@ -351,11 +407,12 @@ def ablation_sums(model: HookedModel, plan: AblationPlan, batches: Iterable[Any]
     model.eval()
     try:
         with torch.inference_mode():
-            for raw in batches:
+            for index, raw in enumerate(batches):
                 batch = as_token_batch(raw, info).to(device)
                 if route is None:
                     route = ablation_route(model, plan, batch, slices)
-                part = batch_ablation_sums(model, batch, plan, slices, means=means, size=size, route=route)
+                part = batch_ablation_sums(model, batch, plan, slices, means=means, size=size, route=route,
+                                           clean_pass=None if clean is None else clean[index])
                 total = part if total is None else total.merge(part)
     finally:
         if was_training:

@@ -20,7 +20,13 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from probes.causal.ablation import AblationPlan, AblationSums, ablation_route, ablation_sums
+from probes.causal.ablation import (
+    AblationPlan,
+    AblationSums,
+    ablation_clean_passes,
+    ablation_route,
+    ablation_sums,
+)
 from probes.causal.means import HeadMeans
 from probes.causal.pass_size import PASS_BYTES
 from probes.causal.slices import SliceFn
@@ -84,10 +90,13 @@ def ablation_with_null(model: HookedModel, plan: AblationPlan, batches: Sequence
     if not batches:
         raise InputError("No batches were given: the batch iterable was empty.")
     route = ablation_route(model, plan, batches[0], slices, shortcuts=shortcuts)
+    # the groups share one clean pass per batch where what it keeps fits the pass budget
+    clean = (ablation_clean_passes(model, plan, batches, slices, route, max_bytes=pass_bytes)
+             if stop_at is not None else None)
 
     def measure(start: int, stop: int) -> AblationSums:
         return ablation_sums(model, plan.subset(start, stop), batches, slices, means=means, max_rows=max_rows,
-                             pass_bytes=pass_bytes, route=route)
+                             pass_bytes=pass_bytes, route=route, clean=clean)
 
     first = 1 + (plan.n_draws if stop_at is None else min(group, plan.n_draws))
     sums = measure(0, first)

@@ -20,6 +20,7 @@ from probes.causal import (
     repeated_half,
     token_loss,
 )
+from probes.causal.ablation import ablation_clean_passes, ablation_route
 from probes.causal.routes import PLAIN, ForwardRoute, choose_route
 from probes.causal.token_loss import LossInputs
 from probes.core.batch import TokenBatch
@@ -218,3 +219,27 @@ def test_a_second_check_on_the_same_rows_runs_only_the_layer_dependent_part_unti
     assert _route(model, batches[1]) == first
     assert model.calls == [3, 4]
     assert not torch.equal(batches[0].tokens, batches[1].tokens)
+
+
+@pytest.mark.parametrize("method", ["zero", "mean", "resample"])
+def test_the_groups_of_a_null_share_each_batchs_clean_pass_with_the_same_sums(batches, method):
+    """The null's groups of sets read one clean pass per batch, kept from before the first group: block 0 (below
+    the ablated layer) never runs in a group, and the sums equal each group's own clean passes bit for bit."""
+    model = PlantedInductionModel()
+    plan = AblationPlan.build(ModelInfo.of(model), HEADS, method=method, n_draws=6, seed=2)
+    means = head_output_means(model, plan.layers, batches) if method == "mean" else None
+    route = ablation_route(model, plan, batches[0], SLICES)
+    assert route.start_layer == 1
+    clean = ablation_clean_passes(model, plan, batches, SLICES, route, max_bytes=2**20)
+    assert clean is not None and len(clean) == len(batches)
+    groups = [(0, 3), (3, 7)]
+    model.calls[:] = [0, 0]
+    shared = [ablation_sums(model, plan.subset(a, b), batches, SLICES, means=means, route=route, clean=clean)
+              for a, b in groups]
+    assert model.calls[0] == 0
+    alone = [ablation_sums(model, plan.subset(a, b), batches, SLICES, means=means, route=route) for a, b in groups]
+    assert model.calls[0] == len(groups) * len(batches)
+    for one, other in zip(shared, alone):
+        assert torch.equal(one.clean, other.clean) and torch.equal(one.ablated, other.ablated)
+    # what a batch keeps (the residual entering layer 1) beyond the budget: each group runs its own clean passes
+    assert ablation_clean_passes(model, plan, batches, SLICES, route, max_bytes=0) is None
