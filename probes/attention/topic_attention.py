@@ -30,7 +30,11 @@ same-topic. ``same_token`` pairs and the set of counted pairs do not depend on t
 makes the probe's permutations ``start, start + 1, ...`` of the seed's one sequence, so a null drawn in groups
 (one pass each, :mod:`probes.stats.sequential`) uses the same permutations as one pass drawing them all. Only the
 labelled pairs of distinct tokens are gathered, so the cost is [pairs x permutations] per head,
-not another pass over the [q_pos k_pos] grid per permutation.
+not another pass over the [q_pos k_pos] grid per permutation. Where the labelled vocabulary is small (a toy's), the
+pairs' attention is first summed per (query entry, key entry) cell and the permutations read the cells: for one
+head, ``sum over cells of mass[e, f] * [topic_p(e) == topic_p(f)] = sum_t sum_e O_p[e, t] (mass O_p)[e, t]`` with
+``O_p`` the one-hot topics of permutation ``p``, one matrix product for all of them (the same sums in another
+order, float64 either way).
 
 Distance-matched null (``null="distance"``): instead of relabelling the vocabulary, each permutation shuffles which
 labelled distinct-token pairs of a row are same-topic among the pairs of that row at the same distance ``q - k``
@@ -163,6 +167,7 @@ class TopicAttentionProbe(LayerwiseProbe[TopicAttention]):
             raise ConfigError("The distance-matched null draws its shuffles batch by batch, so it cannot start at a "
                               "later permutation; draw it in one pass (permutation_start=0).")
         self._permuted: tuple[Tensor, Tensor] | None = None  # see _permuted_labels; drawn on first use
+        self._permuted_topics: Tensor | None = None  # see _cell_topics
         self._shuffles = torch.Generator().manual_seed(self.permutation_seed)  # the distance null's, batch by batch
 
 
@@ -181,12 +186,41 @@ class TopicAttentionProbe(LayerwiseProbe[TopicAttention]):
         entry, permuted = self._permuted
         return entry.to(device), permuted.to(device)
 
+    def _cell_topics(self, device: torch.device) -> Tensor | None:
+        """Each labelled entry's topic under each permutation, one-hot ``[entry, permutation * topic]`` (float64),
+        where the heads' cell sums and their product with it fit :data:`NULL_CHUNK_ENTRIES` (else None: the null
+        scores pairs)."""
+        _, permuted = self._permuted_labels(device)
+        n_entries = permuted.shape[1]
+        widest = max(n_entries, self.n_permutations * self.n_topics)
+        if self.info.n_heads * n_entries * widest > NULL_CHUNK_ENTRIES:
+            return None
+        if self._permuted_topics is None:
+            one_hot = torch.nn.functional.one_hot(permuted.T.long(), self.n_topics)  # [entry permutation topic]
+            self._permuted_topics = one_hot.reshape(n_entries, -1).to(torch.float64)
+        return self._permuted_topics.to(device)
+
+    def _same_topic_sums(self, cells: Tensor, topics: Tensor) -> Tensor:
+        """``[head, permutation]``: each head's sum over (query entry, key entry) cells of ``cells`` ``[head,
+        entry * entry]`` on the cells each permutation calls same-topic (``topics``: :meth:`_cell_topics`)."""
+        n_entries = topics.shape[0]
+        summed = cells.view(-1, n_entries, n_entries) @ topics  # [head entry permutation*topic]
+        return (summed * topics).view(cells.shape[0], n_entries, self.n_permutations, self.n_topics).sum((1, 3))
+
     def _null_pairs(self, tokens: Tensor, distinct: Tensor) -> tuple[tuple[Tensor, Tensor, Tensor], list[Tensor]]:
         """The labelled distinct-token pairs ``(b, q, k)`` and, per chunk of them, which pairs each
-        permutation calls same-topic [permutation, pair] (see the module docstring)."""
+        permutation calls same-topic [permutation, pair]; or, where :meth:`_cell_topics` fits, one tensor: each
+        pair's (query entry, key entry) cell (see the module docstring)."""
         entry, permuted = self._permuted_labels(tokens.device)
         b, q, k = distinct.nonzero(as_tuple=True)
         query_entry, key_entry = entry[tokens[b, q]], entry[tokens[b, k]]
+        topics = self._cell_topics(tokens.device)
+        if topics is not None:
+            n_entries = topics.shape[0]
+            cell = query_entry.long() * n_entries + key_entry.long()
+            counts = torch.bincount(cell, minlength=n_entries * n_entries).to(torch.float64)
+            self._add("null/same_topic/pairs", self._same_topic_sums(counts[None], topics)[0])
+            return (b, q, k), [cell]
         pairs = torch.zeros(self.n_permutations, dtype=torch.float64, device=tokens.device)
         step = max(1, NULL_CHUNK_ENTRIES // self.n_permutations)
         same_chunks = []
@@ -322,6 +356,15 @@ class TopicAttentionProbe(LayerwiseProbe[TopicAttention]):
 
     def _fold_null_rows(self, index: int, rows: Tensor, start: int, context: dict[str, Any]) -> None:
         (b, q, k), same_chunks = context["null"]
+        topics = self._cell_topics(rows.device) if self.null == "vocabulary" else None
+        if topics is not None:  # the pairs' attention summed per (query entry, key entry) cell, then permuted
+            (cell,) = same_chunks
+            inside = (q >= start) & (q < start + rows.shape[2])
+            values = rows[b[inside], :, q[inside] - start, k[inside]].to(torch.float64)  # [pair head]
+            cells = torch.zeros(self.info.n_heads, topics.shape[0] ** 2, dtype=torch.float64, device=rows.device)
+            cells.index_add_(1, cell[inside], values.T)
+            self._add_at("null/same_topic/mass", index, self.info.n_layers, self._same_topic_sums(cells, topics))
+            return
         mass = torch.zeros(self.info.n_heads, self.n_permutations, dtype=torch.float64, device=rows.device)
         first = 0
         for same in same_chunks:  # only the gathered pair values reach float64, never the whole pattern

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 
 import pytest
@@ -218,6 +219,27 @@ def test_permutation_null_equals_rerunning_with_each_shuffled_labelling(directio
         for kind in ("same_topic", "different_topic"):
             torch.testing.assert_close(result.null_mean[kind][p], again.mean[kind], atol=1e-6, rtol=1e-6)
     assert result.null_ratio.shape == (7, 2, 3)
+
+
+@pytest.mark.parametrize("direction", ["bidirectional", "causal"])
+def test_the_null_summed_per_vocabulary_cell_equals_the_null_scored_pair_by_pair(direction, monkeypatch):
+    """A small labelled vocabulary sums the pairs per (query entry, key entry) cell before permuting; with the
+    budget too small for that, every pair is scored per permutation: the same null either way (float64 sums in
+    another order), and the cells are what the small vocabulary used."""
+    module = importlib.import_module("probes.attention.topic_attention")  # the package's name is the function's
+    model = RandomAttentionModel(_Cfg(attention_dir=direction))
+    batches = _batches(2, 3)
+    by_cell = TopicAttentionProbe(TOPICS, n_permutations=9, permutation_seed=1)
+    run_probes(model, [by_cell], batches, progress=False)
+    assert by_cell._permuted_topics is not None
+    monkeypatch.setattr(module, "NULL_CHUNK_ENTRIES", 64)
+    by_pair = TopicAttentionProbe(TOPICS, n_permutations=9, permutation_seed=1)
+    run_probes(model, [by_pair], batches, progress=False)
+    assert by_pair._permuted_topics is None
+    cell, pair = by_cell.compute(), by_pair.compute()
+    for kind in ("same_topic", "different_topic"):
+        torch.testing.assert_close(cell.null_mean[kind], pair.null_mean[kind], atol=1e-12, rtol=1e-12)
+    assert torch.equal(cell.mean["same_topic"], pair.mean["same_topic"])
 
 
 def test_permutation_null_survives_merge_and_save(tmp_path):
