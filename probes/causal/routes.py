@@ -27,9 +27,8 @@ parameters' dtype resolution if coarser), and under ``fused`` the lowest ablated
 fire; else, or when a hook or module is missing, a warning is logged and the plain path is used. Logit soft-capping
 after the unembedding (Gemma 2) or an unembedding the model does not call as ``model.unembed`` fail that check.
 The verdicts that do not depend on the ablated layers (``unembed``, ``fused`` and the hooks it fires, ``cut_tail``)
-are kept for the model while its weights and the check's rows are the same (:class:`LayerFreeChecks`): a report
-that ablates several head sets on the same rows checks them once, and only the prefix sharing again per lowest
-ablated layer.
+are kept per model, check rows and weights (:class:`LayerFreeChecks`): several head sets ablated on the same rows
+check them once, and the prefix sharing per lowest ablated layer.
 """
 
 from __future__ import annotations
@@ -348,10 +347,9 @@ def _name(model: HookedModel) -> str:
 
 
 def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, Tensor) or isinstance(b, Tensor):
-        return (isinstance(a, Tensor) and isinstance(b, Tensor) and a.shape == b.shape and a.dtype == b.dtype
-                and a.device == b.device and bool(torch.equal(a, b)))
-    return bool(a == b)
+    if isinstance(a, Tensor) and isinstance(b, Tensor):
+        return a.shape == b.shape and a.dtype == b.dtype and a.device == b.device and bool(torch.equal(a, b))
+    return not isinstance(a, Tensor) and not isinstance(b, Tensor) and bool(a == b)
 
 
 def _weight_versions(model: HookedModel) -> tuple[tuple[int, int, int], ...]:
@@ -375,8 +373,7 @@ class LayerFreeChecks:
     fired: frozenset[str]
     cut_tail: bool
 
-    KEPT_PER_MODEL = 4
-    """Checks remembered per model (the newest); the model's memory goes when the model does."""
+    KEPT_PER_MODEL = 4  # checks remembered per model (the newest); they go when the model does
 
     @classmethod
     def recall(cls, model: HookedModel, loss: str, check: LossInputs, kwargs: dict[str, Any]
