@@ -13,10 +13,13 @@ in less wall time (the toys are small enough that a second thread in one process
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import logging
 import multiprocessing
 import os
+import signal
+import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -32,6 +35,8 @@ from analyses.toy_findings import SeedFindings, aggregate_seeds, seed_findings_o
 from mechprobe.validation import integer
 
 log = logging.getLogger(__name__)
+
+PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent dies
 
 
 def usable_cpus() -> int:
@@ -52,6 +57,18 @@ def _seed_findings(name: str, config: Any, seed: int) -> SeedFindings:
     return toy_experiment(name).seed_findings(config, seed)
 
 
+def _worker_start(parent: int) -> None:
+    """A worker leaves Ctrl-C to the process that started it (which stops the workers), ends on SIGTERM whatever
+    handlers that process had when it forked, and on Linux gets SIGTERM when that process dies (killed, it cannot
+    stop them)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:  # it died before the line above
+            os._exit(1)
+
+
 @contextmanager
 def _seed_pool(workers: int) -> Iterator[Pool | None]:
     """``workers`` processes for the further seeds (none for one worker). Forked where the platform can (the
@@ -61,7 +78,8 @@ def _seed_pool(workers: int) -> Iterator[Pool | None]:
         yield None
         return
     methods = multiprocessing.get_all_start_methods()
-    pool = multiprocessing.get_context("fork" if "fork" in methods else "spawn").Pool(workers)
+    context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+    pool = context.Pool(workers, _worker_start, (os.getpid(),))
     try:
         yield pool
     except BaseException:
