@@ -130,29 +130,42 @@ SHARES_A_UNIT_WITH = {
     "tests/analyses/topic/test_experiment.py": "tests/analyses/test_determinism.py",  # fast_toy_run("topic")
     "tests/analyses/linear/test_toy_claims.py": "tests/analyses/test_determinism.py",  # fast_toy_run("induction")
 }
-LONGEST_FIRST: tuple[str, ...] = (
+LONGEST_FIRST: tuple[str, ...] = (  # by the seconds of each unit in a quiet run of 2026-11-28 (e462445)
     "tests/analyses/pretrained/test_pretrained_report.py::test_main_job_on_the_offline_defaults",
-    "tests/analyses/test_determinism.py",
-    "tests/analyses/test_random_weights_hold_nothing.py",
-    "tests/test_gpu.py",  # the CPU twins of the GPU tests (about 3.5 min on one worker)
-    "tests/test_gpu_check.py",  # gpu_check.py --quick --device cpu (about 2 min)
-    "tests/analyses/topic/test_findings.py",
-    "tests/toymodels/test_resume_kill.py",
-    "tests/analyses/scansnap/test_experiment.py",
+    "tests/analyses/test_determinism.py",  # with topic/test_experiment.py and linear/test_toy_claims.py: 117 s
+    "tests/test_gpu_check.py",  # gpu_check.py --quick --device cpu
+    "tests/test_gpu.py",  # the CPU twins of the GPU tests
+    "tests/analyses/test_cli_fuzz.py",
     "tests/analyses/pretrained/test_pretrained_report.py",
+    "tests/analyses/scansnap/test_experiment.py",
     "tests/test_examples.py",
-    "tests/probes/test_properties.py",
-    "tests/toymodels/induction/test_training.py",
-    "tests/analyses/report/test_linear_section.py",
+    "tests/analyses/plan/test_ledger_must_show.py",
+    "tests/toymodels/test_resume_kill.py",
+    "tests/analyses/test_random_weights_hold_nothing.py",
+    "tests/analyses/induction/test_toy_edge.py",
+    "tests/analyses/dynamics/test_report_series.py",
+    "tests/analyses/topic/test_findings.py",
+    "tests/analyses/dynamics/test_series_damage.py",
+    "tests/analyses/test_saved_folder_damage.py",
     "tests/probes/stats/test_control_model.py",
-    "tests/analyses/induction/test_experiment.py",
-    "tests/analyses/test_random_weights_ablation.py",
+    "tests/probes/test_properties.py",
+    "tests/analyses/test_toy_seeds.py",
+    "tests/probes/causal/test_edges_random_weights.py",
     "tests/analyses/scansnap/test_findings.py",
-    "tests/analyses/test_toy_device.py",
-    "tests/analyses/induction/test_findings.py",
-    "tests/analyses/induction/test_causal.py",
     "tests/analyses/test_heads_cli.py",
+    "tests/analyses/dynamics/test_toy_series.py",
+    "tests/toymodels/induction/test_training.py",
     "tests/probes/core/test_distributed.py",
+    "tests/analyses/pretrained/test_settle_random_weights.py",
+    "tests/analyses/report/test_linear_section.py",
+    "tests/analyses/induction/test_experiment.py",
+    "tests/analyses/dynamics/test_dynamics_run.py",
+    "tests/analyses/test_cli_bad_input.py",
+    "tests/probes/core/test_half_precision_check.py",
+    "tests/analyses/test_random_weights_ablation.py",
+    "tests/analyses/induction/test_findings.py",
+    "tests/analyses/test_toy_device.py",
+    "tests/analyses/induction/test_causal.py",
 )
 
 
