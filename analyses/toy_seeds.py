@@ -91,16 +91,23 @@ def _seed_pool(workers: int) -> Iterator[Pool | None]:
         pool.join()
 
 
-class ToySeeds:
-    """The toys of ``runs`` (``(name, config, out_dir)`` each) with their further seeds already handed to worker
-    processes (``pool``; None: measured here when :meth:`results` needs them)."""
+def _pooled_seeds(runs: Sequence[tuple[str, Any, Path]], n_seeds: int) -> list[tuple[int, int]]:
+    """``(index in runs, seed)`` of every further seed a worker may measure: those of the toys on the CPU."""
+    return [(i, config.seed + k) for i, (_, config, _) in enumerate(runs)
+            if str(getattr(config, "device", "cpu")) == "cpu" for k in range(1, n_seeds)]
 
-    def __init__(self, runs: Sequence[tuple[str, Any, Path]], n_seeds: int, pool: Pool | None) -> None:
+
+class ToySeeds:
+    """The toys of ``runs`` (``(name, config, out_dir)`` each) with the further seeds ``pooled`` (``(index, seed)``)
+    already handed to worker processes (``pool``; None, or a seed not pooled: measured here when :meth:`results`
+    needs it)."""
+
+    def __init__(self, runs: Sequence[tuple[str, Any, Path]], n_seeds: int, pool: Pool | None,
+                 pooled: Sequence[tuple[int, int]]) -> None:
         self.runs, self.n_seeds = list(runs), n_seeds
         self.futures: dict[tuple[int, int], AsyncResult[SeedFindings]] = {} if pool is None else {
-            (i, config.seed + k): pool.apply_async(_seed_findings, (name, config, config.seed + k))
-            for i, (name, config, _) in enumerate(self.runs)
-            if str(getattr(config, "device", "cpu")) == "cpu" for k in range(1, n_seeds)}
+            (i, seed): pool.apply_async(_seed_findings, (self.runs[i][0], self.runs[i][1], seed))
+            for i, seed in pooled}
 
     def results(self, *, progress: bool) -> list[PaperResult]:
         """Each toy's full run, here and in order, with its findings judged over all seeds."""
@@ -133,9 +140,9 @@ def toy_seeds(runs: Sequence[tuple[str, Any, Path]], *, n_seeds: int, workers: i
     """
     integer("n_seeds", n_seeds, 1)
     integer("workers", workers, 1)
-    tasks = sum(n_seeds - 1 for _, config, _ in runs if str(getattr(config, "device", "cpu")) == "cpu")
-    with _seed_pool(min(workers, tasks)) as pool:
-        yield ToySeeds(runs, n_seeds, pool)
+    pooled = _pooled_seeds(runs, n_seeds)
+    with _seed_pool(min(workers, len(pooled))) as pool:
+        yield ToySeeds(runs, n_seeds, pool, pooled)
 
 
 def run_toys_with_seeds(runs: Sequence[tuple[str, Any, Path]], *, n_seeds: int, progress: bool, workers: int = 1
@@ -151,13 +158,11 @@ def run_toys_with_seeds(runs: Sequence[tuple[str, Any, Path]], *, n_seeds: int, 
         return seeds.results(progress=progress)
 
 
-def run_with_seeds(name: str, config: Any, out_dir: str | Path, *, n_seeds: int, progress: bool, workers: int = 1
-                   ) -> PaperResult:
+def run_with_seeds(name: str, config: Any, out_dir: str | Path, *, n_seeds: int, progress: bool) -> PaperResult:
     """Run toy ``name`` on ``config`` into ``out_dir`` and judge its findings over ``n_seeds`` seeds
     (``config.seed``, ``config.seed + 1``, ...); return the result holding the findings over all seeds
     (:func:`run_toys_with_seeds` for one toy).
 
     Example: ``run_with_seeds("topic", PRESETS["fast"], "runs/topic", n_seeds=5, progress=False).toy_findings()``.
     """
-    return run_toys_with_seeds([(name, config, Path(out_dir))], n_seeds=n_seeds, progress=progress,
-                               workers=workers)[0]
+    return run_toys_with_seeds([(name, config, Path(out_dir))], n_seeds=n_seeds, progress=progress)[0]
