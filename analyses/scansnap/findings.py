@@ -19,8 +19,8 @@ the query saw (its fact's distinct tokens: the paper's claim is about them), ave
   distinct tokens) at the same distances: the ranks of per-occurrence attention, up to the sampling noise of
   those per-distance means (seed 0: 0.5405 matched vs 0.5387 per occurrence over the mean, rarest token).
 - Interval: 95% percentile bootstrap over ``N_UNITS`` batches of held-out sequences (each holds an equal share
-  of every fact's sequences), each resample's summed probe state computed by the probe itself: with two facts a
-  bootstrap over query tokens would be degenerate.
+  of every fact's sequences), each resample's summed probe state computed as the probe computes its own (every
+  resample at once): with two facts a bootstrap over query tokens would be degenerate.
 
 ``scan_order`` (the paper's own claim, toy only): attention on the distinct tokens is dropped "following the
 order of low to high co-occurrence". Per fact, the step at which each distinct token's attention peaks
@@ -84,13 +84,19 @@ from analyses.toy_findings import SeedFindings, judge_against_init
 from mechprobe import forward
 from mechprobe.forward import model_device
 from probes import feed_probes
-from probes.attention.key_token_attention import KeyTokenAttention, KeyTokenAttentionProbe
+from probes.attention.key_token_attention import KeyTokenAttention, KeyTokenAttentionProbe, distance_matched_ratio
 from probes.dynamics.event_orders import ScanSnapOrder
 from probes.dynamics.scan_order import ScanOrder, scan_order
 from probes.stats.bootstrap import BatchStateRecorder, bootstrap_draws, percentile_interval
 from probes.stats.findings import Finding
 from probes.stats.nulls import permutation_p_value
-from probes.text.cooccurrence import cooccurrence_ordering, ordering_null, spearman
+from probes.text.cooccurrence import (
+    cooccurrence_ordering,
+    cooccurring_spearman,
+    ordering_null,
+    ranked_matched,
+    spearman,
+)
 from toymodels.errors import ToyConfigError
 from toymodels.scansnap.data import CooccurrenceData
 from toymodels.scansnap.model import YZTransformer
@@ -154,11 +160,31 @@ def _ordering_value(attention: KeyTokenAttention) -> Tensor:
     return _no_order_is_zero(_ranked_spearman(attention)).mean()
 
 
+def _ordering_draws(state: Mapping[str, Tensor]) -> Tensor:
+    """:func:`_ordering_value` of every bootstrap resample at once: ``state`` is the probe's summed state with a
+    leading resample axis on every entry; each draw's value equals the probe's ``compute()`` of that draw's state
+    put through :func:`_ordering_value`."""
+    matched = ranked_matched(distance_matched_ratio(state)[..., 0, 0, :, :])  # draw query key
+    # ranked by the float32 counts of KeyTokenAttention.occurrences; the statistic keeps the float32 Spearman
+    rho, n_keys = cooccurring_spearman(matched, state["occurrences"].float())
+    ranked = n_keys >= MIN_RANKED_KEYS
+    # the mean over each draw's ranked queries with the others added as 0: float32 values summed in float64 are
+    # exact unless their magnitudes span some 2^29, so neither the zeros nor the order of the sum move a bit
+    return torch.where(ranked, _no_order_is_zero(rho.float()), 0.0).sum(-1) / ranked.sum(-1)
+
+
 def held_out_units(evaluation: Sequence[Tensor]) -> list[Tensor]:
     """``N_UNITS`` batches of held-out sequences (fewer if the facts have fewer), each holding an equal share of
     every fact's sequences (``evaluation[f]``: fact ``f``'s sequences)."""
     n_units = min(N_UNITS, *(len(tokens) for tokens in evaluation))
     return [torch.cat(parts) for parts in zip(*(tokens.tensor_split(n_units) for tokens in evaluation))]
+
+
+def ordering_probe(data: CooccurrenceData) -> KeyTokenAttentionProbe:
+    """The probe of ``cooccurrence_ordering``: attention of the facts' last tokens (the queries, at the last
+    position) on every fact's distinct tokens, distance-matched."""
+    return KeyTokenAttentionProbe(data.last_tokens.tolist(), data.distinct_tokens.flatten().tolist(),
+                                  query_position="last", distance_matched=True)
 
 
 def ordering_finding(model: YZTransformer, data: CooccurrenceData, evaluation: Sequence[Tensor],
@@ -168,22 +194,13 @@ def ordering_finding(model: YZTransformer, data: CooccurrenceData, evaluation: S
         raise ToyConfigError(f"The findings rank each fact's {data.config.num_distinct} distinct tokens by "
                              f"co-occurrence, as for pretrained models, and need at least {MIN_RANKED_KEYS}; set "
                              f"data.num_distinct={MIN_RANKED_KEYS} or more.")
-    probe = KeyTokenAttentionProbe(data.last_tokens.tolist(), data.distinct_tokens.flatten().tolist(),
-                                   query_position="last", distance_matched=True)
+    probe = ordering_probe(data)
     recorder = BatchStateRecorder()
     feed_probes(model, [probe], held_out_units(evaluation), data="held-out co-occurrence sequences", seed=seed,
                 progress=False, on_batch=recorder)
     attention = probe.compute()
     value = _ordering_value(attention)
-
-    def resampled(state: Mapping[str, Tensor]) -> Tensor:  # the probe computes each resample's summed state
-        values = []
-        for draw in range(next(iter(state.values())).shape[0]):
-            probe.load_state_dict({key: entry[draw] for key, entry in state.items()})
-            values.append(_ordering_value(probe.compute()))
-        return torch.stack(values)
-
-    _, draws = bootstrap_draws(recorder.per_unit(0), resampled, n_boot=N_BOOT, seed=seed)
+    _, draws = bootstrap_draws(recorder.per_unit(0), _ordering_draws, n_boot=N_BOOT, seed=seed)
     low, high = percentile_interval(draws)
     # ordering_null averages over the queries with a defined Spearman; the statistic counts the others as 0
     rho = _ranked_spearman(attention)

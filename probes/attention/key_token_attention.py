@@ -158,6 +158,18 @@ def visible_pairs(
     return mask, key_idx
 
 
+def distance_matched_ratio(state: Mapping[str, Tensor]) -> Float[Tensor, "... layer head query key"]:
+    """``distance_matched`` (module docstring) of the summed state of a ``distance_matched=True`` probe, float32, NaN
+    where the pair never occurred. Entries may carry the same leading axes (e.g. bootstrap resamples): each index
+    of them gives what its own state alone gives."""
+    bin_pairs = state["bin_pairs"]                                                       # ... query key bin
+    per_bin = state["bin_scaled_mass"] / bin_pairs.sum(-2).clamp_min(1)[..., None, None, :, :]  # ... l h q bin
+    expected = torch.einsum("...qkd,...lhqd->...lhqk", bin_pairs, per_bin)
+    # 0 / 0 (the pair only occurs where the head puts no attention at all) is "as expected"
+    ratio = torch.where(expected > 0, state["scaled_mass"] / expected.clamp_min(1e-300), 1.0)
+    return torch.where(state["occurrences"][..., None, None, :, :] > 0, ratio, torch.nan).float()
+
+
 @dataclass(frozen=True)
 class KeyTokenAttention(ProbeResult, HeadMapDisplay):
     """Per-(layer, head, query token, key token) attention (definitions in the module docstring).
@@ -385,14 +397,7 @@ class KeyTokenAttentionProbe(LayerwiseProbe[KeyTokenAttention]):
         queries, keys = self._tokens(info)
         rows = state["rows"]
         per_row = rows.clamp_min(1)
-        matched = None
-        if self.distance_matched:
-            bin_pairs = state["bin_pairs"]                                   # query key bin
-            per_bin = state["bin_scaled_mass"] / bin_pairs.sum(1).clamp_min(1)[None, None]  # layer head query bin
-            expected = torch.einsum("qkd,lhqd->lhqk", bin_pairs, per_bin)
-            # 0 / 0 (the pair only occurs where the head puts no attention at all) is "as expected"
-            ratio = torch.where(expected > 0, state["scaled_mass"] / expected.clamp_min(1e-300), 1.0)
-            matched = torch.where(state["occurrences"] > 0, ratio, torch.nan).float()
+        matched = distance_matched_ratio(state) if self.distance_matched else None
         return KeyTokenAttention(
             provenance=provenance,
             query_tokens=torch.tensor(queries, dtype=torch.long),

@@ -155,9 +155,47 @@ def average_ranks(x: Float[Tensor, "... n"]) -> Float[Tensor, "... n"]:
 def spearman(x: Float[Tensor, "... n"], y: Float[Tensor, "... n"]) -> Float[Tensor, ...]:
     """Spearman's rho along the last axis (NaN when either side is constant or n < 2)."""
     rx, ry = average_ranks(x), average_ranks(y)
-    rx, ry = rx - rx.mean(-1, keepdim=True), ry - ry.mean(-1, keepdim=True)
+    return _correlation(rx - rx.mean(-1, keepdim=True), ry - ry.mean(-1, keepdim=True))
+
+
+def masked_spearman(x: Float[Tensor, "... n"], y: Float[Tensor, "... n"],
+                    selected: Bool[Tensor, "... n"]) -> Float[Tensor, ...]:
+    """Spearman's rho along the last axis over the entries where ``selected`` holds (NaN when either side is
+    constant over them or fewer than 2 are selected): each row's ``spearman(x[selected], y[selected])`` bit for bit,
+    since ranks are multiples of 1/2 and every sum of them is exact."""
+    return _correlation(_centred_ranks(x, selected), _centred_ranks(y, selected))
+
+
+def _centred_ranks(x: Float[Tensor, "... n"], selected: Bool[Tensor, "... n"]) -> Float[Tensor, "... n"]:
+    """:func:`average_ranks` among the selected entries minus their mean, (n + 1) / 2; 0 at the others."""
+    x = x.double()
+    among = selected[..., None, :]
+    below = ((x[..., None, :] < x[..., :, None]) & among).sum(-1, dtype=torch.float64)
+    equal = ((x[..., None, :] == x[..., :, None]) & among).sum(-1, dtype=torch.float64)
+    mean = (selected.sum(-1, keepdim=True, dtype=torch.float64) + 1) / 2
+    return torch.where(selected, below + (equal + 1) / 2 - mean, 0.0)
+
+
+def _correlation(rx: Float[Tensor, "... n"], ry: Float[Tensor, "... n"]) -> Float[Tensor, ...]:
+    """Pearson correlation along the last axis of centred ``rx`` and ``ry`` (NaN when either is all 0)."""
     denominator = (rx.square().sum(-1) * ry.square().sum(-1)).sqrt()
     return torch.where(denominator > 0, (rx * ry).sum(-1) / denominator, torch.full_like(denominator, float("nan")))
+
+
+def cooccurring_spearman(values: Float[Tensor, "... query key"], counts: Float[Tensor, "... query key"],
+                         ) -> tuple[Float[Tensor, "... query"], Int[Tensor, "... query"]]:
+    """``(rho, n_keys)``: per query, the Spearman of ``values`` with ``counts`` over the keys with ``counts > 0``
+    (NaN when either is tied over them or fewer than 2 are), and how many keys that is.
+
+    For one head's attention values and co-occurrence counts this is :func:`cooccurrence_ordering`'s ``spearman``
+    (in float64) and ``n_keys`` without ``keys``; leading axes (e.g. bootstrap resamples of a probe's state) are
+    computed at once. Each query ranks only the keys some index of the leading axes saw with it."""
+    selected = counts > 0
+    rho = torch.full(selected.shape[:-1], float("nan"), dtype=torch.float64)
+    for q in range(selected.shape[-2]):
+        seen = selected[..., q, :].reshape(-1, selected.shape[-1]).any(0)
+        rho[..., q] = masked_spearman(values[..., q, seen], counts[..., q, seen], selected[..., q, seen])
+    return rho, selected.sum(-1)
 
 
 def kendall_tau_b(x: Float[Tensor, "... n"], y: Float[Tensor, "... n"]) -> Float[Tensor, ...]:
@@ -265,11 +303,14 @@ def _measure_values(attention: KeyTokenAttention, measure: str) -> Tensor:
     if values is None:
         raise InputError("This attention result has no distance-matched values; probe with "
                          "KeyTokenAttentionProbe(..., distance_matched=True).")
-    if measure == "distance_matched":
-        # ratios near 1, compared to 4 decimals: the float32 rounding of attention weights (~1e-7) is not an
-        # ordering (uniform attention would otherwise rank keys by how their positions round)
-        return torch.round(values.double() * MATCHED_DECIMALS) / MATCHED_DECIMALS
-    return values.double()
+    return ranked_matched(values) if measure == "distance_matched" else values.double()
+
+
+def ranked_matched(matched: Float[Tensor, ...]) -> Float[Tensor, ...]:
+    """Distance-matched attention as the orderings rank it: float64, rounded to 4 decimals. The ratios lie near 1
+    and the float32 rounding of attention weights (~1e-7) is not an ordering (uniform attention would otherwise
+    rank keys by how their positions round)."""
+    return torch.round(matched.double() * MATCHED_DECIMALS) / MATCHED_DECIMALS
 
 
 def ordering_null(

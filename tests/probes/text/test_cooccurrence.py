@@ -14,8 +14,10 @@ from probes.text.cooccurrence import (
     average_ranks,
     cooccurrence_ordering,
     cooccurrence_probability,
+    cooccurring_spearman,
     count_cooccurrence,
     kendall_tau_b,
+    masked_spearman,
     spearman,
 )
 
@@ -81,6 +83,40 @@ def test_rank_statistics_match_scipy_with_ties():
     assert torch.isnan(spearman(torch.ones(4), torch.arange(4.0)))
     batched = spearman(torch.stack([torch.arange(5.0), -torch.arange(5.0)]), torch.arange(5.0).expand(2, 5))
     assert batched.tolist() == pytest.approx([1.0, -1.0])
+
+
+def test_masked_spearman_is_the_spearman_of_each_rows_selection_bit_for_bit():
+    generator = torch.Generator().manual_seed(3)
+    x = torch.randint(0, 4, (300, 9), generator=generator).double() / 3  # ties, and values that are not dyadic
+    y = torch.rand(300, 9, generator=generator).round(decimals=1)
+    selected = torch.rand(300, 9, generator=generator) < 0.6  # from 0 to 9 entries a row
+    rho = masked_spearman(x, y, selected)
+    expected = torch.stack([spearman(a[s], b[s]) for a, b, s in zip(x, y, selected)])
+    assert torch.equal(rho.nan_to_num(9.0), expected.nan_to_num(9.0))
+    assert rho.isnan().any() and not rho.isnan().all()
+
+
+def test_cooccurring_spearman_of_stacked_results_is_each_ones_ordering():
+    info = ModelInfo(name="fake", n_layers=1, n_heads=2, n_ctx=12, d_vocab=8, causal=True, bos_token_id=None,
+                     special_token_ids=())
+    orderings, values, counts = [], [], []
+    for seed in range(6):
+        generator = torch.Generator().manual_seed(seed)
+        tokens = torch.randint(0, 8, (4, 12), generator=generator)
+        pattern = torch.rand(4, 2, 12, 12, generator=generator).round(decimals=1)  # tied attention too
+        if seed == 0:
+            pattern = torch.full_like(pattern, 0.1)  # attention the same on every key: no ordering (NaN)
+        probe = KeyTokenAttentionProbe([1, 2, 3], [0, 2, 4, 5, 6, 7]).bind(info)
+        probe.update({pattern_hook(0): pattern}, TokenBatch(tokens, torch.ones_like(tokens, dtype=torch.bool)))
+        result = probe.compute()
+        orderings.append(cooccurrence_ordering(result))
+        values.append(result.per_occurrence[0].double())
+        counts.append(result.occurrences.expand(2, -1, -1))
+    rho, n_keys = cooccurring_spearman(torch.stack(values), torch.stack(counts))  # result head query
+    expected = torch.stack([ordering.spearman[0] for ordering in orderings])
+    assert torch.equal(rho.float().nan_to_num(9.0), expected.nan_to_num(9.0))
+    assert torch.equal(n_keys[:, 0], torch.stack([ordering.n_keys for ordering in orderings]))
+    assert n_keys.unique().numel() > 1 and rho.isnan().any() and not rho.isnan().all()
 
 
 def attention_result(per_key: list[float], counts: list[float]):
