@@ -363,7 +363,9 @@ class _SigtermStop:
 
 
 def _all_finite(params: Sequence[Tensor]) -> bool:
-    return all(bool(p.detach().isfinite().all()) for p in params)
+    """Whether every entry of ``params`` is finite: whether each tensor's smallest and largest entries are (a NaN
+    makes both NaN, an infinity one of them), one ``aminmax`` a tensor, several times quicker than ``isfinite``."""
+    return all(math.isfinite(float(extreme)) for p in params if p.numel() for extreme in torch.aminmax(p.detach()))
 
 
 def _diverged(what: str, step: int, checkpointer: Checkpointer | None, saved_step: int | None) -> TrainingDiverged:

@@ -77,7 +77,7 @@ from mechprobe.forward import on_model
 from probes import feed_probes
 from probes.attention.topic_attention import TopicAttention, TopicAttentionProbe
 from probes.core.errors import ConfigError
-from probes.dynamics.block_structure import block_structure, centre_columns
+from probes.dynamics.block_structure import block_scores, block_structure, centre_columns
 from probes.dynamics.embedding_topics import embedding_topic_test
 from probes.stats.bootstrap import BatchStateRecorder, bootstrap_interval
 from probes.stats.findings import ALPHA, Finding
@@ -208,9 +208,9 @@ def _value_finding(model: TopicModel, config: TopicExperimentConfig) -> Finding:
     _, low, high = bootstrap_interval(value_column_masses(value, labels, centre=centre), block_score_of_masses,
                                       n_boot=N_BOOT, seed=config.seed)
 
-    def draw(start: int, stop: int) -> Tensor:
-        return torch.tensor([block_structure(value, permuted, centre_columns=centre).score
-                             for permuted in label_permutations(labels, stop - start, seed=config.seed, start=start)])
+    def draw(start: int, stop: int) -> Tensor:  # the scores rounded to float32, as the null has always held them
+        permuted = label_permutations(labels, stop - start, seed=config.seed, start=start)
+        return block_scores(value, permuted, centre_columns=centre).float()
 
     null = sequential_null(torch.tensor(score), draw, NULL_RULE)
     return Finding(

@@ -21,6 +21,8 @@ under a cross-entropy (softmax) loss, a one-hot model's logits ``W_V Z a`` (atte
 ``a`` summing to 1) do not change when a constant ``c_j`` is added to every entry of column ``j``,
 so such offsets are arbitrary and would otherwise dominate the score. A perfectly
 block-diagonal matrix keeps a score below 1 after centring (:func:`centred_block_ceiling`).
+
+:func:`block_scores` gives the score under many labellings of the same indices at once (a permutation null).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import math
 from dataclasses import dataclass
 
 import torch
-from jaxtyping import Float, Int
+from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from probes.core.errors import InputError
@@ -57,7 +59,7 @@ def centre_columns(matrix: Float[Tensor, "n n"], labels: Int[Tensor, " n"]) -> F
     ``[[-1, 0], [1, 0]]``.
     """
     m, labels = _checked(matrix, labels)
-    return m - m[labels >= 0].mean(0, keepdim=True)
+    return _centred(m, labels >= 0)
 
 
 def centred_block_ceiling(labels: Int[Tensor, " n"], *, include_diagonal: bool = False) -> float:
@@ -94,23 +96,16 @@ def block_structure(matrix: Float[Tensor, "n n"], labels: Int[Tensor, " n"], *,
     Example: ``block_structure(torch.block_diag(*[torch.ones(3, 3)] * 2), torch.tensor([0,0,0,1,1,1])).score == 1.0``.
     """
     m, labels = _checked(matrix, labels)
-    if centre_columns:
-        m = m - m[labels >= 0].mean(0, keepdim=True)
     labelled = labels >= 0
-    entries = labelled[:, None] & labelled[None, :]
-    if not include_diagonal:
-        entries &= ~torch.eye(len(labels), dtype=torch.bool)
+    if centre_columns:
+        m = _centred(m, labelled)
+    entries = _entries(labelled, include_diagonal)
     same = labels[:, None] == labels[None, :]
     within, between = entries & same, entries & ~same
-    n_within, n_between = int(within.sum()), int(between.sum())
-    if n_within == 0 or n_between == 0:
-        raise InputError(
-            f"The partition must give both within-block and between-block entries; got {n_within} within "
-            f"and {n_between} between. Use at least two blocks, one of them with two or more indices."
-        )
+    n_within, n_between = _counted(int(within.sum()), int(between.sum()))
     squares = m**2
     total = float(squares[entries].sum())
-    mass_fraction = float(squares[within].sum()) / total if total > 0 else math.nan
+    mass_fraction = _mass_fraction(float(squares[within].sum()), total)
     chance = n_within / (n_within + n_between)
     within_values, between_values = m[within], m[between]
     pooled = ((within_values - within_values.mean()) ** 2).sum() + ((between_values - between_values.mean()) ** 2).sum()
@@ -128,3 +123,69 @@ def block_structure(matrix: Float[Tensor, "n n"], labels: Int[Tensor, " n"], *,
         n_between=n_between,
         centred=centre_columns,
     )
+
+
+def block_scores(matrix: Float[Tensor, "n n"], labellings: Int[Tensor, "labelling n"], *,
+                 include_diagonal: bool = False, centre_columns: bool = False) -> Float[Tensor, " labelling"]:
+    """``block_structure(matrix, labels).score`` for each row ``labels`` of ``labellings`` (float64), the same numbers
+    computed in one pass: the rows must label the same indices (e.g. :func:`~probes.stats.nulls.label_permutations`
+    of one partition, a permutation null of the score), so the centring, the entries and their total squared mass
+    are those of every row, and only each row's within-block mass is summed on its own (the sums of
+    :func:`block_structure`, in its order). Holds ``labelling x n x n`` booleans at once.
+
+    Example: ``block_scores(value, label_permutations(labels, 100, seed=0), centre_columns=True)``.
+    """
+    if not isinstance(labellings, Tensor) or labellings.ndim != 2 or labellings.shape[0] == 0:
+        raise InputError(
+            f"labellings must be a 2-d tensor with at least one row of block ids; got "
+            f"{tuple(labellings.shape) if isinstance(labellings, Tensor) else type(labellings).__name__}."
+        )
+    m, first = _checked(matrix, labellings[0])
+    labellings = labellings.detach().to("cpu", torch.long)
+    labelled = first >= 0
+    if not bool(((labellings >= 0) == labelled).all()):
+        raise InputError("Every row of labellings must label the same indices (the entries >= 0); permute the labels "
+                         "among the labelled indices, as label_permutations does.")
+    if centre_columns:
+        m = _centred(m, labelled)
+    entries = _entries(labelled, include_diagonal)
+    within = entries & (labellings[:, :, None] == labellings[:, None, :])  # [labelling n n]
+    n_entries = int(entries.sum())
+    squares = m**2
+    total = float(squares[entries].sum())
+    rows, positions = within.flatten(1).nonzero(as_tuple=True)  # row-major, the order of block_structure's sum
+    counts = torch.bincount(rows, minlength=len(within)).tolist()
+    scores = []
+    for row, count in zip(torch.split(squares.reshape(-1)[positions], counts), counts):  # each row summed alone
+        n_within, n_between = _counted(count, n_entries - count)
+        chance = n_within / (n_within + n_between)
+        scores.append((_mass_fraction(float(row.sum()), total) - chance) / (1 - chance))
+    return torch.tensor(scores, dtype=torch.float64)
+
+
+def _centred(m: Float[Tensor, "n n"], labelled: Bool[Tensor, " n"]) -> Float[Tensor, "n n"]:
+    """``m`` minus, in each column, that column's mean over the ``labelled`` rows."""
+    return m - m[labelled].mean(0, keepdim=True)
+
+
+def _entries(labelled: Bool[Tensor, " n"], include_diagonal: bool) -> Bool[Tensor, "n n"]:
+    """The entries ``(i, j)`` of labelled indices, off the diagonal unless ``include_diagonal``."""
+    entries = labelled[:, None] & labelled[None, :]
+    if not include_diagonal:
+        entries &= ~torch.eye(len(labelled), dtype=torch.bool)
+    return entries
+
+
+def _counted(n_within: int, n_between: int) -> tuple[int, int]:
+    """``(n_within, n_between)``, checked to be both nonzero."""
+    if n_within == 0 or n_between == 0:
+        raise InputError(
+            f"The partition must give both within-block and between-block entries; got {n_within} within "
+            f"and {n_between} between. Use at least two blocks, one of them with two or more indices."
+        )
+    return n_within, n_between
+
+
+def _mass_fraction(within: float, total: float) -> float:
+    """The within-block share of the total squared mass (NaN when there is none)."""
+    return within / total if total > 0 else math.nan

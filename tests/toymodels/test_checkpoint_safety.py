@@ -18,7 +18,8 @@ from torch import nn
 
 from analyses.cli import main
 from toymodels.errors import CheckpointError, TrainingDiverged, TrainingInterrupted
-from toymodels.training import Checkpointer, History, train
+from toymodels.topic.model import TopicModel, TopicModelConfig
+from toymodels.training import Checkpointer, History, _all_finite, train
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -315,6 +316,22 @@ def test_weights_made_non_finite_under_a_finite_loss_are_caught_before_they_are_
         run(folder, n_steps=9, loss_at=explode)
     restored, step, _ = restore(folder)
     assert step == 3 and all(bool(t.isfinite().all()) for t in restored.state_dict().values())
+
+
+def test_the_weights_check_agrees_with_isfinite_on_every_entry():
+    """The topic toy's parameters (one-hot frozen embeddings: six tensors) as they are, with a NaN or an infinity
+    planted at each of a few entries of each one, at the float32 extremes, and with an empty tensor beside them."""
+    params = [p.detach() for p in TopicModel(TopicModelConfig(embedding="one_hot_frozen")).parameters()]
+    cases = [params, [*params, torch.empty(0)], [torch.tensor([torch.finfo().max, torch.finfo().min])]]
+    for which, param in enumerate(params):
+        for bad in (float("nan"), float("inf"), -float("inf")):
+            for entry in (0, param.numel() // 2, param.numel() - 1):
+                planted = param.clone()
+                planted.view(-1)[entry] = bad
+                cases.append([*params[:which], planted, *params[which + 1:]])
+    checks = [_all_finite(case) for case in cases]
+    assert checks == [all(bool(p.isfinite().all()) for p in case) for case in cases]
+    assert checks[:3] == [True] * 3 and not any(checks[3:])
 
 
 def test_divergence_before_any_checkpoint_says_so(tmp_path):

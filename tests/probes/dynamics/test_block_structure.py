@@ -1,4 +1,4 @@
-"""block_structure: known answers, nested-loop reference, column centring, errors."""
+"""block_structure: known answers, nested-loop reference, column centring, errors; block_scores against it."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from probes.core.errors import InputError
-from probes.dynamics.block_structure import block_structure, centre_columns, centred_block_ceiling
+from probes.dynamics.block_structure import block_scores, block_structure, centre_columns, centred_block_ceiling
+from probes.stats.nulls import label_permutations
 
 LABELS = torch.tensor([0, 0, 0, 1, 1, 2, 2, 2, 2])
 
@@ -94,3 +95,30 @@ def test_errors():
         block_structure(torch.zeros(3, 3), torch.tensor([0, 1, 2]))
     with pytest.raises(InputError, match="square"):
         centre_columns(torch.zeros(2, 3), torch.tensor([0, 1]))
+
+
+@pytest.mark.parametrize("centre", [False, True])
+@pytest.mark.parametrize("include_diagonal", [False, True])
+def test_block_scores_are_block_structures_scores_bit_for_bit(centre, include_diagonal):
+    """The topic toy's null: a W_V-like matrix over 10 topics of 10 words (blocks, noise, column offsets), one index
+    unlabelled, scored under 50 label permutations at once and one by one."""
+    g = torch.Generator().manual_seed(0)
+    labels = torch.arange(101) // 10
+    labels[7] = -1
+    value = (labels[:, None] == labels[None, :]).float() + 0.3 * torch.randn(101, 101, generator=g) \
+        + torch.randn(1, 101, generator=g)
+    permuted = label_permutations(labels, 50, seed=3)
+    one_by_one = torch.tensor([block_structure(value, row, include_diagonal=include_diagonal,
+                                               centre_columns=centre).score for row in permuted], dtype=torch.float64)
+    scores = block_scores(value, permuted, include_diagonal=include_diagonal, centre_columns=centre)
+    assert torch.equal(scores, one_by_one)
+    assert scores.dtype == torch.float64 and len(set(scores.tolist())) > 40
+
+
+def test_block_scores_errors():
+    with pytest.raises(InputError, match="same indices"):
+        block_scores(torch.zeros(9, 9), torch.stack([LABELS, LABELS.masked_fill(LABELS == 1, -1)]))
+    with pytest.raises(InputError, match="2-d tensor"):
+        block_scores(torch.zeros(9, 9), LABELS)
+    with pytest.raises(InputError, match="both within-block and between-block"):
+        block_scores(torch.zeros(3, 3), torch.tensor([[0, 1, 2]]))
