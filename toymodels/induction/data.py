@@ -28,7 +28,7 @@ from typing import Literal
 
 import numpy as np
 import torch
-from jaxtyping import Bool, Float, Int
+from jaxtyping import Float, Int
 from torch import Tensor
 
 from mechprobe.validation import integer, is_integer
@@ -145,21 +145,29 @@ def context_ids(tokens: Int[Tensor, "batch pos"], n_parents: int, n_states: int)
     return ctx
 
 
-def same_context_mask(
+def transition_counts(
     tokens: Int[Tensor, "batch pos"], n_parents: int, n_states: int
-) -> Bool[Tensor, "batch q_pos k_pos"]:
-    """``mask[b, q, k]``: key ``k <= q`` has the parents that token ``q + 1`` will have, i.e.
-    ``x_{k-j} == x_{q+1-j}`` for ``j = 1 .. n_parents`` (both fully defined)."""
+) -> Int[Tensor, "batch pos d_vocab"]:
+    """``counts[b, q, s]``: the transitions ``k <= q`` (``k >= n_parents``) whose parents equal those token ``q + 1``
+    will have (the ``n_parents`` tokens ending at ``q``; none where ``q < n_parents - 1``) and whose token is ``s``.
+
+    Without a [batch q_pos k_pos] mask: each transition's key ``(parents * S + token) * pos + k`` is sorted once per
+    sequence, so the transitions of one (parents, token) up to ``q`` are a run found by two binary searches.
+    """
+    n_batch, n_pos = tokens.shape
     ctx = context_ids(tokens, n_parents, n_states)
-    _n_batch, n_pos = tokens.shape
-    # parents of token q + 1 = the n_parents tokens ending at q.
-    next_ctx = torch.full_like(ctx, -1)
+    next_ctx = torch.full_like(ctx, -1)  # parents of token q + 1 = the n_parents tokens ending at q
     if n_pos >= n_parents:
         next_ctx[:, n_parents - 1 :] = context_ids(
             torch.cat([tokens, tokens[:, :1]], dim=1), n_parents, n_states
         )[:, n_parents:]
-    causal = torch.ones(n_pos, n_pos, dtype=torch.bool, device=tokens.device).tril()
-    return (next_ctx[:, :, None] == ctx[:, None, :]) & (ctx[:, None, :] >= 0) & (next_ctx[:, :, None] >= 0) & causal
+    positions = torch.arange(n_pos, device=tokens.device)
+    keys = torch.where(ctx >= 0, (ctx * n_states + tokens) * n_pos + positions, -1).sort(-1).values
+    run_starts = (next_ctx[..., None] * n_states + torch.arange(n_states, device=tokens.device)) * n_pos
+    first = torch.searchsorted(keys, run_starts.flatten(1))
+    last = torch.searchsorted(keys, (run_starts + positions[:, None]).flatten(1), right=True)
+    counts = (last - first).view(n_batch, n_pos, n_states)
+    return torch.where(next_ctx[..., None] >= 0, counts, 0)
 
 
 def in_context_ngram_probs(
@@ -176,12 +184,8 @@ def in_context_ngram_probs(
         raise ToyConfigError(f"tokens must be [batch, pos]; got shape {tuple(tokens.shape)}.")
     if not is_integer(n) or n < 1:
         raise ToyConfigError(f"n (the n-gram's length) must be an integer >= 1 (1: unigram); got {n!r}.")
-    onehot = torch.nn.functional.one_hot(tokens, n_states).to(torch.float64)
-    if n == 1:
-        counts = onehot.cumsum(1)
-    else:
-        mask = same_context_mask(tokens, n - 1, n_states).to(torch.float64)
-        counts = torch.einsum("bqk,bks->bqs", mask, onehot)
+    counts = (torch.nn.functional.one_hot(tokens, n_states).to(torch.float64).cumsum(1) if n == 1
+              else transition_counts(tokens, n - 1, n_states).to(torch.float64))
     return (counts + alpha) / (counts.sum(-1, keepdim=True) + n_states * alpha)
 
 

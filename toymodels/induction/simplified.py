@@ -374,18 +374,44 @@ class SimplifiedInductionModel(HookedRootModule):
         the table, not O(batch * L * H * S * window). Pass a precomputed :meth:`window_batch` to skip
         the grouping. Where the table would be larger than the slots (long windows: most slots are
         their own state) the slot-by-slot :meth:`final_probs_direct` runs instead (same values).
+        A precomputed batch also keeps its :meth:`kernel_terms` while no layer-1 weight needs a
+        gradient (:meth:`_kept_kernel_terms`): a stage that trains only ``c`` or ``a`` computes layer 1 once.
         """
         batch = tokens if isinstance(tokens, WindowBatch) else self.window_batch(tokens)
-        if not batch.grouping_pays:
-            return self.final_probs_direct(batch.key_tokens)
-        return self.final_probs_grouped(batch)
+        terms = self._kept_kernel_terms(batch)
+        if batch.grouping_pays:
+            return self._grouped_probs(batch, terms)
+        return self._slot_probs(batch.key_tokens, terms)
+
+    def kernel_terms(self, batch: WindowBatch) -> Tensor:
+        """What :meth:`final_probs` takes from layer 1: the kernel before the selector weights, through the
+        (query state x key state) table [subset query_state key_state] where grouping pays
+        (:attr:`WindowBatch.grouping_pays`), else slot by slot [subset batch key]. They depend on the tokens
+        and the layer-1 weights only."""
+        return self._table_terms(batch) if batch.grouping_pays else self._slot_terms(batch.key_tokens)
+
+    def _kept_kernel_terms(self, batch: WindowBatch) -> Tensor:
+        """:meth:`kernel_terms` of ``batch``, kept in ``batch.layer1_terms`` and reused until another model asks or a
+        layer-1 weight (:meth:`layer1_parameters`) changes value; computed afresh, and not kept, where a layer-1
+        weight needs a gradient (a kept tensor carries none)."""
+        weights = self.layer1_parameters()
+        if torch.is_grad_enabled() and any(w.requires_grad for w in weights):
+            return self.kernel_terms(batch)
+        return batch.layer1_terms.get(self, weights, lambda: self.kernel_terms(batch))
 
     def final_probs_grouped(self, batch: WindowBatch) -> Float[Tensor, "batch d_vocab"]:
         """:meth:`final_probs` through the (query state x key state) kernel table, whatever its size."""
+        return self._grouped_probs(batch, self._table_terms(batch))
+
+    def _table_terms(self, batch: WindowBatch) -> Float[Tensor, "subset query_state key_state"]:
+        """The kernel terms of every (query state, key state) pair of ``batch``."""
         query = self._window_features(batch.query_windows, None)
         keys = self._window_features(batch.key_windows, batch.key_own if self.content_attention else None)
-        gram = torch.einsum("qhs,khs->hqk", query, keys)
-        table = torch.einsum("sqk,s->qk", self.subset_terms(gram), self.kernel_weights())
+        return self.subset_terms(torch.einsum("qhs,khs->hqk", query, keys))
+
+    def _grouped_probs(self, batch: WindowBatch, terms: Tensor) -> Float[Tensor, "batch d_vocab"]:
+        """The mixtures from the table's kernel terms (:meth:`_table_terms`)."""
+        table = torch.einsum("sqk,s->qk", terms, self.kernel_weights())
         scores = self.a * table[batch.query_index[:, None], batch.key_index]  # [batch, key]
         attention = scores.softmax(-1)
         p = attention.new_zeros(attention.shape[0], self.cfg.n_states)
@@ -393,13 +419,20 @@ class SimplifiedInductionModel(HookedRootModule):
 
     def final_probs_direct(self, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch d_vocab"]:
         """:meth:`final_probs` computed slot by slot (no grouping); a check of the fast path."""
+        return self._slot_probs(tokens, self._slot_terms(tokens))
+
+    def _slot_terms(self, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "subset batch key"]:
+        """The kernel terms of the last query slot against every key slot of ``tokens``."""
         self._check(tokens)
-        S = self.cfg.n_states
-        x = F.one_hot(tokens, S).to(self.rel_logits.dtype)
+        x = F.one_hot(tokens, self.cfg.n_states).to(self.rel_logits.dtype)
         u, _ = self._key_features(tokens, x, hooked=False)
         u_last = self._query_features(tokens, x, None)[:, 0]
-        gram = torch.einsum("bhs,bkhs->hbk", u_last, u)
-        kernel = torch.einsum("sbk,s->bk", self.subset_terms(gram), self.kernel_weights())
+        return self.subset_terms(torch.einsum("bhs,bkhs->hbk", u_last, u))
+
+    def _slot_probs(self, tokens: Int[Tensor, "batch pos"], terms: Tensor) -> Float[Tensor, "batch d_vocab"]:
+        """The mixtures from the slots' kernel terms (:meth:`_slot_terms`)."""
+        x = F.one_hot(tokens, self.cfg.n_states).to(self.rel_logits.dtype)
+        kernel = torch.einsum("sbk,s->bk", terms, self.kernel_weights())
         return torch.einsum("bk,bks->bs", (self.a * kernel).softmax(-1), x)
 
     def final_log_probs(self, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch d_vocab"]:

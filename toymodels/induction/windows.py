@@ -1,16 +1,52 @@
 """Layer-1 window states of the induction models: sequences grouped by what the last-token prediction needs.
 
 :class:`WindowBatch` lets the simplified and full models (:mod:`toymodels.induction.simplified`,
-:mod:`toymodels.induction.full`) compute their kernel once per pair of (query state, key state).
+:mod:`toymodels.induction.full`) compute their kernel once per pair of (query state, key state), and keeps
+their layer-1 kernel terms (:class:`WeightKeyedMemo`) while the model and its layer-1 weights stay as they are.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 import torch
 from jaxtyping import Int
 from torch import Tensor
+
+
+def _same_bits(kept: Sequence[Tensor], weights: Sequence[Tensor]) -> bool:
+    """Whether ``weights`` hold exactly the values of ``kept`` (same device, dtype, shape, values and signs of
+    zeros; a NaN never matches)."""
+    return len(kept) == len(weights) and all(
+        k.device == w.device and k.dtype == w.dtype and torch.equal(k, w) and torch.equal(k.signbit(), w.signbit())
+        for k, w in zip(kept, weights))
+
+
+class WeightKeyedMemo:
+    """One tensor computed by one owner (a model) from its weights (and data that do not change), kept until the
+    owner or a weight changes.
+
+    :meth:`get` returns the kept tensor while it is asked by the same owner (held by a weak reference) and every
+    weight still holds exactly the values it had when the tensor was computed (:func:`_same_bits` against a copy
+    taken then); another owner or any change in a weight's values invalidates it and it is computed again. Keep
+    only tensors that carry no gradient.
+    """
+
+    def __init__(self) -> None:
+        self._owner: weakref.ref[object] | None = None
+        self._weights: list[Tensor] = []
+        self._value: Tensor | None = None
+
+    def get(self, owner: object, weights: Sequence[Tensor], compute: Callable[[], Tensor]) -> Tensor:
+        """The kept tensor if ``owner`` and its ``weights`` are unchanged, else ``compute()`` (then kept with
+        ``owner`` and a copy of ``weights``)."""
+        same_owner = self._owner is not None and self._owner() is owner
+        if self._value is None or not same_owner or not _same_bits(self._weights, weights):
+            self._value = compute()
+            self._owner, self._weights = weakref.ref(owner), [w.detach().clone() for w in weights]
+        return self._value
 
 
 @dataclass(frozen=True)
@@ -23,7 +59,9 @@ class WindowBatch:
     ``key_windows`` / ``key_own`` [key_state distance] / [key_state] list the distinct states;
     ``query_index`` [batch] and ``key_index`` [batch key] point into them; ``key_tokens``
     [batch key] are the values. With ``S`` states and window ``M`` there are at most
-    ``(S + 1)^M`` (times ``S``) states, far fewer than ``batch * L`` slots.
+    ``(S + 1)^M`` (times ``S``) states, far fewer than ``batch * L`` slots. ``layer1_terms``: a model's
+    kernel terms of these sequences, kept while the same model asks with unchanged layer-1 weights (its
+    ``final_probs`` fills and reads it; the tensors above must not be changed in place).
     """
 
     query_windows: Tensor
@@ -32,6 +70,7 @@ class WindowBatch:
     key_own: Tensor
     key_index: Tensor
     key_tokens: Tensor
+    layer1_terms: WeightKeyedMemo = field(default_factory=WeightKeyedMemo, compare=False, repr=False)
 
     @classmethod
     def of(cls, tokens: Int[Tensor, "batch pos"], max_distance: int, n_states: int, *, with_own: bool) -> WindowBatch:
@@ -64,5 +103,7 @@ class WindowBatch:
         return self.query_windows.shape[0] * self.key_windows.shape[0] <= self.key_tokens.numel()
 
     def to(self, device: str | torch.device) -> WindowBatch:
-        return WindowBatch(**{name: getattr(self, name).to(device) for name in self.__dataclass_fields__})
+        """The same states on ``device`` (with nothing kept in ``layer1_terms``)."""
+        tensors = (name for name in self.__dataclass_fields__ if name != "layer1_terms")
+        return WindowBatch(**{name: getattr(self, name).to(device) for name in tensors})
 

@@ -18,6 +18,7 @@ from toymodels.induction import (
     WindowBatch,
     head_distances,
 )
+from toymodels.induction.data import MarkovConfig, sample_markov_icl
 
 
 def model_with_random_weights(seed: int = 0, **kwargs) -> SimplifiedInductionModel:
@@ -219,3 +220,40 @@ def test_grouped_final_probs_equal_the_slot_by_slot_path_with_gradients(model_cl
              for p in (grouped, direct)]
     for a, b in zip(*grads):
         assert (a is None) == (b is None) and (a is None or torch.allclose(a, b, atol=1e-5))
+
+
+@pytest.mark.parametrize("model_class", [SimplifiedInductionModel, FullInductionModel])
+@pytest.mark.parametrize("layout, n_chains, grouped", [
+    ({"window": 8, "head_windows": "shifted"}, 64, False),
+    ({"window": 3, "empty_subset": True, "token_subsets": True}, 256, True),
+])
+def test_a_kept_window_batch_gives_the_values_of_the_weights_now(model_class, layout, n_chains, grouped):
+    """``final_probs`` keeps a batch's layer-1 kernel terms: reused while the same model asks with unchanged layer-1
+    weights, recomputed (bit for bit the uncached path) when a weight changes (even a zero's sign) or another model
+    asks, and neither read nor kept where a layer-1 weight needs a gradient."""
+    model = model_class(SimplifiedInductionConfig(n_states=3, **layout))
+    tokens = sample_markov_icl(MarkovConfig(n_states=3, order=3, seq_len=100, alpha=0.1), n_chains, 0).inputs
+    windows = model.window_batch(tokens)
+    assert windows.grouping_pays == grouped  # both paths of final_probs
+    fresh = model.final_probs_grouped if grouped else (lambda batch: model.final_probs_direct(tokens))
+    computed = []
+    compute = model.kernel_terms
+    model.kernel_terms = lambda batch: computed.append(1) or compute(batch)  # counts the computations
+    with torch.no_grad():
+        kept = model.final_probs(windows)
+        assert torch.equal(model.final_probs(windows), kept) and len(computed) == 1  # reused
+        assert torch.equal(kept, fresh(windows))
+        model.rel_logits[0, 0] = 0.0  # head 0 loses its peak at distance 1
+        changed = model.final_probs(windows)
+        assert len(computed) == 2 and not torch.equal(changed, kept) and torch.equal(changed, fresh(windows))
+        model.rel_logits[0, 0] = -0.0  # the same value, the other sign
+        assert torch.equal(model.final_probs(windows), changed) and len(computed) == 3
+    (grad,) = torch.autograd.grad(model.final_probs(windows)[:, 0].sum(), [model.rel_logits])  # computed afresh
+    assert len(computed) == 4 and float(grad.abs().sum()) > 0
+    with torch.no_grad():
+        assert torch.equal(model.final_probs(windows), changed) and len(computed) == 4  # that one was not kept
+        other = model_class(SimplifiedInductionConfig(n_states=3, max_subset=1, **layout))  # the same layer 1
+        for mine, theirs in zip(model.layer1_parameters(), other.layer1_parameters()):
+            theirs.copy_(mine)
+        fresh_other = other.final_probs_grouped(windows) if grouped else other.final_probs_direct(tokens)
+        assert torch.equal(other.final_probs(windows), fresh_other)

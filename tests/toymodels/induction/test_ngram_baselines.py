@@ -7,7 +7,13 @@ import pytest
 import torch
 
 from toymodels.errors import ToyConfigError
-from toymodels.induction.data import MarkovConfig, bayes_optimal_probs, in_context_ngram_probs, sample_markov_icl
+from toymodels.induction.data import (
+    MarkovConfig,
+    bayes_optimal_probs,
+    context_ids,
+    in_context_ngram_probs,
+    sample_markov_icl,
+)
 
 
 def reference_ngram_probs(tokens: torch.Tensor, n: int, n_states: int, alpha: float) -> torch.Tensor:
@@ -28,6 +34,31 @@ def reference_ngram_probs(tokens: torch.Tensor, n: int, n_states: int, alpha: fl
             for s in range(n_states):
                 probs[b, q, s] = (counts[s] + alpha) / (total + n_states * alpha)
     return probs
+
+
+def mask_ngram_probs(tokens: torch.Tensor, n: int, n_states: int, alpha: float) -> torch.Tensor:
+    """The counts as a [batch q_pos k_pos] mask of the keys whose parents equal the next token's, summed against
+    the one-hot tokens in float64 (the straightforward vectorised form, n >= 2)."""
+    n_pos = tokens.shape[1]
+    ctx = context_ids(tokens, n - 1, n_states)
+    next_ctx = torch.full_like(ctx, -1)
+    if n_pos >= n - 1:
+        next_ctx[:, n - 2:] = context_ids(torch.cat([tokens, tokens[:, :1]], dim=1), n - 1, n_states)[:, n - 1:]
+    causal = torch.ones(n_pos, n_pos, dtype=torch.bool).tril()
+    mask = (next_ctx[:, :, None] == ctx[:, None, :]) & (ctx[:, None, :] >= 0) & (next_ctx[:, :, None] >= 0) & causal
+    onehot = torch.nn.functional.one_hot(tokens, n_states).to(torch.float64)
+    counts = torch.einsum("bqk,bks->bqs", mask.to(torch.float64), onehot)
+    return (counts + alpha) / (counts.sum(-1, keepdim=True) + n_states * alpha)
+
+
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_sorted_transition_counts_equal_the_mask_counts_bit_for_bit(n):
+    """On the fast preset's chains (S = 3, n = 3, L = 100) and chains too short for the context."""
+    tokens = sample_markov_icl(MarkovConfig(n_states=3, order=3, seq_len=100, alpha=0.1), 64, 0).tokens
+    assert torch.equal(in_context_ngram_probs(tokens, n, 3, 0.1), mask_ngram_probs(tokens, n, 3, 0.1))
+    for length in range(1, n):  # no whole context (n - 1 parents) before the last token, then one just
+        short = tokens[:8, :length]
+        assert torch.equal(in_context_ngram_probs(short, n, 3, 0.1), mask_ngram_probs(short, n, 3, 0.1))
 
 
 @pytest.mark.parametrize("n", [1, 2, 3])
