@@ -15,7 +15,7 @@ stopped entry into a pass, nor change another entry's decision.
 The draws come from ``draw(start, stop)``, which must return the statistic of draws ``start..stop-1`` of one
 fixed sequence (a seed per draw, or one generator whose prefix does not depend on ``stop``), so the draws used
 are the first ones of the fixed-count null. Groups may grow (``growth``): a null whose every group costs a pass
-over the data (a probe's label permutations) draws 10, 20, 40, ... so that an entry drawn to the full count costs
+over the data (a probe's label permutations) draws 10, 100, 1,000, ... so that an entry drawn to the full count costs
 a few passes, not one per ten draws; the stopping rule does not depend on where the groups end.
 
 Drawn this way: the random head sets of every ablation (:func:`probes.causal.null.ablation_with_null`), the topic

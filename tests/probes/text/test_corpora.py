@@ -33,6 +33,54 @@ def test_embedded_wikipedia_excerpt_is_real_and_complete():
     assert "'''" not in articles[0].text  # wiki markup removed
 
 
+def test_the_excerpt_parsed_once_gives_what_a_fresh_parse_gives_to_interleaved_readers(monkeypatch):
+    """The kept articles (ParsedExcerpt) against the file parsed here from scratch, read by two readers that take
+    turns; a later read parses nothing again."""
+    import bz2
+
+    from gensim.corpora import wikicorpus
+    from gensim.test.utils import datapath
+
+    from probes.text.corpora import WIKIPEDIA_EXCERPT, ParsedExcerpt, _clean_wiki_markup
+
+    path = datapath(WIKIPEDIA_EXCERPT)
+    monkeypatch.setattr(ParsedExcerpt, "_by_path", {})  # a process that has not read it yet
+    with bz2.open(path, "rb") as handle:
+        expected = [(title, tuple(_clean_wiki_markup(wikicorpus.filter_wiki(text))))
+                    for title, text, _ in wikicorpus.extract_pages(handle, filter_namespaces=("0",))
+                    if not text.lstrip().upper().startswith("#REDIRECT")]
+    first, second = iter(ParsedExcerpt.of(path)), iter(ParsedExcerpt.of(path))
+    one, other = [next(first) for _ in range(3)], [next(second) for _ in range(5)]
+    one += list(first)
+    other += list(second)
+    assert one == other == expected and len(expected) == 107  # one article is all markup: no paragraph
+    parsed = []
+    monkeypatch.setattr(wikicorpus, "filter_wiki", lambda text: parsed.append(text) or text)
+    again = [(d.title, d.text) for d in iter_documents("wikipedia-excerpt", unit="article")]
+    assert not parsed and again == [(title, "\n\n".join(paragraphs)) for title, paragraphs in expected
+                                    if paragraphs]
+
+
+def test_an_excerpt_parse_that_fails_is_not_kept_as_a_shorter_corpus(monkeypatch):
+    from probes.text.corpora import ParsedExcerpt
+
+    monkeypatch.setattr(ParsedExcerpt, "_by_path", {})
+    real_parse = ParsedExcerpt._parse
+
+    def fails_after_two(self):
+        parse = real_parse(self)
+        yield next(parse)
+        yield next(parse)
+        raise OSError("truncated file")
+
+    monkeypatch.setattr(ParsedExcerpt, "_parse", fails_after_two)
+    for _ in range(2):  # the second reader meets the error too, not the two articles kept before it
+        with pytest.raises(OSError, match="truncated"):
+            list(iter_documents("wikipedia-excerpt", unit="article"))
+    monkeypatch.setattr(ParsedExcerpt, "_parse", real_parse)
+    assert len(list(iter_documents("wikipedia-excerpt", unit="article"))) == 106
+
+
 @needs_wikitext
 def test_local_wikitext_file_keeps_every_line():
     paragraphs = list(iter_documents(WIKITEXT_RAW, unit="paragraph"))
