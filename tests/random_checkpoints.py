@@ -78,7 +78,7 @@ def smollm2_tokenizer() -> Any:
     """A fresh copy of the packaged SmolLM2 tokenizer, so callers may change it freely.
 
     Read from the mechprobe cache when SmolLM2 has been converted there, else straight from the
-    packaged GGUF (a few seconds, without the ~20 s conversion of the weights); loaded once per process.
+    packaged GGUF (a few seconds, without the ~10 s conversion of the weights); loaded once per process.
     """
     return copy.deepcopy(_smollm2_tokenizer_once())
 
