@@ -126,20 +126,25 @@ class ParsedExcerpt:
     and only as far as a reader went: the file ships with gensim and never changes, and parsing all of it costs about
     4 s, so a process that reads it again (an analysis script, a notebook, the test suite) reads the articles parsed
     before and parses only those no reader reached yet. Readers may interleave; a parse that fails is forgotten, so
-    the next reader meets the same error instead of a shorter corpus."""
+    the next reader meets the same error instead of a shorter corpus; a forked process starts its own parse (an open
+    file's position is shared with the parent)."""
 
     _by_path: ClassVar[dict[str, ParsedExcerpt]] = {}
     _lock = threading.Lock()
 
     def __init__(self, path: str) -> None:
         self.path = path
+        self.pid = os.getpid()
         self.articles: list[tuple[str, tuple[str, ...]]] = []
         self._rest = self._parse()
 
     @classmethod
     def of(cls, path: str) -> ParsedExcerpt:
         with cls._lock:
-            return cls._by_path.setdefault(path, cls(path))
+            found = cls._by_path.get(path)
+            if found is None or found.pid != os.getpid():
+                found = cls._by_path[path] = cls(path)
+            return found
 
     def _parse(self) -> Iterator[tuple[str, tuple[str, ...]]]:
         from gensim.corpora.wikicorpus import extract_pages, filter_wiki

@@ -59,6 +59,9 @@ def test_the_excerpt_parsed_once_gives_what_a_fresh_parse_gives_to_interleaved_r
     again = [(d.title, d.text) for d in iter_documents("wikipedia-excerpt", unit="article")]
     assert not parsed and again == [(title, "\n\n".join(paragraphs)) for title, paragraphs in expected
                                     if paragraphs]
+    kept = ParsedExcerpt.of(path)
+    monkeypatch.setattr(kept, "pid", kept.pid + 1)  # as a forked child sees its parent's parse
+    assert ParsedExcerpt.of(path) is not kept and ParsedExcerpt.of(path) is ParsedExcerpt.of(path)
 
 
 def test_an_excerpt_parse_that_fails_is_not_kept_as_a_shorter_corpus(monkeypatch):
