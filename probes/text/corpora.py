@@ -29,7 +29,7 @@ import json
 import os
 import re
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -68,7 +68,7 @@ def _check_unit(unit: str) -> None:
         raise InputError(f"unit must be 'article' or 'paragraph'; got {unit!r}.")
 
 
-def _emit(title: str, paragraphs: list[str], source: str, unit: Unit, min_chars: int) -> Iterator[Document]:
+def _emit(title: str, paragraphs: Sequence[str], source: str, unit: Unit, min_chars: int) -> Iterator[Document]:
     if unit == "article":
         text = "\n\n".join(paragraphs)
         if len(text) >= min_chars:
@@ -184,7 +184,7 @@ def wikipedia_excerpt_documents(unit: Unit = "paragraph", min_chars: int = 1) ->
             f"(pip install --force-reinstall gensim)."
         )
     for title, paragraphs in ParsedExcerpt.of(path):
-        yield from _emit(title, list(paragraphs), "wikipedia-excerpt", unit, min_chars)
+        yield from _emit(title, paragraphs, "wikipedia-excerpt", unit, min_chars)
 
 
 def _read_lines(path: Path) -> Iterator[str]:
