@@ -31,7 +31,7 @@ from probes.core.model_kind import HookedModel
 
 LOSS_KINDS = ("next", "masked")
 
-LOGIT_CHUNK_BYTES = 16 * 2**20
+LOGIT_CHUNK_BYTES = 64 * 2**20
 """Float32 logits computed at once when summing the loss: ``LOGIT_CHUNK_BYTES / (4 d_vocab)`` positions."""
 
 
