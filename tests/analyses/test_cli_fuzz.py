@@ -26,6 +26,7 @@ import io
 import json
 import os
 import signal
+import time
 import traceback
 from collections.abc import Iterator
 from pathlib import Path
@@ -54,7 +55,14 @@ from tests.analyses.cli_fuzz import (
 )
 from tests.random_checkpoints import make_random_checkpoint
 
-LIMIT_S = 60  # the longest accepted case (a tiny toy or linear probe) takes about 10 s
+# A hang is told from a slow case by the machine's present speed, not by a fixed time: a case is stopped once it ran
+# HANG_MULTIPLE times the reference loop's present time (measured when the case reaches FIRST_CHECK_S, and again at
+# each later check). The longest accepted case (a tiny toy or linear probe) takes about 10 s on the quiet 2-core
+# machine, where the reference loop takes 0.27-0.30 s, so the limit there is about a minute; on a machine running at
+# a third of that speed (slower cores, or busy) it is about three minutes.
+FIRST_CHECK_S = 60.0
+HANG_MULTIPLE = 200
+REFERENCE_LOOP = 3_000_000
 CORPUS = Path(__file__).with_name("cli_fuzz_corpus.json")
 CASES = json.loads(CORPUS.read_text(encoding="utf-8"))
 pytestmark = [pytest.mark.usefixtures("one_thread")]
@@ -85,19 +93,41 @@ def snapshot(folder: Path) -> dict[str, bytes | None]:
 
 
 class RanOver(Exception):
-    """A run that took more than LIMIT_S (a hang: e.g. a loop over a huge count)."""
+    """A run that took more than HANG_MULTIPLE times the reference loop's present time (a hang: e.g. a loop over a
+    huge count)."""
 
 
-def _ran_over(signum, frame):
-    raise RanOver(f"ran over {LIMIT_S} s")
+def reference_seconds() -> float:
+    """The present time of a fixed pure-Python loop: how fast this machine runs now, under its present load."""
+    start = time.perf_counter()
+    total = 0
+    for i in range(REFERENCE_LOOP):
+        total += i * i
+    return time.perf_counter() - start
+
+
+def hang_alarm(started: float):
+    """A SIGALRM handler that stops a run (:class:`RanOver`) once it ran HANG_MULTIPLE reference loops of the
+    machine's present speed, and otherwise sets the alarm again for the rest of that time."""
+
+    def check(signum, frame):
+        elapsed, reference = time.perf_counter() - started, reference_seconds()
+        allowed = HANG_MULTIPLE * reference
+        if elapsed < allowed:
+            signal.setitimer(signal.ITIMER_REAL, max(allowed - elapsed, 1.0))
+            return
+        raise RanOver(f"ran over {elapsed:.0f} s, {HANG_MULTIPLE} times the reference loop's present "
+                      f"{reference:.2f} s")
+
+    return check
 
 
 def run(argv: list[str]) -> tuple[int | str, str, str]:
     """``mechprobe ARGV`` in this process: (exit code or the uncaught exception's traceback, stdout, stderr);
-    stopped after LIMIT_S seconds."""
+    stopped as a hang by :func:`hang_alarm`."""
     out, err = io.StringIO(), io.StringIO()
-    before = signal.signal(signal.SIGALRM, _ran_over)
-    signal.setitimer(signal.ITIMER_REAL, LIMIT_S)
+    before = signal.signal(signal.SIGALRM, hang_alarm(time.perf_counter()))
+    signal.setitimer(signal.ITIMER_REAL, FIRST_CHECK_S)
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
             code: int | str = main(argv)
@@ -142,6 +172,37 @@ def problems(case: dict, code: int | str, stdout: str, stderr: str, before: dict
     if code == 0 and outside:
         found.append(f"wrote outside --out: {sorted(outside)[:5]}")
     return found
+
+
+def _sleeping_main(seconds: float):
+    def fake_main(argv: list[str]) -> int:
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            time.sleep(0.01)
+        return 0
+
+    return fake_main
+
+
+def test_a_hang_is_stopped_once_it_ran_the_multiple_of_the_reference(monkeypatch):
+    monkeypatch.setitem(globals(), "main", _sleeping_main(30.0))  # a hang, ended by the alarm long before
+    monkeypatch.setitem(globals(), "reference_seconds", lambda: 0.05)
+    monkeypatch.setitem(globals(), "FIRST_CHECK_S", 0.1)
+    monkeypatch.setitem(globals(), "HANG_MULTIPLE", 4)  # stopped at the first check after 0.2 s
+    handler, start = signal.getsignal(signal.SIGALRM), time.perf_counter()
+    code, _, _ = run([])
+    assert isinstance(code, str) and "RanOver: ran over" in code and time.perf_counter() - start < 5
+    assert signal.getsignal(signal.SIGALRM) == handler and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
+def test_a_run_past_the_first_check_on_a_slow_machine_ends_on_its_own(monkeypatch):
+    """What a fixed limit got wrong (issue 48: two toy cases ran over 60 s on a busy machine): the limit grows with
+    the reference loop's present time."""
+    monkeypatch.setitem(globals(), "main", _sleeping_main(0.6))
+    monkeypatch.setitem(globals(), "reference_seconds", lambda: 0.2)  # a slow machine: 10 x 0.2 s allowed
+    monkeypatch.setitem(globals(), "FIRST_CHECK_S", 0.1)
+    monkeypatch.setitem(globals(), "HANG_MULTIPLE", 10)
+    assert run([]) == (0, "", "")
 
 
 @pytest.mark.slow
