@@ -60,7 +60,7 @@ def add_train_lm_arguments(train_lm: argparse.ArgumentParser) -> None:
     train_lm.add_argument("--out", required=True, metavar="DIR",
                           help="output folder (created; the same command resumes a stopped run)")
     train_lm.add_argument("--steps", type=int_arg, metavar="N", help="optimizer steps (default 2500)")
-    train_lm.add_argument("--repeat", type=float, metavar="F",
+    train_lm.add_argument("--repeat", type=number_arg(0.0, maximum=1.0), metavar="F",
                           help="fraction of rows with a repeated span (default 1.0; 0 for plain text)")
     train_lm.add_argument("--seed", type=seed_arg, metavar="S", help="weights and rows (default 0)")
     train_lm.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",

@@ -95,6 +95,15 @@ def test_a_checkpoint_count_larger_than_the_steps_give_is_refused_before_any_wor
     assert not (tmp_path / "lm").exists()
 
 
+@pytest.mark.parametrize("repeat", ["nan", "inf", "-inf", "1e400", "1.5", "-0.1", "x"])
+def test_a_repeat_that_is_not_a_fraction_is_one_line_naming_the_flag(repeat, tmp_path, capsys):
+    """``--repeat nan`` once advised ``--repeat repeat=1.0`` (the --set form under the flag's name): no such value."""
+    code = main(["train-lm", "--out", str(tmp_path / "lm"), "--repeat", repeat])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "--repeat" in err and "repeat=" not in err, err
+    assert not (tmp_path / "lm").exists()
+
+
 def test_a_killed_training_resumes_to_the_same_weights(tmp_path, monkeypatch):
     (tmp_path / "text.txt").write_text("\n\n".join(f"paragraph {i} " + "word " * (i % 7) + "end" for i in range(300)))
     config = TrainLmConfig(corpus=str(tmp_path / "text.txt"), vocab=10, seq_len=32, batch_size=4, d_model=16,
