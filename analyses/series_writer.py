@@ -44,8 +44,9 @@ its copier and classifier (:mod:`analyses.dynamics.toy_measure`) instead of the 
 
 def checkpoint_steps(n_steps: int, n_checkpoints: int) -> tuple[int, ...]:
     """Step 0 and about ``n_checkpoints - 1`` log-spaced steps from 10 (or 1) to ``n_steps``, distinct, ending at
-    ``n_steps``. Example: ``checkpoint_steps(1000, 5) == (0, 10, 56, 178, 1000)`` up to rounding."""
-    first = min(10, n_steps)
+    ``n_steps``. Example: ``checkpoint_steps(1000, 5) == (0, 10, 56, 178, 1000)`` up to rounding; two checkpoints
+    are the first and the last step, ``(0, n_steps)``."""
+    first = min(10, n_steps) if n_checkpoints > 2 else n_steps
     count = max(1, n_checkpoints - 1)
     logs = torch.linspace(math.log(first), math.log(n_steps), count, dtype=torch.float64)
     return tuple(sorted({0, *(round(float(v)) for v in logs.exp()), n_steps}))

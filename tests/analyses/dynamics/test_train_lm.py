@@ -3,6 +3,7 @@ as a series that ``dynamics`` reads back with the trained weights."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 
@@ -11,6 +12,7 @@ import torch
 
 from analyses.cli import main
 from analyses.dynamics.train_lm import TrainLmConfig, checkpoint_steps, train_lm
+from analyses.experiments import toy_experiment
 from analyses.lm_data import LmData
 from analyses.toy_model_loader import load_any_model
 from probes import ConfigError
@@ -87,6 +89,17 @@ def test_bad_settings_are_one_line():
             TrainLmConfig(n_steps=6, n_checkpoints=count).check_checkpoint_count()
     TrainLmConfig(n_steps=12, n_checkpoints=4).check_checkpoint_count()
     assert checkpoint_steps(12, 4) == (0, 10, 11, 12)  # as many steps as asked
+
+
+@pytest.mark.parametrize("n_steps", [2, 11, 2500])
+def test_two_checkpoints_are_the_first_and_the_last_step(n_steps):
+    """``n_checkpoints=2`` (the least the configs take) was refused for any n_steps > 10 as "more than the distinct
+    log-spaced steps ... give": the steps were 0, 10 and n_steps, three."""
+    assert checkpoint_steps(n_steps, 2) == (0, n_steps)
+    TrainLmConfig(n_steps=n_steps, n_checkpoints=2).check_checkpoint_count()
+    standard = toy_experiment("induction").PRESETS["standard"]
+    dataclasses.replace(standard, series_checkpoints=2,
+                        standard_train=dataclasses.replace(standard.standard_train, n_steps=n_steps))
 
 
 def test_a_checkpoint_count_larger_than_the_steps_give_is_refused_before_any_work(tmp_path, capsys):
