@@ -108,14 +108,19 @@ T = TypeVar("T")
 
 
 def list_arg(item: Callable[[str], T]) -> Callable[[str], list[T]]:
-    """argparse type of a comma-separated list of ``item`` values: at least one, none of them empty."""
+    """argparse type of a comma-separated list of ``item`` values: at least one, none of them empty, none given twice
+    (``0.5,0.50`` is one value twice: the same run twice)."""
 
     def items(text: str) -> list[T]:
         parts = text.split(",")
         if not text.strip() or any(not part.strip() for part in parts):
             raise argparse.ArgumentTypeError(f"{text!r} has an empty item; give values separated by single commas, "
                                               f"e.g. 1,2")
-        return [item(part.strip()) for part in parts]
+        values = [item(part.strip()) for part in parts]
+        twice = next((part.strip() for i, part in enumerate(parts) if values[i] in values[:i]), None)
+        if twice is not None:
+            raise argparse.ArgumentTypeError(f"{text!r} gives {twice} twice; give each value once")
+        return values
 
     items.__name__ = "list"
     return items
