@@ -12,8 +12,8 @@ A command that resumes after a kill (``mechprobe toy``) works in ``OUT.partial``
 
 The benchmark scripts take the same entry: :class:`ScriptParser` (a usage error is one line, exit 2), the typed
 flags :func:`count_arg`, :func:`number_arg` and :func:`list_arg` (each value checked as it is parsed), the
-output checks above and :func:`check_output_file`, and :func:`script_main` (a mechprobe error or an OSError during
-the run is one line, exit 2). Example::
+output checks above and :func:`check_output_file`, and :func:`script_main` (a mechprobe error, an OSError or a
+step that failed in a child process during the run is one line, exit 2). Example::
 
     parser = ScriptParser(description="...")
     parser.add_argument("--repeats", type=count_arg(1), default=3)
@@ -27,6 +27,7 @@ import contextlib
 import functools
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
@@ -139,8 +140,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def script_main(main: F) -> F:
-    """A benchmark script's ``main``: a mechprobe error or an OSError it raises is one ``PROG: error: ...`` line on
-    stderr and exit 2 (the checks of its flags come first; this is what a late failure prints)."""
+    """A benchmark script's ``main``: a mechprobe error, an OSError or a step that failed in a child process
+    (``subprocess.CalledProcessError``) is one ``PROG: error: ...`` line on stderr and exit 2 (the checks of its
+    flags come first; this is what a late failure prints)."""
 
     @functools.wraps(main)
     def run(*args: Any, **kwargs: Any) -> Any:
@@ -149,8 +151,22 @@ def script_main(main: F) -> F:
         except (MechprobeError, OSError) as error:
             print(f"{Path(sys.argv[0]).name}: error: {' '.join(str(error).split())}", file=sys.stderr)
             raise SystemExit(2) from None
+        except subprocess.CalledProcessError as error:  # a step run as a child process
+            print(f"{Path(sys.argv[0]).name}: error: {_child_failure(error)}", file=sys.stderr)
+            raise SystemExit(2) from None
 
     return run  # type: ignore[return-value]
+
+
+def _child_failure(error: subprocess.CalledProcessError) -> str:
+    """One line for a benchmark step that failed in a child process: the step (``mechprobe ...`` for a command
+    run as ``python -c '...analyses.cli...'``), its exit status and its own error (its last line, when captured)."""
+    cmd = [str(part) for part in error.cmd]
+    step = " ".join(["mechprobe", *cmd[3:]] if cmd[1:2] == ["-c"] and "analyses.cli" in cmd[2] else cmd)
+    captured = error.stderr.decode(errors="replace") if isinstance(error.stderr, bytes) else error.stderr or ""
+    said = captured.strip().splitlines()[-1:] or ["its error is printed above"]
+    return (f"a step failed (exit {error.returncode}): {step}: {said[0]}; fix that, then run the same command "
+            f"again")
 
 
 def text_arg(text: str) -> str:

@@ -60,14 +60,16 @@ from analyses.cli_checks import (  # noqa: E402
 from analyses.dynamics.refine import REFINEMENT  # noqa: E402
 from analyses.dynamics.run import STORE, toy_settings  # noqa: E402
 from analyses.dynamics.summary import SUMMARY, DynamicsSummary, load_summary  # noqa: E402
+from analyses.experiments import toy_experiment  # noqa: E402
 from analyses.induction.edge import toy_batches  # noqa: E402
 from analyses.induction.findings import build_model  # noqa: E402
 from analyses.induction.reading import POSITIONS, ClassifierReading, classifier_reading  # noqa: E402
-from analyses.series_writer import INDUCTION_TOY_MEASURE, write_manifest  # noqa: E402
+from analyses.series_writer import INDUCTION_TOY_MEASURE, steps_fit, write_manifest  # noqa: E402
 from analyses.toy_findings import ToyFinding  # noqa: E402
 from analyses.toy_model_loader import load_any_model  # noqa: E402
 from analyses.toy_model_store import save_standard_model  # noqa: E402
 from probes.core.checkpoint_series import MANIFEST, checkpoint_series  # noqa: E402
+from probes.core.errors import ConfigError  # noqa: E402
 from probes.stats.findings import Finding  # noqa: E402
 
 PHASES = ("beats_uniform", "beats_unigram", "beats_bigram")
@@ -85,6 +87,16 @@ def mechprobe(*args: str, threads: int) -> float:
     subprocess.run([sys.executable, "-c", "import sys; from analyses.cli import main; sys.exit(main(sys.argv[1:]))",
                     *args, "--no-progress"], check=True, env=env, cwd=ROOT, stdout=subprocess.DEVNULL)
     return time.perf_counter() - start
+
+
+def check_checkpoints(count: int) -> None:
+    """``--checkpoints`` distinct log-spaced steps fit in the standard toy's training (else every toy would be
+    refused, after the sweep's folder was made); checked before any work."""
+    n_steps = toy_experiment("induction").PRESETS["standard"].standard_train.n_steps
+    if not steps_fit(n_steps, count):
+        most = max(c for c in range(2, n_steps + 2) if steps_fit(n_steps, c))
+        raise ConfigError(f"--checkpoints {count}: the standard induction toy trains {n_steps} steps, which give "
+                          f"at most {most} distinct log-spaced checkpoints; give --checkpoints {most} or fewer.")
 
 
 def toy_series(folder: Path, seed: int, checkpoints: int, settings: Sequence[str], threads: int) -> float:
@@ -266,6 +278,7 @@ def main() -> None:
     parser.add_argument("--threads", type=count_arg(1), default=1)
     parser.add_argument("--out", required=True, help="the sweep's folder (new, empty, or an earlier sweep's to resume)")
     args = parser.parse_args()
+    check_checkpoints(args.checkpoints)
     out = check_output_folder("--out", args.out, earlier_output=lambda folder: any(
         p.name.startswith(("seed_", "control_")) for p in folder.iterdir())).resolve()
     coarse: dict[int, DynamicsSummary] = {}

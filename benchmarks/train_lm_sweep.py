@@ -18,6 +18,7 @@ training uses ``--threads`` torch threads; the runs are sequential.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -38,8 +39,11 @@ from analyses.cli_checks import (  # noqa: E402
     script_main,
     seed_arg,
 )
+from analyses.dynamics.train_lm import TrainLmConfig  # noqa: E402
+from analyses.series_writer import steps_fit  # noqa: E402
 from analyses.toy_findings import ToyFinding  # noqa: E402
 from mechprobe import records  # noqa: E402
+from probes.core.errors import ConfigError  # noqa: E402
 from probes.stats.findings import Finding  # noqa: E402
 
 ORDER = "previous_token_before_induction"
@@ -53,6 +57,16 @@ def mechprobe(*args: str, threads: int) -> float:
     subprocess.run([sys.executable, "-c", "import sys; from analyses.cli import main; sys.exit(main(sys.argv[1:]))",
                     *args, "--no-progress"], check=True, env=env, cwd=ROOT)
     return time.perf_counter() - start
+
+
+def check_steps(steps: int | None) -> None:
+    """``--steps`` gives train-lm's checkpoints distinct log-spaced steps (else every run would be refused, after
+    the sweep's folders were made); checked before any work."""
+    n_checkpoints = TrainLmConfig().n_checkpoints
+    if steps is not None and not steps_fit(steps, n_checkpoints):
+        fewest = next(n for n in itertools.count(n_checkpoints) if steps_fit(n, n_checkpoints))
+        raise ConfigError(f"--steps {steps}: train-lm saves {n_checkpoints} checkpoints at distinct log-spaced "
+                          f"steps, which {steps} steps do not give; give --steps {fewest} or more.")
 
 
 def _event(events: dict[str, Any], curve: str) -> str:
@@ -83,6 +97,7 @@ def main() -> None:
     parser.add_argument("--threads", type=count_arg(1), default=1)
     parser.add_argument("--out", required=True, help="the sweep's folder (new, empty, or an earlier sweep's to resume)")
     args = parser.parse_args()
+    check_steps(args.steps)
     out = check_output_folder("--out", args.out, earlier_output=lambda folder: all(
         p.is_dir() and p.name.startswith("repeat_") for p in folder.iterdir()))
     repeats, seeds = args.repeat, args.seeds
