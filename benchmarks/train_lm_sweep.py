@@ -99,7 +99,7 @@ def main() -> None:
     args = parser.parse_args()
     check_steps(args.steps)
     out = check_output_folder("--out", args.out, earlier_output=lambda folder: all(
-        p.is_dir() and p.name.startswith("repeat_") for p in folder.iterdir()))
+        p.is_dir() and p.name.startswith("repeat_") for p in folder.iterdir())).resolve()  # the steps run in ROOT
     repeats, seeds = args.repeat, args.seeds
     rows = ["| repeat | seed | train s (this call) | previous-token event | induction event "
             "| induction first -> peak (chance) | previous-token before induction | loss gain inside induction's |",

@@ -1,6 +1,7 @@
 """benchmarks/train_lm_sweep.py and benchmarks/toy_phases_sweep.py: what their steps (``mechprobe train-lm``,
 ``toy``, ``dynamics`` in child processes) would refuse or repeat is refused by the script itself before any work,
-in one line naming its own flag; a step that fails anyway is one line naming it, not a traceback."""
+in one line naming its own flag; the steps write under ``--out`` whatever the working folder; a step that fails
+anyway is one line naming it, not a traceback."""
 
 from __future__ import annotations
 
@@ -41,6 +42,24 @@ def test_what_a_step_would_refuse_is_refused_before_any_work(name, argv, words, 
     code, err = run_script(name, [*argv, "--out", str(tmp_path / "sweep")], monkeypatch, capsys)
     assert code == 2 and words in err and len(err.splitlines()) == 1 and "Traceback" not in err, err
     assert not (tmp_path / "sweep").exists()
+
+
+def test_the_steps_write_under_a_relative_out_not_under_the_repository(tmp_path, monkeypatch, capsys):
+    """The steps run in the repository's folder: a relative --out was once handed to them as it was, so the runs
+    went to ROOT/OUT, outside the --out the user named."""
+    script = benchmark_module(ROOT / "benchmarks" / "train_lm_sweep.py")
+    outs: list[str] = []
+
+    def step(*args: str, threads: int) -> float:
+        outs.append(args[args.index("--out") + 1])
+        raise SystemExit(0)  # stop at the first step
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(script, "mechprobe", step)
+    monkeypatch.setattr(sys, "argv", ["train_lm_sweep.py", "--repeat", "1", "--out", "sweep"])
+    with pytest.raises(SystemExit):
+        script.main()
+    assert outs and Path(outs[0]).is_absolute() and Path(outs[0]).is_relative_to(tmp_path / "sweep"), outs
 
 
 def test_a_step_that_fails_is_one_line_naming_it(tmp_path, monkeypatch, capsys):
