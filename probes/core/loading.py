@@ -211,8 +211,8 @@ def _boot_folder(path: Path, device: str | torch.device, dtype: torch.dtype, tru
         ) from None
     if not isinstance(config, dict):
         raise ModelError(f"{path / 'config.json'} is not a Hugging Face config (a JSON object); re-save the model.")
-    try:
-        return _boot(str(path), path.name, device, dtype, trust_remote_code)
+    try:  # an absolute path: a relative one named like a TransformerLens alias ("neox") boots the hub model
+        return _boot(str(path.resolve()), path.name, device, dtype, trust_remote_code)
     except ModelError:
         raise
     except Exception as error:  # transformers / TransformerLens raise many types; say it in one line

@@ -25,6 +25,19 @@ def test_missing_local_folder():
         probes.load_model("./no/such/checkpoint")
 
 
+@pytest.mark.parametrize("name", ["neox", "gpt2"])  # gpt2: an alias that never failed, as a control
+def test_a_relative_folder_named_like_a_transformer_lens_alias_loads_the_folder(name, tmp_path, monkeypatch):
+    """``--model neox`` (a checkpoint folder in the working folder) once booted TransformerLens's alias ``neox``
+    (EleutherAI/gpt-neox-20b) from the hub: offline, 'Cannot load the checkpoint in neox: We couldn't connect to
+    https://huggingface.co ... Check that the folder holds the config, weights ...', the wrong cause."""
+    from tests.random_checkpoints import make_random_checkpoint
+
+    make_random_checkpoint("gpt_neox", tmp_path / name, seed=0)
+    monkeypatch.chdir(tmp_path)
+    model = probes.load_model(name)
+    assert model.cfg.d_model == 64 and model.cfg.n_layers == 2 and model.cfg.model_name == name
+
+
 def test_folder_without_config(tmp_path):
     with pytest.raises(ModelError, match=re.escape("config.json")):
         probes.load_model(tmp_path)
