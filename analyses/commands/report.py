@@ -118,6 +118,11 @@ def report_config(args: argparse.Namespace):
         with naming("--corpus"):
             config = dataclasses.replace(config, settle=dataclasses.replace(config.settle,
                                                                             corpora=tuple(args.corpus[1:])))
+    unused = [flag for flag, value in (("--budget-minutes", args.budget_minutes), ("--max-tokens", args.max_tokens))
+              if value is not None]
+    if unused and not config.settle.enabled:  # after --set, which may turn settle.enabled on
+        raise ConfigError(f"{' and '.join(unused)} set{'s' if len(unused) == 1 else ''} how --settle settles; add "
+                          f"--settle, or drop {'it' if len(unused) == 1 else 'them'}.")
     return config
 
 

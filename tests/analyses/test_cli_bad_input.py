@@ -4,6 +4,7 @@ left behind; ``--debug`` raises the typed error instead (its traceback is shown)
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -307,6 +308,22 @@ def report_argv(tmp_path, *argv: str) -> list[str]:
 def test_report_settings_are_checked_before_any_work(tmp_path, capsys, argv, words, error):
     fails_in_one_line(report_argv(tmp_path, *argv), capsys, *words, error=error)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--budget-minutes", "5"], "--budget-minutes sets how --settle settles; add --settle, or drop it."),
+    (["--max-tokens", "1000"], "--max-tokens sets how --settle settles"),
+    (["--budget-minutes", "5", "--max-tokens", "1000"], "--budget-minutes and --max-tokens set how --settle settles"),
+])
+def test_report_settle_budgets_without_settle_are_refused(tmp_path, capsys, monkeypatch, argv, words):
+    """``report --budget-minutes 5`` without ``--settle`` once ran the fixed-sample report and ignored the budget."""
+    import analyses.report.build
+
+    monkeypatch.setattr(analyses.report.build, "run_report", lambda *a, **k: pytest.fail("the report ran"))
+    fails_in_one_line(report_argv(tmp_path, *argv), capsys, words, error=ConfigError)
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.setattr(analyses.report.build, "run_report", lambda config, out, **k: Path(out) / "report.html")
+    assert main(report_argv(tmp_path, *argv, "--set", "settle.enabled=true")) == 0  # --settle by its setting
 
 
 def test_report_unknown_toy_preset_fails_before_any_work(tmp_path, capsys):
