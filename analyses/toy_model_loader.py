@@ -91,6 +91,15 @@ def _model_file(folder: Path) -> tuple[ModelFile, Any, str]:
     return saved, records.checked(config_class, saved.config, path, at="config", rerun=rerun), rerun
 
 
+def train_lm_context(spec: str) -> int | None:
+    """The context (``n_ctx``) of the train-lm model saved in the folder ``spec``, read from its ``model.json``
+    without loading the model; None for any other model. Example: ``train_lm_context("runs/lm/step_0") == 128``."""
+    if not is_toy_folder(spec):
+        return None
+    saved, config, _ = _model_file(Path(spec))
+    return config.n_ctx if saved.experiment == "train-lm" else None
+
+
 def check_toy_checkpoints(specs: Iterable[str]) -> None:
     """Each toy folder among ``specs`` (a series' checkpoints) has a ``model.json`` and weights that read back (one
     folder at a time) and (a train-lm step) its series' vocabulary, so that a series of toy or train-lm steps is

@@ -129,7 +129,8 @@ def report_config(args: argparse.Namespace):
 def run(args: argparse.Namespace) -> int:
     import dataclasses
 
-    from analyses.dynamics.run import checked_series
+    from analyses.dynamics.config import DynamicsConfig
+    from analyses.dynamics.run import checked_series, longest_block
     from analyses.report.build import run_report
 
     if args.list_settings:
@@ -158,7 +159,13 @@ def run(args: argparse.Namespace) -> int:
     with naming("--series"):  # a malformed or damaged series, or one given twice, fails before any slow work
         check_distinct_series("--series", config.series)
         for spec in config.series:
-            checked_series(spec)
+            too_long = longest_block(checked_series(spec), DynamicsConfig().seq_len)
+            if too_long is not None:  # the report measures every series with dynamics' default |X|
+                seq_len = DynamicsConfig().seq_len
+                raise ConfigError(f"--series {spec}: the report measures a series on [BOS] X X with |X| = {seq_len} "
+                                  f"({2 * seq_len} positions), more than its models' context of {too_long[0]}; "
+                                  f"measure it with mechprobe dynamics --model {spec} --seq-len {too_long[1]} --out "
+                                  f"DIR instead, or train it with --set seq_len={2 * seq_len} or more.")
     path = run_report(config, args.out, progress=not args.no_progress)
     print(f"report written: {path} (also report.md and summary.json in {path.parent})")
     return 0

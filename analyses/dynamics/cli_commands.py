@@ -71,7 +71,7 @@ def add_train_lm_arguments(train_lm: argparse.ArgumentParser) -> None:
 def run_dynamics_command(args: argparse.Namespace) -> int:
     from analyses.dynamics.config import DynamicsConfig
     from analyses.dynamics.figures import plot_series_together
-    from analyses.dynamics.run import FIGURE, STORE, checked_series, run_dynamics, summary_lines
+    from analyses.dynamics.run import FIGURE, STORE, checked_series, longest_block, run_dynamics, summary_lines
     from analyses.dynamics.summary import SUMMARY
     from probes.core.loading import torch_dtype
 
@@ -84,7 +84,7 @@ def run_dynamics_command(args: argparse.Namespace) -> int:
         field = str(error).split()[0]
         raise ConfigError(f"{flags[field]}: {error}" if field in flags else str(error)) from None
     with naming("--model"):  # the series read (hub revisions resolved, step files read) before any work
-        checked_series(args.model)
+        series = checked_series(args.model)
     if args.corpus is not None:
         with naming("--corpus"):
             check_corpus_spec(args.corpus, "text")
@@ -92,6 +92,11 @@ def run_dynamics_command(args: argparse.Namespace) -> int:
                     if value is not None}
     if refine_given and not args.refine:
         raise ConfigError("--refine-width and --refine-rounds set how --refine refines; add --refine, or drop them.")
+    too_long = longest_block(series, config.seq_len)
+    if too_long is not None:
+        raise ConfigError(f"--seq-len {config.seq_len}: the repeated block X X needs {2 * config.seq_len} positions, "
+                          f"more than the context of {too_long[0]} of the models of {args.model}; give --seq-len "
+                          f"{too_long[1]} or less.")
     if args.refine:
         from pathlib import Path
 

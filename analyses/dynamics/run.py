@@ -30,7 +30,7 @@ from analyses.dynamics.text_measure import TextProbeData, text_probe_data
 from analyses.dynamics.toy_measure import measure_toy_checkpoint
 from analyses.induction.config import InductionExperimentConfig
 from analyses.series_writer import INDUCTION_TOY_MEASURE
-from analyses.toy_model_loader import check_toy_checkpoints, load_any_model
+from analyses.toy_model_loader import check_toy_checkpoints, load_any_model, train_lm_context
 from mechprobe import records
 from probes import ModelInfo, TokenBatch
 from probes.core.atomic import atomic_write_text
@@ -194,6 +194,14 @@ def checked_series(spec: Any) -> CheckpointSeries:
     check_toy_checkpoints(c.spec for c in series.checkpoints)
     toy_settings(series)
     return series
+
+
+def longest_block(series: CheckpointSeries, seq_len: int) -> tuple[int, int] | None:
+    """For a series of train-lm steps whose context cannot take the ``[BOS] X X`` block of ``seq_len`` (2 x seq_len
+    positions: they have no BOS), (their context, the longest seq_len it takes); None when it fits or is not known
+    before loading a model (hub revisions: checked where the first checkpoint loads). No model is loaded."""
+    context = train_lm_context(series.checkpoints[0].spec) if toy_settings(series) is None else None
+    return None if context is None or 2 * seq_len <= context else (context, context // 2)
 
 
 def run_dynamics(series_spec: Any, out: str | Path, config: DynamicsConfig | None = None, *,

@@ -33,7 +33,8 @@ from tests.analyses.test_saved_folder_damage import BINARY_DAMAGES, JSON_DAMAGES
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-TINY = ["--steps", "12", "--set", "vocab=10", "--set", "seq_len=16", "--set", "batch_size=2", "--set", "d_model=8",
+# seq_len 80: report --series measures |X| = 40, which a shorter context is refused for before any work.
+TINY = ["--steps", "12", "--set", "vocab=10", "--set", "seq_len=80", "--set", "batch_size=2", "--set", "d_model=8",
         "--set", "n_heads=2", "--set", "n_checkpoints=3", "--set", "span=4", "--no-progress"]
 DYNAMICS = ["--seq-len", "4", "--batches", "4", "--batch-size", "2", "--boot", "20", "--no-progress"]
 SAMPLE = 8  # cases of each folder in the default suite

@@ -117,6 +117,35 @@ def test_a_repeat_that_is_not_a_fraction_is_one_line_naming_the_flag(repeat, tmp
     assert not (tmp_path / "lm").exists()
 
 
+def test_a_block_longer_than_the_series_context_is_refused_before_any_checkpoint_loads(tmp_path, capsys,
+                                                                                         monkeypatch):
+    """A train-lm series of context 16: ``dynamics --seq-len 9`` once failed at its first checkpoint advising
+    "Use seq_len <= 8" (no such flag), and ``report --series`` (|X| 40, no flag to change it) only after the whole
+    report's work, with the same advice."""
+    import analyses.dynamics.run
+    import analyses.report.build
+
+    (tmp_path / "text.txt").write_text("\n\n".join(f"line {i} " + "x y z " * (i % 5) for i in range(300)))
+    lm = tmp_path / "lm"
+    assert main(["train-lm", "--corpus", str(tmp_path / "text.txt"), "--out", str(lm), "--steps", "2",
+                 "--set", "vocab=30", "--set", "seq_len=16", "--set", "batch_size=2", "--set", "d_model=16",
+                 "--set", "n_checkpoints=2", "--set", "span=4", "--no-progress"]) == 0
+    capsys.readouterr()
+    monkeypatch.setattr(analyses.dynamics.run, "load_any_model", lambda *a, **k: pytest.fail("a checkpoint loaded"))
+    monkeypatch.setattr(analyses.report.build, "run_report", lambda *a, **k: pytest.fail("the report ran"))
+    for argv, words in (
+            (["dynamics", "--model", str(lm), "--seq-len", "9"], "--seq-len 9: the repeated block X X needs 18 "
+             "positions, more than the context of 16 of the models of"),
+            (["dynamics", "--model", str(lm)], "give --seq-len 8 or less"),
+            (["report", "--no-toys", "--fast", "--series", str(lm)], f"--series {lm}: the report measures a series "
+             f"on [BOS] X X with |X| = 40 (80 positions), more than its models' context of 16; measure it with "
+             f"mechprobe dynamics --model {lm} --seq-len 8")):
+        assert main([*argv, "--out", str(tmp_path / "out"), "--no-progress"]) == 2
+        err = capsys.readouterr().err
+        assert words in err and len(err.strip().splitlines()) == 1, err
+        assert not (tmp_path / "out").exists()
+
+
 def test_a_killed_training_resumes_to_the_same_weights(tmp_path, monkeypatch):
     (tmp_path / "text.txt").write_text("\n\n".join(f"paragraph {i} " + "word " * (i % 7) + "end" for i in range(300)))
     config = TrainLmConfig(corpus=str(tmp_path / "text.txt"), vocab=10, seq_len=32, batch_size=4, d_model=16,
