@@ -128,10 +128,14 @@ def _report_model(models: MetaModels, tokens: torch.Tensor) -> None:
 
 def null_heads(n_layers: int, n_heads: int) -> list[tuple[int, int]]:
     """The measured heads of the ``null`` route: ``NULL_HEADS`` distinct heads spread over the upper half of the
-    layers (where induction heads sit), as the top induction heads of a trained model would be."""
+    layers (where induction heads sit), as the top induction heads of a trained model would be; at most
+    ``n_heads - 1`` in a layer (a small model's upper half may hold fewer), so that the random head sets matched
+    layer by layer are not the measured heads again."""
     heads: list[tuple[int, int]] = []
-    for i in range(min(NULL_HEADS, (n_layers - n_layers // 2) * n_heads)):
-        layer = n_layers // 2 + (i * (n_layers - n_layers // 2)) // NULL_HEADS
+    upper = n_layers - n_layers // 2
+    count = min(NULL_HEADS, upper * (n_heads - 1))
+    for i in range(count):
+        layer = n_layers // 2 + (i * upper) // count
         head = (3 * i) % n_heads
         while (layer, head) in heads:
             head = (head + 1) % n_heads
