@@ -41,10 +41,14 @@ def add_arguments(plan: argparse.ArgumentParser) -> None:
 
 
 def parse_routes(text: str) -> tuple[str, ...]:
-    routes = tuple(part.strip() for part in text.split(",") if part.strip())
+    """The routes ``--routes`` names: each known, none empty (``bare,,suite``) nor given twice (measured twice)."""
+    routes = tuple(part.strip() for part in text.split(","))
     unknown = [r for r in routes if r not in ROUTES]
-    if not routes or unknown:
+    if unknown:
         raise ConfigError(f"--routes takes a comma-separated list of {', '.join(ROUTES)}; got {text!r}.")
+    twice = next((r for i, r in enumerate(routes) if r in routes[:i]), None)
+    if twice is not None:
+        raise ConfigError(f"--routes {text}: {twice} is named twice; name each route once.")
     return routes
 
 

@@ -326,6 +326,20 @@ def test_report_settle_budgets_without_settle_are_refused(tmp_path, capsys, monk
     assert main(report_argv(tmp_path, *argv, "--set", "settle.enabled=true")) == 0  # --settle by its setting
 
 
+@pytest.mark.parametrize("routes, words", [
+    ("bare,,suite", "--routes takes a comma-separated list"), ("bare,", "--routes takes a comma-separated list"),
+    (",", "--routes takes a comma-separated list"), ("bare,bare", "--routes bare,bare: bare is named twice"),
+    ("suite, bridge,suite", "suite is named twice"),
+])
+def test_plan_routes_with_an_empty_or_repeated_item_are_refused(tmp_path, capsys, monkeypatch, routes, words):
+    """``plan --routes bare,,suite`` once dropped the empty item, and ``bare,bare`` measured the route twice."""
+    import analyses.plan.shapes
+
+    monkeypatch.setattr(analyses.plan.shapes, "meta_models", lambda *a, **k: pytest.fail("a model was built"))
+    fails_in_one_line(["plan", "--model", "smollm2-135m", "--tokens", "64", "--routes", routes], capsys, words,
+                      error=ConfigError)
+
+
 def test_report_unknown_toy_preset_fails_before_any_work(tmp_path, capsys):
     argv = ["report", "--fast", "--no-progress", "--toy-preset", "huge", "--out", str(tmp_path / "report")]
     fails_in_one_line(argv, capsys, "--toy-preset 'huge'", "choose from", error=ConfigError)
