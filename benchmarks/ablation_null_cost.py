@@ -26,6 +26,7 @@ import resource
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -36,6 +37,7 @@ from analyses.ablate import parse_heads
 from analyses.cli_checks import ScriptParser, check_model_spec, check_output_file, count_arg, device_arg, script_main
 from probes.causal import AblationPlan, ablation_sums, head_output_means, repeated_half
 from probes.causal.pass_size import PASS_BYTES
+from probes.core.errors import ConfigError, InputError
 
 
 def _batches(model, args):
@@ -153,8 +155,9 @@ def ablation(args) -> dict:
 def _child(args, role: str, extra: list[str]) -> dict:
     command = [sys.executable, __file__, "--role", role, *sys.argv[1:], *extra]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        sys.exit(f"the {role} process failed:\n{done.stderr[-3000:]}")
+    if done.returncode != 0:  # its own error is one line (script_main): said once, exit 2 (it was exit 1)
+        said = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+        raise InputError(f"the {role} process failed: {said.removeprefix(f'{Path(__file__).name}: error: ')}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -183,6 +186,9 @@ def main() -> None:
     args = parser.parse_args()
     check_model_spec("--model", args.model)
     heads = None if args.heads is None else [list(pair) for pair in parse_heads(args.heads)]
+    twice = next((f"{h[0]}.{h[1]}" for i, h in enumerate(heads or []) if h in (heads or [])[:i]), None)
+    if twice is not None:  # checked here, before the suite's process runs (the ablation's would refuse it)
+        raise ConfigError(f"--heads {args.heads} names {twice} twice; name each head once.")
     if args.json is not None:
         check_output_file("--json", args.json)
     torch.set_num_threads(args.threads)
