@@ -101,6 +101,10 @@ class LinearProbeConfig:
         if not distances or any(not is_integer(d) or d < 1 for d in distances):
             raise ConfigError(f"distances must be integers >= 1, e.g. 1,2,3; got {self.distances!r}.")
         object.__setattr__(self, "distances", distances)
+        if max(distances) >= self.seq_len:  # no token of a row has a previous token that far back: no target
+            raise ConfigError(f"distances: {max(distances)} has no target in rows of seq_len {self.seq_len} tokens "
+                              f"(a distance reaches back at most {self.seq_len - 1}); give distances <= "
+                              f"{self.seq_len - 1}, or (mechprobe probe-linear) a larger --set seq_len.")
         if not isinstance(self.unseen_words, bool) or not isinstance(self.control, bool):
             raise ConfigError(f"unseen_words and control must be true or false; got {self.unseen_words!r}, "
                               f"{self.control!r}.")

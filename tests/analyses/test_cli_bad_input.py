@@ -538,6 +538,25 @@ def test_toy_settings_the_preset_does_not_use_are_refused_by_name(tmp_path, caps
     assert not out.exists()
 
 
+@pytest.mark.parametrize("settings, words", [
+    (["distances=100000"], "distances: 100000 has no target in rows of seq_len 128 tokens"),
+    (["distances=1,128"], "distances: 128 has no target in rows of seq_len 128 tokens"),
+    (["seq_len=3", "distances=1,2,3"], "reaches back at most 2); give distances <= 2, or (mechprobe probe-linear) a "
+                                       "larger --set seq_len."),
+])
+def test_probe_linear_distances_with_no_target_in_a_row_are_refused_before_the_model_loads(
+        tmp_path, capsys, monkeypatch, settings, words):
+    """``--set distances=100000`` once loaded the model and probed it, then failed with 'The kept examples of
+    '100000' hold 0 class(es) ... Feed more text or choose more classes.': the wrong cause, after the work."""
+    import analyses.linear.experiment
+
+    monkeypatch.setattr(analyses.linear.experiment, "load_model", lambda *a, **k: pytest.fail("the model loaded"))
+    sets = [item for setting in settings for item in ("--set", setting)]
+    fails_in_one_line(["probe-linear", "--model", "minilm-l6", "--target", "parent", "--out", str(tmp_path / "out"),
+                       *sets], capsys, words, error=ConfigError)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_probe_linear_settings_the_model_kind_does_not_use_are_refused_by_name(tmp_path, capsys):
     import dataclasses
 
