@@ -321,6 +321,18 @@ def check_distinct_series(flag: str, specs: Sequence[str]) -> None:
         seen[identity] = spec
 
 
+def check_distinct_models(flag: str, specs: Sequence[str]) -> None:
+    """No model given twice in ``specs``: a name twice, or one folder in two spellings (``m``, ``m/``, ``./m``, its
+    absolute path, a symlink to it), which would be measured and reported as two models. Checked before any work."""
+    seen: dict[object, str] = {}
+    for spec in specs:
+        identity: object = Path(spec).resolve() if Path(spec).exists() else spec
+        if identity in seen:
+            raise ConfigError(f"{flag} {spec} is the model {flag} {seen[identity]} names already; give each model "
+                              f"once.")
+        seen[identity] = spec
+
+
 def check_compared_folders(flag: str, folders: Sequence[str], *, out: Path, model: str) -> None:
     """Each ``--compare`` folder given once (in any spelling), and none of them the folder this command writes
     (``out``) or the series it measures (``model``): the same series would be drawn twice. Checked before any

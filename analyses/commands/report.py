@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 from analyses.cli_checks import (
+    check_distinct_models,
     check_distinct_series,
     check_output_folder,
     count_arg,
@@ -156,6 +157,7 @@ def run(args: argparse.Namespace) -> int:
                 f"--toy-preset {config.toy_preset!r}: the {name} toy has no such preset; choose from "
                 f"{', '.join(presets)}."
             )
+    check_distinct_models("--model", config.models)
     with naming("--series"):  # a malformed or damaged series, or one given twice, fails before any slow work
         check_distinct_series("--series", config.series)
         for spec in config.series:

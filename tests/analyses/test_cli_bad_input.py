@@ -340,6 +340,23 @@ def test_plan_routes_with_an_empty_or_repeated_item_are_refused(tmp_path, capsys
                       error=ConfigError)
 
 
+@pytest.mark.parametrize("second", ["{m}/", "./m", "{m}", "link"])
+def test_report_one_model_given_twice_is_refused(tmp_path, capsys, monkeypatch, second):
+    """``report --model m --model m/`` once measured and reported one folder as two models (the same spelling twice
+    was dropped silently)."""
+    import analyses.report.build
+
+    (tmp_path / "m").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "m")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(analyses.report.build, "run_report", lambda *a, **k: pytest.fail("the report ran"))
+    again = second.format(m=tmp_path / "m")
+    fails_in_one_line(["report", "--no-toys", "--fast", "--no-progress", "--out", str(tmp_path / "out"), "--model",
+                       str(tmp_path / "m"), "--model", again], capsys,
+                      f"--model {again} is the model --model {tmp_path / 'm'} names already", error=ConfigError)
+    assert not (tmp_path / "out").exists()
+
+
 def test_report_unknown_toy_preset_fails_before_any_work(tmp_path, capsys):
     argv = ["report", "--fast", "--no-progress", "--toy-preset", "huge", "--out", str(tmp_path / "report")]
     fails_in_one_line(argv, capsys, "--toy-preset 'huge'", "choose from", error=ConfigError)
