@@ -223,6 +223,12 @@ def _from_folder(folder: Path) -> CheckpointSeries:
         if any(b <= a for a, b in itertools.pairwise(steps)):
             raise ConfigError(f"{manifest}: the steps must be unique and increasing in the order listed; got {steps}. "
                               f"Rewrite {MANIFEST} or re-run what wrote it.")
+        seen = [(c.step, c.tokens) for c in checkpoints if c.tokens is not None]  # --compare's x axis: it grows
+        back = next(((a, b) for a, b in itertools.pairwise(seen) if b[1] < a[1]), None)
+        if back is not None:
+            raise ConfigError(f"{manifest}: the tokens seen go down from {back[0][1]} at step {back[0][0]} to "
+                              f"{back[1][1]} at step {back[1][0]}; they only grow with the steps. Rewrite {MANIFEST} "
+                              f"or re-run what wrote it.")
         missing = [c.spec for c in checkpoints if not Path(c.spec).exists()]
         if missing:
             raise ModelError(f"{manifest} names checkpoints that are not there: {', '.join(missing[:3])}.")

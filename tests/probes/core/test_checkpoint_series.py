@@ -122,6 +122,10 @@ def _manifest(folder, entries):
     ([{"step": 0, "path": "a"}, {"step": 5, "path": "../elsewhere"}], "outside the series folder"),
     ([{"step": 0, "path": "a"}, {"step": 5, "path": "/tmp"}], "outside the series folder"),
     ([{"step": 0, "path": "a"}, "b"], "is not {"),
+    ([{"step": 0, "tokens": 100, "path": "a"}, {"step": 10, "tokens": 50, "path": "b"}],
+     "the tokens seen go down from 100 at step 0 to 50 at step 10"),
+    ([{"step": 0, "tokens": 64, "path": "a"}, {"step": 5, "path": "b"}, {"step": 10, "tokens": 32, "path": "c"}],
+     "the tokens seen go down from 64 at step 0 to 32 at step 10"),
 ])
 def test_a_manifest_that_is_not_one_run_in_step_order_is_refused_by_name(tmp_path, entries, expected):
     with pytest.raises(ConfigError, match=re.escape(expected)) as caught:
