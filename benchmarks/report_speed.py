@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from analyses.cli_checks import ScriptParser, check_output_folder, script_main
+from probes.core.errors import InputError
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -37,8 +38,10 @@ def run_report(code: Path, out: Path) -> dict[str, float]:
                "import sys; from analyses.cli import main; sys.exit(main(sys.argv[1:]))",
                "report", "--no-progress", "--out", str(out)]
     done = subprocess.run(command, cwd=code, env=env, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SystemExit(f"the report of {code} failed:\n{done.stderr[-3000:]}")
+    if done.returncode != 0:  # one line, exit 2 (script_main): the report's own error line (time's come after it)
+        lines = done.stderr.strip().splitlines() or [f"exit {done.returncode}"]
+        said = next((line for line in reversed(lines) if "error:" in line), lines[-1])
+        raise InputError(f"the report of {code} failed: {said}")
     wall, peak_kib = done.stderr.strip().splitlines()[-1].split()
     parts = json.loads((out / "timings.json").read_text(encoding="utf-8"))
     return {**parts, "wall_s": float(wall), "peak_rss_mib": int(peak_kib) / 1024}
