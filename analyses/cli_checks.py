@@ -108,6 +108,11 @@ def number_arg(minimum: float = 0.0, *, positive: bool = False, maximum: float |
 T = TypeVar("T")
 
 
+def first_repeated(values: Sequence[Any]) -> int | None:
+    """The index of the first of ``values`` equal to an earlier one (``0.5`` after ``0.50``), or None."""
+    return next((i for i, value in enumerate(values) if value in values[:i]), None)
+
+
 def list_arg(item: Callable[[str], T]) -> Callable[[str], list[T]]:
     """argparse type of a comma-separated list of ``item`` values: at least one, none of them empty, none given twice
     (``0.5,0.50`` is one value twice: the same run twice)."""
@@ -118,9 +123,9 @@ def list_arg(item: Callable[[str], T]) -> Callable[[str], list[T]]:
             raise argparse.ArgumentTypeError(f"{text!r} has an empty item; give values separated by single commas, "
                                               f"e.g. 1,2")
         values = [item(part.strip()) for part in parts]
-        twice = next((part.strip() for i, part in enumerate(parts) if values[i] in values[:i]), None)
+        twice = first_repeated(values)
         if twice is not None:
-            raise argparse.ArgumentTypeError(f"{text!r} gives {twice} twice; give each value once")
+            raise argparse.ArgumentTypeError(f"{text!r} gives {parts[twice].strip()} twice; give each value once")
         return values
 
     items.__name__ = "list"

@@ -34,7 +34,15 @@ from torch.utils.flop_counter import FlopCounterMode
 
 import probes
 from analyses.ablate import parse_heads
-from analyses.cli_checks import ScriptParser, check_model_spec, check_output_file, count_arg, device_arg, script_main
+from analyses.cli_checks import (
+    ScriptParser,
+    check_model_spec,
+    check_output_file,
+    count_arg,
+    device_arg,
+    first_repeated,
+    script_main,
+)
 from probes.causal import AblationPlan, ablation_sums, head_output_means, repeated_half
 from probes.causal.pass_size import PASS_BYTES
 from probes.core.errors import ConfigError, InputError
@@ -186,9 +194,10 @@ def main() -> None:
     args = parser.parse_args()
     check_model_spec("--model", args.model)
     heads = None if args.heads is None else [list(pair) for pair in parse_heads(args.heads)]
-    twice = next((f"{h[0]}.{h[1]}" for i, h in enumerate(heads or []) if h in (heads or [])[:i]), None)
-    if twice is not None:  # checked here, before the suite's process runs (the ablation's would refuse it)
-        raise ConfigError(f"--heads {args.heads} names {twice} twice; name each head once.")
+    twice = first_repeated(heads or [])
+    if heads is not None and twice is not None:  # checked here, before the suite's process runs (the ablation's
+        layer, head = heads[twice]                # would refuse it)
+        raise ConfigError(f"--heads {args.heads} names {layer}.{head} twice; name each head once.")
     if args.json is not None:
         check_output_file("--json", args.json)
     torch.set_num_threads(args.threads)

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from analyses.cli_checks import check_output_file, count_arg, naming, text_arg
+from analyses.cli_checks import check_output_file, count_arg, first_repeated, naming, text_arg
 from analyses.cli_command import Command
 from analyses.plan.estimate import GPUS, Estimate, estimate
 from analyses.plan.routes import ROUTES, RouteLedger, run
@@ -46,9 +46,9 @@ def parse_routes(text: str) -> tuple[str, ...]:
     unknown = [r for r in routes if r not in ROUTES]
     if unknown:
         raise ConfigError(f"--routes takes a comma-separated list of {', '.join(ROUTES)}; got {text!r}.")
-    twice = next((r for i, r in enumerate(routes) if r in routes[:i]), None)
+    twice = first_repeated(routes)
     if twice is not None:
-        raise ConfigError(f"--routes {text}: {twice} is named twice; name each route once.")
+        raise ConfigError(f"--routes {text}: {routes[twice]} is named twice; name each route once.")
     return routes
 
 
