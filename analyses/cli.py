@@ -88,15 +88,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     ``--debug`` re-raises instead, to show the full traceback.
     """
-    parser = build_parser()
     arguments = list(sys.argv[1:] if argv is None else argv)
     try:
-        args = parser.parse_args(arguments)
+        args = build_parser().parse_args(arguments)
     except UsageError as error:
         if "--debug" in arguments:
             raise
         print(error, file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # while the commands' parsers are built (their modules imported) or --help prints
+        if "--debug" in arguments:
+            raise
+        print("mechprobe: interrupted while starting; nothing was run", file=sys.stderr)
+        return 130
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
     command = next(command for command in COMMANDS if command.name == args.command)
     if getattr(args, "no_progress", False) and command.hub_bars:

@@ -34,6 +34,7 @@ ANALYSES_LAYERS: tuple[tuple[str, ...], ...] = (
     ("report", "heads", "ablate", "plan"),  # the work of the commands that assemble the rest
     ("commands",),  # the command records of the work above (analyses/commands/<name>.py)
     ("cli",),
+    ("entry",),  # the console command: imports cli inside a Ctrl-C guard
 )
 """Bottom to top. A new module of ``analyses`` goes in the lowest layer above every unit it imports."""
 
