@@ -45,6 +45,12 @@ DRAW_GROUP = 10
 log = logging.getLogger(__name__)
 
 
+def fewest_draws(alpha: float) -> int:
+    """The fewest draws whose smallest p-value, ``1 / (1 + draws)``, lies below ``alpha`` (100 at 0.01)."""
+    draws = math.floor(1.0 / alpha)
+    return draws if 1.0 / (1 + draws) < alpha else draws + 1
+
+
 @dataclass(frozen=True)
 class SequentialRule:
     """Draw at most ``max_draws`` in groups of ``group`` (each group ``growth`` times the last); stop an entry once
@@ -130,10 +136,9 @@ def sequential_null(observed: Float[Tensor, ...], draw: Callable[[int, int], Ten
     """
     if alternative not in ("greater", "less"):
         raise ConfigError(f"alternative must be 'greater' or 'less'; got {alternative!r}.")
-    if 1.0 / (1 + rule.max_draws) > rule.alpha:
+    if 1.0 / (1 + rule.max_draws) >= rule.alpha:
         log.warning("A null of %d draws cannot give a p-value below %.3g, so nothing can pass at the level %g; draw "
-                    "at least %d.", rule.max_draws, 1.0 / (1 + rule.max_draws), rule.alpha,
-                    math.ceil(1 / rule.alpha - 1 - 1e-9))
+                    "at least %d.", rule.max_draws, 1.0 / (1 + rule.max_draws), rule.alpha, fewest_draws(rule.alpha))
     observed = torch.as_tensor(observed, dtype=torch.float64)
     parts: list[Tensor] = []
     hits = torch.zeros(observed.shape, dtype=torch.long)

@@ -8,7 +8,7 @@ import torch
 
 from probes.core.errors import ConfigError, InputError
 from probes.stats.nulls import permutation_p_value
-from probes.stats.sequential import SequentialRule, sequential_null
+from probes.stats.sequential import SequentialRule, fewest_draws, sequential_null
 
 
 def _from(values: torch.Tensor):
@@ -148,8 +148,17 @@ def test_bad_rules_and_draws_are_refused():
 def test_a_null_too_small_to_reach_its_level_is_flagged(caplog):
     with caplog.at_level("WARNING", logger="probes.stats.sequential"):
         result = sequential_null(torch.tensor(1.0), lambda a, b: torch.zeros(b - a), SequentialRule(20, alpha=0.01))
-        assert "cannot give a p-value below 0.0476" in caplog.text and "draw at least 99" in caplog.text
+        assert "cannot give a p-value below 0.0476" in caplog.text and "draw at least 100" in caplog.text
         assert float(result.p_value) == pytest.approx(1 / 21)  # the smallest p 20 draws give, above the level
         caplog.clear()
         sequential_null(torch.tensor(1.0), lambda a, b: torch.zeros(b - a), SequentialRule(99, alpha=0.01))
+        assert "cannot give a p-value below 0.01," in caplog.text  # 1/100 is the level itself, not below it
+        caplog.clear()
+        sequential_null(torch.tensor(1.0), lambda a, b: torch.zeros(b - a), SequentialRule(100, alpha=0.01))
         assert caplog.text == ""
+
+
+@pytest.mark.parametrize(("alpha", "fewest"), [(0.01, 100), (0.05, 20), (0.03, 33), (0.5, 2), (0.3, 3)])
+def test_fewest_draws_is_the_first_count_whose_smallest_p_lies_below_the_level(alpha, fewest):
+    assert 1 / (1 + fewest) < alpha <= 1 / fewest
+    assert fewest_draws(alpha) == fewest
