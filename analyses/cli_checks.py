@@ -338,6 +338,15 @@ def check_distinct_models(flag: str, specs: Sequence[str]) -> None:
         seen[identity] = spec
 
 
+def check_outside(flag: str, out: Path, input_flag: str, folder: str, *, suffix: str) -> None:
+    """``out`` is neither the folder ``folder`` nor inside it: what a command writes is kept apart from the run it
+    reads (a train-lm series is resumed and refined in place). Checked before any work."""
+    inside = Path(folder).resolve()
+    if out.resolve() == inside or out.resolve().is_relative_to(inside):
+        raise InputError(f"{flag} {out} lies inside {input_flag} {folder}, the run it reads, whose own files it would "
+                         f"mix with; give a folder outside it, such as {Path(folder).resolve()}-{suffix}.")
+
+
 def check_compared_folders(flag: str, folders: Sequence[str], *, out: Path, model: str) -> None:
     """Each ``--compare`` folder given once (in any spelling), and none of them the folder this command writes
     (``out``) or the series it measures (``model``): the same series would be drawn twice. Checked before any

@@ -12,6 +12,7 @@ from analyses.cli_checks import (
     check_distinct_models,
     check_distinct_series,
     check_output_folder,
+    check_outside,
     count_arg,
     int_arg,
     model_arg,
@@ -140,7 +141,6 @@ def run(args: argparse.Namespace) -> int:
     if args.out is None:
         raise ConfigError("mechprobe report needs --out DIR (the folder the report is written to).")
     # Everything that can be checked without loading a model or reading text is checked first.
-    check_output_folder("--out", args.out, earlier_output=_is_report_folder, make_parents=False)
     for flag, value, low in (("--batch-size", args.batch_size, 1), ("--max-batches", args.max_batches, 4),
                              ("--seq-len", args.seq_len, 2)):
         if value is not None and value < low:
@@ -160,14 +160,18 @@ def run(args: argparse.Namespace) -> int:
     check_distinct_models("--model", config.models)
     with naming("--series"):  # a malformed or damaged series, or one given twice, fails before any slow work
         check_distinct_series("--series", config.series)
+        seq_len = DynamicsConfig().seq_len  # the report measures every series with dynamics' default |X|
         for spec in config.series:
-            too_long = longest_block(checked_series(spec), DynamicsConfig().seq_len)
-            if too_long is not None:  # the report measures every series with dynamics' default |X|
-                seq_len = DynamicsConfig().seq_len
+            series = checked_series(spec)
+            if series.kind == "folder":
+                check_outside("--out", Path(args.out), "--series", series.source, suffix="report")
+            too_long = longest_block(series, seq_len)
+            if too_long is not None:
                 raise ConfigError(f"--series {spec}: the report measures a series on [BOS] X X with |X| = {seq_len} "
                                   f"({2 * seq_len} positions), more than its models' context of {too_long[0]}; "
                                   f"measure it with mechprobe dynamics --model {spec} --seq-len {too_long[1]} --out "
                                   f"DIR instead, or train it with --set seq_len={2 * seq_len} or more.")
+    check_output_folder("--out", args.out, earlier_output=_is_report_folder, make_parents=False)
     path = run_report(config, args.out, progress=not args.no_progress)
     print(f"report written: {path} (also report.md and summary.json in {path.parent})")
     return 0

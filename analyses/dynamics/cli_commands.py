@@ -9,6 +9,7 @@ from typing import Any
 from analyses.cli_checks import (
     check_compared_folders,
     check_output_folder,
+    check_outside,
     count_arg,
     int_arg,
     naming,
@@ -105,6 +106,8 @@ def run_dynamics_command(args: argparse.Namespace) -> int:
         with naming("--refine"):
             check_refinable(Path(args.model))
     out = check_output_folder("--out", args.out, earlier_output=lambda folder: (folder / STORE).is_dir())
+    if series.kind == "folder":
+        check_outside("--out", out, "--model", series.source, suffix="dynamics")
     check_compared_folders("--compare", args.compare, out=out, model=args.model)
     others = {folder: compared_series(folder, args.model) for folder in args.compare}  # checked before measuring
     dtype = torch_dtype(args.dtype or "float32")

@@ -274,3 +274,20 @@ def test_a_sample_of_damaged_toy_series_is_refused_naming_the_file(toy_series, t
 @pytest.mark.slow
 def test_every_damaged_toy_series_file_is_refused_naming_the_file(toy_series, tmp_path):
     toy_series_checks(toy_series, tmp_path, every=True)
+
+
+@pytest.mark.parametrize("command", [["dynamics", "--model", "@lm", *DYNAMICS], ["report", "--no-toys", "--series",
+                                                                                  "@lm"]])
+@pytest.mark.parametrize("inside", ["dyn", "a/b", "."])
+def test_an_out_inside_the_series_it_reads_is_refused(made, command, inside):
+    """The measurement is kept apart from the train-lm run it reads (which train-lm resumes and --refine rewrites):
+    an ``--out`` in the series folder, or the folder itself, is refused before any work, nothing written."""
+    before = snapshot(made["lm"])
+    out = made["lm"] / inside
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("analyses.dynamics.run.measure_series", _measure)
+        patch.setattr("analyses.report.build.run_report", _measure)
+        code, _, stderr = run([str(made["lm"]) if a == "@lm" else a for a in command] + ["--out", str(out)])
+    assert code == 2 and len(stderr.strip().splitlines()) == 1, stderr
+    assert "lies inside" in stderr or "holds other files" in stderr, stderr
+    assert snapshot(made["lm"]) == before
