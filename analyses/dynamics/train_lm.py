@@ -74,10 +74,13 @@ class TrainLmConfig:
         validation.positive("lr", self.lr)
         validation.at_least("weight_decay", self.weight_decay, 0.0)
         if self.d_model % self.n_heads:
-            raise ConfigError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads}).")
+            raise ConfigError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads}); set d_model "
+                              f"to {self.n_heads * max(1, self.d_model // self.n_heads)} or another multiple of "
+                              f"{self.n_heads}.")
         if self.span > self.seq_len // 2:
             raise ConfigError(f"span ({self.span}) must fit in the first half of a row (seq_len // 2 = "
-                              f"{self.seq_len // 2}).")
+                              f"{self.seq_len // 2}); set span to {self.seq_len // 2} or less, or seq_len to "
+                              f"{2 * self.span} or more.")
 
     def check_checkpoint_count(self) -> None:
         """``n_checkpoints`` distinct log-spaced steps fit in ``n_steps`` (refused, not saved at fewer steps than

@@ -195,3 +195,20 @@ def test_a_corpus_shorter_than_one_row_is_refused_before_anything_is_written(tmp
     err = capsys.readouterr().err
     assert "fewer than one row of 128" in err and err.count("\n") == 1
     assert not out.exists()
+
+
+@pytest.mark.parametrize(("given", "fixes"), [
+    ({"span": 24, "seq_len": 32}, [{"span": 16, "seq_len": 32}, {"span": 24, "seq_len": 48}]),
+    ({"span": 9, "seq_len": 17}, [{"span": 8, "seq_len": 17}, {"span": 9, "seq_len": 18}]),
+    ({"d_model": 30, "n_heads": 4}, [{"d_model": 28, "n_heads": 4}]),
+    ({"d_model": 2, "n_heads": 4}, [{"d_model": 4, "n_heads": 4}]),
+])
+def test_settings_that_do_not_fit_each_other_are_refused_with_a_fix_that_works(given, fixes):
+    """Each refusal names the settings and the values that would fit; those values are accepted."""
+    with pytest.raises(ConfigError) as refused:
+        TrainLmConfig(**given)
+    message = str(refused.value)
+    for fix in fixes:
+        changed = {key: value for key, value in fix.items() if given[key] != value}
+        assert all(f"{key} to {value}" in message for key, value in changed.items()), message
+        TrainLmConfig(**fix)
