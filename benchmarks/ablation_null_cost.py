@@ -207,9 +207,13 @@ def main() -> None:
     if args.role == "ablation":
         print(json.dumps(ablation(args)))
         return
-    suite = _child(args, "suite", [])
-    heads = heads if heads is not None else suite["top_induction"]
-    run = _child(args, "ablation", ["--heads-json", json.dumps(heads)])
+    if heads is None:  # the suite's process picks them
+        suite = _child(args, "suite", [])
+        heads = suite["top_induction"]
+        run = _child(args, "ablation", ["--heads-json", json.dumps(heads)])
+    else:  # named heads are checked against the model (in range, a null possible) before the suite's process runs
+        run = _child(args, "ablation", ["--heads-json", json.dumps(heads)])
+        suite = _child(args, "suite", [])
     ratio = run["null"] / run["bare"]
     print(f"{args.model} on {args.device} ({args.threads} threads), {args.batches} batches x {args.batch_size} rows x "
           f"{run['tokens']} tokens, heads {[tuple(h) for h in heads]}, method {args.method}, {args.draws} draws, "
