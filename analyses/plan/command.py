@@ -16,9 +16,10 @@ from typing import Any
 from analyses.cli_checks import check_output_file, count_arg, first_repeated, naming, text_arg
 from analyses.cli_command import Command
 from analyses.plan.estimate import GPUS, Estimate, estimate
-from analyses.plan.routes import ROUTES, RouteLedger, run
+from analyses.plan.routes import ROUTES, RouteLedger, run, why_not
 from analyses.plan.shapes import SHAPES
 from probes.core.errors import ConfigError
+from probes.core.model_info import ModelInfo
 
 MAX_TOKENS = 1 << 20
 DEFAULT_ROUTES = ("bare", "bridge", "suite", "null")
@@ -32,8 +33,9 @@ def add_arguments(plan: argparse.ArgumentParser) -> None:
                       help=f"tokens per sequence (2 .. {MAX_TOKENS:,})")
     plan.add_argument("--gpu", choices=sorted(GPUS), action="append",
                       help="the GPU to answer for (repeatable; default: both)")
-    plan.add_argument("--routes", default=",".join(DEFAULT_ROUTES), metavar="R,...",
-                      help=f"comma-separated routes among {', '.join(ROUTES)} (default {','.join(DEFAULT_ROUTES)})")
+    plan.add_argument("--routes", metavar="R,...",
+                      help=f"comma-separated routes among {', '.join(ROUTES)} (default {','.join(DEFAULT_ROUTES)}, "
+                      f"less those the model's shape has no heads for)")
     plan.add_argument("--batch", type=count_arg(1), default=1, metavar="B", help="sequences per batch (default 1)")
     plan.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default="bfloat16",
                       help="weights and activations (default bfloat16)")
@@ -60,7 +62,18 @@ def check_plan_args(args: argparse.Namespace) -> tuple[str, ...]:
         raise ConfigError(f"--batch x --tokens must be at most {MAX_TOKENS * 64:,}; got {args.batch * args.tokens:,}.")
     if args.json is not None:
         check_output_file("--json", args.json)
-    return parse_routes(args.routes)
+    return DEFAULT_ROUTES if args.routes is None else parse_routes(args.routes)
+
+
+def runnable_routes(routes: tuple[str, ...], info: Any, *, named: bool) -> tuple[tuple[str, ...], dict[str, str]]:
+    """``routes`` less those the shape cannot run (:func:`~analyses.plan.routes.why_not`), and why each was left
+    out; a route named in ``--routes`` (``named``) that cannot run is refused before any route runs."""
+    left_out = {route: why for route in routes if (why := why_not(route, info)) is not None}
+    if named and left_out:
+        route, why = next(iter(left_out.items()))
+        raise ConfigError(f"--routes {route}: the {route} route cannot run at this model's shape ({why}); leave "
+                          f"{route} out of --routes.")
+    return tuple(route for route in routes if route not in left_out), left_out
 
 
 def _gib(nbytes: float) -> str:
@@ -112,7 +125,10 @@ def run_plan_command(args: argparse.Namespace) -> int:
         name, _ = shape_config(args.model)
     gpus = [GPUS[g] for g in dict.fromkeys(args.gpu or sorted(GPUS))]
     models = meta_models(args.model, n_pos=args.tokens, dtype=getattr(torch, args.dtype))
+    routes, left_out = runnable_routes(routes, ModelInfo.of(models.bridge), named=args.routes is not None)
     print(f"{name}, {args.batch} x {args.tokens:,} tokens, {args.dtype}; weights {_gib(models.weight_bytes())} GiB")
+    for route, why in left_out.items():
+        print(f"{route}: left out ({why})")
     header = f"{'route':<13} {'peak GiB':>9} {'TFLOP':>8} {'calls/layer':>11} " + " ".join(
         f"{g.name + ' (' + _gib(g.memory_bytes) + ' GiB)':>20}" for g in gpus)
     print(header)

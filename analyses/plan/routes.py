@@ -148,16 +148,22 @@ def null_length(n_pos: int) -> int:
     return 2 * ((n_pos - 1) // 2) + 1
 
 
+def null_plan(info: Any, n_draws: int = NULL_DRAWS) -> Any:
+    """The ``null`` route's :class:`~probes.causal.AblationPlan` (its heads: :func:`null_heads`)."""
+    from probes.causal import AblationPlan
+
+    return AblationPlan.build(info, null_heads(info.n_layers, info.n_heads), method="mean", n_draws=n_draws, seed=0)
+
+
 def _null(models: MetaModels, tokens: torch.Tensor, n_draws: int = NULL_DRAWS) -> None:
     import probes
-    from probes.causal import AblationPlan, ablation_sums, head_output_means, repeated_half
+    from probes.causal import ablation_sums, head_output_means, repeated_half
 
     info = probes.ModelInfo.of(models.bridge)
     seq_len = (tokens.shape[1] - 1) // 2
     batch = probes.repeated_random_tokens(info, seq_len=seq_len, n_sequences=tokens.shape[0],
                                           generator=torch.Generator().manual_seed(0))
-    heads = null_heads(info.n_layers, info.n_heads)
-    plan = AblationPlan.build(info, heads, method="mean", n_draws=n_draws, seed=0)
+    plan = null_plan(info, n_draws)
     means = head_output_means(models.bridge, plan.layers, [batch])
     ablation_sums(models.bridge, plan, [batch], {"repeated_half": repeated_half(seq_len)}, means=means)
 
@@ -170,17 +176,45 @@ def edge_heads(n_layers: int, n_heads: int) -> tuple[tuple[int, int], tuple[int,
     return (sender, 0), (receiver, min(6, n_heads - 1))
 
 
+def edge_plan(info: Any) -> Any:
+    """The ``edge`` route's :class:`~probes.causal.EdgePlan` (its heads: :func:`edge_heads`)."""
+    from probes.causal import EdgePlan
+
+    sender, receiver = edge_heads(info.n_layers, info.n_heads)
+    return EdgePlan.build(info, sender, receiver, input="k", method="mean", n_draws=EDGE_DRAWS, seed=0,
+                          null_loss=False)
+
+
+NO_NULL = {"null": "no random head set matched layer by layer differs from the ablated heads, so the null would "
+                   "equal the ablation",
+           "edge": "no edge from one layer to a later one shares no head with the measured edge, so its null has "
+                   "nothing to draw"}
+"""Why a route's plan is refused at a shape (one head per layer; one layer, or too few for an edge's null)."""
+
+
+def why_not(route: str, info: Any) -> str | None:
+    """Why ``route`` cannot run at the shape ``info`` describes (its heads' plan is refused), or None. Builds the
+    plan only: no forward pass."""
+    from probes.core.errors import MechprobeError
+
+    plans: dict[str, Callable[[Any], Any]] = {"null": null_plan, "edge": edge_plan}
+    try:
+        if route in plans:
+            plans[route](info)
+    except MechprobeError:
+        return f"{info.n_layers} layer(s) of {info.n_heads} head(s): {NO_NULL[route]}"
+    return None
+
+
 def _edge(models: MetaModels, tokens: torch.Tensor) -> None:
     import probes
-    from probes.causal import EdgePlan, edge_sums, head_output_means, repeated_half
+    from probes.causal import edge_sums, head_output_means, repeated_half
 
     info = probes.ModelInfo.of(models.bridge)
     seq_len = (tokens.shape[1] - 1) // 2
     batch = probes.repeated_random_tokens(info, seq_len=seq_len, n_sequences=tokens.shape[0],
                                           generator=torch.Generator().manual_seed(0))
-    sender, receiver = edge_heads(info.n_layers, info.n_heads)
-    plan = EdgePlan.build(info, sender, receiver, input="k", method="mean", n_draws=EDGE_DRAWS, seed=0,
-                          null_loss=False)
+    plan = edge_plan(info)
     means = head_output_means(models.bridge, plan.sender_layers, [batch])
     edge_sums(models.bridge, plan, [batch], repeated_half(seq_len), means=means)
 
