@@ -58,6 +58,48 @@ def steps_fit(n_steps: int, n_checkpoints: int) -> bool:
     return n_checkpoints <= n_steps and len(checkpoint_steps(n_steps, n_checkpoints)) == n_checkpoints
 
 
+def most_checkpoints(n_steps: int, below: int) -> int | None:
+    """The most checkpoints, fewer than ``below``, whose log-spaced steps are distinct in ``n_steps`` (None: not
+    even 2). A binary search: :func:`steps_fit` holds up to a count and not beyond it."""
+    low, high = 2, min(below - 1, n_steps)
+    if high < low or not steps_fit(n_steps, low):
+        return None
+    while low < high:
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if steps_fit(n_steps, middle) else (low, middle - 1)
+    return low
+
+
+def fewest_steps(n_checkpoints: int) -> int:
+    """The fewest training steps in which ``n_checkpoints`` log-spaced steps are distinct (a binary search between
+    ``n_checkpoints`` and the first power-of-two multiple of it that fits)."""
+    low, high = n_checkpoints, n_checkpoints
+    while not steps_fit(high, n_checkpoints):
+        low, high = high + 1, 2 * high
+    while low < high:
+        middle = (low + high) // 2
+        low, high = (low, middle) if steps_fit(middle, n_checkpoints) else (middle + 1, high)
+    return low
+
+
+MAX_CHECKPOINTS = 10_000
+"""The most checkpoints a series saves (each is a saved model)."""
+
+
+def checkpoints_refusal(count_name: str, n_checkpoints: int, steps_name: str, n_steps: int) -> str | None:
+    """Why ``n_checkpoints`` log-spaced checkpoints cannot be saved in ``n_steps`` steps, with the counts that
+    would fit (None: they can). ``count_name`` and ``steps_name`` are the settings as the user gives them."""
+    if n_checkpoints > MAX_CHECKPOINTS:
+        return (f"{count_name} ({n_checkpoints}) is more than {MAX_CHECKPOINTS:,} checkpoints (each a saved model); "
+                f"set {count_name} to {MAX_CHECKPOINTS:,} or fewer.")
+    if steps_fit(n_steps, n_checkpoints):
+        return None
+    most = most_checkpoints(n_steps, n_checkpoints)
+    fewer = f"set {count_name} to {most} or fewer, or " if most is not None else ""
+    return (f"{count_name} ({n_checkpoints}) is more than the distinct log-spaced steps of {steps_name} {n_steps} "
+            f"give; {fewer}set {steps_name} to {fewest_steps(n_checkpoints)} or more.")
+
+
 def start_over(out: Path) -> str:
     """How to train the ``train-lm`` run in ``out`` again from step 0 with the command that wrote it, keeping its
     settings (``train-lm.json``) and vocabulary."""

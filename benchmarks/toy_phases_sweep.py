@@ -64,7 +64,7 @@ from analyses.experiments import toy_experiment  # noqa: E402
 from analyses.induction.edge import toy_batches  # noqa: E402
 from analyses.induction.findings import build_model  # noqa: E402
 from analyses.induction.reading import POSITIONS, ClassifierReading, classifier_reading  # noqa: E402
-from analyses.series_writer import INDUCTION_TOY_MEASURE, steps_fit, write_manifest  # noqa: E402
+from analyses.series_writer import INDUCTION_TOY_MEASURE, most_checkpoints, steps_fit, write_manifest  # noqa: E402
 from analyses.toy_findings import ToyFinding  # noqa: E402
 from analyses.toy_model_loader import load_any_model  # noqa: E402
 from analyses.toy_model_store import save_standard_model  # noqa: E402
@@ -94,7 +94,7 @@ def check_checkpoints(count: int) -> None:
     refused, after the sweep's folder was made); checked before any work."""
     n_steps = toy_experiment("induction").PRESETS["standard"].standard_train.n_steps
     if not steps_fit(n_steps, count):
-        most = max(c for c in range(2, n_steps + 2) if steps_fit(n_steps, c))
+        most = most_checkpoints(n_steps, count)
         raise ConfigError(f"--checkpoints {count}: the standard induction toy trains {n_steps} steps, which give "
                           f"at most {most} distinct log-spaced checkpoints; give --checkpoints {most} or fewer.")
 

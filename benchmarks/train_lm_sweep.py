@@ -18,7 +18,6 @@ training uses ``--threads`` torch threads; the runs are sequential.
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import subprocess
@@ -40,7 +39,7 @@ from analyses.cli_checks import (  # noqa: E402
     seed_arg,
 )
 from analyses.dynamics.train_lm import TrainLmConfig  # noqa: E402
-from analyses.series_writer import steps_fit  # noqa: E402
+from analyses.series_writer import fewest_steps, steps_fit  # noqa: E402
 from analyses.toy_findings import ToyFinding  # noqa: E402
 from mechprobe import records  # noqa: E402
 from probes.core.errors import ConfigError  # noqa: E402
@@ -64,9 +63,9 @@ def check_steps(steps: int | None) -> None:
     the sweep's folders were made); checked before any work."""
     n_checkpoints = TrainLmConfig().n_checkpoints
     if steps is not None and not steps_fit(steps, n_checkpoints):
-        fewest = next(n for n in itertools.count(n_checkpoints) if steps_fit(n, n_checkpoints))
         raise ConfigError(f"--steps {steps}: train-lm saves {n_checkpoints} checkpoints at distinct log-spaced "
-                          f"steps, which {steps} steps do not give; give --steps {fewest} or more.")
+                          f"steps, which {steps} steps do not give; give --steps {fewest_steps(n_checkpoints)} or "
+                          f"more.")
 
 
 def _event(events: dict[str, Any], curve: str) -> str:

@@ -30,7 +30,13 @@ import torch
 
 from analyses.dynamics.lm_run_folder import check_rerun, mark_run
 from analyses.lm_data import VOCAB_FILE, LmData
-from analyses.series_writer import CHECKPOINT_FOLDER, STATES_FOLDER, checkpoint_steps, steps_fit, write_manifest
+from analyses.series_writer import (
+    CHECKPOINT_FOLDER,
+    STATES_FOLDER,
+    checkpoint_steps,
+    checkpoints_refusal,
+    write_manifest,
+)
 from analyses.toy_model_store import save_standard_model
 from mechprobe import records, validation
 from probes.core.atomic import atomic_write_text
@@ -85,9 +91,9 @@ class TrainLmConfig:
     def check_checkpoint_count(self) -> None:
         """``n_checkpoints`` distinct log-spaced steps fit in ``n_steps`` (refused, not saved at fewer steps than
         asked); checked once every setting is given, since either may be set after the other."""
-        if not steps_fit(self.n_steps, self.n_checkpoints):
-            raise ConfigError(f"n_checkpoints ({self.n_checkpoints}) is more than the distinct log-spaced steps of "
-                              f"n_steps {self.n_steps} give; lower n_checkpoints or train for more steps.")
+        refusal = checkpoints_refusal("n_checkpoints", self.n_checkpoints, "n_steps", self.n_steps)
+        if refusal is not None:
+            raise ConfigError(refusal)
 
     def model_config(self, d_vocab: int) -> StandardModelConfig:
         return StandardModelConfig(n_layers=self.n_layers, d_model=self.d_model, n_heads=self.n_heads,

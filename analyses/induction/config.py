@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from analyses.config_overrides import config_from_dict, config_sections
-from analyses.series_writer import steps_fit
+from analyses.series_writer import checkpoints_refusal
 from mechprobe.validation import integers, one_of
 from probes.core.loading import check_device
 from toymodels.errors import ToyConfigError
@@ -117,10 +117,10 @@ class InductionExperimentConfig:
         if self.series_checkpoints == 1:
             raise ToyConfigError("series_checkpoints must be 0 (no series) or >= 2 (step 0 and the last step at "
                                  "least); got 1.")
-        if self.series_checkpoints and not steps_fit(self.standard_train.n_steps, self.series_checkpoints):
-            raise ToyConfigError(f"series_checkpoints ({self.series_checkpoints}) is more than the distinct "
-                                 f"log-spaced steps of standard_train.n_steps {self.standard_train.n_steps} give; "
-                                 f"lower series_checkpoints or train for more steps.")
+        refusal = None if not self.series_checkpoints else checkpoints_refusal(
+            "series_checkpoints", self.series_checkpoints, "standard_train.n_steps", self.standard_train.n_steps)
+        if refusal is not None:
+            raise ToyConfigError(refusal)
         for length in self.eval_seq_lens:
             dataclasses.replace(self.data, seq_len=length)  # validates each evaluation setting
         for alpha in self.eval_alphas:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import re
 
 import pytest
 import torch
@@ -14,6 +15,7 @@ from analyses.cli import main
 from analyses.dynamics.train_lm import TrainLmConfig, checkpoint_steps, train_lm
 from analyses.experiments import toy_experiment
 from analyses.lm_data import LmData
+from analyses.series_writer import MAX_CHECKPOINTS, fewest_steps, most_checkpoints, steps_fit
 from analyses.toy_model_loader import load_any_model
 from probes import ConfigError
 from probes.core.checkpoint_series import checkpoint_series
@@ -212,3 +214,31 @@ def test_settings_that_do_not_fit_each_other_are_refused_with_a_fix_that_works(g
         changed = {key: value for key, value in fix.items() if given[key] != value}
         assert all(f"{key} to {value}" in message for key, value in changed.items()), message
         TrainLmConfig(**fix)
+
+
+@pytest.mark.parametrize("n_steps", [1, 2, 3, 6, 11, 12, 40, 97, 2500])
+def test_the_most_checkpoints_and_the_fewest_steps_are_the_bounds_steps_fit_scans_for(n_steps):
+    """The binary searches of analyses.series_writer against a scan of steps_fit."""
+    for below in (2, 3, 5, 17, n_steps + 5):
+        scanned = [c for c in range(2, min(below, n_steps + 1)) if steps_fit(n_steps, c)]
+        assert most_checkpoints(n_steps, below) == (max(scanned) if scanned else None)
+    for count in (2, 3, 5, 16, 40):
+        assert fewest_steps(count) == next(n for n in itertools.count(1) if steps_fit(n, count))
+
+
+@pytest.mark.parametrize(("n_steps", "count"), [(6, 4), (20, 16), (12, 10**18), (10**12, 10**11), (1, 2)])
+def test_too_many_checkpoints_are_refused_with_counts_that_fit(n_steps, count):
+    """The refusal names the count and steps that fit, each accepted; a count beyond MAX_CHECKPOINTS is refused
+    before any step is computed (10**11 checkpoints in 10**12 steps tried to allocate 800 GB)."""
+    with pytest.raises(ConfigError) as refused:
+        TrainLmConfig(n_steps=n_steps, n_checkpoints=count).check_checkpoint_count()
+    message = str(refused.value)
+    if count > MAX_CHECKPOINTS:
+        assert f"set n_checkpoints to {MAX_CHECKPOINTS:,} or fewer" in message, message
+        return
+    fewer = re.search(r"set n_checkpoints to (\d+) or fewer", message)
+    more = re.search(r"set n_steps to (\d+) or more", message)
+    assert more is not None and (fewer is not None or n_steps < 2), message
+    TrainLmConfig(n_steps=int(more.group(1)), n_checkpoints=count).check_checkpoint_count()
+    if fewer is not None:
+        TrainLmConfig(n_steps=n_steps, n_checkpoints=int(fewer.group(1))).check_checkpoint_count()
