@@ -167,10 +167,11 @@ def run(args: argparse.Namespace) -> int:
                 check_outside("--out", Path(args.out), "--series", series.source, suffix="report")
             too_long = longest_block(series, seq_len)
             if too_long is not None:
-                raise ConfigError(f"--series {spec}: the report measures a series on [BOS] X X with |X| = {seq_len} "
-                                  f"({2 * seq_len} positions), more than its models' context of {too_long[0]}; "
-                                  f"measure it with mechprobe dynamics --model {spec} --seq-len {too_long[1]} --out "
-                                  f"DIR instead, or train it with --set seq_len={2 * seq_len} or more.")
+                retrain = f", or train it with --set seq_len={2 * seq_len} or more" if series.kind == "folder" else ""
+                raise ConfigError(f"--series {spec}: the report measures a series on [BOS] X X with |X| = {seq_len}, "
+                                  f"more positions than its models' context of {too_long[0]}; measure it with "
+                                  f"mechprobe dynamics --model {spec} --seq-len {too_long[1]} --out DIR "
+                                  f"instead{retrain}.")
     check_output_folder("--out", args.out, earlier_output=_is_report_folder, make_parents=False)
     path = run_report(config, args.out, progress=not args.no_progress)
     print(f"report written: {path} (also report.md and summary.json in {path.parent})")

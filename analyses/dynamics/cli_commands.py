@@ -95,9 +95,9 @@ def run_dynamics_command(args: argparse.Namespace) -> int:
         raise ConfigError("--refine-width and --refine-rounds set how --refine refines; add --refine, or drop them.")
     too_long = longest_block(series, config.seq_len)
     if too_long is not None:
-        raise ConfigError(f"--seq-len {config.seq_len}: the repeated block X X needs {2 * config.seq_len} positions, "
-                          f"more than the context of {too_long[0]} of the models of {args.model}; give --seq-len "
-                          f"{too_long[1]} or less.")
+        raise ConfigError(f"--seq-len {config.seq_len}: the repeated block X X needs more positions than the "
+                          f"context of {too_long[0]} of the models of {args.model}; give --seq-len {too_long[1]} or "
+                          f"less.")
     if args.refine:
         from pathlib import Path
 

@@ -39,6 +39,7 @@ from probes.core.checkpoint_series import (
     CheckpointSeries,
     check_revisions,
     checkpoint_series,
+    revision_of,
     same_spec,
 )
 from probes.core.errors import InputError
@@ -196,12 +197,35 @@ def checked_series(spec: Any) -> CheckpointSeries:
     return series
 
 
+def known_context(series: CheckpointSeries) -> tuple[int, bool] | None:
+    """``(context, prepends a BOS)`` of the models of ``series`` where known without loading one: a train-lm step's
+    ``model.json`` (no BOS), a hub revision's config (resolved already by :func:`check_revisions`: read from the
+    cache; a BOS where it names one). None otherwise (the context is then checked where the first checkpoint
+    loads)."""
+    first = series.checkpoints[0].spec
+    if series.kind == "revisions":
+        from transformers import AutoConfig
+
+        found = revision_of(first)
+        if found is None:
+            return None
+        config = AutoConfig.from_pretrained(found[0], revision=found[1])
+        context = next((value for key in ("max_position_embeddings", "n_positions", "n_ctx")
+                        if isinstance(value := getattr(config, key, None), int)), None)
+        return None if context is None else (context, getattr(config, "bos_token_id", None) is not None)
+    context = train_lm_context(first) if toy_settings(series) is None else None
+    return None if context is None else (context, False)
+
+
 def longest_block(series: CheckpointSeries, seq_len: int) -> tuple[int, int] | None:
-    """For a series of train-lm steps whose context cannot take the ``[BOS] X X`` block of ``seq_len`` (2 x seq_len
-    positions: they have no BOS), (their context, the longest seq_len it takes); None when it fits or is not known
-    before loading a model (hub revisions: checked where the first checkpoint loads). No model is loaded."""
-    context = train_lm_context(series.checkpoints[0].spec) if toy_settings(series) is None else None
-    return None if context is None or 2 * seq_len <= context else (context, context // 2)
+    """For a series whose context (:func:`known_context`) cannot take the ``[BOS] X X`` block of ``seq_len``,
+    (their context, the longest seq_len it takes); None when it fits or is not known before loading a model. No
+    model is loaded."""
+    known = known_context(series)
+    if known is None:
+        return None
+    context, bos = known
+    return None if 2 * seq_len + bos <= context else (context, (context - bos) // 2)
 
 
 def run_dynamics(series_spec: Any, out: str | Path, config: DynamicsConfig | None = None, *,

@@ -177,3 +177,21 @@ def test_with_a_corpus_the_early_minus_late_text_loss_is_a_curve_too(hub, tmp_pa
     assert len(summary.curves["context_loss_gain"]) == 2
     event = summary.events.events["context_loss_gain"]
     assert abs(event.change.end) < 0.5 and not event.holds  # random weights: early and late text alike
+
+
+def test_a_block_longer_than_a_hub_series_context_is_refused_before_any_checkpoint_loads(hub, tmp_path, monkeypatch,
+                                                                                        capsys):
+    """The stand-in revisions have a context of 128 positions: [BOS] X X with |X| = 64 needs 129. It is refused
+    from the revisions' configs, which resolving them reads, before a checkpoint loads (it was refused at the first
+    checkpoint's load, advising 'Use seq_len <= 63', not the flag)."""
+    use_stand_in_hub(monkeypatch, hub)
+
+    def load(*args, **kwargs):
+        raise AssertionError("a checkpoint was loaded")
+
+    monkeypatch.setattr("analyses.dynamics.run.load_any_model", load)
+    code = main(["dynamics", "--model", SERIES, "--seq-len", "64", "--out", str(tmp_path / "out"), "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    assert "--seq-len 64" in err and "context of 128" in err and "give --seq-len 63 or less" in err, err
+    assert not (tmp_path / "out").exists()

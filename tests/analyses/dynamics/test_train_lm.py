@@ -136,12 +136,12 @@ def test_a_block_longer_than_the_series_context_is_refused_before_any_checkpoint
     monkeypatch.setattr(analyses.dynamics.run, "load_any_model", lambda *a, **k: pytest.fail("a checkpoint loaded"))
     monkeypatch.setattr(analyses.report.build, "run_report", lambda *a, **k: pytest.fail("the report ran"))
     for argv, words in (
-            (["dynamics", "--model", str(lm), "--seq-len", "9"], "--seq-len 9: the repeated block X X needs 18 "
-             "positions, more than the context of 16 of the models of"),
+            (["dynamics", "--model", str(lm), "--seq-len", "9"], "--seq-len 9: the repeated block X X needs more "
+             "positions than the context of 16 of the models of"),
             (["dynamics", "--model", str(lm)], "give --seq-len 8 or less"),
             (["report", "--no-toys", "--fast", "--series", str(lm)], f"--series {lm}: the report measures a series "
-             f"on [BOS] X X with |X| = 40 (80 positions), more than its models' context of 16; measure it with "
-             f"mechprobe dynamics --model {lm} --seq-len 8")):
+             f"on [BOS] X X with |X| = 40, more positions than its models' context of 16; measure it with "
+             f"mechprobe dynamics --model {lm} --seq-len 8 --out DIR instead, or train it with --set seq_len=80")):
         assert main([*argv, "--out", str(tmp_path / "out"), "--no-progress"]) == 2
         err = capsys.readouterr().err
         assert words in err and len(err.strip().splitlines()) == 1, err
