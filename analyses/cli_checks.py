@@ -147,7 +147,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 def script_main(main: F) -> F:
     """A benchmark script's ``main``: a mechprobe error, an OSError or a step that failed in a child process
     (``subprocess.CalledProcessError``) is one ``PROG: error: ...`` line on stderr and exit 2 (the checks of its
-    flags come first; this is what a late failure prints)."""
+    flags come first; this is what a late failure prints); Ctrl-C is one ``PROG: interrupted`` line and exit 130."""
 
     @functools.wraps(main)
     def run(*args: Any, **kwargs: Any) -> Any:
@@ -159,6 +159,9 @@ def script_main(main: F) -> F:
         except subprocess.CalledProcessError as error:  # a step run as a child process
             print(f"{Path(sys.argv[0]).name}: error: {_child_failure(error)}", file=sys.stderr)
             raise SystemExit(2) from None
+        except KeyboardInterrupt:  # Ctrl-C: one line and exit 130, as mechprobe's (a child process gets it too)
+            print(f"{Path(sys.argv[0]).name}: interrupted", file=sys.stderr)
+            raise SystemExit(130) from None
 
     return run  # type: ignore[return-value]
 
