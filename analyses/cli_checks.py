@@ -67,18 +67,30 @@ def seed_arg(text: str) -> int:
         raise argparse.ArgumentTypeError(str(error).rstrip(".")) from None
 
 
-def count_arg(minimum: int = 1) -> Callable[[str], int]:
-    """argparse type of an integer flag of at least ``minimum`` (a count, a size, a number of threads)."""
+def count_arg(minimum: int = 1, maximum: int | None = None) -> Callable[[str], int]:
+    """argparse type of an integer flag of at least ``minimum`` (a count, a size), at most ``maximum``."""
 
     def count(text: str) -> int:
         value = int_arg(text)
         try:
-            return validation.integer("value", value, minimum)
+            validation.integer("value", value, minimum)
         except ConfigError:
             raise argparse.ArgumentTypeError(f"{text} is below {minimum}; give an integer >= {minimum}") from None
+        if maximum is not None and value > maximum:
+            raise argparse.ArgumentTypeError(f"{text} is above {maximum}; give an integer from {minimum} to "
+                                              f"{maximum}")
+        return value
 
     count.__name__ = "int"  # what argparse names in "invalid int value: ..."
     return count
+
+
+MAX_THREADS = 1024  # torch.set_num_threads overflows past 2**31 - 1; far more threads than cores only contend
+
+
+def threads_arg(minimum: int = 1) -> Callable[[str], int]:
+    """argparse type of every ``--threads``: ``minimum`` (0: torch's default) to :data:`MAX_THREADS`."""
+    return count_arg(minimum, MAX_THREADS)
 
 
 def number_arg(minimum: float = 0.0, *, positive: bool = False, maximum: float | None = None

@@ -42,6 +42,7 @@ from analyses.cli_checks import (
     device_arg,
     first_repeated,
     script_main,
+    threads_arg,
 )
 from probes.causal import AblationPlan, ablation_sums, head_output_means, repeated_half
 from probes.causal.pass_size import PASS_BYTES
@@ -185,7 +186,7 @@ def main() -> None:
                         help="activations one grouped pass may hold (probes.causal.pass_size)")
     parser.add_argument("--no-shortcuts", action="store_true", help="every pass through the whole model, full logits")
     parser.add_argument("--device", type=device_arg, default="cpu")
-    parser.add_argument("--threads", type=count_arg(1), default=1)
+    parser.add_argument("--threads", type=threads_arg(1), default=1)
     parser.add_argument("--count", action="store_true",
                         help="also count FLOPs and aten operator calls of the null and the bare forwards")
     parser.add_argument("--json", help="also write both processes' measurements to this file")

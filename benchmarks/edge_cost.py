@@ -29,7 +29,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 import probes
 from analyses.ablate import parse_heads
-from analyses.cli_checks import ScriptParser, check_model_spec, check_output_file, count_arg, script_main
+from analyses.cli_checks import ScriptParser, check_model_spec, check_output_file, count_arg, script_main, threads_arg
 from analyses.pretrained.circuit_edge import CircuitConfig, circuit_heads, circuit_protocol, measure_circuit
 from probes.causal import EFFECTS, edge_effect, repeated_half
 from probes.core.errors import ConfigError
@@ -70,7 +70,7 @@ def main() -> None:
     parser.add_argument("--sequences", type=count_arg(2), default=CircuitConfig.sequences)
     parser.add_argument("--seq-len", type=count_arg(4), default=CircuitConfig.seq_len)
     parser.add_argument("--seed", type=count_arg(0), default=0)
-    parser.add_argument("--threads", type=count_arg(1), default=1)
+    parser.add_argument("--threads", type=threads_arg(1), default=1)
     parser.add_argument("--no-both", action="store_true", help="skip (4), the null of both effects")
     parser.add_argument("--out", dest="json", metavar="FILE.json", help="also write the measurements to this file")
     args = parser.parse_args()

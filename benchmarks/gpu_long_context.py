@@ -40,7 +40,15 @@ import sys
 import tempfile
 import time
 
-from analyses.cli_checks import ScriptParser, check_output_file, count_arg, device_arg, number_arg, script_main
+from analyses.cli_checks import (
+    ScriptParser,
+    check_output_file,
+    count_arg,
+    device_arg,
+    number_arg,
+    script_main,
+    threads_arg,
+)
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -246,7 +254,7 @@ def main() -> None:
     parser.add_argument("--layers-length", type=count_arg(1), default=2048)
     parser.add_argument("--routes", nargs="+", default=list(ROUTES), choices=ROUTES,
                         help="routes to run (default all; cache runs out of memory first at long lengths)")
-    parser.add_argument("--threads", type=count_arg(0), default=0, help="torch threads in each child (0 = default)")
+    parser.add_argument("--threads", type=threads_arg(0), default=0, help="torch threads in each child (0 = default)")
     parser.add_argument("--timeout", type=number_arg(positive=True), default=None,
                         help="seconds each measurement's process may take (default: no limit)")
     parser.add_argument("--json", help="also write every measurement to this file (rewritten after each one)")

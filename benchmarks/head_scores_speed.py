@@ -22,7 +22,7 @@ import torch
 from transformer_lens.head_detector import detect_head
 
 import probes
-from analyses.cli_checks import ScriptParser, check_model_spec, count_arg, script_main
+from analyses.cli_checks import ScriptParser, check_model_spec, count_arg, script_main, threads_arg
 
 
 def timed(fn) -> float:
@@ -41,7 +41,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=count_arg(1), default=3)
     parser.add_argument("--detect-sequences", type=count_arg(1), default=4,
                         help="sequences given to detect_head (its time is scaled to all sequences)")
-    parser.add_argument("--threads", type=count_arg(0), default=0, help="torch threads (0 = torch's default)")
+    parser.add_argument("--threads", type=threads_arg(0), default=0, help="torch threads (0 = torch's default)")
     args = parser.parse_args()
     check_model_spec("--model", args.model)
     if args.threads:

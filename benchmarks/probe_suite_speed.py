@@ -30,7 +30,7 @@ import torch
 from transformer_lens.head_detector import detect_head
 
 import probes
-from analyses.cli_checks import ScriptParser, check_model_spec, count_arg, script_main
+from analyses.cli_checks import ScriptParser, check_model_spec, count_arg, script_main, threads_arg
 from probes.text.corpora import iter_documents
 from probes.text.token_topics import token_topic_labels
 from probes.text.topics import LdaTopicConfig, assign_word_topics, fit_lda_topics
@@ -70,7 +70,7 @@ def main() -> None:
     parser.add_argument("--pair-tokens", type=count_arg(1), default=100)
     parser.add_argument("--detect-sequences", type=count_arg(1), default=1,
                         help="sequences given to detect_head (its time is scaled to all sequences)")
-    parser.add_argument("--threads", type=count_arg(0), default=0, help="torch threads (0 = torch's default)")
+    parser.add_argument("--threads", type=threads_arg(0), default=0, help="torch threads (0 = torch's default)")
     args = parser.parse_args()
     check_model_spec("--model", args.model)
     logging.getLogger("gensim").setLevel(logging.WARNING)

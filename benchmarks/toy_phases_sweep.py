@@ -56,6 +56,7 @@ from analyses.cli_checks import (  # noqa: E402
     list_arg,
     script_main,
     seed_arg,
+    threads_arg,
 )
 from analyses.dynamics.refine import REFINEMENT  # noqa: E402
 from analyses.dynamics.run import STORE, toy_settings  # noqa: E402
@@ -275,7 +276,7 @@ def main() -> None:
                         help="also the toy at initialisation (redrawn at every checkpoint of the coarse grid)")
     parser.add_argument("--reading", action="store_true",
                         help="also what the layer-2 classifier reads at its and the copier's events and at the end")
-    parser.add_argument("--threads", type=count_arg(1), default=1)
+    parser.add_argument("--threads", type=threads_arg(1), default=1)
     parser.add_argument("--out", required=True, help="the sweep's folder (new, empty, or an earlier sweep's to resume)")
     args = parser.parse_args()
     check_checkpoints(args.checkpoints)

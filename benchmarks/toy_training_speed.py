@@ -35,7 +35,7 @@ from pathlib import Path
 
 import torch
 
-from analyses.cli_checks import ScriptParser, count_arg, script_main
+from analyses.cli_checks import ScriptParser, count_arg, script_main, threads_arg
 from analyses.induction.experiment import PRESETS as INDUCTION_PRESETS
 from analyses.scansnap.config import PRESETS as SCANSNAP_PRESETS
 from analyses.topic.experiment import PRESETS as TOPIC_PRESETS
@@ -185,7 +185,7 @@ def main() -> None:
     parser.add_argument("--full-steps", type=count_arg(1), default=2, help="full-model full-batch steps per stage")
     parser.add_argument("--topic-steps", type=count_arg(1), default=50)
     parser.add_argument("--topic-batch", type=count_arg(1), default=40)
-    parser.add_argument("--threads", type=count_arg(1), default=1)
+    parser.add_argument("--threads", type=threads_arg(1), default=1)
     parser.add_argument("--repeats", type=count_arg(1), default=3,
                         help="fresh-interpreter timings of Scan and Snap (median)")
     args = parser.parse_args()

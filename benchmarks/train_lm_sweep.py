@@ -37,6 +37,7 @@ from analyses.cli_checks import (  # noqa: E402
     number_arg,
     script_main,
     seed_arg,
+    threads_arg,
 )
 from analyses.dynamics.train_lm import TrainLmConfig  # noqa: E402
 from analyses.series_writer import fewest_steps, steps_fit  # noqa: E402
@@ -93,7 +94,7 @@ def main() -> None:
                         help="repeat fractions, comma separated")
     parser.add_argument("--seeds", type=list_arg(seed_arg), default=[0], help="seeds, comma separated")
     parser.add_argument("--steps", type=count_arg(1), default=None, help="optimizer steps (default: train-lm's)")
-    parser.add_argument("--threads", type=count_arg(1), default=1)
+    parser.add_argument("--threads", type=threads_arg(1), default=1)
     parser.add_argument("--out", required=True, help="the sweep's folder (new, empty, or an earlier sweep's to resume)")
     args = parser.parse_args()
     check_steps(args.steps)

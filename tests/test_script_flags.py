@@ -1,5 +1,5 @@
 """The benchmark scripts' shared entry (``analyses.cli_checks``: ScriptParser, the typed flags, script_main):
-a Ctrl-C part way is one line and exit 130, not a traceback."""
+a Ctrl-C part way is one line and exit 130, not a traceback; --threads within what torch takes."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.analyses.cli_fuzz import benchmark_module
+from tests.analyses.cli_fuzz import benchmark_module, benchmark_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -49,3 +49,26 @@ def test_a_real_sigint_part_way_prints_no_traceback(tmp_path):
     process.send_signal(signal.SIGINT)
     _, err = process.communicate(timeout=60)
     assert process.returncode == 130 and err.strip() == "toy_phases_sweep.py: interrupted", err
+
+
+THREADED = ["ablation_null_cost.py", "edge_cost.py", "gpu_long_context.py", "head_scores_speed.py",
+            "probe_suite_speed.py", "toy_phases_sweep.py", "toy_training_speed.py", "train_lm_sweep.py"]
+
+
+@pytest.mark.parametrize("name", THREADED)
+@pytest.mark.parametrize("threads", [str(2**63 - 1), str(2**31), "1025"])
+def test_threads_past_what_torch_takes_are_a_usage_error(name, threads, capsys):
+    """torch.set_num_threads overflowed (a ValueError traceback after the model loaded) past 2**31 - 1."""
+    parser = benchmark_parser(ROOT / "benchmarks" / name)
+    with pytest.raises(SystemExit) as exited:
+        parser.parse_args(["--threads", threads])
+    err = capsys.readouterr().err.strip()
+    assert exited.value.code == 2 and len(err.splitlines()) == 1, err
+    assert f"argument --threads: {threads} is above 1024; give an integer from" in err, err
+
+
+@pytest.mark.parametrize("name", THREADED)
+def test_threads_up_to_the_bound_are_taken(name):
+    assert benchmark_parser(ROOT / "benchmarks" / name).parse_args(["--threads", "1024", "--out", "x"]
+                                                                  if name.endswith("sweep.py") else
+                                                                  ["--threads", "1024"]).threads == 1024
