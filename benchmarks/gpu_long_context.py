@@ -206,6 +206,9 @@ def _attention_kernels(run, n_layers: int) -> dict[str, float]:
     return {name: count / n_layers for name, count in sorted(counter.calls.items())}
 
 
+MAX_TIMEOUT_S = 7 * 24 * 3600.0  # a week; subprocess's wait overflows from about 24.8 days (2**31 ms) on
+
+
 def _measure(spec: dict, timeout: float | None) -> dict:
     try:
         done = subprocess.run([sys.executable, __file__, "--child", json.dumps(spec)], capture_output=True, text=True,
@@ -255,7 +258,7 @@ def main() -> None:
     parser.add_argument("--routes", nargs="+", default=list(ROUTES), choices=ROUTES,
                         help="routes to run (default all; cache runs out of memory first at long lengths)")
     parser.add_argument("--threads", type=threads_arg(0), default=0, help="torch threads in each child (0 = default)")
-    parser.add_argument("--timeout", type=number_arg(positive=True), default=None,
+    parser.add_argument("--timeout", type=number_arg(positive=True, maximum=MAX_TIMEOUT_S), default=None,
                         help="seconds each measurement's process may take (default: no limit)")
     parser.add_argument("--json", help="also write every measurement to this file (rewritten after each one)")
     parser.add_argument("--skip", nargs="*", default=[], metavar="SHAPE:TOKENS:ROUTE",

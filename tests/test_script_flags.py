@@ -1,5 +1,6 @@
 """The benchmark scripts' shared entry (``analyses.cli_checks``: ScriptParser, the typed flags, script_main):
-a Ctrl-C part way is one line and exit 130, not a traceback; --threads within what torch takes."""
+a Ctrl-C part way is one line and exit 130, not a traceback; --threads within what torch takes; a --timeout
+that a process can wait."""
 
 from __future__ import annotations
 
@@ -72,3 +73,21 @@ def test_threads_up_to_the_bound_are_taken(name):
     assert benchmark_parser(ROOT / "benchmarks" / name).parse_args(["--threads", "1024", "--out", "x"]
                                                                   if name.endswith("sweep.py") else
                                                                   ["--threads", "1024"]).threads == 1024
+
+
+@pytest.mark.parametrize("timeout", ["1e308", "1e8", "604801"])
+def test_a_timeout_subprocess_cannot_wait_is_a_usage_error(timeout, capsys):
+    """gpu_long_context.py --timeout 1e308 ran the first measurement's process, then an OverflowError traceback."""
+    parser = benchmark_parser(ROOT / "benchmarks" / "gpu_long_context.py")
+    with pytest.raises(SystemExit) as exited:
+        parser.parse_args(["--timeout", timeout])
+    err = capsys.readouterr().err.strip()
+    assert exited.value.code == 2 and len(err.splitlines()) == 1, err
+    assert f"argument --timeout: {timeout} is not a finite number > 0 and <= 604800" in err, err
+
+
+def test_the_longest_timeout_taken_is_one_a_process_can_wait():
+    script = benchmark_module(ROOT / "benchmarks" / "gpu_long_context.py")
+    assert benchmark_parser(ROOT / "benchmarks" / "gpu_long_context.py").parse_args(
+        ["--timeout", "604800"]).timeout == script.MAX_TIMEOUT_S
+    assert subprocess.run([sys.executable, "-c", "pass"], timeout=script.MAX_TIMEOUT_S).returncode == 0
