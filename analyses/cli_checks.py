@@ -146,7 +146,20 @@ def list_arg(item: Callable[[str], T]) -> Callable[[str], list[T]]:
 
 class ScriptParser(argparse.ArgumentParser):
     """argparse for the benchmark scripts: a usage error is one line ``PROG: error: ... See PROG --help.`` on
-    stderr and exit 2 (as ``mechprobe``'s)."""
+    stderr and exit 2 (as ``mechprobe``'s); a flag of several values (``nargs="+"``) given one value twice is one
+    (the same measurement twice), as :func:`list_arg`'s comma lists."""
+
+    def parse_known_args(self, args: Sequence[str] | None = None, namespace: Any = None  # type: ignore[override]
+                         ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        for action in self._actions:
+            values = getattr(parsed, action.dest, None)
+            if action.nargs in ("+", "*") and isinstance(values, list):
+                twice = first_repeated(values)
+                if twice is not None:
+                    self.error(f"argument {'/'.join(action.option_strings) or action.dest}: {values[twice]} is "
+                               f"given twice; give each value once")
+        return parsed, extras
 
     def error(self, message: str) -> NoReturn:
         print(f"{self.prog}: error: {message}. See {self.prog} --help.", file=sys.stderr)

@@ -1,6 +1,6 @@
 """The benchmark scripts' shared entry (``analyses.cli_checks``: ScriptParser, the typed flags, script_main):
 a Ctrl-C part way is one line and exit 130, not a traceback; --threads within what torch takes; a --timeout
-that a process can wait."""
+that a process can wait; no value given twice to a flag of several values."""
 
 from __future__ import annotations
 
@@ -91,3 +91,28 @@ def test_the_longest_timeout_taken_is_one_a_process_can_wait():
     assert benchmark_parser(ROOT / "benchmarks" / "gpu_long_context.py").parse_args(
         ["--timeout", "604800"]).timeout == script.MAX_TIMEOUT_S
     assert subprocess.run([sys.executable, "-c", "pass"], timeout=script.MAX_TIMEOUT_S).returncode == 0
+
+
+@pytest.mark.parametrize(("name", "argv", "twice"), [
+    ("plan_ledger.py", ["--lengths", "8192", "08192"], "--lengths: 8192"),
+    ("plan_ledger.py", ["--shapes", "smollm2-135m", "smollm2-135m"], "--shapes: smollm2-135m"),
+    ("plan_ledger.py", ["--routes", "bare", "suite", "bare"], "--routes: bare"),
+    ("gpu_long_context.py", ["--lengths", "512", "512"], "--lengths: 512"),
+    ("gpu_long_context.py", ["--layers", "4", "4"], "--layers: 4"),
+    ("gpu_long_context.py", ["--skip", "smollm2:8:bare", "smollm2:8:bare"], "--skip: smollm2:8:bare"),
+    ("probe_memory.py", ["--factors", "1", "4", "1"], "--factors: 1"),
+    ("topic_coherence.py", ["--seeds", "1", "1"], "--seeds: 1"),
+])
+def test_a_value_given_twice_to_a_flag_of_several_values_is_a_usage_error(name, argv, twice, capsys):
+    """plan_ledger.py --lengths 8192 8192 printed each row twice; topic_coherence.py --seeds 1 1 fitted seed 1 twice
+    and counted it twice in the mean +- sd over seeds (as list_arg's comma lists; checked once, in ScriptParser)."""
+    with pytest.raises(SystemExit) as exited:
+        benchmark_parser(ROOT / "benchmarks" / name).parse_args(argv)
+    err = capsys.readouterr().err.strip()
+    assert exited.value.code == 2 and len(err.splitlines()) == 1, err
+    assert f"argument {twice} is given twice; give each value once" in err, err
+
+
+def test_distinct_values_of_a_flag_of_several_values_are_taken():
+    parsed = benchmark_parser(ROOT / "benchmarks" / "plan_ledger.py").parse_args(["--lengths", "8192", "16384"])
+    assert parsed.lengths == [8192, 16384]
