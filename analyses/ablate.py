@@ -28,11 +28,12 @@ FLAGS = {"seq_len": "--seq-len", "batches": "--batches", "batch_size": "--batch-
 SLICE = "repeated_half"
 
 
-def parse_heads(text: str) -> list[tuple[int, int]]:
-    """``"17.3,18.6"`` -> ``[(17, 3), (18, 6)]``; an empty item (``"1.0,,1.1"``) is refused, not dropped."""
+def parse_heads(text: str, flag: str = "--heads") -> list[tuple[int, int]]:
+    """``"17.3,18.6"`` -> ``[(17, 3), (18, 6)]``; an empty item (``"1.0,,1.1"``) is refused, not dropped (the error
+    names ``flag``, the flag the heads were given with)."""
     pairs = [part.strip() for part in text.split(",")]
     if not all(re.fullmatch(r"\d+\.\d+", p) for p in pairs):
-        raise ConfigError(f"--heads must be LAYER.HEAD pairs separated by commas, e.g. 17.3,18.6; got {text!r}.")
+        raise ConfigError(f"{flag} must be LAYER.HEAD pairs separated by commas, e.g. 17.3,18.6; got {text!r}.")
     return [(int(p.split(".")[0]), int(p.split(".")[1])) for p in pairs]
 
 

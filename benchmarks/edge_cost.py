@@ -75,7 +75,7 @@ def main() -> None:
     parser.add_argument("--out", dest="json", metavar="FILE.json", help="also write the measurements to this file")
     args = parser.parse_args()
     check_model_spec("--model", args.model)
-    edge = None if args.edge is None else parse_heads(args.edge)
+    edge = None if args.edge is None else parse_heads(args.edge, "--edge")
     if edge is not None and len(edge) != 2:
         parser.error(f"--edge takes two heads, the sender and the receiver; got {len(edge)}")
     if args.json is not None:

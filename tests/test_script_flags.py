@@ -116,3 +116,15 @@ def test_a_value_given_twice_to_a_flag_of_several_values_is_a_usage_error(name, 
 def test_distinct_values_of_a_flag_of_several_values_are_taken():
     parsed = benchmark_parser(ROOT / "benchmarks" / "plan_ledger.py").parse_args(["--lengths", "8192", "16384"])
     assert parsed.lengths == [8192, 16384]
+
+
+@pytest.mark.parametrize("edge", ["0.0,,1.0", "", "0.0;1.0"])
+def test_a_malformed_edge_names_edge_not_a_flag_the_script_lacks(edge, monkeypatch, capsys):
+    """edge_cost.py --edge 0.0,,1.0 said '--heads must be LAYER.HEAD pairs ...': edge_cost has no --heads."""
+    script = benchmark_module(ROOT / "benchmarks" / "edge_cost.py")
+    monkeypatch.setattr(sys, "argv", ["edge_cost.py", "--model", "minilm-l6", "--edge", edge])
+    with pytest.raises(SystemExit) as exited:
+        script.main()
+    err = capsys.readouterr().err.strip()
+    assert exited.value.code == 2 and len(err.splitlines()) == 1, err
+    assert "--edge must be LAYER.HEAD pairs" in err and "--heads" not in err, err
