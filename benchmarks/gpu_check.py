@@ -473,7 +473,7 @@ WORK_MARK = ".gpu_check_work"  # in --work: this script made the folder (a later
 def check_args(args: argparse.Namespace) -> None:
     """Every flag checked before any part runs or anything is written (one line and exit 2 otherwise): the device,
     a --budget that lets a part start, --configs, and --work and --out as places this script may write (--work new,
-    empty or an earlier run's)."""
+    empty or an earlier run's; --out outside it)."""
     from probes.core.errors import InputError
     from probes.core.loading import check_device
 
@@ -491,6 +491,12 @@ def check_args(args: argparse.Namespace) -> None:
                          f"{args.configs}.")
     check_output_folder("--work", str(args.work), earlier_output=lambda folder: (folder / WORK_MARK).is_file())
     check_output_file("--out", str(args.out))
+    work, out = args.work.resolve(), args.out.resolve()
+    if out == work or work in out.parents:  # --work: a folder made first (the write at the end would fail), and
+        # replaced whole by the next run
+        raise InputError(f"--out {args.out} is {'' if out == work else 'inside '}--work {args.work}, the folder "
+                         f"this script fills and a later run replaces; give a file outside it, such as "
+                         f"gpu_check.json.")
 
 
 @script_main

@@ -156,3 +156,15 @@ def test_the_checkouts_code_comes_before_an_installed_copy(tmp_path):
                           text=True, check=False)
     assert done.returncode == 0, done.stderr[-500:]
     assert "--budget" in done.stdout
+
+
+@pytest.mark.parametrize("inside", ["", "summary.json"])
+def test_an_out_in_the_work_folder_is_refused_before_anything_is_written(gpu_check, tmp_path, capsys, inside):
+    """--out equal to --work ran every part, then lost the summary ('[Errno 21] Is a directory'); inside --work it
+    was deleted with the folder by the next run."""
+    work = tmp_path / "work"
+    with pytest.raises(SystemExit) as exit_:
+        gpu_check.main(["--device", "cpu", "--budget", "10", "--work", str(work), "--out", str(work / inside)])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and f"--out {work / inside}" in err and f"--work {work}, the folder" in err, err
+    assert err.count("\n") == 1 and list(tmp_path.iterdir()) == []
