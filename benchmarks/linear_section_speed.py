@@ -42,18 +42,25 @@ def main() -> None:
     if not Path(args.report).is_dir():
         parser.error(f"--report {args.report!r} is not a folder; give a finished report folder (mechprobe report "
                      f"--out DIR)")
+    from analyses.report.config import ReportConfig
+    from analyses.toy_model_store import is_toy_folder
+
+    config = ReportConfig()
+    report = Path(args.report)
+    toys = {name: report / "toy" / name for name in config.toys}
+    if not (report / "topics" / "topic_config.json").is_file() and not any(map(is_toy_folder, toys.values())):
+        parser.error(f"--report {args.report!r} holds neither topics/ nor a toy folder (toy/{', toy/'.join(toys)}), "
+                     f"so the section would time an LDA fitted here and no toys; give a finished report folder "
+                     f"(mechprobe report --out DIR)")
 
     import torch
 
     torch.set_num_threads(1)
     import analyses.report.linear_section as section
-    from analyses.report.config import ReportConfig
     from probes.core.loading import load_model
     from probes.text.corpora import iter_documents
     from probes.text.topics import LdaTopics, assign_word_topics, fit_lda_topics
 
-    config = ReportConfig()
-    report = Path(args.report)
     start = time.perf_counter()
     models = {spec: load_model(spec) for spec in args.models}
     documents = list(iter_documents(config.corpus, unit="paragraph", min_chars=config.min_chars,
@@ -64,7 +71,6 @@ def main() -> None:
         topic_model = fit_lda_topics(documents, config.topics)
     word_topics = assign_word_topics(topic_model)
     random.Random(config.seed).shuffle(documents)
-    toys = {name: report / "toy" / name for name in config.toys}
     print(json.dumps({"part": "inputs (not part of the section)", "s": round(time.perf_counter() - start, 2)}))
 
     seconds: dict[str, float] = defaultdict(float)

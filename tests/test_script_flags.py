@@ -1,6 +1,7 @@
 """The benchmark scripts' shared entry (``analyses.cli_checks``: ScriptParser, the typed flags, script_main):
 a Ctrl-C part way is one line and exit 130, not a traceback; --threads within what torch takes; a --timeout
-that a process can wait; no value given twice to a flag of several values."""
+that a process can wait; no value given twice to a flag of several values; an --edge
+or a --report that is what the script takes."""
 
 from __future__ import annotations
 
@@ -128,3 +129,37 @@ def test_a_malformed_edge_names_edge_not_a_flag_the_script_lacks(edge, monkeypat
     err = capsys.readouterr().err.strip()
     assert exited.value.code == 2 and len(err.splitlines()) == 1, err
     assert "--edge must be LAYER.HEAD pairs" in err and "--heads" not in err, err
+
+
+class _Loaded(BaseException):
+    """Raised where linear_section_speed.py loads its first model: its checks passed."""
+
+
+def _linear_section_speed(report: Path, monkeypatch, capsys) -> tuple[object, str]:
+    import probes.core.loading
+
+    def loaded(spec: str):
+        raise _Loaded(spec)
+
+    script = benchmark_module(ROOT / "benchmarks" / "linear_section_speed.py")
+    monkeypatch.setattr(probes.core.loading, "load_model", loaded)
+    monkeypatch.setattr(sys, "argv", ["linear_section_speed.py", "--report", str(report), "--models", "minilm-l6"])
+    with pytest.raises((SystemExit, _Loaded)) as stopped:
+        script.main()
+    return stopped.value, capsys.readouterr().err.strip()
+
+
+def test_a_report_folder_without_topics_or_toys_is_refused_before_any_model_loads(tmp_path, monkeypatch, capsys):
+    """linear_section_speed.py --report EMPTY_FOLDER fitted an LDA, probed no toy and printed the timings as the
+    report's linear section's, exit 0."""
+    (tmp_path / "toy" / "topic").mkdir(parents=True)  # a folder that is not a toy's
+    stopped, err = _linear_section_speed(tmp_path, monkeypatch, capsys)
+    assert isinstance(stopped, SystemExit) and stopped.code == 2 and len(err.splitlines()) == 1, err
+    assert f"--report '{tmp_path}' holds neither topics/ nor a toy folder (toy/" in err, err
+
+
+def test_a_report_folder_with_its_topic_model_is_taken(tmp_path, monkeypatch, capsys):
+    (tmp_path / "topics").mkdir()
+    (tmp_path / "topics" / "topic_config.json").write_text("{}")
+    stopped, err = _linear_section_speed(tmp_path, monkeypatch, capsys)
+    assert isinstance(stopped, _Loaded), err
