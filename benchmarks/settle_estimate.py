@@ -90,6 +90,9 @@ def main() -> None:
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as error:
         parser.error(f"argument report: {summary_path} is not a mechprobe report's summary ({error}); give the "
                      f"folder of mechprobe report --settle")
+    if not any(isinstance(entry, dict) and "settled" in entry for entry in summary["pretrained"].values()):
+        parser.error(f"argument report: {summary_path} holds no settled findings (a report made without --settle, "
+                     f"or of no model), so every estimate would be 0 s; give the folder of mechprobe report --settle")
     gpu = GPUS[args.gpu]
     prices: dict[tuple[str, int, int], float] = {}
     print(f"| model | finding | unit | verdict | units measured | {gpu.name} s | units still needed | text tokens "

@@ -61,3 +61,17 @@ def test_a_damaged_summary_is_one_line_and_exit_2(text, tmp_path, monkeypatch, c
         script.main()
     error = capsys.readouterr().err.strip()
     assert exited.value.code == 2 and "summary.json" in error and "\n" not in error and "Traceback" not in error
+
+
+@pytest.mark.parametrize("pretrained", [{}, {"m": {"n_layers": 2}}])
+def test_a_report_made_without_settle_is_refused_not_priced_at_0_s(pretrained, tmp_path, monkeypatch, capsys):
+    """A report made without --settle (or of no model) printed an empty table and 'Still needed: 0 s', exit 0."""
+    script = benchmark_module(ROOT / "benchmarks" / "settle_estimate.py")
+    (tmp_path / "summary.json").write_text(json.dumps({"settings": {"pretrained": SETTINGS},
+                                                       "pretrained": pretrained}), encoding="utf-8")
+    monkeypatch.setattr(sys, "argv", ["settle_estimate.py", str(tmp_path)])
+    with pytest.raises(SystemExit) as exited:
+        script.main()
+    error = capsys.readouterr().err.strip()
+    assert exited.value.code == 2 and len(error.splitlines()) == 1, error
+    assert "holds no settled findings (a report made without --settle" in error, error
