@@ -22,6 +22,7 @@ import torch
 
 import probes
 from analyses.cli_checks import ScriptParser, count_arg, script_main
+from probes.core.errors import InputError
 from probes.text.cooccurrence import count_cooccurrence
 from probes.text.corpora import iter_documents
 
@@ -55,7 +56,15 @@ def main() -> None:
         ids += tokenizer.encode(document.text, add_special_tokens=False)
         if len(ids) >= args.windows * args.seq_len:
             break
-    tokens = torch.tensor(ids[: args.windows * args.seq_len]).reshape(args.windows, args.seq_len)
+    needed, name = args.windows * args.seq_len, corpus if isinstance(corpus, str) else corpus.name
+    if len(ids) < needed:
+        raise InputError(f"--windows {args.windows} x --seq-len {args.seq_len} = {needed:,} tokens, but the corpus "
+                         f"{name} gives {len(ids):,}; give fewer --windows or a shorter --seq-len.")
+    distinct = len(set(ids[:needed]))
+    if args.top_k > distinct:
+        raise InputError(f"--top-k {args.top_k}: the {needed:,} tokens counted hold {distinct:,} distinct tokens, so "
+                         f"tokens never seen would be tracked; give --top-k {distinct} or fewer, or more --windows.")
+    tokens = torch.tensor(ids[:needed]).reshape(args.windows, args.seq_len)
     top = torch.bincount(tokens.flatten()).topk(args.top_k).indices.sort().values.tolist()
 
     rows, tracked = tokens.tolist(), set(top)

@@ -163,3 +163,40 @@ def test_a_report_folder_with_its_topic_model_is_taken(tmp_path, monkeypatch, ca
     (tmp_path / "topics" / "topic_config.json").write_text("{}")
     stopped, err = _linear_section_speed(tmp_path, monkeypatch, capsys)
     assert isinstance(stopped, _Loaded), err
+
+
+def _stand_in_corpus(monkeypatch):
+    """cooccurrence_counting.py with a stand-in corpus of 12 tokens (3 distinct) and tokenizer."""
+    from types import SimpleNamespace
+
+    script = benchmark_module(ROOT / "benchmarks" / "cooccurrence_counting.py")
+    tokenizer = SimpleNamespace(encode=lambda text, add_special_tokens: [int(word) for word in text.split()])
+    monkeypatch.setattr(script.probes, "load_model", lambda spec: SimpleNamespace(tokenizer=tokenizer))
+    monkeypatch.setattr(script, "iter_documents", lambda corpus, min_chars: iter(
+        [SimpleNamespace(text="1 2 3 1 2 3"), SimpleNamespace(text="3 2 1 3 2 1")]))
+    return script
+
+
+@pytest.mark.parametrize(("argv", "words"), [
+    (["--windows", "1", "--seq-len", "100000000", "--top-k", "1"],
+     "--windows 1 x --seq-len 100000000 = 100,000,000 tokens, but the corpus"),
+    (["--windows", "13", "--seq-len", "1", "--top-k", "1"], "= 13 tokens, but the corpus"),
+    (["--windows", "2", "--seq-len", "6", "--top-k", "4"],
+     "--top-k 4: the 12 tokens counted hold 3 distinct tokens, so tokens never seen would be tracked; give --top-k 3"),
+])
+def test_more_tokens_than_the_corpus_gives_or_a_top_k_never_seen_is_one_line(argv, words, monkeypatch, capsys):
+    """--seq-len 100000000 was a RuntimeError traceback (reshape), --top-k 100000 one too (topk), exit 1."""
+    script = _stand_in_corpus(monkeypatch)
+    monkeypatch.setattr(sys, "argv", ["cooccurrence_counting.py", *argv, "--repeats", "1"])
+    with pytest.raises(SystemExit) as exited:
+        script.main()
+    err = capsys.readouterr().err.strip()
+    assert exited.value.code == 2 and len(err.splitlines()) == 1 and words in err, err
+
+
+def test_windows_the_corpus_fills_are_counted(monkeypatch, capsys):
+    script = _stand_in_corpus(monkeypatch)
+    monkeypatch.setattr(sys, "argv", ["cooccurrence_counting.py", "--windows", "2", "--seq-len", "6", "--top-k",
+                                      "3", "--repeats", "1"])
+    script.main()
+    assert "identical counts: True" in capsys.readouterr().out
