@@ -180,10 +180,11 @@ def topic(steps: int, batch_size: int) -> dict[str, float]:
 @script_main
 def main() -> None:
     parser = ScriptParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--scansnap-steps", type=count_arg(1), default=50)
-    parser.add_argument("--induction-steps", type=count_arg(1), default=4, help="full-batch steps per stage (c, w, a)")
-    parser.add_argument("--full-steps", type=count_arg(1), default=2, help="full-model full-batch steps per stage")
-    parser.add_argument("--topic-steps", type=count_arg(1), default=50)
+    # a rate takes two stamps after the first step (not timed: set-up): 3 steps, or 2 per induction stage
+    parser.add_argument("--scansnap-steps", type=count_arg(3), default=50)
+    parser.add_argument("--induction-steps", type=count_arg(2), default=4, help="full-batch steps per stage (c, w, a)")
+    parser.add_argument("--full-steps", type=count_arg(2), default=2, help="full-model full-batch steps per stage")
+    parser.add_argument("--topic-steps", type=count_arg(3), default=50)
     parser.add_argument("--topic-batch", type=count_arg(1), default=40)
     parser.add_argument("--threads", type=threads_arg(1), default=1)
     parser.add_argument("--repeats", type=count_arg(1), default=3,

@@ -200,3 +200,22 @@ def test_windows_the_corpus_fills_are_counted(monkeypatch, capsys):
                                       "3", "--repeats", "1"])
     script.main()
     assert "identical counts: True" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("flag", "below"), [("--scansnap-steps", 2), ("--induction-steps", 1), ("--full-steps", 1),
+                                             ("--topic-steps", 2)])
+def test_fewer_steps_than_a_rate_needs_are_a_usage_error(flag, below, capsys):
+    """toy_training_speed.py --scansnap-steps 1 trained, then an IndexError traceback (a rate of one stamp);
+    --induction-steps 1 a ZeroDivisionError."""
+    parser = benchmark_parser(ROOT / "benchmarks" / "toy_training_speed.py")
+    with pytest.raises(SystemExit) as exited:
+        parser.parse_args([flag, str(below)])
+    err = capsys.readouterr().err.strip()
+    assert exited.value.code == 2 and f"argument {flag}: {below} is below {below + 1}" in err, err
+
+
+def test_the_fewest_steps_taken_give_a_rate():
+    script = benchmark_module(ROOT / "benchmarks" / "toy_training_speed.py")
+    clock = script.StepClock()
+    clock.stamps = [0.0, 1.0, 3.0]  # three steps; the first is not timed
+    assert clock.rate(1) == 0.5
