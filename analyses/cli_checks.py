@@ -38,7 +38,7 @@ import torch
 
 from mechprobe import validation
 from probes import ModelInfo, head_pattern, repeated_random_tokens
-from probes.core.atomic import atomic_directory, replace_directory
+from probes.core.atomic import atomic_directory, atomic_write_text, replace_directory
 from probes.core.checkpoint_series import checkpoint_series
 from probes.core.errors import ConfigError, InputError, MechprobeError
 
@@ -411,6 +411,13 @@ def check_output_file(flag: str, out: str) -> Path:
         raise InputError(f"{flag} {out}: cannot write in {existing} ({error.strerror}); choose another {flag}."
                          ) from None
     return path
+
+
+def write_output_file(path: str | Path, text: str) -> Path:
+    """Write ``text`` to a file :func:`check_output_file` passed: its missing parent folders made, the file
+    replaced in one rename (a run stopped part way leaves the earlier file whole, not half of the new one)."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    return atomic_write_text(path, text)
 
 
 @contextlib.contextmanager

@@ -43,6 +43,7 @@ from analyses.cli_checks import (
     first_repeated,
     script_main,
     threads_arg,
+    write_output_file,
 )
 from probes.causal import AblationPlan, ablation_sums, head_output_means, repeated_half
 from probes.causal.pass_size import PASS_BYTES
@@ -231,9 +232,9 @@ def main() -> None:
     q99 = run["null_q99"]
     print(f"loss change of the heads {run['change']:+.3f}; null q99 {q99 if q99 is None else f'{q99:+.3f}'}")
     if args.json is not None:
-        with open(args.json, "w", encoding="utf-8") as handle:
-            json.dump({"suite": suite, "ablation": run, "heads": heads, "draws": args.draws, "x_bare_forward": ratio,
-                       "peak_x_suite": run["peak_mib"] / suite["peak_mib"]}, handle, indent=1)
+        write_output_file(args.json, json.dumps({"suite": suite, "ablation": run, "heads": heads, "draws": args.draws,
+                                                 "x_bare_forward": ratio,
+                                                 "peak_x_suite": run["peak_mib"] / suite["peak_mib"]}, indent=1))
 
 
 if __name__ == "__main__":

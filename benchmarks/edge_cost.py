@@ -29,7 +29,15 @@ from torch.utils.flop_counter import FlopCounterMode
 
 import probes
 from analyses.ablate import parse_heads
-from analyses.cli_checks import ScriptParser, check_model_spec, check_output_file, count_arg, script_main, threads_arg
+from analyses.cli_checks import (
+    ScriptParser,
+    check_model_spec,
+    check_output_file,
+    count_arg,
+    script_main,
+    threads_arg,
+    write_output_file,
+)
 from analyses.pretrained.circuit_edge import CircuitConfig, circuit_heads, circuit_protocol, measure_circuit
 from probes.causal import EFFECTS, edge_effect, repeated_half
 from probes.core.errors import ConfigError
@@ -124,9 +132,9 @@ def main() -> None:
     print(f"score drop {finding.value:+.3f} [{finding.ci[0]:.3f}, {finding.ci[1]:.3f}], null q99 "
           f"{finding.null_value:+.3f}, p {finding.p_value:.4f}; loss change {loss:+.3f}")
     if args.json is not None:
-        with open(args.json, "w", encoding="utf-8") as handle:
-            json.dump({"model": args.model, "edge": own.edge.name, "threads": torch.get_num_threads(),
-                       "tokens": list(batch.tokens.shape), "rows": table}, handle, indent=1)
+        write_output_file(args.json, json.dumps({"model": args.model, "edge": own.edge.name,
+                                                 "threads": torch.get_num_threads(),
+                                                 "tokens": list(batch.tokens.shape), "rows": table}, indent=1))
 
 
 if __name__ == "__main__":

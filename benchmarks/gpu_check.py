@@ -73,6 +73,7 @@ from analyses.cli_checks import (  # noqa: E402
     naming,
     number_arg,
     script_main,
+    write_output_file,
 )
 
 PACKAGED = ("smollm2-135m", "minilm-l6")
@@ -429,7 +430,7 @@ def summarise(rows: list[dict[str, Any]], meta: dict[str, Any], out: Path) -> di
     print("\nissue 44's must-shows:")
     for show, verdict in shows.items():
         print(f"  {'pass' if verdict else 'FAIL' if verdict is False else 'not measured':<12} {show}")
-    out.write_text(json.dumps(summary, indent=1), encoding="utf-8")
+    write_output_file(out, json.dumps(summary, indent=1))
     print(f"wrote {out}")
     return summary
 

@@ -48,6 +48,7 @@ from analyses.cli_checks import (
     number_arg,
     script_main,
     threads_arg,
+    write_output_file,
 )
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -224,8 +225,7 @@ def _measure(spec: dict, timeout: float | None) -> dict:
 def _save(path: str | None, rows: list[dict]) -> None:
     """Write the measurements so far to ``path`` (when given): a run stopped part way keeps what it measured."""
     if path:
-        with open(path, "w", encoding="utf-8") as handle:
-            json.dump(rows, handle, indent=1)
+        write_output_file(path, json.dumps(rows, indent=1))
 
 
 def _skipped(route: str) -> dict:

@@ -16,7 +16,7 @@ import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from analyses.cli_checks import ScriptParser, check_output_file, count_arg, script_main
+from analyses.cli_checks import ScriptParser, check_output_file, count_arg, script_main, write_output_file
 from analyses.plan.command import MAX_TOKENS, layer_routes, ledger_record
 from analyses.plan.estimate import GPUS, estimate
 from analyses.plan.routes import ROUTES, run
@@ -65,8 +65,7 @@ def main() -> None:
                 record = ledger_record(ledger, [estimate(ledger, gpu) for gpu in GPUS.values()])
                 records.append({"shape": shape, "metered_s": time.perf_counter() - start, **record})
                 if args.json:
-                    with open(args.json, "w", encoding="utf-8") as handle:
-                        json.dump(records, handle, indent=1)
+                    write_output_file(args.json, json.dumps(records, indent=1))
     if not args.no_calibration:
         from analyses.plan import calibrate
 

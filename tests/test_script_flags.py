@@ -1,10 +1,11 @@
 """The benchmark scripts' shared entry (``analyses.cli_checks``: ScriptParser, the typed flags, script_main):
 a Ctrl-C part way is one line and exit 130, not a traceback; --threads within what torch takes; a --timeout
 that a process can wait; no value given twice to a flag of several values; an --edge
-or a --report that is what the script takes."""
+or a --report that is what the script takes; an output file written whole, its folder made."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -219,3 +220,31 @@ def test_the_fewest_steps_taken_give_a_rate():
     clock = script.StepClock()
     clock.stamps = [0.0, 1.0, 3.0]  # three steps; the first is not timed
     assert clock.rate(1) == 0.5
+
+
+def test_a_json_in_a_folder_not_made_yet_is_written_not_lost_at_the_end(tmp_path, monkeypatch, capsys):
+    """check_output_file passes a file in a folder that can be made; plan_ledger.py --json NEW/sub/x.json (and
+    edge_cost.py --out, ablation_null_cost.py --json, gpu_long_context.py --json) ran, then lost every
+    measurement: '[Errno 2] No such file or directory'."""
+    script = benchmark_module(ROOT / "benchmarks" / "plan_ledger.py")
+    out = tmp_path / "new" / "sub" / "x.json"
+    monkeypatch.setattr(sys, "argv", ["plan_ledger.py", "--json", str(out), "--no-calibration", "--routes", "bare",
+                                      "--lengths", "8192", "--shapes", "smollm2-135m"])
+    script.main()
+    assert [row["route"] for row in json.loads(out.read_text(encoding="utf-8"))] == ["bare"]
+
+
+def test_a_write_stopped_part_way_leaves_the_earlier_file_whole(tmp_path, monkeypatch):
+    import probes.core.atomic
+    from analyses.cli_checks import write_output_file
+
+    out = tmp_path / "x.json"
+    out.write_text('{"earlier": 1}', encoding="utf-8")
+
+    def interrupted(source, target):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(probes.core.atomic.os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        write_output_file(out, '{"later": 2}')
+    assert out.read_text(encoding="utf-8") == '{"earlier": 1}' and [p.name for p in tmp_path.iterdir()] == ["x.json"]
