@@ -243,6 +243,18 @@ def naming(flag: str) -> Iterator[None]:
         raise renamed from None
 
 
+@contextlib.contextmanager
+def sized_by(flag: str, value: object, example: str) -> Iterator[None]:
+    """An InputError in the block (too little data to fit on) names ``flag`` and a larger value as the fix, not the
+    library's settings its message advises (``no_below``, ``held_out_fraction``: no flags of a script)."""
+    try:
+        yield
+    except InputError as error:
+        reason = str(error).split(". ")[0].rstrip(".")
+        raise InputError(f"{flag} {value}: too little data ({reason}); give a larger {flag}, e.g. {example}."
+                         ) from None
+
+
 def check_pattern_name(flag: str, spec: str) -> None:
     """``spec`` names a head pattern (``offset:D`` and ``induction:D`` with D within 64 bits), before any work."""
     match = _PARAMETRISED.fullmatch(spec)

@@ -16,7 +16,7 @@ import logging
 import time
 from pathlib import Path
 
-from analyses.cli_checks import ScriptParser, count_arg, script_main
+from analyses.cli_checks import ScriptParser, count_arg, script_main, sized_by
 from probes.text.corpora import iter_documents
 from probes.text.topics import LdaTopicConfig, assign_word_topics, fit_lda_topics
 
@@ -49,7 +49,8 @@ def main() -> None:
           f"chunksize {config.chunksize}; gensim LdaModel (single process)")
     print(f"{'corpus':<22} {'documents':>9} {'M chars':>7} {'dictionary':>11} {'read s':>7} {'fit s':>7} "
           f"{'assign s':>8} {'topic words':>12}")
-    measure("wikipedia-excerpt", "wikipedia-excerpt", args.max_documents, config)
+    with sized_by("--max-documents", args.max_documents, "4000"):
+        measure("wikipedia-excerpt", "wikipedia-excerpt", args.max_documents, config)
     if WIKITEXT.is_file():
         measure("wikitext-2 test", WIKITEXT, None, config)
     else:

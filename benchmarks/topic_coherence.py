@@ -26,6 +26,7 @@ and other held-out windows.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import random
@@ -36,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from analyses.cli_checks import ScriptParser, count_arg, script_main, seed_arg
+from analyses.cli_checks import ScriptParser, count_arg, script_main, seed_arg, sized_by
 from probes.text.corpora import Document, iter_documents
 from probes.text.topic_coherence import held_out_split, npmi_per_topic
 from probes.text.topics import (
@@ -248,8 +249,10 @@ def main() -> None:
         print_generic_words(documents)
         return
     print(f"{len(documents):,} paragraphs of >= 200 characters from {len({d.title for d in documents})} articles")
-    table_settings(documents, args.seeds)
-    table_default(documents, args.seeds)
+    with sized_by("--max-documents", args.max_documents, "4000 (or leave it out: every paragraph)") \
+            if args.max_documents else contextlib.nullcontext():
+        table_settings(documents, args.seeds)
+        table_default(documents, args.seeds)
 
 
 if __name__ == "__main__":

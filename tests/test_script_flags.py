@@ -248,3 +248,22 @@ def test_a_write_stopped_part_way_leaves_the_earlier_file_whole(tmp_path, monkey
     with pytest.raises(KeyboardInterrupt):
         write_output_file(out, '{"later": 2}')
     assert out.read_text(encoding="utf-8") == '{"earlier": 1}' and [p.name for p in tmp_path.iterdir()] == ["x.json"]
+
+
+@pytest.mark.parametrize(("name", "documents", "reason"), [
+    ("lda_speed.py", "1", "LDA needs at least 2 non-empty documents"),
+    ("lda_speed.py", "2", "Holding out text needs at least 3 non-empty documents"),
+    ("lda_speed.py", "10", "After filter_extremes only 0 words remain"),
+    ("topic_coherence.py", "1", "LDA needs at least 2 non-empty documents"),
+])
+def test_too_few_documents_to_fit_name_max_documents_not_a_setting(name, documents, reason, monkeypatch, capsys):
+    """lda_speed.py --max-documents 2 said 'Use a larger corpus or set held_out_fraction=0', --max-documents 10
+    'or lower no_below': settings the script has no flag for."""
+    script = benchmark_module(ROOT / "benchmarks" / name)
+    monkeypatch.setattr(sys, "argv", [name, "--max-documents", documents])
+    with pytest.raises(SystemExit) as exited:
+        script.main()
+    err = capsys.readouterr().err.strip()
+    assert exited.value.code == 2 and len(err.splitlines()) == 1, err
+    assert f"--max-documents {documents}: too little data ({reason}" in err and "give a larger --max-documents" in err
+    assert "held_out_fraction" not in err and "no_below" not in err, err
