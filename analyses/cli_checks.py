@@ -36,6 +36,7 @@ from typing import Any, NoReturn, TypeVar
 
 import torch
 
+from analyses import script_start
 from mechprobe import validation
 from probes import ModelInfo, head_pattern, repeated_random_tokens
 from probes.core.atomic import atomic_directory, atomic_write_text, replace_directory
@@ -176,6 +177,7 @@ def script_main(main: F) -> F:
 
     @functools.wraps(main)
     def run(*args: Any, **kwargs: Any) -> Any:
+        script_start.started()
         try:
             return main(*args, **kwargs)
         except (MechprobeError, OSError) as error:

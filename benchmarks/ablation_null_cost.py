@@ -20,6 +20,10 @@ within 1.5x of the probe suite's. Run::
 
 from __future__ import annotations
 
+import analyses.script_start  # noqa: F401  (first: a Ctrl-C while the imports below run is one line)
+
+# isort: split
+
 import argparse
 import json
 import resource

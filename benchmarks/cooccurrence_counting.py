@@ -10,6 +10,10 @@ are timed round robin after one warm-up call of ours; the medians are compared.
 
 from __future__ import annotations
 
+import analyses.script_start  # noqa: F401  (first: a Ctrl-C while the imports below run is one line)
+
+# isort: split
+
 import os
 import statistics
 import time

@@ -19,6 +19,10 @@ issue's goal is (2) + (3) at most 20 forwards. Run::
 
 from __future__ import annotations
 
+import analyses.script_start  # noqa: F401  (first: a Ctrl-C while the imports below run is one line)
+
+# isort: split
+
 import json
 import time
 from collections.abc import Callable

@@ -66,6 +66,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # PYTHONPATH, and its copy of the code, older than the checkout, ran the ledger's plan at de21b09
 sys.path.insert(0, str(ROOT))
 
+import analyses.script_start  # noqa: E402, F401  (a Ctrl-C while the imports below run: one line)
 from analyses.cli_checks import (  # noqa: E402
     ScriptParser,
     check_output_file,

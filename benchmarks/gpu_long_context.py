@@ -31,6 +31,10 @@ are added (one layer's patterns at a time).
 
 from __future__ import annotations
 
+import analyses.script_start  # noqa: F401  (first: a Ctrl-C while the imports below run is one line)
+
+# isort: split
+
 import argparse
 import json
 import os

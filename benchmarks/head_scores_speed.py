@@ -12,6 +12,10 @@ text (its token count is printed beside ours) and runs its own full cache per ca
 
 from __future__ import annotations
 
+import analyses.script_start  # noqa: F401  (first: a Ctrl-C while the imports below run is one line)
+
+# isort: split
+
 import os
 import statistics
 import time

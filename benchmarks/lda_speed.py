@@ -12,6 +12,10 @@ a message when the file is absent). Reading the corpus, the fit (tokenizing, dic
 
 from __future__ import annotations
 
+import analyses.script_start  # noqa: F401  (first: a Ctrl-C while the imports below run is one line)
+
+# isort: split
+
 import logging
 import time
 from pathlib import Path

@@ -18,6 +18,10 @@ Prints one JSON line per part and a total; ``section_s`` is what ``timings.json`
 
 from __future__ import annotations
 
+import analyses.script_start  # noqa: F401  (first: a Ctrl-C while the imports below run is one line)
+
+# isort: split
+
 import json
 import os
 import random

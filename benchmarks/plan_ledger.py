@@ -10,6 +10,10 @@ peak exceed the card). Then the GPU rows of issue 44 beside their estimates (ana
 
 from __future__ import annotations
 
+import analyses.script_start  # noqa: F401  (first: a Ctrl-C while the imports below run is one line)
+
+# isort: split
+
 import json
 import os
 import time

@@ -13,6 +13,10 @@ peaks of different sizes never mix.
 
 from __future__ import annotations
 
+import analyses.script_start  # noqa: F401  (first: a Ctrl-C while the imports below run is one line)
+
+# isort: split
+
 import argparse
 import json
 import os

@@ -19,6 +19,10 @@ by probes.text_token_batches, topic labels from a small gensim LDA). Routes run 
 
 from __future__ import annotations
 
+import analyses.script_start  # noqa: F401  (first: a Ctrl-C while the imports below run is one line)
+
+# isort: split
+
 import logging
 import os
 import statistics

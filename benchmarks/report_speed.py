@@ -17,6 +17,10 @@ the cores.
 
 from __future__ import annotations
 
+import analyses.script_start  # noqa: F401  (first: a Ctrl-C while the imports below run is one line)
+
+# isort: split
+
 import json
 import os
 import subprocess

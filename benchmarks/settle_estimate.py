@@ -19,6 +19,10 @@ a BPE tokeniser makes more)::
 
 from __future__ import annotations
 
+import analyses.script_start  # noqa: F401  (first: a Ctrl-C while the imports below run is one line)
+
+# isort: split
+
 import json
 import math
 import os

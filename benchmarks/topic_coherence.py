@@ -26,6 +26,10 @@ and other held-out windows.
 
 from __future__ import annotations
 
+import analyses.script_start  # noqa: F401  (first: a Ctrl-C while the imports below run is one line)
+
+# isort: split
+
 import contextlib
 import dataclasses
 import logging

@@ -44,10 +44,14 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from scipy.stats import t as student_t
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+import analyses.script_start  # noqa: E402, F401  (a Ctrl-C while the imports below run: one line)
+
+# isort: split
+
+from scipy.stats import t as student_t  # noqa: E402
 
 from analyses.cli_checks import (  # noqa: E402
     ScriptParser,

@@ -25,6 +25,10 @@ step's one-off allocations excluded).
 
 from __future__ import annotations
 
+import analyses.script_start  # noqa: F401  (first: a Ctrl-C while the imports below run is one line)
+
+# isort: split
+
 import dataclasses
 import statistics
 import subprocess

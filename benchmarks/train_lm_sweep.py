@@ -29,6 +29,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import analyses.script_start  # noqa: E402, F401  (a Ctrl-C while the imports below run: one line)
 from analyses.cli_checks import (  # noqa: E402
     ScriptParser,
     check_output_folder,

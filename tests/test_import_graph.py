@@ -21,7 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("mechprobe", "probes", "toymodels", "analyses")
 ANALYSES_LAYERS: tuple[tuple[str, ...], ...] = (
-    ("toy_registry",),  # the toys' records, which every table of toys derives from
+    # the toys' records, which every table of toys derives from; a benchmark script's first import (its Ctrl-C guard)
+    ("toy_registry", "script_start"),
     # shared pieces that import nothing else of analyses: checks, settings, backends, the papers' tables, files on disk
     ("__init__", "cli_checks", "cli_command", "config_overrides", "plot_backend", "timings", "torch_threads",
      "paper_reference", "toy_findings", "toy_causal", "toy_orders", "curve_series", "lm_data", "toy_model_store"),

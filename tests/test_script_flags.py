@@ -1,7 +1,8 @@
 """The benchmark scripts' shared entry (``analyses.cli_checks``: ScriptParser, the typed flags, script_main):
 a Ctrl-C part way is one line and exit 130, not a traceback; --threads within what torch takes; a --timeout
 that a process can wait; no value given twice to a flag of several values; an --edge
-or a --report that is what the script takes; an output file written whole, its folder made."""
+or a --report that is what the script takes; an output file written whole, its folder made; a Ctrl-C while a script
+imports is one line."""
 
 from __future__ import annotations
 
@@ -267,3 +268,24 @@ def test_too_few_documents_to_fit_name_max_documents_not_a_setting(name, documen
     assert exited.value.code == 2 and len(err.splitlines()) == 1, err
     assert f"--max-documents {documents}: too little data ({reason}" in err and "give a larger --max-documents" in err
     assert "held_out_fraction" not in err and "no_below" not in err, err
+
+
+# A Ctrl-C while the script imports torch: the import sends this process SIGINT, as a Ctrl-C in those seconds does.
+IMPORT_INTERRUPTED = (
+    "import os, runpy, signal, sys\n"
+    "class Interrupt:\n"
+    "    def find_spec(self, name, path=None, target=None):\n"
+    "        if name == 'torch':\n"
+    "            os.kill(os.getpid(), signal.SIGINT)\n"
+    "sys.meta_path.insert(0, Interrupt())\n"
+    "runpy.run_path(sys.argv[1], run_name='__main__')\n")
+
+
+@pytest.mark.parametrize("name", sorted(path.name for path in (ROOT / "benchmarks").glob("*.py")))
+def test_a_ctrl_c_while_a_script_imports_is_one_line_and_exit_130(name):
+    """SIGINT in a script's first seconds (importing torch) was a KeyboardInterrupt traceback, killed by SIGINT."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", IMPORT_INTERRUPTED, str(ROOT / "benchmarks" / name)], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stderr) == (130, f"{name}: interrupted while starting; nothing was run\n"), \
+        done.stderr[-2000:]
