@@ -4,17 +4,25 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
+from analyses.cli_checks import text_arg
 from analyses.cli_command import Command
+from probes.core.errors import InputError
 
 
 def add_arguments(render: argparse.ArgumentParser) -> None:
-    render.add_argument("folder", metavar="OUT", help="a folder written by mechprobe report")
+    render.add_argument("folder", metavar="OUT", type=text_arg, help="a folder written by mechprobe report")
 
 
 def run(args: argparse.Namespace) -> int:
     from analyses.report.build import render_report
 
+    folder = Path(args.folder)
+    if not folder.is_dir():
+        what = "is a file, not a folder" if folder.exists() else ": no such folder"
+        raise InputError(f"{args.folder}{' ' if folder.exists() else ''}{what}; give the folder mechprobe report "
+                         f"--out wrote.")
     print(f"report rendered: {render_report(args.folder)}")
     return 0
 

@@ -406,6 +406,19 @@ def test_render_of_a_folder_without_results(tmp_path, capsys):
                       error=InputError)
 
 
+def test_render_of_an_empty_missing_or_file_out_names_it_as_given(tmp_path, capsys):
+    """render '' said '. has no results/ folder' (the working folder, not what was typed); a missing folder or a
+    file was said to have no results/ folder."""
+    assert main(["render", ""]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "argument OUT: the value is empty" in err, err
+    fails_in_one_line(["render", str(tmp_path / "missing")], capsys, f"{tmp_path / 'missing'}: no such folder; "
+                      f"give the folder mechprobe report --out wrote.", error=InputError)
+    (tmp_path / "file").write_text("x", encoding="utf-8")
+    fails_in_one_line(["render", str(tmp_path / "file")], capsys, f"{tmp_path / 'file'} is a file, not a folder",
+                      error=InputError)
+
+
 # ---- every command: output folders, integers and seeds, head sets (issue 38) --------------------------------------
 
 def out_argv(command: str, out: str) -> list[str]:
