@@ -74,6 +74,7 @@ from analyses.cli_checks import (  # noqa: E402
     naming,
     number_arg,
     script_main,
+    text_arg,
     write_output_file,
 )
 
@@ -451,6 +452,12 @@ def child_env(configs: Path | None, work: Path) -> dict[str, str]:
     return env
 
 
+def path_arg(text: str) -> Path:
+    """argparse type of the path flags: not empty text (``Path("")`` is the working folder, which the checks then
+    named as ``.``)."""
+    return Path(text_arg(text))
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line (see the module docstring)."""
     parser = ScriptParser(description=__doc__.split("\n")[0])
@@ -460,11 +467,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "read off the device, h100 where it is neither)")
     parser.add_argument("--budget", type=number_arg(positive=True), default=480.0,
                         help="seconds for all parts together (default 480)")
-    parser.add_argument("--configs", type=Path, help="packed configs and tokenizers (--pack-configs) used as the "
+    parser.add_argument("--configs", type=path_arg, help="packed configs and tokenizers (--pack-configs) used as the "
                         "mechprobe cache where the packaged weights are absent")
-    parser.add_argument("--work", type=Path, default=Path("gpu_check_work"), help="the parts' logs and outputs")
-    parser.add_argument("--out", type=Path, default=Path("gpu_check.json"), help="the JSON summary")
-    parser.add_argument("--pack-configs", type=Path, metavar="DIR",
+    parser.add_argument("--work", type=path_arg, default=Path("gpu_check_work"), help="the parts' logs and outputs")
+    parser.add_argument("--out", type=path_arg, default=Path("gpu_check.json"), help="the JSON summary")
+    parser.add_argument("--pack-configs", type=path_arg, metavar="DIR",
                         help="write the packaged models' configs and tokenizers (no weights) to DIR and exit")
     return parser.parse_args(argv)
 

@@ -168,3 +168,13 @@ def test_an_out_in_the_work_folder_is_refused_before_anything_is_written(gpu_che
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and f"--out {work / inside}" in err and f"--work {work}, the folder" in err, err
     assert err.count("\n") == 1 and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("flag", ["--work", "--out", "--configs", "--pack-configs"])
+def test_an_empty_path_is_refused_as_empty_not_as_the_working_folder(gpu_check, flag, capsys):
+    """--configs '' said '--configs . holds no models/ folder; write it with --pack-configs .', a fix refused in
+    turn (the working folder); --work '' and --out '' were refused as '.'."""
+    with pytest.raises(SystemExit) as exit_:
+        gpu_check.parse_args(["--device", "cpu", flag, ""])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and f"argument {flag}: the value is empty" in err and err.count("\n") == 1, err
