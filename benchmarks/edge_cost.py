@@ -39,6 +39,7 @@ from analyses.cli_checks import (
     check_output_file,
     count_arg,
     script_main,
+    seed_arg,
     threads_arg,
     write_output_file,
 )
@@ -81,7 +82,7 @@ def main() -> None:
     parser.add_argument("--draws", type=count_arg(100), default=CircuitConfig.draws)
     parser.add_argument("--sequences", type=count_arg(2), default=CircuitConfig.sequences)
     parser.add_argument("--seq-len", type=count_arg(4), default=CircuitConfig.seq_len)
-    parser.add_argument("--seed", type=count_arg(0), default=0)
+    parser.add_argument("--seed", type=seed_arg, default=0)
     parser.add_argument("--threads", type=threads_arg(1), default=1)
     parser.add_argument("--no-both", action="store_true", help="skip (4), the null of both effects")
     parser.add_argument("--out", dest="json", metavar="FILE.json", help="also write the measurements to this file")

@@ -289,3 +289,12 @@ def test_a_ctrl_c_while_a_script_imports_is_one_line_and_exit_130(name):
                           env=env, capture_output=True, text=True, timeout=120)
     assert (done.returncode, done.stderr) == (130, f"{name}: interrupted while starting; nothing was run\n"), \
         done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("seed", [str(2**32), str(2**63 - 1)])
+def test_the_edge_cost_seed_has_every_commands_range(seed, capsys):
+    """edge_cost.py --seed 9223372036854775807 ran (count_arg(0)); every other --seed is 0 <= seed < 2**32."""
+    with pytest.raises(SystemExit) as exited:
+        benchmark_parser(ROOT / "benchmarks" / "edge_cost.py").parse_args(["--seed", seed])
+    err = capsys.readouterr().err.strip()
+    assert exited.value.code == 2 and "argument --seed: seed must be an integer with 0 <= seed < 2**32" in err, err
