@@ -279,6 +279,10 @@ def main() -> None:
         if len(fields) != 3 or fields[0] not in SHAPES or not fields[1].isdigit() or fields[2] not in ROUTES:
             parser.error(f"--skip {item!r}: expected SHAPE:TOKENS:ROUTE with SHAPE one of {sorted(SHAPES)} and ROUTE "
                          f"one of {list(ROUTES)}, e.g. llama1b:32768:bridge")
+        if item not in {f"{shape}:{length}:{route}" for shape in args.shapes for length in args.lengths
+                        for route in ROUTES}:  # it would skip nothing, silently
+            parser.error(f"--skip {item!r} names no measurement of this run (--shapes {' '.join(args.shapes)}, "
+                         f"--lengths {' '.join(map(str, args.lengths))}); give a shape and a length of those")
     dtype = args.dtype or ("bfloat16" if args.device.startswith("cuda") else "float32")
     common = {"device": args.device, "dtype": dtype, "batch": args.batch, "repeats": args.repeats,
               "threads": args.threads}

@@ -298,3 +298,26 @@ def test_the_edge_cost_seed_has_every_commands_range(seed, capsys):
         benchmark_parser(ROOT / "benchmarks" / "edge_cost.py").parse_args(["--seed", seed])
     err = capsys.readouterr().err.strip()
     assert exited.value.code == 2 and "argument --seed: seed must be an integer with 0 <= seed < 2**32" in err, err
+
+
+@pytest.mark.parametrize("skip", ["smollm2:9:bare", "smollm2:08:bare", "llama1b:8:bare"])
+def test_a_skip_that_names_no_measurement_of_the_run_is_refused(skip, monkeypatch, capsys):
+    """gpu_long_context.py --lengths 8 --skip smollm2:9:bare measured everything, the skip ignored silently."""
+    script = benchmark_module(ROOT / "benchmarks" / "gpu_long_context.py")
+    monkeypatch.setattr(script, "_measure", lambda spec, timeout: pytest.fail(f"measured {spec}"))
+    monkeypatch.setattr(sys, "argv", ["gpu_long_context.py", "--lengths", "8", "--layers", "--skip", skip])
+    with pytest.raises(SystemExit) as exited:
+        script.main()
+    err = capsys.readouterr().err.strip()
+    assert exited.value.code == 2 and len(err.splitlines()) == 1, err
+    assert f"--skip '{skip}' names no measurement of this run (--shapes smollm2, --lengths 8)" in err, err
+
+
+def test_a_skip_of_a_measurement_of_the_run_skips_it(monkeypatch, capsys):
+    script = benchmark_module(ROOT / "benchmarks" / "gpu_long_context.py")
+    measured: list[str] = []
+    monkeypatch.setattr(script, "_measure", lambda spec, timeout: measured.append(spec["route"]) or {
+        **spec, "seconds": 1.0, "peak_mib": 1.0, "error": None})
+    monkeypatch.setattr(sys, "argv", ["gpu_long_context.py", "--lengths", "8", "--layers", "--skip", "smollm2:8:cache"])
+    script.main()
+    assert "cache" not in measured and "bare" in measured
