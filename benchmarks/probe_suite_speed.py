@@ -34,7 +34,7 @@ import torch
 from transformer_lens.head_detector import detect_head
 
 import probes
-from analyses.cli_checks import ScriptParser, check_model_spec, count_arg, script_main, threads_arg
+from analyses.cli_checks import ScriptParser, check_model_spec, count_arg, script_main, sized_by, threads_arg
 from probes.text.corpora import iter_documents
 from probes.text.token_topics import token_topic_labels
 from probes.text.topics import LdaTopicConfig, assign_word_topics, fit_lda_topics
@@ -84,8 +84,9 @@ def main() -> None:
     model = probes.load_model(args.model)
     info = probes.ModelInfo.of(model)
     documents = list(iter_documents("wikipedia-excerpt", min_chars=200, max_documents=args.lda_documents))
-    topic_model = fit_lda_topics(documents, SMALL_CORPUS_TOPICS)
-    labels = token_topic_labels(assign_word_topics(topic_model), model.tokenizer, info.d_vocab).labels
+    with sized_by("--lda-documents", args.lda_documents, "600"):
+        topic_model = fit_lda_topics(documents, SMALL_CORPUS_TOPICS)
+        labels = token_topic_labels(assign_word_topics(topic_model), model.tokenizer, info.d_vocab).labels
     batches = list(probes.text_token_batches(documents, model.tokenizer, info, seq_len=args.seq_len,
                                              batch_size=args.batch_size, max_batches=args.batches))
     pair_tokens = frequent_labelled_tokens(batches, labels, args.pair_tokens)

@@ -321,3 +321,22 @@ def test_a_skip_of_a_measurement_of_the_run_skips_it(monkeypatch, capsys):
     monkeypatch.setattr(sys, "argv", ["gpu_long_context.py", "--lengths", "8", "--layers", "--skip", "smollm2:8:cache"])
     script.main()
     assert "cache" not in measured and "bare" in measured
+
+
+@pytest.mark.parametrize(("documents", "reason"), [("5", "After filter_extremes only 0 words remain"),
+                                                   ("50", "The word -> topic assignment is empty")])
+def test_too_few_lda_documents_name_the_flag_not_settings_the_script_lacks(documents, reason, tmp_path,
+                                                                            monkeypatch, capsys):
+    """probe_suite_speed.py --lda-documents 50 advised 'fewer topics or top words, chunk_words=0 or a lower
+    no_below ... held_out_fraction=0': no flags of the script."""
+    from tests.random_checkpoints import make_random_checkpoint
+
+    model = make_random_checkpoint("llama", tmp_path / "llama")
+    script = benchmark_module(ROOT / "benchmarks" / "probe_suite_speed.py")
+    monkeypatch.setattr(sys, "argv", ["probe_suite_speed.py", "--model", str(model), "--seq-len", "32", "--batches",
+                                      "1", "--batch-size", "1", "--repeats", "1", "--lda-documents", documents])
+    with pytest.raises(SystemExit) as exited:
+        script.main()
+    err = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+    assert exited.value.code == 2 and len(err) == 1, err
+    assert f"--lda-documents {documents}: too little data ({reason}" in err[0] and "no_below" not in err[0], err
