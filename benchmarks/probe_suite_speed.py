@@ -66,7 +66,8 @@ def frequent_labelled_tokens(batches: list[probes.TokenBatch], labels: torch.Ten
 def main() -> None:
     parser = ScriptParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", default="minilm-l6", help="minilm-l6 or smollm2-135m (any probes.load_model spec)")
-    parser.add_argument("--seq-len", type=count_arg(2), default=128)
+    parser.add_argument("--seq-len", type=count_arg(18), default=128,
+                        help="tokens a text row holds (>= 18: at least 16 of text besides BOS and SEP)")
     parser.add_argument("--batch-size", type=count_arg(1), default=8)
     parser.add_argument("--batches", type=count_arg(1), default=2)
     parser.add_argument("--repeats", type=count_arg(1), default=3)

@@ -340,3 +340,20 @@ def test_too_few_lda_documents_name_the_flag_not_settings_the_script_lacks(docum
     err = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
     assert exited.value.code == 2 and len(err) == 1, err
     assert f"--lda-documents {documents}: too little data ({reason}" in err[0] and "no_below" not in err[0], err
+
+
+@pytest.mark.parametrize("seq_len", ["2", "16", "17"])
+def test_a_seq_len_no_text_row_fits_is_a_usage_error(seq_len, capsys):
+    """probe_suite_speed.py --seq-len 16 fitted the LDA, then an IndexError traceback: text_token_batches keeps
+    rows of at least 16 tokens besides BOS/SEP, so no batch came."""
+    with pytest.raises(SystemExit) as exited:
+        benchmark_parser(ROOT / "benchmarks" / "probe_suite_speed.py").parse_args(["--seq-len", seq_len])
+    err = capsys.readouterr().err.strip()
+    assert exited.value.code == 2 and f"argument --seq-len: {seq_len} is below 18" in err, err
+
+
+def test_the_least_seq_len_taken_gives_a_text_row():
+    from probes.text.text_batches import document_windows
+
+    assert benchmark_parser(ROOT / "benchmarks" / "probe_suite_speed.py").parse_args(["--seq-len", "18"]).seq_len == 18
+    assert [len(piece) for piece in document_windows(list(range(40)), 18 - 2, 16)] == [16, 16]  # BOS and SEP
