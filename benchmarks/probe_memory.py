@@ -77,7 +77,8 @@ def main() -> None:
     parser = ScriptParser(description=__doc__.split("\n")[0])
     parser.add_argument("--base-batches", type=count_arg(1), default=2, help="batches of the 1x corpus")
     parser.add_argument("--factors", type=count_arg(1), nargs="+", default=[1, 4, 16])
-    parser.add_argument("--seq-len", type=count_arg(2), default=128)
+    parser.add_argument("--seq-len", type=count_arg(18), default=128,
+                        help="tokens a text row holds (>= 18: at least 16 of text besides BOS and SEP)")
     parser.add_argument("--batch-size", type=count_arg(1), default=8)
     parser.add_argument("--child", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -342,12 +342,14 @@ def test_too_few_lda_documents_name_the_flag_not_settings_the_script_lacks(docum
     assert f"--lda-documents {documents}: too little data ({reason}" in err[0] and "no_below" not in err[0], err
 
 
+@pytest.mark.parametrize("name", ["probe_suite_speed.py", "probe_memory.py"])
 @pytest.mark.parametrize("seq_len", ["2", "16", "17"])
-def test_a_seq_len_no_text_row_fits_is_a_usage_error(seq_len, capsys):
+def test_a_seq_len_no_text_row_fits_is_a_usage_error(name, seq_len, capsys):
     """probe_suite_speed.py --seq-len 16 fitted the LDA, then an IndexError traceback: text_token_batches keeps
-    rows of at least 16 tokens besides BOS/SEP, so no batch came."""
+    rows of at least 16 tokens besides BOS/SEP, so no batch came; probe_memory.py --seq-len 4 said 'a step failed
+    ...: No batches were given: the batch iterable was empty.; fix that', naming no flag."""
     with pytest.raises(SystemExit) as exited:
-        benchmark_parser(ROOT / "benchmarks" / "probe_suite_speed.py").parse_args(["--seq-len", seq_len])
+        benchmark_parser(ROOT / "benchmarks" / name).parse_args(["--seq-len", seq_len])
     err = capsys.readouterr().err.strip()
     assert exited.value.code == 2 and f"argument --seq-len: {seq_len} is below 18" in err, err
 
