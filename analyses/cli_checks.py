@@ -331,6 +331,14 @@ def check_output_folder(flag: str, out: str, *, earlier_output: Callable[[Path],
     return path
 
 
+def check_detect_sequences(detect: int, batch_size: int) -> None:
+    """``--detect-sequences`` rows are taken from the first batch: at most ``--batch-size`` (else fewer are timed)."""
+    if detect > batch_size:
+        raise ConfigError(f"--detect-sequences {detect}: detect_head is timed on rows of the first batch, which "
+                          f"holds --batch-size {batch_size}; give --detect-sequences {batch_size} or fewer, or a "
+                          f"larger --batch-size.")
+
+
 def check_model_spec(flag: str, spec: str) -> str:
     """``spec`` names a model that may load: a packaged name, a path that exists, or a hub name (not empty text,
     not a path that is not there); checked before any work, the rest where the model loads."""

@@ -26,7 +26,14 @@ import torch
 from transformer_lens.head_detector import detect_head
 
 import probes
-from analyses.cli_checks import ScriptParser, check_model_spec, count_arg, script_main, threads_arg
+from analyses.cli_checks import (
+    ScriptParser,
+    check_detect_sequences,
+    check_model_spec,
+    count_arg,
+    script_main,
+    threads_arg,
+)
 
 
 def timed(fn) -> float:
@@ -48,6 +55,7 @@ def main() -> None:
     parser.add_argument("--threads", type=threads_arg(0), default=0, help="torch threads (0 = torch's default)")
     args = parser.parse_args()
     check_model_spec("--model", args.model)
+    check_detect_sequences(args.detect_sequences, args.batch_size)
     if args.threads:
         torch.set_num_threads(args.threads)
 

@@ -34,7 +34,15 @@ import torch
 from transformer_lens.head_detector import detect_head
 
 import probes
-from analyses.cli_checks import ScriptParser, check_model_spec, count_arg, script_main, sized_by, threads_arg
+from analyses.cli_checks import (
+    ScriptParser,
+    check_detect_sequences,
+    check_model_spec,
+    count_arg,
+    script_main,
+    sized_by,
+    threads_arg,
+)
 from probes.text.corpora import iter_documents
 from probes.text.token_topics import token_topic_labels
 from probes.text.topics import LdaTopicConfig, assign_word_topics, fit_lda_topics
@@ -78,6 +86,7 @@ def main() -> None:
     parser.add_argument("--threads", type=threads_arg(0), default=0, help="torch threads (0 = torch's default)")
     args = parser.parse_args()
     check_model_spec("--model", args.model)
+    check_detect_sequences(args.detect_sequences, args.batch_size)
     logging.getLogger("gensim").setLevel(logging.WARNING)
     if args.threads:
         torch.set_num_threads(args.threads)

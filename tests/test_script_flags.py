@@ -359,3 +359,16 @@ def test_the_least_seq_len_taken_gives_a_text_row():
 
     assert benchmark_parser(ROOT / "benchmarks" / "probe_suite_speed.py").parse_args(["--seq-len", "18"]).seq_len == 18
     assert [len(piece) for piece in document_windows(list(range(40)), 18 - 2, 16)] == [16, 16]  # BOS and SEP
+
+
+@pytest.mark.parametrize("name", ["head_scores_speed.py", "probe_suite_speed.py"])
+def test_more_detect_sequences_than_a_batch_holds_are_refused_before_the_model_loads(name, monkeypatch, capsys):
+    """head_scores_speed.py --batch-size 1 --detect-sequences 5 timed detect_head on 1 row, silently."""
+    script = benchmark_module(ROOT / "benchmarks" / name)
+    monkeypatch.setattr(script.probes, "load_model", lambda *args, **kwargs: pytest.fail("the model loaded"))
+    monkeypatch.setattr(sys, "argv", [name, "--model", "minilm-l6", "--batch-size", "1", "--detect-sequences", "5"])
+    with pytest.raises(SystemExit) as exited:
+        script.main()
+    err = capsys.readouterr().err.strip()
+    assert exited.value.code == 2 and len(err.splitlines()) == 1, err
+    assert "--detect-sequences 5: detect_head is timed on rows of the first batch, which holds --batch-size 1" in err
