@@ -23,6 +23,7 @@ from analyses.commands.toy import TOY
 from analyses.dynamics.cli_commands import DYNAMICS, TRAIN_LM
 from analyses.plan.command import PLAN
 from probes.core.errors import MechprobeError
+from probes.core.out_of_memory import size_refusal
 from toymodels.errors import TrainingInterrupted
 
 COMMANDS: tuple[Command, ...] = (HEADS, REPORT, RENDER, PROBE_LINEAR, ABLATE, CIRCUIT, DYNAMICS, TRAIN_LM, PLAN, TOY)
@@ -119,6 +120,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         message = " ".join(str(error).split())  # one line, whatever the library wrote
         print(f"mechprobe: error: {message}", file=sys.stderr)
+        return 2
+    except (MemoryError, RuntimeError) as error:  # a size accepted that the machine cannot hold
+        refusal = size_refusal(error)
+        if args.debug or refusal is None:
+            raise
+        print(f"mechprobe: error: {refusal}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         if args.debug:

@@ -33,6 +33,19 @@ def is_out_of_memory(error: BaseException) -> bool:
     return isinstance(error, RuntimeError) and ("out of memory" in message or "not enough memory" in message)
 
 
+def size_refusal(error: BaseException) -> str | None:
+    """The one line a command prints, instead of a traceback, for a size the machine cannot hold: an allocator
+    failure, or a size torch cannot even compute (a batch of 2**63 rows); None for any other error."""
+    if not isinstance(error, (MemoryError, RuntimeError)):
+        return None
+    first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    if not (isinstance(error, MemoryError) or is_out_of_memory(error) or "can't allocate memory" in first
+            or "size calculation overflowed" in first):
+        return None
+    return (f"out of memory ({first[:160]}): a size given (a batch size, sequence length, width or count) needs more "
+            f"memory than this machine has; lower it and run the command again.")
+
+
 @dataclass
 class Halving:
     """The largest chunk of ``what`` (rows, head sets) to try in one pass: no limit until a pass runs out of memory,

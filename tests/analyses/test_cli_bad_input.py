@@ -11,6 +11,7 @@ import torch
 
 from analyses.cli import UsageError, main
 from probes.core.errors import ConfigError, InputError, MechprobeError, ModelError
+from probes.core.out_of_memory import size_refusal
 
 TINY_HEADS = ["--seq-len", "3", "--batches", "1", "--batch-size", "1", "--no-progress"]
 
@@ -628,3 +629,47 @@ def test_probe_linear_on_a_model_folder_without_tokenizer_files_says_so(tmp_path
                        "--no-progress"], capsys, "turns text into no tokens", "tokenizer.save_pretrained",
                       error=InputError)
     assert not (tmp_path / "out").exists()
+
+
+def _torch_error(size: int) -> RuntimeError:
+    try:
+        torch.empty(size, dtype=torch.int64)
+    except RuntimeError as error:
+        return error
+    raise AssertionError(f"torch allocated {size} int64 values")
+
+
+def test_a_size_the_machine_cannot_hold_is_told_from_any_other_error():
+    """Overflowing sizes (2**62 values) and allocations past the machine's memory (2**40) are refused as sizes;
+    any other error is not (it keeps its traceback: a bug is not bad input)."""
+    for size in (2**62, 2**40):
+        refusal = size_refusal(_torch_error(size))
+        assert refusal is not None and refusal.startswith("out of memory (") and "lower it" in refusal, refusal
+    assert size_refusal(MemoryError()) is not None
+    assert size_refusal(RuntimeError("mat1 and mat2 shapes cannot be multiplied")) is None
+    assert size_refusal(ValueError("can't allocate memory")) is None
+
+
+def test_a_huge_batch_accepted_by_a_config_is_one_line_when_training_allocates_it(tmp_path, capsys):
+    """toy topic --set joint.batch_size=2**63-1 passed every check (it is an integer >= 1) and then ended in a
+    RuntimeError traceback ('Storage size calculation overflowed') at the first training step."""
+    out = tmp_path / "topic"
+    code = main(["toy", "topic", "--preset", "fast", "--set", f"joint.batch_size={2**63 - 1}", "--out", str(out),
+                 "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and err.startswith("mechprobe: error: out of memory ("), err
+    assert list(tmp_path.iterdir()) == []  # no folder and no DIR.partial left
+
+
+def test_an_error_that_is_not_a_size_keeps_its_traceback(monkeypatch):
+    import dataclasses
+
+    import analyses.cli
+
+    def broken(args):
+        raise RuntimeError("mat1 and mat2 shapes cannot be multiplied")
+
+    monkeypatch.setattr(analyses.cli, "COMMANDS", tuple(dataclasses.replace(command, run=broken)
+                                                         for command in analyses.cli.COMMANDS))
+    with pytest.raises(RuntimeError, match="mat1 and mat2"):
+        main(["heads", "--model", "smollm2-135m"])
