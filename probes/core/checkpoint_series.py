@@ -132,11 +132,12 @@ def _split_list(spec: str) -> tuple[str, str, list[str]] | None:
     return name.strip(), key, items
 
 
-# The keys of a checkpoint's config that make it one architecture and one vocabulary (Hugging Face config.json;
-# TransformerLens and toy model.json under "config"): checkpoints of one run agree on every one that they state.
+# The keys of a checkpoint's config that make it one architecture, context and vocabulary (Hugging Face config.json;
+# TransformerLens and toy model.json under "config"): checkpoints of one run agree on every one that they state. The
+# seed is not one: a series of redrawn initialisations is the toys' control.
 _RUN_KEYS = ("model_type", "architectures", "vocab_size", "d_vocab", "hidden_size", "d_model", "num_hidden_layers",
              "n_layers", "num_attention_heads", "n_heads", "d_head", "intermediate_size", "d_mlp", "class",
-             "experiment", "format")
+             "experiment", "format", "n_ctx", "max_position_embeddings", "n_positions")
 
 
 def _run_signature(path: Path) -> dict[str, Any] | None:
@@ -161,8 +162,9 @@ def _run_signature(path: Path) -> dict[str, Any] | None:
 
 
 def _check_one_run(folder: Path, checkpoints: tuple[Checkpoint, ...]) -> None:
-    """Refuse a series folder whose checkpoints are not one training run: another architecture or vocabulary in a
-    key both checkpoints state (a key one of them lacks is left to its loader, which names a damaged file)."""
+    """Refuse a series folder whose checkpoints are not one training run: another architecture, context or
+    vocabulary in a key both checkpoints state (a key one of them lacks is left to its loader, which names a damaged
+    file)."""
     first: tuple[Checkpoint, dict[str, Any]] | None = None
     for checkpoint in checkpoints:
         signature = _run_signature(Path(checkpoint.spec))
@@ -177,7 +179,8 @@ def _check_one_run(folder: Path, checkpoints: tuple[Checkpoint, ...]) -> None:
             raise ConfigError(
                 f"{folder} is not one training run: the checkpoint at step {checkpoint.step} has {key} "
                 f"{signature.get(key)!r} where step {first[0].step}'s has {first[1][key]!r}; a series is one run of "
-                f"one architecture and vocabulary: keep only its checkpoints in the folder (or in {MANIFEST})."
+                f"one architecture, context and vocabulary: keep only its checkpoints in the folder (or in "
+                f"{MANIFEST})."
             )
 
 

@@ -133,13 +133,31 @@ def test_a_manifest_that_is_not_one_run_in_step_order_is_refused_by_name(tmp_pat
     assert "\n" not in str(caught.value)
 
 
-@pytest.mark.parametrize(("key", "other"), [("vocab_size", 100), ("hidden_size", 32), ("model_type", "llama")])
+@pytest.mark.parametrize(("key", "other"), [("vocab_size", 100), ("hidden_size", 32), ("model_type", "llama"),
+                                            ("max_position_embeddings", 1024)])
 def test_checkpoints_of_another_architecture_or_vocabulary_are_not_one_run(tmp_path, key, other):
-    config = {"model_type": "gpt_neox", "vocab_size": 50, "hidden_size": 64, "num_hidden_layers": 2}
+    config = {"model_type": "gpt_neox", "vocab_size": 50, "hidden_size": 64, "num_hidden_layers": 2,
+              "max_position_embeddings": 512}
     for step, changed in ((0, {}), (10, {key: other})):
         (tmp_path / "s" / f"step_{step}").mkdir(parents=True)
         (tmp_path / "s" / f"step_{step}" / "config.json").write_text(json.dumps({**config, **changed}))
     with pytest.raises(ConfigError, match=f"not one training run: the checkpoint at step 10 has {key}"):
         checkpoint_series(tmp_path / "s")
     (tmp_path / "s" / "step_10" / "config.json").write_text(json.dumps(config))
+    assert checkpoint_series(tmp_path / "s").steps == (0, 10)
+
+
+def test_train_lm_steps_of_another_context_are_not_one_run(tmp_path):
+    """A train-lm step of a run with a longer context put in a series (same widths and vocabulary) was measured as
+    its next step, and the block length checked against the first step's context only. Another seed is not refused:
+    a series of redrawn initialisations is the toys' control."""
+    config = {"n_layers": 2, "d_model": 32, "n_heads": 4, "d_vocab": 200, "n_ctx": 32, "seed": 0}
+    for step, changed in ((0, {}), (10, {"n_ctx": 64, "seed": 1})):
+        (tmp_path / "s" / f"step_{step}").mkdir(parents=True)
+        (tmp_path / "s" / f"step_{step}" / "model.json").write_text(json.dumps(
+            {"format": 1, "experiment": "train-lm", "class": "StandardBridge", "config": {**config, **changed}}))
+    with pytest.raises(ConfigError, match="not one training run: the checkpoint at step 10 has n_ctx 64 where"):
+        checkpoint_series(tmp_path / "s")
+    (tmp_path / "s" / "step_10" / "model.json").write_text(json.dumps(
+        {"format": 1, "experiment": "train-lm", "class": "StandardBridge", "config": {**config, "seed": 1}}))
     assert checkpoint_series(tmp_path / "s").steps == (0, 10)
