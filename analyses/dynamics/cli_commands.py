@@ -171,8 +171,17 @@ def run_train_lm_command(args: argparse.Namespace) -> int:
     summary = train_lm(config, out, device=args.device, progress=not args.no_progress)
     print(f"trained {config.n_steps} steps in {summary.seconds:.0f} s: loss {summary.first_loss:.3f} -> "
           f"{summary.final_loss:.3f}; saved steps {', '.join(str(s) for s in summary.steps)}")
-    print(f"wrote {out}; measure it with: mechprobe dynamics --model {out} --out {out}-dynamics")
+    print(f"wrote {out}; measure it with: mechprobe dynamics --model {out} --out {out}-dynamics"
+          f"{dynamics_seq_len(config.seq_len)}")
     return 0
+
+
+def dynamics_seq_len(context: int) -> str:
+    """The ``--seq-len`` that ``mechprobe dynamics`` needs on a train-lm series of ``context`` (its ``[BOS] X X``
+    block has no BOS there: 2 x seq_len positions): `` --seq-len N`` when its default does not fit, else nothing."""
+    from analyses.dynamics.config import DynamicsConfig
+
+    return "" if 2 * DynamicsConfig().seq_len <= context else f" --seq-len {context // 2}"
 
 
 DYNAMICS = Command(

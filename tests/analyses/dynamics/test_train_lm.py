@@ -81,6 +81,19 @@ def test_cli_train_lm_then_dynamics(tmp_path, capsys):
     assert code == 0 and "event induction" in capsys.readouterr().out
 
 
+def test_the_printed_dynamics_command_of_a_short_context_runs(tmp_path, capsys):
+    """With ``--set seq_len=16`` train-lm advised ``mechprobe dynamics --model LM --out LM-dynamics``, which refused:
+    its default --seq-len 40 needs 80 positions. The printed command now gives the --seq-len the context takes."""
+    (tmp_path / "text.txt").write_text("\n\n".join(f"line {i} " + "x y z " * (i % 5) for i in range(300)))
+    lm = tmp_path / "lm"
+    assert main(["train-lm", "--corpus", str(tmp_path / "text.txt"), "--out", str(lm), "--steps", "2",
+                 "--set", "vocab=30", "--set", "seq_len=16", "--set", "batch_size=2", "--set", "d_model=16",
+                 "--set", "n_checkpoints=2", "--set", "span=4", "--no-progress"]) == 0
+    printed = capsys.readouterr().out.strip().splitlines()[-1].split("measure it with: mechprobe ")[1]
+    assert printed == f"dynamics --model {lm} --out {lm}-dynamics --seq-len 8"
+    assert main([*printed.split(), "--batches", "4", "--batch-size", "2", "--boot", "100", "--no-progress"]) == 0
+
+
 def test_bad_settings_are_one_line():
     with pytest.raises(ConfigError, match="span"):
         TrainLmConfig(seq_len=32, span=20)
