@@ -4,6 +4,7 @@ and ``mechprobe train-lm`` (a real-text series trained here). Their records: :da
 from __future__ import annotations
 
 import argparse
+import shlex
 from typing import Any
 
 from analyses.cli_checks import (
@@ -171,8 +172,8 @@ def run_train_lm_command(args: argparse.Namespace) -> int:
     summary = train_lm(config, out, device=args.device, progress=not args.no_progress)
     print(f"trained {config.n_steps} steps in {summary.seconds:.0f} s: loss {summary.first_loss:.3f} -> "
           f"{summary.final_loss:.3f}; saved steps {', '.join(str(s) for s in summary.steps)}")
-    print(f"wrote {out}; measure it with: mechprobe dynamics --model {out} --out {out}-dynamics"
-          f"{dynamics_seq_len(config.seq_len)}")
+    print(f"wrote {out}; measure it with: mechprobe dynamics --model {shlex.quote(str(out))} --out "
+          f"{shlex.quote(f'{out}-dynamics')}{dynamics_seq_len(config.seq_len)}")
     return 0
 
 

@@ -94,6 +94,22 @@ def test_the_printed_dynamics_command_of_a_short_context_runs(tmp_path, capsys):
     assert main([*printed.split(), "--batches", "4", "--batch-size", "2", "--boot", "100", "--no-progress"]) == 0
 
 
+def test_the_printed_dynamics_command_quotes_a_path_with_spaces(tmp_path, capsys):
+    """``train-lm --out "my lm"`` printed ``mechprobe dynamics --model my lm --out my lm-dynamics``: a shell splits
+    it into other arguments. The paths are quoted for the shell now, and the printed command runs."""
+    import shlex
+
+    (tmp_path / "text.txt").write_text("\n\n".join(f"line {i} " + "x y z " * (i % 5) for i in range(300)))
+    lm = tmp_path / "my lm"
+    assert main(["train-lm", "--corpus", str(tmp_path / "text.txt"), "--out", str(lm), "--steps", "2",
+                 "--set", "vocab=30", "--set", "seq_len=16", "--set", "batch_size=2", "--set", "d_model=16",
+                 "--set", "n_checkpoints=2", "--set", "span=4", "--no-progress"]) == 0
+    printed = shlex.split(capsys.readouterr().out.strip().splitlines()[-1].split("measure it with: ")[1])
+    assert printed == ["mechprobe", "dynamics", "--model", str(lm), "--out", f"{lm}-dynamics", "--seq-len", "8"]
+    assert main([*printed[1:], "--batches", "4", "--batch-size", "2", "--boot", "100", "--no-progress"]) == 0
+    assert (tmp_path / "my lm-dynamics" / "summary.json").is_file()
+
+
 def test_bad_settings_are_one_line():
     with pytest.raises(ConfigError, match="span"):
         TrainLmConfig(seq_len=32, span=20)
