@@ -120,6 +120,12 @@ def report_config(args: argparse.Namespace):
         with naming("--corpus"):
             config = dataclasses.replace(config, settle=dataclasses.replace(config.settle,
                                                                             corpora=tuple(args.corpus[1:])))
+    toy_flags = [flag for flag, value in (("--toy-preset", args.toy_preset), ("--toy-seeds", args.toy_seeds))
+                 if value is not None]
+    if toy_flags and args.no_toys:
+        raise ConfigError(f"{' and '.join(toy_flags)} set{'s' if len(toy_flags) == 1 else ''} the toy models, which "
+                          f"this report skips (--no-toys); drop {'it' if len(toy_flags) == 1 else 'them'}, or "
+                          f"--no-toys.")
     unused = [flag for flag, value in (("--budget-minutes", args.budget_minutes), ("--max-tokens", args.max_tokens))
               if value is not None]
     if unused and not config.settle.enabled:  # after --set, which may turn settle.enabled on

@@ -327,6 +327,22 @@ def test_report_settle_budgets_without_settle_are_refused(tmp_path, capsys, monk
     assert main(report_argv(tmp_path, *argv, "--set", "settle.enabled=true")) == 0  # --settle by its setting
 
 
+@pytest.mark.parametrize("argv, words", [
+    (["--toy-preset", "paper"], "--toy-preset sets the toy models, which this report skips (--no-toys); drop it"),
+    (["--toy-seeds", "3"], "--toy-seeds sets the toy models"),
+    (["--toy-preset", "fast", "--toy-seeds", "3"], "--toy-preset and --toy-seeds set the toy models"),
+])
+def test_report_toy_flags_with_no_toys_are_refused(tmp_path, capsys, monkeypatch, argv, words):
+    """``report --no-toys --toy-preset standard`` (or ``--toy-seeds 3``) once ran without any toy, the flag ignored."""
+    import analyses.report.build
+
+    monkeypatch.setattr(analyses.report.build, "run_report", lambda *a, **k: pytest.fail("the report ran"))
+    fails_in_one_line(report_argv(tmp_path, *argv), capsys, words, error=ConfigError)
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.setattr(analyses.report.build, "run_report", lambda config, out, **k: Path(out) / "report.html")
+    assert main([arg for arg in report_argv(tmp_path, *argv) if arg != "--no-toys"]) == 0  # with the toys
+
+
 @pytest.mark.parametrize("routes, words", [
     ("bare,,suite", "--routes takes a comma-separated list"), ("bare,", "--routes takes a comma-separated list"),
     (",", "--routes takes a comma-separated list"), ("bare,bare", "--routes bare,bare: bare is named twice"),
