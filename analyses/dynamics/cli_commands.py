@@ -75,6 +75,7 @@ def run_dynamics_command(args: argparse.Namespace) -> int:
     from analyses.dynamics.figures import plot_series_together
     from analyses.dynamics.run import FIGURE, STORE, checked_series, longest_block, run_dynamics, summary_lines
     from analyses.dynamics.summary import SUMMARY
+    from analyses.toy_model_store import is_toy_folder
     from probes.core.loading import torch_dtype
 
     flags = {"seq_len": "--seq-len", "n_batches": "--batches", "batch_size": "--batch-size", "n_boot": "--boot",
@@ -87,6 +88,9 @@ def run_dynamics_command(args: argparse.Namespace) -> int:
         raise ConfigError(f"{flags[field]}: {error}" if field in flags else str(error)) from None
     with naming("--model"):  # the series read (hub revisions resolved, step files read) before any work
         series = checked_series(args.model)
+    if args.dtype is not None and is_toy_folder(series.checkpoints[0].spec):
+        raise ConfigError(f"--dtype does not apply to the series {args.model} (its checkpoints are mechprobe toy or "
+                          f"train-lm models: float32, as trained); drop --dtype.")
     if args.corpus is not None:
         with naming("--corpus"):
             check_corpus_spec(args.corpus, "text")

@@ -110,6 +110,26 @@ def test_the_printed_dynamics_command_quotes_a_path_with_spaces(tmp_path, capsys
     assert (tmp_path / "my lm-dynamics" / "summary.json").is_file()
 
 
+def test_dtype_on_a_train_lm_series_is_refused_before_any_checkpoint_loads(tmp_path, capsys, monkeypatch):
+    """``dynamics --model LM --dtype float16`` once measured the float32 steps as trained and wrote the same curves as
+    without it: the flag was ignored (as probe-linear refuses it on a toy folder)."""
+    import analyses.dynamics.run
+
+    (tmp_path / "text.txt").write_text("\n\n".join(f"line {i} " + "x y z " * (i % 5) for i in range(300)))
+    lm = tmp_path / "lm"
+    assert main(["train-lm", "--corpus", str(tmp_path / "text.txt"), "--out", str(lm), "--steps", "2",
+                 "--set", "vocab=30", "--set", "seq_len=16", "--set", "batch_size=2", "--set", "d_model=16",
+                 "--set", "n_checkpoints=2", "--set", "span=4", "--no-progress"]) == 0
+    capsys.readouterr()
+    monkeypatch.setattr(analyses.dynamics.run, "load_any_model", lambda *a, **k: pytest.fail("a checkpoint loaded"))
+    argv = ["dynamics", "--model", str(lm), "--out", str(tmp_path / "dyn"), "--seq-len", "8", "--dtype", "float16"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.strip().splitlines() == [f"mechprobe: error: --dtype does not apply to the series {lm} (its checkpoints "
+                                        f"are mechprobe toy or train-lm models: float32, as trained); drop --dtype."]
+    assert not (tmp_path / "dyn").exists()
+
+
 def test_bad_settings_are_one_line():
     with pytest.raises(ConfigError, match="span"):
         TrainLmConfig(seq_len=32, span=20)
