@@ -303,10 +303,11 @@ def _nearest_existing(path: Path) -> Path:
 
 
 def check_output_folder(flag: str, out: str, *, earlier_output: Callable[[Path], bool] = lambda _: False,
-                        make_parents: bool = True) -> Path:
+                        make_parents: bool = True, writes: Sequence[str] = ()) -> Path:
     """``out`` as a folder this command may write: not empty text, not the working folder (or one above it),
     not a file nor under one, writable, and either new, empty or ``earlier_output`` of this command (which the
-    new output replaces). With ``make_parents=False`` its parent folder must exist. Checked before any work."""
+    new output replaces), where none of the files it ``writes`` in place is a folder. With ``make_parents=False``
+    its parent folder must exist. Checked before any work."""
     if not out.strip():
         raise InputError(f"{flag} is empty; give a new folder such as runs/out.")
     path = Path(out)
@@ -328,6 +329,10 @@ def check_output_folder(flag: str, out: str, *, earlier_output: Callable[[Path],
     if path.is_dir() and any(path.iterdir()) and not earlier_output(path):
         raise InputError(f"{flag} {out} is a folder that holds other files; give a new or empty folder (nothing of "
                          f"yours is overwritten).")
+    blocked = next((path / name for name in writes if (path / name).exists() and not (path / name).is_file()), None)
+    if blocked is not None:
+        raise InputError(f"{flag} {out}: {blocked} is not a file, and this command writes its {blocked.name} there; "
+                         f"move it away or choose another {flag}.")
     return path
 
 

@@ -22,6 +22,8 @@ from analyses.cli_command import Command
 from probes.core.errors import ConfigError
 from probes.text.corpora import check_corpus_spec
 
+COMPARE_FIGURE = "dynamics_compare.png"
+
 
 def add_dynamics_arguments(dynamics: argparse.ArgumentParser) -> None:
     """``dynamics``'s own flags (:data:`DYNAMICS`)."""
@@ -73,6 +75,7 @@ def add_train_lm_arguments(train_lm: argparse.ArgumentParser) -> None:
 def run_dynamics_command(args: argparse.Namespace) -> int:
     from analyses.dynamics.config import DynamicsConfig
     from analyses.dynamics.figures import plot_series_together
+    from analyses.dynamics.refine import REFINEMENT
     from analyses.dynamics.run import FIGURE, STORE, checked_series, longest_block, run_dynamics, summary_lines
     from analyses.dynamics.summary import SUMMARY
     from analyses.toy_model_store import is_toy_folder
@@ -110,14 +113,15 @@ def run_dynamics_command(args: argparse.Namespace) -> int:
 
         with naming("--refine"):
             check_refinable(Path(args.model))
-    out = check_output_folder("--out", args.out, earlier_output=lambda folder: (folder / STORE).is_dir())
+    out = check_output_folder("--out", args.out, earlier_output=lambda folder: (folder / STORE).is_dir(),
+                              writes=(SUMMARY, FIGURE, COMPARE_FIGURE, REFINEMENT))
     if series.kind == "folder":
         check_outside("--out", out, "--model", series.source, suffix="dynamics")
     check_compared_folders("--compare", args.compare, out=out, model=args.model)
     others = {folder: compared_series(folder, args.model) for folder in args.compare}  # checked before measuring
     dtype = torch_dtype(args.dtype or "float32")
     if args.refine:
-        from analyses.dynamics.refine import REFINEMENT, refine_dynamics, refinement_lines
+        from analyses.dynamics.refine import refine_dynamics, refinement_lines
         from probes.dynamics.refinement import RefinementSettings
 
         settings = RefinementSettings(**refine_given)
@@ -131,7 +135,7 @@ def run_dynamics_command(args: argparse.Namespace) -> int:
         print(line)
     print(f"wrote {out / SUMMARY} and {out / FIGURE}")
     if others:
-        path = plot_series_together({args.model: summary, **others}, out / "dynamics_compare.png")
+        path = plot_series_together({args.model: summary, **others}, out / COMPARE_FIGURE)
         print(f"wrote {path}")
     return 0
 

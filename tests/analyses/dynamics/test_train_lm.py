@@ -130,6 +130,30 @@ def test_dtype_on_a_train_lm_series_is_refused_before_any_checkpoint_loads(tmp_p
     assert not (tmp_path / "dyn").exists()
 
 
+@pytest.mark.parametrize("name", ["summary.json", "dynamics.png", "dynamics_compare.png", "refinement.json"])
+def test_a_folder_where_dynamics_writes_a_file_is_refused_before_any_checkpoint_loads(tmp_path, capsys, monkeypatch,
+                                                                                      name):
+    """An earlier dynamics --out whose summary.json is a folder was measured again, then the run failed writing it:
+    '[Errno 21] Is a directory: ...' (an OSError, no fix), after all the work."""
+    import analyses.dynamics.run
+
+    (tmp_path / "text.txt").write_text("\n\n".join(f"line {i} " + "x y z " * (i % 5) for i in range(300)))
+    lm = tmp_path / "lm"
+    assert main(["train-lm", "--corpus", str(tmp_path / "text.txt"), "--out", str(lm), "--steps", "2",
+                 "--set", "vocab=30", "--set", "seq_len=16", "--set", "batch_size=2", "--set", "d_model=16",
+                 "--set", "n_checkpoints=2", "--set", "span=4", "--no-progress"]) == 0
+    capsys.readouterr()
+    out = tmp_path / "dyn"
+    (out / "checkpoints").mkdir(parents=True)
+    (out / name / "kept").mkdir(parents=True)
+    monkeypatch.setattr(analyses.dynamics.run, "load_any_model", lambda *a, **k: pytest.fail("a checkpoint loaded"))
+    assert main(["dynamics", "--model", str(lm), "--out", str(out), "--seq-len", "8", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip().splitlines() == [f"mechprobe: error: --out {out}: {out / name} is not a file, and this command "
+                                        f"writes its {name} there; move it away or choose another --out."]
+    assert (out / name / "kept").is_dir()
+
+
 def test_bad_settings_are_one_line():
     with pytest.raises(ConfigError, match="span"):
         TrainLmConfig(seq_len=32, span=20)
