@@ -329,10 +329,7 @@ def check_output_folder(flag: str, out: str, *, earlier_output: Callable[[Path],
     if path.is_dir() and any(path.iterdir()) and not earlier_output(path):
         raise InputError(f"{flag} {out} is a folder that holds other files; give a new or empty folder (nothing of "
                          f"yours is overwritten).")
-    blocked = next((path / name for name in writes if (path / name).exists() and not (path / name).is_file()), None)
-    if blocked is not None:
-        raise InputError(f"{flag} {out}: {blocked} is not a file, and this command writes its {blocked.name} there; "
-                         f"move it away or choose another {flag}.")
+    check_files_written(f"{flag} {out}", path, writes, fix=f"move it away or choose another {flag}")
     return path
 
 
@@ -342,6 +339,15 @@ def check_detect_sequences(detect: int, batch_size: int) -> None:
         raise ConfigError(f"--detect-sequences {detect}: detect_head is timed on rows of the first batch, which "
                           f"holds --batch-size {batch_size}; give --detect-sequences {batch_size} or fewer, or a "
                           f"larger --batch-size.")
+
+
+def check_files_written(where: str, folder: Path, names: Sequence[str], *, fix: str) -> None:
+    """Each of the files ``names`` that this command writes in ``folder`` is a file or not there yet (a folder in its
+    place failed the write after the work); checked before any work. ``where`` begins the error, ``fix`` ends it."""
+    blocked = next((folder / name for name in names if (folder / name).exists() and not (folder / name).is_file()),
+                   None)
+    if blocked is not None:
+        raise InputError(f"{where}: {blocked} is not a file, and this command writes its {blocked.name} there; {fix}.")
 
 
 def check_model_spec(flag: str, spec: str) -> str:

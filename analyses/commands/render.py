@@ -6,9 +6,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from analyses.cli_checks import text_arg
+from analyses.cli_checks import check_files_written, text_arg
 from analyses.cli_command import Command
 from probes.core.errors import InputError
+
+REWRITTEN = ("summary.json", "report.md", "report.html")
+"""The files of a report folder that ``render`` writes anew (:meth:`analyses.report.document.Report.write`)."""
 
 
 def add_arguments(render: argparse.ArgumentParser) -> None:
@@ -23,6 +26,7 @@ def run(args: argparse.Namespace) -> int:
         what = "is a file, not a folder" if folder.exists() else ": no such folder"
         raise InputError(f"{args.folder}{' ' if folder.exists() else ''}{what}; give the folder mechprobe report "
                          f"--out wrote.")
+    check_files_written(f"render {args.folder}", folder, REWRITTEN, fix="move it away, then render again")
     print(f"report rendered: {render_report(args.folder)}")
     return 0
 

@@ -436,6 +436,16 @@ def test_render_of_an_empty_missing_or_file_out_names_it_as_given(tmp_path, caps
                       error=InputError)
 
 
+@pytest.mark.parametrize("name", ["summary.json", "report.md", "report.html"])
+def test_render_where_a_file_it_writes_is_a_folder_is_refused_before_any_work(tmp_path, capsys, name):
+    """``render OUT`` whose report.html is a folder rebuilt the report, rewrote summary.json and report.md, then failed
+    '[Errno 21] Is a directory: ...' (an OSError, no fix)."""
+    (tmp_path / name / "kept").mkdir(parents=True)
+    fails_in_one_line(["render", str(tmp_path)], capsys, f"render {tmp_path}: {tmp_path / name} is not a file, and "
+                      f"this command writes its {name} there; move it away, then render again.", error=InputError)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name] and (tmp_path / name / "kept").is_dir()
+
+
 # ---- every command: output folders, integers and seeds, head sets (issue 38) --------------------------------------
 
 def out_argv(command: str, out: str) -> list[str]:
