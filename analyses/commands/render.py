@@ -26,7 +26,14 @@ def run(args: argparse.Namespace) -> int:
         what = "is a file, not a folder" if folder.exists() else ": no such folder"
         raise InputError(f"{args.folder}{' ' if folder.exists() else ''}{what}; give the folder mechprobe report "
                          f"--out wrote.")
-    check_files_written(f"render {args.folder}", folder, REWRITTEN, fix="move it away, then render again")
+    where, fix = f"render {args.folder}", "move it away, then render again"
+    check_files_written(where, folder, REWRITTEN, fix=fix)
+    figures = folder / "figures"
+    if figures.exists() and not figures.is_dir():
+        raise InputError(f"{where}: {figures} is not a folder, and this command draws the report's figures there; "
+                         f"{fix}.")
+    if figures.is_dir():  # each figure is drawn anew
+        check_files_written(where, figures, [p.name for p in figures.glob("*.png")], fix=fix)
     print(f"report rendered: {render_report(args.folder)}")
     return 0
 

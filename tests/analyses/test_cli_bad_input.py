@@ -446,6 +446,18 @@ def test_render_where_a_file_it_writes_is_a_folder_is_refused_before_any_work(tm
     assert sorted(p.name for p in tmp_path.iterdir()) == [name] and (tmp_path / name / "kept").is_dir()
 
 
+def test_render_where_the_figures_folder_or_a_figure_is_not_what_it_writes_is_refused(tmp_path, capsys):
+    """``render OUT`` with OUT/figures a file failed '[Errno 17] File exists', with a figure a folder '[Errno 21] Is
+    a directory' (an OSError, no fix), after rewriting summary.json and report.md."""
+    (tmp_path / "figures").write_text("kept", encoding="utf-8")
+    fails_in_one_line(["render", str(tmp_path)], capsys, f"{tmp_path / 'figures'} is not a folder, and this command "
+                      f"draws the report's figures there; move it away, then render again.", error=InputError)
+    (tmp_path / "figures").unlink()
+    (tmp_path / "figures" / "verdicts_forest.png").mkdir(parents=True)
+    fails_in_one_line(["render", str(tmp_path)], capsys, f"{tmp_path / 'figures' / 'verdicts_forest.png'} is not a "
+                      f"file, and this command writes its verdicts_forest.png there", error=InputError)
+
+
 # ---- every command: output folders, integers and seeds, head sets (issue 38) --------------------------------------
 
 def out_argv(command: str, out: str) -> list[str]:
