@@ -25,7 +25,7 @@ from analyses.dynamics.config import DynamicsConfig
 from analyses.dynamics.events import series_events
 from analyses.dynamics.figures import plot_dynamics
 from analyses.dynamics.measure import CheckpointMeasure, curve_table, measure_checkpoint
-from analyses.dynamics.summary import SUMMARY, DynamicsSummary
+from analyses.dynamics.summary import STORE, SUMMARY, DynamicsSummary
 from analyses.dynamics.text_measure import TextProbeData, text_probe_data
 from analyses.dynamics.toy_measure import measure_toy_checkpoint
 from analyses.induction.config import InductionExperimentConfig
@@ -46,7 +46,6 @@ from probes.core.errors import InputError
 
 log = logging.getLogger(__name__)
 
-STORE = "checkpoints"
 FIGURE = "dynamics.png"
 Loader = Callable[[str], Any]
 

@@ -9,9 +9,12 @@ from pathlib import Path
 from analyses.dynamics.config import DynamicsConfig
 from analyses.dynamics.events import SeriesEvents
 from mechprobe import records
+from probes.core.checkpoint_series import MANIFEST
 from probes.core.errors import InputError
 
 SUMMARY = "summary.json"
+STORE = "checkpoints"
+"""``OUT/checkpoints/``: each checkpoint's measures as it is done (what the same command resumes from)."""
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,11 @@ def load_summary(folder: str | Path, *, rerun: str | None = None) -> DynamicsSum
     if not path.is_file() and rerun is None:
         raise InputError(f"{folder} holds no {SUMMARY} of a finished mechprobe dynamics run; give the --out folder "
                          f"of one (run it to the end first).")
+    if rerun is None and not (Path(folder) / STORE).is_dir():  # another command's summary.json (train-lm, report)
+        series = (Path(folder) / MANIFEST).is_file()
+        raise InputError(f"{folder} is not the --out folder of a mechprobe dynamics run (it has no {STORE}/ folder)"
+                         + (f"; it is a checkpoint series: measure it with mechprobe dynamics --model {folder} --out "
+                            f"DIR, then give DIR." if series else "; give the --out folder of one."))
     rerun = rerun or (f"Run the mechprobe dynamics command that wrote {folder} again (it reuses the checkpoints "
                       f"measured there and writes {SUMMARY} anew).")
     return records.checked(DynamicsSummary, records.read_json(path, rerun=rerun), path, rerun=rerun)

@@ -216,6 +216,27 @@ def test_every_damaged_series_file_is_resumed_or_refused_naming_the_file(made, t
     run_checks(made, tmp_path, every=True)
 
 
+def test_a_compared_folder_of_another_command_is_refused_saying_what_to_give(made, tmp_path):
+    """``dynamics --compare LM`` (a train-lm folder) or ``--compare REPORT`` (a report folder), each with a
+    summary.json of its own, once said "Run the mechprobe dynamics command that wrote LM again", a command that never
+    ran. The train-lm folder's advice (measure it, then give that folder) works."""
+    report = tmp_path / "report"
+    report.mkdir()
+    (report / "summary.json").write_text('{"toy": {}}', encoding="utf-8")
+    for folder, words in ((made["lm"], f"{made['lm']} is not the --out folder of a mechprobe dynamics run (it has no "
+                           f"checkpoints/ folder); it is a checkpoint series: measure it with mechprobe dynamics "
+                           f"--model {made['lm']} --out DIR, then give DIR."),
+                          (report, f"{report} is not the --out folder of a mechprobe dynamics run (it has no "
+                           f"checkpoints/ folder); give the --out folder of one.")):
+        code, _, stderr = run(["dynamics", "--model", str(made["lm2"]), "--out", str(tmp_path / "new"), "--compare",
+                               str(folder), *DYNAMICS])
+        assert code == 2 and stderr.strip().splitlines() == [f"mechprobe: error: --compare: {words}"], stderr
+        assert not (tmp_path / "new").exists()
+    code, _, stderr = run(["dynamics", "--model", str(made["lm2"]), "--out", str(tmp_path / "new"), "--compare",
+                           str(made["dyn"]), *DYNAMICS])  # made["dyn"]: mechprobe dynamics --model LM --out DIR
+    assert code == 0, stderr
+
+
 TOY = ["toy", "induction", "--preset", "standard", "--set", "data.seq_len=20", "--set", "standard_train.n_steps=12",
        "--set", "eval_every=6", "--set", "n_val=16", "--set", "probe_sequences=16", "--set", "standard.d_model=16",
        "--set", "eval_seq_lens=(10,)", "--set", "eval_alphas=(1.0,)", "--set", "n_train=32", "--set",
