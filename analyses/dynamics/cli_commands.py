@@ -76,7 +76,15 @@ def run_dynamics_command(args: argparse.Namespace) -> int:
     from analyses.dynamics.config import DynamicsConfig
     from analyses.dynamics.figures import plot_series_together
     from analyses.dynamics.refine import REFINEMENT
-    from analyses.dynamics.run import FIGURE, STORE, checked_series, longest_block, run_dynamics, summary_lines
+    from analyses.dynamics.run import (
+        FIGURE,
+        STORE,
+        checked_series,
+        known_context,
+        longest_block,
+        run_dynamics,
+        summary_lines,
+    )
     from analyses.dynamics.summary import SUMMARY
     from analyses.toy_model_store import is_toy_folder
     from probes.core.loading import torch_dtype
@@ -106,6 +114,11 @@ def run_dynamics_command(args: argparse.Namespace) -> int:
         raise ConfigError(f"--seq-len {config.seq_len}: the repeated block X X needs more positions than the "
                           f"context of {too_long[0]} of the models of {args.model}; give --seq-len {too_long[1]} or "
                           f"less.")
+    context = (known_context(series) or (None, False))[0]
+    if args.corpus is not None and context is not None and context < config.late[1]:
+        raise ConfigError(f"--corpus {args.corpus}: the early-minus-late loss reads text rows of {config.late[1]} "
+                          f"tokens, more than the context of {context} of the models of {args.model}; leave --corpus "
+                          f"out, or train the series with --set seq_len={config.text_seq_len} or more.")
     if args.refine:
         from pathlib import Path
 

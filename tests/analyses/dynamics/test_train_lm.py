@@ -212,6 +212,10 @@ def test_a_block_longer_than_the_series_context_is_refused_before_any_checkpoint
             (["dynamics", "--model", str(lm), "--seq-len", "9"], "--seq-len 9: the repeated block X X needs more "
              "positions than the context of 16 of the models of"),
             (["dynamics", "--model", str(lm)], "give --seq-len 8 or less"),
+            (["dynamics", "--model", str(lm), "--seq-len", "8", "--corpus", str(tmp_path / "text.txt")],
+             f"--corpus {tmp_path / 'text.txt'}: the early-minus-late loss reads text rows of 127 tokens, more than "
+             f"the context of 16 of the models of {lm}; leave --corpus out, or train the series with --set "
+             f"seq_len=128 or more."),  # it loaded the first step, then blamed the corpus's documents as too short
             (["report", "--no-toys", "--fast", "--series", str(lm)], f"--series {lm}: the report measures a series "
              f"on [BOS] X X with |X| = 40, more positions than its models' context of 16; measure it with "
              f"mechprobe dynamics --model {lm} --seq-len 8 --out DIR instead, or train it with --set seq_len=80")):
