@@ -127,23 +127,24 @@ def topic_mean_over_heads(whole: TopicAttention, per_batch: Mapping[str, Tensor]
                    n_units=int(units["same_topic/pairs"].shape[0]))
 
 
-def ordering_per_head(attention: KeyTokenAttention) -> tuple[Tensor, Tensor]:
-    """Distance-matched Spearman [layer head query] and the mask of query tokens with enough ranked keys."""
+def ordering_per_head(attention: KeyTokenAttention, *, more: str = "probe more text") -> tuple[Tensor, Tensor]:
+    """Distance-matched Spearman [layer head query] and the mask of query tokens with enough ranked keys; too few
+    is an InputError ending with ``more`` (how the caller's command probes more text)."""
     ordering = cooccurrence_ordering(attention, measure="distance_matched")
     ranked = ordering.n_keys >= MIN_RANKED_KEYS
     if not bool(ranked.any()):
-        raise InputError("Too few co-occurring topic tokens to rank; probe more text (raise max_batches).")
+        raise InputError(f"Too few co-occurring topic tokens to rank; {more}.")
     return ordering.spearman.double(), ranked
 
 
 def held_out_ordering(selection: KeyTokenAttention, estimation: KeyTokenAttention, *, n_boot: int,
-                      n_permutations: int, seed: int) -> HeldOut:
+                      n_permutations: int, seed: int, more: str = "probe more text") -> HeldOut:
     """The head whose distance-matched attention follows co-occurrence best on the selection half; on the
     estimation half its mean Spearman over query tokens, a bootstrap CI over query tokens, and the null with
     co-occurrence shuffled among each query's keys."""
-    rho_a, ranked_a = ordering_per_head(selection)
+    rho_a, ranked_a = ordering_per_head(selection, more=more)
     layer, head = _flat_argmax(rho_a[:, :, ranked_a].nanmean(-1))
-    rho_b, ranked_b = ordering_per_head(estimation)
+    rho_b, ranked_b = ordering_per_head(estimation, more=more)
     values = rho_b[layer, head, ranked_b]
     finite = torch.isfinite(values)
     units = {"rho": torch.where(finite, values, 0.0), "n": finite.double()}

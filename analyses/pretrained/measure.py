@@ -295,7 +295,8 @@ def measure_model(model: HookedModel, name: str, batches: Sequence[TokenBatch], 
     heads_b, topic_a, topic_b = recorder_b.per_unit(0), recorder_a.per_unit(1), recorder_b.per_unit(1)
     topic_units = {k: torch.cat([topic_a[k], topic_b[k]]) for k in TOPIC_UNIT_KEYS}
     ordering_best = held_out_ordering(results_a[3], results_b[3], n_boot=n_boot, n_permutations=config.n_permutations,
-                                      seed=seed)
+                                      seed=seed, more=f"probe more text: give --max-batches more than "
+                                      f"{config.max_batches}")  # mechprobe report's flag (pretrained.max_batches)
     held_out = {
         "induction_protocol": held_out_head_score("induction", protocol_selection, protocol_recorder.per_unit(0),
                                                   n_boot=n_boot, seed=seed),

@@ -343,6 +343,20 @@ def test_report_toy_flags_with_no_toys_are_refused(tmp_path, capsys, monkeypatch
     assert main([arg for arg in report_argv(tmp_path, *argv) if arg != "--no-toys"]) == 0  # with the toys
 
 
+@pytest.mark.slow  # about 25 s: two reports (the second with --debug) up to the first model's ordering finding
+def test_report_with_too_little_text_to_rank_the_ordering_names_the_flag(tmp_path, capsys):
+    """``report --max-batches 4`` on a small model once ended 'Too few co-occurring topic tokens to rank; probe more
+    text (raise max_batches).': the report has no such setting (``--set max_batches=`` is refused as unknown)."""
+    from tests.random_checkpoints import make_random_checkpoint
+
+    neox = make_random_checkpoint("gpt_neox", tmp_path / "neox", seed=0)
+    fails_in_one_line(["report", "--no-toys", "--fast", "--no-progress", "--model", str(neox), "--max-batches", "4",
+                       "--out", str(tmp_path / "report")], capsys,
+                      "Too few co-occurring topic tokens to rank; probe more text: give --max-batches more than 4.",
+                      error=InputError)
+    assert not (tmp_path / "report").exists()
+
+
 @pytest.mark.parametrize("routes, words", [
     ("bare,,suite", "--routes takes a comma-separated list"), ("bare,", "--routes takes a comma-separated list"),
     (",", "--routes takes a comma-separated list"), ("bare,bare", "--routes bare,bare: bare is named twice"),
