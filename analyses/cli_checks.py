@@ -453,6 +453,15 @@ def write_output_file(path: str | Path, text: str) -> Path:
     return atomic_write_text(path, text)
 
 
+def check_not_read(flag: str, out: str, read_flag: str, spec: str) -> None:
+    """``out`` (a file this command writes) is not a file of what ``read_flag`` names (a model folder or file that
+    it reads): writing it would replace the input (``--json MODEL/config.json``). Checked before any work."""
+    source, target = Path(spec).expanduser(), Path(out).expanduser()
+    if source.exists() and target.exists() and target.resolve().is_relative_to(source.resolve()):
+        raise InputError(f"{flag} {out} is a file of {read_flag} {spec}, which this command reads: writing it would "
+                         f"replace it; give a path outside {spec}.")
+
+
 @contextlib.contextmanager
 def written_atomically(out: Path) -> Iterator[Path]:
     """A temporary folder that replaces ``out`` in one rename when the block succeeds; on error nothing is left

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from analyses.cli_checks import check_pattern_name, check_pattern_targets
+from analyses.cli_checks import check_not_read, check_pattern_name, check_pattern_targets
 from analyses.paper_result import write_json
 from analyses.pretrained.passages import passage_patterns
 from probes import (
@@ -93,6 +93,7 @@ def run_heads(model_spec: str, *, seq_len: int, batches: int, batch_size: int, s
     for flag, path, example in (("--json", json_path, "heads.json"), ("--html", html_path, "heads.html")):
         if path is not None:
             _check_output(flag, path, example)
+            check_not_read(flag, path, "--model", model_spec)
     model = load_model(model_spec, device=device, dtype=torch_dtype(dtype))
     for kind in kinds:
         check_pattern_targets("--pattern", kind, ModelInfo.of(model), seq_len)

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from analyses.cli_checks import check_output_file, count_arg, first_repeated, naming, text_arg
+from analyses.cli_checks import check_not_read, check_output_file, count_arg, first_repeated, naming, text_arg
 from analyses.cli_command import Command
 from analyses.plan.estimate import GPUS, Estimate, estimate
 from analyses.plan.routes import ROUTES, RouteLedger, run, why_not
@@ -62,6 +62,7 @@ def check_plan_args(args: argparse.Namespace) -> tuple[str, ...]:
         raise ConfigError(f"--batch x --tokens must be at most {MAX_TOKENS * 64:,}; got {args.batch * args.tokens:,}.")
     if args.json is not None:
         check_output_file("--json", args.json)
+        check_not_read("--json", args.json, "--model", args.model)
     return DEFAULT_ROUTES if args.routes is None else parse_routes(args.routes)
 
 

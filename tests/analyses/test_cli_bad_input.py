@@ -357,6 +357,21 @@ def test_report_with_too_little_text_to_rank_the_ordering_names_the_flag(tmp_pat
     assert not (tmp_path / "report").exists()
 
 
+@pytest.mark.parametrize("command", [["heads", "--batches", "2", "--no-progress"], ["plan", "--tokens", "64"]])
+def test_json_that_is_a_file_of_the_model_read_is_refused_before_any_work(tmp_path, capsys, command):
+    """``heads --model DIR --json DIR/config.json`` (or ``plan``) once wrote its scores over the model's config.json:
+    the model no longer loaded ('Should have a `model_type` key in its config.json')."""
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text('{"model_type": "gpt_neox"}', encoding="utf-8")
+    for spec, target in ((str(model), model / "config.json"), (f"{model}/", model / "config.json")):
+        fails_in_one_line([command[0], "--model", spec, "--json", str(target), *command[1:]], capsys,
+                          f"--json {target} is a file of --model {spec}, which this command reads: writing it would "
+                          f"replace it; give a path outside {spec}.", error=InputError)
+        assert (model / "config.json").read_text(encoding="utf-8") == '{"model_type": "gpt_neox"}'
+    assert sorted(p.name for p in model.iterdir()) == ["config.json"]
+
+
 @pytest.mark.parametrize("routes, words", [
     ("bare,,suite", "--routes takes a comma-separated list"), ("bare,", "--routes takes a comma-separated list"),
     (",", "--routes takes a comma-separated list"), ("bare,bare", "--routes bare,bare: bare is named twice"),
