@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from analyses.cli_checks import check_not_read, check_pattern_name, check_pattern_targets
+from analyses.cli_checks import check_not_read, check_pattern_name, check_pattern_targets, first_repeated
 from analyses.paper_result import write_json
 from analyses.pretrained.passages import passage_patterns
 from probes import (
@@ -15,6 +15,7 @@ from probes import (
     HeadScores,
     ModelInfo,
     TokenBatch,
+    head_pattern,
     head_scores,
     load_model,
     repeated_random_tokens,
@@ -88,6 +89,11 @@ def run_heads(model_spec: str, *, seq_len: int, batches: int, batch_size: int, s
             raise ConfigError(f"{flag} ({what}) must be >= {low}; got {value}.")
     for kind in kinds:
         check_pattern_name("--pattern", kind)  # unknown names fail before the model loads
+    twice = first_repeated([head_pattern(kind).name for kind in kinds])
+    if twice is not None:
+        earlier = next(kind for kind in kinds if head_pattern(kind).name == head_pattern(kinds[twice]).name)
+        raise ConfigError(f"--pattern {kinds[twice]} is the pattern --pattern {earlier} names: it would be scored "
+                          f"twice; give each pattern once.")
     torch_dtype(dtype)
     check_device(device)
     for flag, path, example in (("--json", json_path, "heads.json"), ("--html", html_path, "heads.html")):

@@ -200,12 +200,13 @@ def head_pattern(spec: str | HeadPattern) -> HeadPattern:
         match = _PARAMETRISED.fullmatch(spec)
         if match:
             kind, distance = match.group(1), int(match.group(2))
+            name = f"{kind}:{distance}"  # one name however the distance is spelt (offset:01 is offset:1)
             if kind == "offset":
-                return HeadPattern(spec, _offset(distance), f"the position {distance} before the query"
+                return HeadPattern(name, _offset(distance), f"the position {distance} before the query"
                                    if distance >= 0 else f"the position {-distance} after the query",
                                    _offset_pairs(distance))
             if distance >= 1:
-                return HeadPattern(spec, _induction(distance), f"{distance} after an earlier copy of the current token",
+                return HeadPattern(name, _induction(distance), f"{distance} after an earlier copy of the current token",
                                    _induction_pairs(distance))
     close = difflib.get_close_matches(spec, list(HEAD_PATTERNS), n=1) if isinstance(spec, str) else []
     guess = f" Did you mean {close[0]}?" if close else ""

@@ -286,6 +286,22 @@ def test_heads_unknown_pattern_fails_before_the_model_loads(capsys, monkeypatch)
                       "Unknown head pattern 'offset:x'", "offset:D", error=ConfigError)
 
 
+@pytest.mark.parametrize("patterns, words", [
+    (["offset:1", "offset:01"], "--pattern offset:01 is the pattern --pattern offset:1 names: it would be"),
+    (["induction:2", "induction:002"], "--pattern induction:002 is the pattern --pattern induction:2 names"),
+    (["induction", "induction"], "--pattern induction is the pattern --pattern induction names"),
+])
+def test_heads_one_pattern_given_twice_is_refused_before_the_model_loads(capsys, monkeypatch, patterns, words):
+    """``heads --pattern offset:1 --pattern offset:01`` once scored the same pattern twice, as two kinds."""
+    import analyses.heads
+    from probes import head_pattern
+
+    monkeypatch.setattr(analyses.heads, "load_model", lambda *a, **k: pytest.fail("the model was loaded"))
+    argv = ["heads", "--model", "minilm-l6", *(arg for pattern in patterns for arg in ("--pattern", pattern))]
+    fails_in_one_line(argv, capsys, words, "give each pattern once.", error=ConfigError)
+    assert head_pattern("offset:01").name == "offset:1" and head_pattern("offset:-02").name == "offset:-2"
+
+
 def test_heads_empty_model_spec(capsys):
     fails_in_one_line(["heads", "--model", "", *TINY_HEADS], capsys, "--model", "the model is empty", error=UsageError)
 
