@@ -1,18 +1,15 @@
-"""The checked entry of the command line's inputs: integers and seeds (argparse types), output folders (checked
-before any work, written in one rename at the end), head-pattern names and targets, head counts, and series given
-once (no checkpoint series measured or drawn twice).
+"""The checked entry of the command line's inputs: integers and seeds (argparse types), head-pattern names and
+targets, head counts, model specs, and series and models given once (no checkpoint series measured or drawn
+twice). Where a command writes is checked in :mod:`analyses.output_paths`.
 
 Every check raises (or makes argparse raise) one error that names the flag as the user typed it, says what was
 expected and what was got; ``mechprobe`` prints it in one line and exits 2.
 
-Example: ``parser.add_argument("--seed", type=seed_arg, default=0)``;
-``check_output_folder("--out", Path(args.out), earlier_output=lambda p: (p / "ablation.json").is_file())``.
-A command that resumes after a kill (``mechprobe toy``) works in ``OUT.partial`` instead of a temporary folder
-(:func:`partial_folder`, :func:`written_resumably`); the same rename puts it at ``OUT`` when it is done.
+Example: ``parser.add_argument("--seed", type=seed_arg, default=0)``.
 
 The benchmark scripts take the same entry: :class:`ScriptParser` (a usage error is one line, exit 2), the typed
 flags :func:`count_arg`, :func:`number_arg` and :func:`list_arg` (each value checked as it is parsed), the
-output checks above and :func:`check_output_file`, and :func:`script_main` (a mechprobe error, an OSError or a
+output checks of :mod:`analyses.output_paths`, and :func:`script_main` (a mechprobe error, an OSError or a
 step that failed in a child process during the run is one line, exit 2). Example::
 
     parser = ScriptParser(description="...")
@@ -26,10 +23,8 @@ import argparse
 import contextlib
 import functools
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
@@ -39,7 +34,6 @@ import torch
 from analyses import script_start
 from mechprobe import validation
 from probes import ModelInfo, head_pattern, repeated_random_tokens
-from probes.core.atomic import atomic_directory, atomic_write_text, replace_directory
 from probes.core.checkpoint_series import checkpoint_series
 from probes.core.errors import ConfigError, InputError, MechprobeError
 
@@ -298,56 +292,12 @@ def check_head_count(flag: str, given: str, k: int, info: ModelInfo) -> None:
         )
 
 
-def _nearest_existing(path: Path) -> Path:
-    return next(p for p in (path, *path.parents) if p.exists())
-
-
-def check_output_folder(flag: str, out: str, *, earlier_output: Callable[[Path], bool] = lambda _: False,
-                        make_parents: bool = True, writes: Sequence[str] = ()) -> Path:
-    """``out`` as a folder this command may write: not empty text, not the working folder (or one above it),
-    not a file nor under one, writable, and either new, empty or ``earlier_output`` of this command (which the
-    new output replaces), where none of the files it ``writes`` in place is a folder. With ``make_parents=False``
-    its parent folder must exist. Checked before any work."""
-    if not out.strip():
-        raise InputError(f"{flag} is empty; give a new folder such as runs/out.")
-    path = Path(out)
-    if path.resolve() in (Path.cwd(), *Path.cwd().parents):
-        raise InputError(f"{flag} {out!r} would write into the current folder or one above it; give a new folder "
-                         f"such as runs/out.")
-    existing = _nearest_existing(path.resolve())
-    if not existing.is_dir():
-        where = "" if existing == path.resolve() else f": {existing}"
-        raise InputError(f"{flag} {out}{where} is a file, not a folder; give a folder path (it is created if new).")
-    try:
-        tempfile.TemporaryDirectory(dir=existing).cleanup()
-    except OSError as error:
-        raise InputError(f"{flag} {out}: cannot write in {existing} ({error.strerror}); choose another {flag}."
-                         ) from None
-    if not make_parents and not path.exists() and not path.parent.is_dir():
-        raise InputError(f"{flag} {out}: the folder {path.parent} does not exist. Create it first (mkdir -p "
-                         f"{path.parent}) or choose another {flag}.")
-    if path.is_dir() and any(path.iterdir()) and not earlier_output(path):
-        raise InputError(f"{flag} {out} is a folder that holds other files; give a new or empty folder (nothing of "
-                         f"yours is overwritten).")
-    check_files_written(f"{flag} {out}", path, writes, fix=f"move it away or choose another {flag}")
-    return path
-
-
 def check_detect_sequences(detect: int, batch_size: int) -> None:
     """``--detect-sequences`` rows are taken from the first batch: at most ``--batch-size`` (else fewer are timed)."""
     if detect > batch_size:
         raise ConfigError(f"--detect-sequences {detect}: detect_head is timed on rows of the first batch, which "
                           f"holds --batch-size {batch_size}; give --detect-sequences {batch_size} or fewer, or a "
                           f"larger --batch-size.")
-
-
-def check_files_written(where: str, folder: Path, names: Sequence[str], *, fix: str) -> None:
-    """Each of the files ``names`` that this command writes in ``folder`` is a file or not there yet (a folder in its
-    place failed the write after the work); checked before any work. ``where`` begins the error, ``fix`` ends it."""
-    blocked = next((folder / name for name in names if (folder / name).exists() and not (folder / name).is_file()),
-                   None)
-    if blocked is not None:
-        raise InputError(f"{where}: {blocked} is not a file, and this command writes its {blocked.name} there; {fix}.")
 
 
 def check_model_spec(flag: str, spec: str) -> str:
@@ -399,15 +349,6 @@ def check_distinct_models(flag: str, specs: Sequence[str]) -> None:
         seen[identity] = spec
 
 
-def check_outside(flag: str, out: Path, input_flag: str, folder: str, *, suffix: str) -> None:
-    """``out`` is neither the folder ``folder`` nor inside it: what a command writes is kept apart from the run it
-    reads (a train-lm series is resumed and refined in place). Checked before any work."""
-    inside = Path(folder).resolve()
-    if out.resolve() == inside or out.resolve().is_relative_to(inside):
-        raise InputError(f"{flag} {out} lies inside {input_flag} {folder}, the run it reads, whose own files it would "
-                         f"mix with; give a folder outside it, such as {Path(folder).resolve()}-{suffix}.")
-
-
 def check_compared_folders(flag: str, folders: Sequence[str], *, out: Path, model: str) -> None:
     """Each ``--compare`` folder given once (in any spelling), and none of them the folder this command writes
     (``out``) or the series it measures (``model``): the same series would be drawn twice. Checked before any
@@ -427,92 +368,3 @@ def check_compared_folders(flag: str, folders: Sequence[str], *, out: Path, mode
         seen[real] = folder
 
 
-def check_output_file(flag: str, out: str) -> Path:
-    """``out`` as a file this command may write (it is replaced if it exists): not empty text, not a folder, in a
-    folder that exists or can be made (not under a file) and is writable. Checked before any work."""
-    if not out.strip():
-        raise InputError(f"{flag} is empty; give a file path such as runs/out.json.")
-    path = Path(out)
-    if path.is_dir() or path.resolve() in (Path.cwd(), *Path.cwd().parents):
-        raise InputError(f"{flag} {out} is a folder; give a file path such as {path / 'out.json'}.")
-    existing = _nearest_existing(path.resolve().parent)
-    if not existing.is_dir():
-        raise InputError(f"{flag} {out}: {existing} is a file, not a folder; give a path in a folder.")
-    try:
-        tempfile.TemporaryDirectory(dir=existing).cleanup()
-    except OSError as error:
-        raise InputError(f"{flag} {out}: cannot write in {existing} ({error.strerror}); choose another {flag}."
-                         ) from None
-    return path
-
-
-def write_output_file(path: str | Path, text: str) -> Path:
-    """Write ``text`` to a file :func:`check_output_file` passed: its missing parent folders made, the file
-    replaced in one rename (a run stopped part way leaves the earlier file whole, not half of the new one)."""
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    return atomic_write_text(path, text)
-
-
-def check_not_read(flag: str, out: str, read_flag: str, spec: str) -> None:
-    """``out`` (a file this command writes) is not a file of what ``read_flag`` names (a model folder or file that
-    it reads): writing it would replace the input (``--json MODEL/config.json``). Checked before any work."""
-    source, target = Path(spec).expanduser(), Path(out).expanduser()
-    if source.exists() and target.exists() and target.resolve().is_relative_to(source.resolve()):
-        raise InputError(f"{flag} {out} is a file of {read_flag} {spec}, which this command reads: writing it would "
-                         f"replace it; give a path outside {spec}.")
-
-
-@contextlib.contextmanager
-def written_atomically(out: Path) -> Iterator[Path]:
-    """A temporary folder that replaces ``out`` in one rename when the block succeeds; on error nothing is left
-    (not the parent folders made for it either)."""
-    made = [p for p in out.parents if not p.exists()]
-    out.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        with atomic_directory(out) as tmp:
-            yield tmp
-    except BaseException:
-        if made:
-            shutil.rmtree(made[-1], ignore_errors=True)
-        raise
-
-
-PARTIAL_SUFFIX = ".partial"
-
-
-def partial_folder(out: Path) -> Path:
-    """Where a resumable command works until it is done: ``OUT.partial`` beside ``OUT``."""
-    return out.with_name(out.name + PARTIAL_SUFFIX)
-
-
-def check_partial_folder(flag: str, out: Path, *, resumable: Callable[[Path], bool]) -> Path:
-    """``OUT.partial`` is absent or a run this command can resume (``resumable``); checked before any work."""
-    partial = partial_folder(out)
-    if partial.exists() and not (partial.is_dir() and resumable(partial)):
-        raise InputError(f"{flag} {out}: {partial} exists and is not an unfinished run of this command to resume; "
-                         f"move it away or choose another {flag}.")
-    return partial
-
-
-@contextlib.contextmanager
-def written_resumably(out: Path, *, keep_on: tuple[type[BaseException], ...]) -> Iterator[Path]:
-    """``OUT.partial`` (made if new) for the command to work in; when the block succeeds it replaces ``out`` in
-    one rename. An error of a ``keep_on`` type (an interruption whose checkpoints the same command resumes from)
-    leaves ``OUT.partial`` as it is; any other error removes it if this call made it (with the parent folders
-    made for it), so that no partial output is left; so does a ``keep_on`` error before anything was written to it
-    (nothing to resume: a run that diverged at step 2 left an empty ``OUT.partial``, which the next run refused). A
-    kill leaves ``OUT.partial`` too: the next run resumes it."""
-    partial = partial_folder(out)
-    made = [p for p in (partial, *partial.parents) if not p.exists()]
-    partial.mkdir(parents=True, exist_ok=True)
-    try:
-        yield partial
-    except keep_on:
-        if made and partial.is_dir() and not any(partial.iterdir()):
-            shutil.rmtree(made[-1], ignore_errors=True)
-        raise
-    except BaseException:
-        if made:
-            shutil.rmtree(made[-1], ignore_errors=True)
-        raise
-    replace_directory(partial, out)

@@ -7,7 +7,8 @@ from typing import Any
 
 import torch
 
-from analyses.cli_checks import check_not_read, check_pattern_name, check_pattern_targets, first_repeated
+from analyses.cli_checks import check_pattern_name, check_pattern_targets, first_repeated
+from analyses.output_paths import check_not_read
 from analyses.paper_result import write_json
 from analyses.pretrained.passages import passage_patterns
 from probes import (

@@ -41,14 +41,13 @@ from analyses.ablate import parse_heads
 from analyses.cli_checks import (
     ScriptParser,
     check_model_spec,
-    check_output_file,
     count_arg,
     device_arg,
     first_repeated,
     script_main,
     threads_arg,
-    write_output_file,
 )
+from analyses.output_paths import check_output_file, write_output_file
 from probes.causal import AblationPlan, ablation_sums, head_output_means, repeated_half
 from probes.causal.pass_size import PASS_BYTES
 from probes.core.errors import ConfigError, InputError

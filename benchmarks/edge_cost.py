@@ -33,16 +33,8 @@ from torch.utils.flop_counter import FlopCounterMode
 
 import probes
 from analyses.ablate import parse_heads
-from analyses.cli_checks import (
-    ScriptParser,
-    check_model_spec,
-    check_output_file,
-    count_arg,
-    script_main,
-    seed_arg,
-    threads_arg,
-    write_output_file,
-)
+from analyses.cli_checks import ScriptParser, check_model_spec, count_arg, script_main, seed_arg, threads_arg
+from analyses.output_paths import check_output_file, write_output_file
 from analyses.pretrained.circuit_edge import CircuitConfig, circuit_heads, circuit_protocol, measure_circuit
 from probes.causal import EFFECTS, edge_effect, repeated_half
 from probes.core.errors import ConfigError

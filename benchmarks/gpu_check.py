@@ -67,16 +67,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import analyses.script_start  # noqa: E402, F401  (a Ctrl-C while the imports below run: one line)
-from analyses.cli_checks import (  # noqa: E402
-    ScriptParser,
-    check_output_file,
-    check_output_folder,
-    naming,
-    number_arg,
-    script_main,
-    text_arg,
-    write_output_file,
-)
+from analyses.cli_checks import ScriptParser, naming, number_arg, script_main, text_arg  # noqa: E402
+from analyses.output_paths import check_output_file, check_output_folder, write_output_file  # noqa: E402
 
 PACKAGED = ("smollm2-135m", "minilm-l6")
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt", ".pth")

@@ -44,16 +44,8 @@ import sys
 import tempfile
 import time
 
-from analyses.cli_checks import (
-    ScriptParser,
-    check_output_file,
-    count_arg,
-    device_arg,
-    number_arg,
-    script_main,
-    threads_arg,
-    write_output_file,
-)
+from analyses.cli_checks import ScriptParser, count_arg, device_arg, number_arg, script_main, threads_arg
+from analyses.output_paths import check_output_file, write_output_file
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

@@ -20,7 +20,8 @@ import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from analyses.cli_checks import ScriptParser, check_output_file, count_arg, script_main, write_output_file
+from analyses.cli_checks import ScriptParser, count_arg, script_main
+from analyses.output_paths import check_output_file, write_output_file
 from analyses.plan.command import MAX_TOKENS, layer_routes, ledger_record
 from analyses.plan.estimate import GPUS, estimate
 from analyses.plan.routes import ROUTES, run

@@ -29,7 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from analyses.cli_checks import ScriptParser, check_output_folder, script_main
+from analyses.cli_checks import ScriptParser, script_main
+from analyses.output_paths import check_output_folder
 from probes.core.errors import InputError
 
 ROOT = Path(__file__).resolve().parent.parent

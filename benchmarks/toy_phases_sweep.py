@@ -53,15 +53,7 @@ import analyses.script_start  # noqa: E402, F401  (a Ctrl-C while the imports be
 
 from scipy.stats import t as student_t  # noqa: E402
 
-from analyses.cli_checks import (  # noqa: E402
-    ScriptParser,
-    check_output_folder,
-    count_arg,
-    list_arg,
-    script_main,
-    seed_arg,
-    threads_arg,
-)
+from analyses.cli_checks import ScriptParser, count_arg, list_arg, script_main, seed_arg, threads_arg  # noqa: E402
 from analyses.dynamics.refine import REFINEMENT  # noqa: E402
 from analyses.dynamics.run import STORE, toy_settings  # noqa: E402
 from analyses.dynamics.summary import SUMMARY, DynamicsSummary, load_summary  # noqa: E402
@@ -69,6 +61,7 @@ from analyses.experiments import toy_experiment  # noqa: E402
 from analyses.induction.edge import toy_batches  # noqa: E402
 from analyses.induction.findings import build_model  # noqa: E402
 from analyses.induction.reading import POSITIONS, ClassifierReading, classifier_reading  # noqa: E402
+from analyses.output_paths import check_output_folder  # noqa: E402
 from analyses.series_writer import INDUCTION_TOY_MEASURE, most_checkpoints, steps_fit, write_manifest  # noqa: E402
 from analyses.toy_findings import ToyFinding  # noqa: E402
 from analyses.toy_model_loader import load_any_model  # noqa: E402

@@ -30,17 +30,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import analyses.script_start  # noqa: E402, F401  (a Ctrl-C while the imports below run: one line)
-from analyses.cli_checks import (  # noqa: E402
-    ScriptParser,
-    check_output_folder,
-    count_arg,
-    list_arg,
-    number_arg,
-    script_main,
-    seed_arg,
-    threads_arg,
-)
+from analyses.cli_checks import ScriptParser, count_arg, list_arg, number_arg, script_main, seed_arg, threads_arg  # noqa: E402
 from analyses.dynamics.train_lm import TrainLmConfig  # noqa: E402
+from analyses.output_paths import check_output_folder  # noqa: E402
 from analyses.series_writer import fewest_steps, steps_fit  # noqa: E402
 from analyses.toy_findings import ToyFinding  # noqa: E402
 from mechprobe import records  # noqa: E402

@@ -24,8 +24,9 @@ ANALYSES_LAYERS: tuple[tuple[str, ...], ...] = (
     # the toys' records, which every table of toys derives from; a benchmark script's first import (its Ctrl-C guard)
     ("toy_registry", "script_start"),
     # shared pieces that import nothing else of analyses: checks, settings, backends, the papers' tables, files on disk
-    ("__init__", "cli_checks", "cli_command", "config_overrides", "plot_backend", "timings", "torch_threads",
-     "paper_reference", "toy_findings", "toy_causal", "toy_orders", "curve_series", "lm_data", "toy_model_store"),
+    ("__init__", "cli_checks", "output_paths", "cli_command", "config_overrides", "plot_backend", "timings",
+     "torch_threads", "paper_reference", "toy_findings", "toy_causal", "toy_orders", "curve_series", "lm_data",
+     "toy_model_store"),
     ("paper_result", "series_writer"),  # a toy experiment's typed result and summary.json; a series folder's files
     # the probe suite on real text: held-out statistics, findings, measurements, passages; edges between heads
     ("pretrained", "circuit"),

@@ -237,7 +237,7 @@ def test_a_json_in_a_folder_not_made_yet_is_written_not_lost_at_the_end(tmp_path
 
 def test_a_write_stopped_part_way_leaves_the_earlier_file_whole(tmp_path, monkeypatch):
     import probes.core.atomic
-    from analyses.cli_checks import write_output_file
+    from analyses.output_paths import write_output_file
 
     out = tmp_path / "x.json"
     out.write_text('{"earlier": 1}', encoding="utf-8")

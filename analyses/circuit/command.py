@@ -19,15 +19,9 @@ from analyses.circuit.measure import (
     protocol_batches,
     screen_correlations,
 )
-from analyses.cli_checks import (
-    check_output_folder,
-    check_pattern_name,
-    int_arg,
-    model_arg,
-    seed_arg,
-    written_atomically,
-)
+from analyses.cli_checks import check_pattern_name, int_arg, model_arg, seed_arg
 from analyses.cli_command import Command
+from analyses.output_paths import check_output_folder, written_atomically
 from analyses.paper_result import write_json
 from probes import ModelInfo, load_model, random_weight_control
 from probes.causal import composition_scores

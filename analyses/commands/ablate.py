@@ -6,8 +6,9 @@ from __future__ import annotations
 import argparse
 
 import probes
-from analyses.cli_checks import check_output_folder, int_arg, model_arg, seed_arg, written_atomically
+from analyses.cli_checks import int_arg, model_arg, seed_arg
 from analyses.cli_command import Command
+from analyses.output_paths import check_output_folder, written_atomically
 
 
 def add_arguments(ablate: argparse.ArgumentParser) -> None:

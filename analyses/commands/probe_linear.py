@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import argparse
 
-from analyses.cli_checks import check_output_folder, model_arg, written_atomically
+from analyses.cli_checks import model_arg
 from analyses.cli_command import Command
+from analyses.output_paths import check_output_folder, written_atomically
 from probes.core.errors import ConfigError
 
 

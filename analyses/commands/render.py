@@ -6,8 +6,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from analyses.cli_checks import check_files_written, text_arg
+from analyses.cli_checks import text_arg
 from analyses.cli_command import Command
+from analyses.output_paths import check_files_written
 from probes.core.errors import InputError
 
 REWRITTEN = ("summary.json", "report.md", "report.html")

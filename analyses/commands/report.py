@@ -11,8 +11,6 @@ from pathlib import Path
 from analyses.cli_checks import (
     check_distinct_models,
     check_distinct_series,
-    check_output_folder,
-    check_outside,
     count_arg,
     int_arg,
     model_arg,
@@ -23,6 +21,7 @@ from analyses.cli_checks import (
 )
 from analyses.cli_command import Command
 from analyses.experiments import toy_experiment
+from analyses.output_paths import check_output_folder, check_outside
 from analyses.toy_registry import toy_names
 from probes.core.errors import ConfigError
 from probes.text.corpora import check_corpus_spec

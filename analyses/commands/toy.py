@@ -7,16 +7,10 @@ import argparse
 import json
 from pathlib import Path
 
-from analyses.cli_checks import (
-    check_output_folder,
-    check_partial_folder,
-    device_arg,
-    int_arg,
-    text_arg,
-    written_resumably,
-)
+from analyses.cli_checks import device_arg, int_arg, text_arg
 from analyses.cli_command import Command
 from analyses.experiments import toy_experiment
+from analyses.output_paths import check_output_folder, check_partial_folder, written_resumably
 from analyses.toy_registry import toy_names, toys
 from mechprobe import records
 from probes.core.errors import ConfigError

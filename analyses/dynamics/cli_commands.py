@@ -7,18 +7,9 @@ import argparse
 import shlex
 from typing import Any
 
-from analyses.cli_checks import (
-    check_compared_folders,
-    check_output_folder,
-    check_outside,
-    count_arg,
-    int_arg,
-    naming,
-    number_arg,
-    seed_arg,
-    text_arg,
-)
+from analyses.cli_checks import check_compared_folders, count_arg, int_arg, naming, number_arg, seed_arg, text_arg
 from analyses.cli_command import Command
+from analyses.output_paths import check_output_folder, check_outside
 from probes.core.errors import ConfigError
 from probes.text.corpora import check_corpus_spec
 

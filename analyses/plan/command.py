@@ -13,8 +13,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from analyses.cli_checks import check_not_read, check_output_file, count_arg, first_repeated, naming, text_arg
+from analyses.cli_checks import count_arg, first_repeated, naming, text_arg
 from analyses.cli_command import Command
+from analyses.output_paths import check_not_read, check_output_file
 from analyses.plan.estimate import GPUS, Estimate, estimate
 from analyses.plan.routes import ROUTES, RouteLedger, run, why_not
 from analyses.plan.shapes import SHAPES
