@@ -36,6 +36,7 @@ from mechprobe import validation
 from probes import ModelInfo, head_pattern, repeated_random_tokens
 from probes.core.checkpoint_series import checkpoint_series
 from probes.core.errors import ConfigError, InputError, MechprobeError
+from probes.core.out_of_memory import size_refusal
 
 _PARAMETRISED = re.compile(r"[a-z_]+:(-?\d+)")
 
@@ -176,6 +177,12 @@ def script_main(main: F) -> F:
             return main(*args, **kwargs)
         except (MechprobeError, OSError) as error:
             print(f"{Path(sys.argv[0]).name}: error: {' '.join(str(error).split())}", file=sys.stderr)
+            raise SystemExit(2) from None
+        except (MemoryError, RuntimeError) as error:  # a size accepted that the machine cannot hold
+            refusal = size_refusal(error)
+            if refusal is None:
+                raise
+            print(f"{Path(sys.argv[0]).name}: error: {refusal}", file=sys.stderr)
             raise SystemExit(2) from None
         except subprocess.CalledProcessError as error:  # a step run as a child process
             print(f"{Path(sys.argv[0]).name}: error: {_child_failure(error)}", file=sys.stderr)

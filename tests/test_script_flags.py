@@ -372,3 +372,24 @@ def test_more_detect_sequences_than_a_batch_holds_are_refused_before_the_model_l
     err = capsys.readouterr().err.strip()
     assert exited.value.code == 2 and len(err.splitlines()) == 1, err
     assert "--detect-sequences 5: detect_head is timed on rows of the first batch, which holds --batch-size 1" in err
+
+
+def test_a_size_the_machine_cannot_hold_is_one_line_and_any_other_error_keeps_its_traceback(monkeypatch, capsys):
+    """toy_training_speed.py --topic-batch 2**63-1 trained the other toys, then a RuntimeError traceback ('Storage
+    size calculation overflowed'); a RuntimeError that is not a size is a bug and keeps its traceback."""
+    import torch
+
+    from analyses.cli_checks import script_main
+
+    monkeypatch.setattr(sys, "argv", ["toy_training_speed.py"])
+    with pytest.raises(SystemExit) as exited:
+        script_main(lambda: torch.empty(2**63 - 1, dtype=torch.int64))()
+    err = capsys.readouterr().err.strip()
+    assert exited.value.code == 2 and len(err.splitlines()) == 1, err
+    assert err.startswith("toy_training_speed.py: error: out of memory (Storage size calculation overflowed"), err
+
+    def bug() -> None:
+        raise RuntimeError("mat1 and mat2 shapes cannot be multiplied")
+
+    with pytest.raises(RuntimeError, match="mat1 and mat2"):
+        script_main(bug)()
