@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 import probes
 from analyses.circuit.command import CIRCUIT
-from analyses.cli_checks import device_arg
+from analyses.cli_checks import OnceParser, device_arg
 from analyses.cli_command import Command
 from analyses.commands.ablate import ABLATE
 from analyses.commands.heads import HEADS
@@ -34,7 +34,7 @@ class UsageError(Exception):
     """A command-line usage error (unknown flag, missing argument, bad int); exits 2 in one line."""
 
 
-class _Parser(argparse.ArgumentParser):
+class _Parser(OnceParser):
     """argparse with one-line errors that point to --help (sub-commands inherit the class)."""
 
     def error(self, message: str):

@@ -140,7 +140,49 @@ def list_arg(item: Callable[[str], T]) -> Callable[[str], list[T]]:
     return items
 
 
-class ScriptParser(argparse.ArgumentParser):
+_GIVEN = "_flags_given"
+"""The namespace attribute in which :class:`OnceParser` counts the one-value flags given (removed after parsing)."""
+
+
+class _Once(argparse.Action):
+    """A flag of one value (or a ``--x/--no-x`` switch) given a second time is a usage error: argparse kept the last
+    silently (``dynamics --model A --model B`` measured B alone; ``--control --no-control`` ran without it)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        given = namespace.__dict__.setdefault(_GIVEN, {})
+        if self.option_strings and self.dest in given:
+            parser.error(f"argument {option_string}: given twice ({given[self.dest]} already); give it once")
+        given[self.dest] = option_string
+        super().__call__(parser, namespace, values, option_string)
+
+
+class _StoreOnce(_Once, argparse._StoreAction):
+    pass
+
+
+class _SwitchOnce(_Once, argparse.BooleanOptionalAction):
+    pass
+
+
+class OnceParser(argparse.ArgumentParser):
+    """argparse whose flags of one value and ``--x/--no-x`` switches may be given once (:class:`_Once`): the parsers
+    of ``mechprobe`` and of the benchmark scripts."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for action in (None, "store"):
+            self.register("action", action, _StoreOnce)
+        self.register("action", argparse.BooleanOptionalAction, _SwitchOnce)  # looked up by the class given
+
+    def parse_known_args(self, args: Sequence[str] | None = None, namespace: Any = None  # type: ignore[override]
+                         ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        parsed.__dict__.pop(_GIVEN, None)  # a command's parser counts in a namespace of its own
+        return parsed, extras
+
+
+class ScriptParser(OnceParser):
     """argparse for the benchmark scripts: a usage error is one line ``PROG: error: ... See PROG --help.`` on
     stderr and exit 2 (as ``mechprobe``'s); a flag of several values (``nargs="+"``) given one value twice is one
     (the same measurement twice), as :func:`list_arg`'s comma lists."""

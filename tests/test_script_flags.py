@@ -393,3 +393,17 @@ def test_a_size_the_machine_cannot_hold_is_one_line_and_any_other_error_keeps_it
 
     with pytest.raises(RuntimeError, match="mat1 and mat2"):
         script_main(bug)()
+
+
+@pytest.mark.parametrize(("name", "argv", "flag"), [
+    ("gpu_check.py", ["--budget", "100", "--budget", "200"], "--budget"),
+    ("plan_ledger.py", ["--json", "a.json", "--json", "b.json"], "--json"),
+    ("plan_ledger.py", ["--lengths", "8", "--lengths", "16"], "--lengths"),
+])
+def test_a_flag_given_twice_is_a_usage_error(name, argv, flag, capsys):
+    """argparse kept the last value silently (gpu_check.py --budget 100 --budget 200 ran on 200)."""
+    with pytest.raises(SystemExit) as exited:
+        benchmark_parser(ROOT / "benchmarks" / name).parse_args(argv)
+    err = capsys.readouterr().err.strip()
+    assert exited.value.code == 2 and len(err.splitlines()) == 1, err
+    assert f"argument {flag}: given twice ({flag} already); give it once" in err, err

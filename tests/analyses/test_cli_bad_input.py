@@ -12,6 +12,7 @@ import torch
 from analyses.cli import UsageError, main
 from probes.core.errors import ConfigError, InputError, MechprobeError, ModelError
 from probes.core.out_of_memory import size_refusal
+from tests.analyses.cli_fuzz import without_flags
 
 TINY_HEADS = ["--seq-len", "3", "--batches", "1", "--batch-size", "1", "--no-progress"]
 
@@ -618,7 +619,8 @@ ABLATE = ["ablate", "--model", "planted", "--seq-len", "4", "--batches", "2", "-
     (["--heads", "1.0", "--max-rows", "0"], ["--max-rows (max_rows) must be an integer >= 1"]),
 ])
 def test_ablate_head_sets_the_model_cannot_take_are_refused(planted_everywhere, tmp_path, capsys, flags, words):
-    fails_in_one_line([*ABLATE, *flags, "--out", str(tmp_path / "run")], capsys, *words, error=ConfigError)
+    base = without_flags(tuple(ABLATE), [flag for flag in flags if flag.startswith("--")])  # each flag given once
+    fails_in_one_line([*base, *flags, "--out", str(tmp_path / "run")], capsys, *words, error=ConfigError)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -630,7 +632,7 @@ def test_ablate_head_sets_the_model_cannot_take_are_refused(planted_everywhere, 
 def test_heads_pattern_without_a_target_at_this_length_is_refused(planted_everywhere, tmp_path, capsys, pattern,
                                                                   words):
     json_path = tmp_path / "scores.json"
-    fails_in_one_line(["heads", "--model", "planted", *TINY_HEADS[:-1], "--seq-len", "3", "--pattern", pattern,
+    fails_in_one_line(["heads", "--model", "planted", *TINY_HEADS[2:-1], "--seq-len", "3", "--pattern", pattern,
                        "--json", str(json_path)], capsys, *words, error=ConfigError)
     assert not json_path.exists()
 
@@ -756,3 +758,28 @@ def test_an_error_that_is_not_a_size_keeps_its_traceback(monkeypatch):
                                                          for command in analyses.cli.COMMANDS))
     with pytest.raises(RuntimeError, match="mat1 and mat2"):
         main(["heads", "--model", "smollm2-135m"])
+
+
+@pytest.mark.parametrize(("argv", "flag", "first"), [
+    (["dynamics", "--model", "a", "--model", "b", "--out", "o"], "--model", "--model"),
+    (["report", "--no-toys", "--seed", "1", "--seed", "2", "--list-settings"], "--seed", "--seed"),
+    (["plan", "--model", "m", "--tokens", "8", "--json", "a.json", "--json", "b.json"], "--json", "--json"),
+    (["ablate", "--model", "m", "--heads", "1.0", "--out", "o", "--control", "--no-control"], "--no-control",
+     "--control"),
+    (["ablate", "--model", "m", "--heads", "1.0", "--heads", "1.1", "--out", "o"], "--heads", "--heads"),
+])
+def test_a_flag_of_one_value_given_twice_is_a_usage_error(argv, flag, first, capsys):
+    """argparse kept the last value silently: dynamics --model A --model B measured B alone, report --seed 1
+    --seed 2 ran seed 2, plan --json a --json b wrote b alone, --control --no-control ran without the control."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"argument {flag}: given twice ({first} already); give it once" in err, err
+
+
+def test_flags_given_once_each_and_repeatable_flags_parse_as_before():
+    from analyses.cli import build_parser
+
+    args = build_parser().parse_args(["report", "--no-toys", "--seed", "1", "--model", "a", "--model", "b", "--set",
+                                      "x=1", "--set", "y=2", "--out", "o"])
+    assert (args.seed, args.models, args.overrides) == (1, ["a", "b"], ["x=1", "y=2"])
+    assert "_flags_given" not in vars(args)
