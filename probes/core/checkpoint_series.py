@@ -268,7 +268,8 @@ def checkpoint_series(spec: Any) -> CheckpointSeries:
     if split is None:
         if path.exists() or text.startswith((".", "/", "~")) or text.endswith(("/", "\\")):
             raise ConfigError(f"{text!r} is not a folder of checkpoints; give {SERIES_FORMS}.")
-        raise ConfigError(f"{text!r} names one model, not a series; give {SERIES_FORMS}.")
+        raise ConfigError(f"{text!r} is no folder here, and as a model name it names one model, not a series; give "
+                          f"{SERIES_FORMS}.")
     name, key, items = split
     if key == "revisions":
         checkpoints = tuple(Checkpoint(step_of_revision(r), f"{name}@revision={r}", tokens_of_revision(r))

@@ -64,6 +64,7 @@ def test_a_folder_of_numbered_checkpoints_and_a_manifest(tmp_path):
 
 @pytest.mark.parametrize(("spec", "expected"), [
     ("gpt2", "names one model, not a series"),
+    ("my-run", "'my-run' is no folder here, and as a model name it names one model"),  # a run not made, or mistyped
     (f"{REPO}@revisions=step1", "at least 2 checkpoints"),
     (f"{REPO}@revisions=step1,step01", "distinct steps"),
     (f"{REPO}@revisions=main,latest", "names no training step"),
