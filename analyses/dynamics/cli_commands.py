@@ -167,6 +167,7 @@ def run_train_lm_command(args: argparse.Namespace) -> int:
     from analyses.config_overrides import apply_overrides, refuse_flag_and_set
     from analyses.dynamics.lm_run_folder import resumable
     from analyses.dynamics.train_lm import TrainLmConfig, train_lm
+    from probes.core.out_of_memory import physical_memory
 
     given = [(key, value, flag) for key, value, flag in (
         ("corpus", args.corpus, "--corpus"), ("n_steps", args.steps, "--steps"), ("repeat", args.repeat, "--repeat"),
@@ -178,6 +179,7 @@ def run_train_lm_command(args: argparse.Namespace) -> int:
             config = apply_overrides(config, [f"{key}={value}"], flag=flag)
     config = apply_overrides(config, args.overrides)
     config.check_checkpoint_count()
+    config.check_size(physical_memory())
     with naming("--corpus" if args.corpus is not None else "the corpus setting"):
         check_corpus_spec(config.corpus, "text")
     out = check_output_folder("--out", args.out, earlier_output=resumable)

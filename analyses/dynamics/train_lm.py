@@ -95,6 +95,16 @@ class TrainLmConfig:
         if refusal is not None:
             raise ConfigError(refusal)
 
+    def check_size(self, memory: int | None) -> None:
+        """Training fits in ``memory`` bytes (None: not known, not checked), judged by a lower bound: the attention
+        weights alone (4 x d_model x d_model per layer) with their gradients and AdamW's two moments in float32."""
+        least = 16 * 4 * self.n_layers * self.d_model**2
+        if memory is not None and least > memory:
+            raise ConfigError(f"n_layers {self.n_layers} x d_model {self.d_model}: training holds at least "
+                              f"{least / 2**30:,.0f} GiB (the attention weights with their gradients and AdamW's "
+                              f"moments), more than this machine's {memory / 2**30:,.0f} GiB; lower n_layers or "
+                              f"d_model.")
+
     def model_config(self, d_vocab: int) -> StandardModelConfig:
         return StandardModelConfig(n_layers=self.n_layers, d_model=self.d_model, n_heads=self.n_heads,
                                    d_vocab=d_vocab, n_ctx=self.seq_len, attn_only=True, seed=self.seed)

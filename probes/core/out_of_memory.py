@@ -12,6 +12,7 @@ Example: ``Halving("rows").chunks(8, lambda a, b: fold(batch[a:b]), too_big="...
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
@@ -31,6 +32,14 @@ def is_out_of_memory(error: BaseException) -> bool:
         return True
     message = str(error)
     return isinstance(error, RuntimeError) and ("out of memory" in message or "not enough memory" in message)
+
+
+def physical_memory() -> int | None:
+    """This machine's memory in bytes (None where the system does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
 
 
 def size_refusal(error: BaseException) -> str | None:

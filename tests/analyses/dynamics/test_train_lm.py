@@ -319,3 +319,15 @@ def test_too_many_checkpoints_are_refused_with_counts_that_fit(n_steps, count):
     TrainLmConfig(n_steps=int(more.group(1)), n_checkpoints=count).check_checkpoint_count()
     if fewer is not None:
         TrainLmConfig(n_steps=n_steps, n_checkpoints=int(fewer.group(1))).check_checkpoint_count()
+
+
+def test_a_model_the_machine_cannot_hold_is_refused_before_training(tmp_path, capsys):
+    """train-lm --set n_layers=1000000 ran past a minute building layers (then would have run out of memory); it is
+    refused from a lower bound of what training holds, against the machine's memory, before anything is made."""
+    with pytest.raises(ConfigError, match=r"n_layers 1000000 x d_model 128: training holds at least 977 GiB"):
+        TrainLmConfig(n_layers=1_000_000).check_size(24 * 2**30)
+    TrainLmConfig().check_size(2**30)  # the default is a few MiB
+    TrainLmConfig(n_layers=1_000_000).check_size(None)  # memory not known: not checked
+    assert main(["train-lm", "--out", str(tmp_path / "lm"), "--set", "d_model=1000000", "--set", "n_heads=1",
+                 "--no-progress"]) == 2
+    assert "training holds at least" in capsys.readouterr().err and list(tmp_path.iterdir()) == []
