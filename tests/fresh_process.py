@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,14 @@ def run_in_fresh_process(args: list[str], out: Path, hash_seed: int) -> subproce
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, f"mechprobe {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}"
     return done
+
+
+def ctrl_c_as_at_a_terminal() -> None:
+    """``preexec_fn`` of a child process a test sends SIGINT to (or whose imports raise it): SIGINT at its default
+    disposition, so that Python installs its KeyboardInterrupt handler as under a terminal. A background job of a
+    non-interactive shell ignores SIGINT, and children inherit that, so without this such a test would see a Ctrl-C
+    ignored wherever the suite ran in the background (a CI job, ``nohup make test &``)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def fast_toy_args(name: str) -> list[str]:

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.analyses.cli_fuzz import benchmark_module, benchmark_parser
+from tests.fresh_process import ctrl_c_as_at_a_terminal
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -46,6 +47,7 @@ def test_a_real_sigint_part_way_prints_no_traceback(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
     process = subprocess.Popen([sys.executable, str(ROOT / "benchmarks" / "toy_phases_sweep.py"), "--seeds", "0",
                                 "--checkpoints", "2", "--out", str(out)], env=env, cwd=tmp_path,
+                               preexec_fn=ctrl_c_as_at_a_terminal,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     while not out.exists() and process.poll() is None and time.monotonic() < deadline:
@@ -286,7 +288,7 @@ def test_a_ctrl_c_while_a_script_imports_is_one_line_and_exit_130(name):
     """SIGINT in a script's first seconds (importing torch) was a KeyboardInterrupt traceback, killed by SIGINT."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run([sys.executable, "-c", IMPORT_INTERRUPTED, str(ROOT / "benchmarks" / name)], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=120)
+                          env=env, capture_output=True, text=True, timeout=120, preexec_fn=ctrl_c_as_at_a_terminal)
     assert (done.returncode, done.stderr) == (130, f"{name}: interrupted while starting; nothing was run\n"), \
         done.stderr[-2000:]
 

@@ -14,6 +14,7 @@ import pytest
 
 import analyses.cli as cli
 from analyses.config_overrides import tomllib  # tomllib, or tomli on Python 3.10
+from tests.fresh_process import ctrl_c_as_at_a_terminal
 
 ROOT = Path(__file__).resolve().parents[2]
 INTERRUPTED = "mechprobe: interrupted while starting; nothing was run"
@@ -36,7 +37,7 @@ def test_the_console_command_starts_at_the_entry():
 
 def test_an_interrupt_while_the_command_line_imports_is_one_line():
     done = subprocess.run([sys.executable, "-c", IMPORT_INTERRUPTED, "heads", "--help"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300, preexec_fn=ctrl_c_as_at_a_terminal)
     assert (done.returncode, done.stdout, done.stderr) == (130, "", INTERRUPTED + "\n")
 
 
@@ -57,7 +58,8 @@ def test_a_real_ctrl_c_a_second_after_the_start_prints_no_traceback():
     """SIGINT one second in (the command line is still importing on the 2-core machine, about 4 s); on a machine
     fast enough to have printed the version by then, exit 0."""
     process = subprocess.Popen([sys.executable, "-c", "import sys; from analyses.entry import main; sys.exit(main())",
-                                "--version"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                "--version"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=ctrl_c_as_at_a_terminal)
     time.sleep(1.0)
     process.send_signal(signal.SIGINT)
     stdout, stderr = process.communicate(timeout=300)
