@@ -89,9 +89,10 @@ MAX_CHECKPOINTS = 10_000
 def checkpoints_refusal(count_name: str, n_checkpoints: int, steps_name: str, n_steps: int) -> str | None:
     """Why ``n_checkpoints`` log-spaced checkpoints cannot be saved in ``n_steps`` steps, with the counts that
     would fit (None: they can). ``count_name`` and ``steps_name`` are the settings as the user gives them."""
-    if n_checkpoints > MAX_CHECKPOINTS:
+    if n_checkpoints > MAX_CHECKPOINTS:  # the most that fit the steps too, so that the advice is taken
+        fitting = most_checkpoints(n_steps, MAX_CHECKPOINTS + 1) or MAX_CHECKPOINTS
         return (f"{count_name} ({n_checkpoints}) is more than {MAX_CHECKPOINTS:,} checkpoints (each a saved model); "
-                f"set {count_name} to {MAX_CHECKPOINTS:,} or fewer.")
+                f"set {count_name} to {fitting} or fewer.")
     if steps_fit(n_steps, n_checkpoints):
         return None
     most = most_checkpoints(n_steps, n_checkpoints)
