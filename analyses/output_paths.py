@@ -25,6 +25,15 @@ def _nearest_existing(path: Path) -> Path:
     return next(p for p in (path, *path.parents) if p.exists())
 
 
+def _check_writable(flag: str, out: str, existing: Path) -> None:
+    """A folder can be made in ``existing``, the nearest existing folder of ``flag``'s value ``out``."""
+    try:
+        tempfile.TemporaryDirectory(dir=existing).cleanup()
+    except OSError as error:
+        raise InputError(f"{flag} {out}: cannot write in {existing} ({error.strerror}); choose another {flag}."
+                         ) from None
+
+
 def check_output_folder(flag: str, out: str, *, earlier_output: Callable[[Path], bool] = lambda _: False,
                         make_parents: bool = True, writes: Sequence[str] = ()) -> Path:
     """``out`` as a folder this command may write: not empty text, not the working folder (or one above it),
@@ -41,11 +50,7 @@ def check_output_folder(flag: str, out: str, *, earlier_output: Callable[[Path],
     if not existing.is_dir():
         where = "" if existing == path.resolve() else f": {existing}"
         raise InputError(f"{flag} {out}{where} is a file, not a folder; give a folder path (it is created if new).")
-    try:
-        tempfile.TemporaryDirectory(dir=existing).cleanup()
-    except OSError as error:
-        raise InputError(f"{flag} {out}: cannot write in {existing} ({error.strerror}); choose another {flag}."
-                         ) from None
+    _check_writable(flag, out, existing)
     if not make_parents and not path.exists() and not path.parent.is_dir():
         raise InputError(f"{flag} {out}: the folder {path.parent} does not exist. Create it first (mkdir -p "
                          f"{path.parent}) or choose another {flag}.")
@@ -85,11 +90,7 @@ def check_output_file(flag: str, out: str) -> Path:
     existing = _nearest_existing(path.resolve().parent)
     if not existing.is_dir():
         raise InputError(f"{flag} {out}: {existing} is a file, not a folder; give a path in a folder.")
-    try:
-        tempfile.TemporaryDirectory(dir=existing).cleanup()
-    except OSError as error:
-        raise InputError(f"{flag} {out}: cannot write in {existing} ({error.strerror}); choose another {flag}."
-                         ) from None
+    _check_writable(flag, out, existing)
     return path
 
 
