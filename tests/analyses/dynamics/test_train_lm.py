@@ -30,6 +30,18 @@ def has_repeated_span(row: torch.Tensor, span: int) -> bool:
     return any(tuple(row[j : j + span].tolist()) in pieces for j in range(half, row.shape[0] - span + 1))
 
 
+@pytest.fixture(scope="module")
+def short_lm(tmp_path_factory):
+    """A 2-step train-lm series of context 16, trained once for the tests that only read it (each refuses before
+    any checkpoint loads); its corpus, ``text.txt``, lies beside it."""
+    folder = tmp_path_factory.mktemp("short")
+    (folder / "text.txt").write_text("\n\n".join(f"line {i} " + "x y z " * (i % 5) for i in range(300)))
+    assert main(["train-lm", "--corpus", str(folder / "text.txt"), "--out", str(folder / "lm"), "--steps", "2",
+                 "--set", "vocab=30", "--set", "seq_len=16", "--set", "batch_size=2", "--set", "d_model=16",
+                 "--set", "n_checkpoints=2", "--set", "span=4", "--no-progress"]) == 0
+    return folder / "lm"
+
+
 def test_rows_repeat_a_span_of_their_first_half_in_the_asked_fraction():
     data = LmData(torch.arange(10_000) % 9_973, tuple(range(10)), "counting")  # no repeat of its own within a row
     generator = torch.Generator().manual_seed(0)
@@ -110,17 +122,12 @@ def test_the_printed_dynamics_command_quotes_a_path_with_spaces(tmp_path, capsys
     assert (tmp_path / "my lm-dynamics" / "summary.json").is_file()
 
 
-def test_dtype_on_a_train_lm_series_is_refused_before_any_checkpoint_loads(tmp_path, capsys, monkeypatch):
+def test_dtype_on_a_train_lm_series_is_refused_before_any_checkpoint_loads(short_lm, tmp_path, capsys, monkeypatch):
     """``dynamics --model LM --dtype float16`` once measured the float32 steps as trained and wrote the same curves as
     without it: the flag was ignored (as probe-linear refuses it on a toy folder)."""
     import analyses.dynamics.run
 
-    (tmp_path / "text.txt").write_text("\n\n".join(f"line {i} " + "x y z " * (i % 5) for i in range(300)))
-    lm = tmp_path / "lm"
-    assert main(["train-lm", "--corpus", str(tmp_path / "text.txt"), "--out", str(lm), "--steps", "2",
-                 "--set", "vocab=30", "--set", "seq_len=16", "--set", "batch_size=2", "--set", "d_model=16",
-                 "--set", "n_checkpoints=2", "--set", "span=4", "--no-progress"]) == 0
-    capsys.readouterr()
+    lm = short_lm
     monkeypatch.setattr(analyses.dynamics.run, "load_any_model", lambda *a, **k: pytest.fail("a checkpoint loaded"))
     argv = ["dynamics", "--model", str(lm), "--out", str(tmp_path / "dyn"), "--seq-len", "8", "--dtype", "float16"]
     assert main(argv) == 2
@@ -131,18 +138,13 @@ def test_dtype_on_a_train_lm_series_is_refused_before_any_checkpoint_loads(tmp_p
 
 
 @pytest.mark.parametrize("name", ["summary.json", "dynamics.png", "dynamics_compare.png", "refinement.json"])
-def test_a_folder_where_dynamics_writes_a_file_is_refused_before_any_checkpoint_loads(tmp_path, capsys, monkeypatch,
-                                                                                      name):
+def test_a_folder_where_dynamics_writes_a_file_is_refused_before_any_checkpoint_loads(short_lm, tmp_path, capsys,
+                                                                                      monkeypatch, name):
     """An earlier dynamics --out whose summary.json is a folder was measured again, then the run failed writing it:
     '[Errno 21] Is a directory: ...' (an OSError, no fix), after all the work."""
     import analyses.dynamics.run
 
-    (tmp_path / "text.txt").write_text("\n\n".join(f"line {i} " + "x y z " * (i % 5) for i in range(300)))
-    lm = tmp_path / "lm"
-    assert main(["train-lm", "--corpus", str(tmp_path / "text.txt"), "--out", str(lm), "--steps", "2",
-                 "--set", "vocab=30", "--set", "seq_len=16", "--set", "batch_size=2", "--set", "d_model=16",
-                 "--set", "n_checkpoints=2", "--set", "span=4", "--no-progress"]) == 0
-    capsys.readouterr()
+    lm = short_lm
     out = tmp_path / "dyn"
     (out / "checkpoints").mkdir(parents=True)
     (out / name / "kept").mkdir(parents=True)
@@ -192,7 +194,7 @@ def test_a_repeat_that_is_not_a_fraction_is_one_line_naming_the_flag(repeat, tmp
     assert not (tmp_path / "lm").exists()
 
 
-def test_a_block_longer_than_the_series_context_is_refused_before_any_checkpoint_loads(tmp_path, capsys,
+def test_a_block_longer_than_the_series_context_is_refused_before_any_checkpoint_loads(short_lm, tmp_path, capsys,
                                                                                          monkeypatch):
     """A train-lm series of context 16: ``dynamics --seq-len 9`` once failed at its first checkpoint advising
     "Use seq_len <= 8" (no such flag), and ``report --series`` (|X| 40, no flag to change it) only after the whole
@@ -200,20 +202,15 @@ def test_a_block_longer_than_the_series_context_is_refused_before_any_checkpoint
     import analyses.dynamics.run
     import analyses.report.build
 
-    (tmp_path / "text.txt").write_text("\n\n".join(f"line {i} " + "x y z " * (i % 5) for i in range(300)))
-    lm = tmp_path / "lm"
-    assert main(["train-lm", "--corpus", str(tmp_path / "text.txt"), "--out", str(lm), "--steps", "2",
-                 "--set", "vocab=30", "--set", "seq_len=16", "--set", "batch_size=2", "--set", "d_model=16",
-                 "--set", "n_checkpoints=2", "--set", "span=4", "--no-progress"]) == 0
-    capsys.readouterr()
+    lm = short_lm
     monkeypatch.setattr(analyses.dynamics.run, "load_any_model", lambda *a, **k: pytest.fail("a checkpoint loaded"))
     monkeypatch.setattr(analyses.report.build, "run_report", lambda *a, **k: pytest.fail("the report ran"))
     for argv, words in (
             (["dynamics", "--model", str(lm), "--seq-len", "9"], "--seq-len 9: the repeated block X X needs more "
              "positions than the context of 16 of the models of"),
             (["dynamics", "--model", str(lm)], "give --seq-len 8 or less"),
-            (["dynamics", "--model", str(lm), "--seq-len", "8", "--corpus", str(tmp_path / "text.txt")],
-             f"--corpus {tmp_path / 'text.txt'}: the early-minus-late loss reads text rows of 127 tokens, more than "
+            (["dynamics", "--model", str(lm), "--seq-len", "8", "--corpus", str(lm.parent / "text.txt")],
+             f"--corpus {lm.parent / 'text.txt'}: the early-minus-late loss reads text rows of 127 tokens, more than "
              f"the context of 16 of the models of {lm}; leave --corpus out, or train the series with --set "
              f"seq_len=128 or more."),  # it loaded the first step, then blamed the corpus's documents as too short
             (["report", "--no-toys", "--fast", "--series", str(lm)], f"--series {lm}: the report measures a series "
