@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from analyses.cli_checks import check_head_count, check_pattern_name, check_pattern_targets
+from analyses.cli_checks import check_block_fits, check_head_count, check_pattern_name, check_pattern_targets
 from analyses.paper_result import write_json
 from mechprobe import validation
 from probes import ModelInfo, head_scores, load_model, random_weight_control, repeated_random_tokens
@@ -82,6 +82,7 @@ def ablate_model(model: HookedModel, settings: AblateSettings, *, data_label: st
 
     Returns the result and how the heads were chosen (``{"heads": ..., "scores": ...}``)."""
     info = ModelInfo.of(model)
+    check_block_fits(FLAGS["seq_len"], settings.seq_len, info)
     named = None if settings.heads is None else list(check_heads(settings.heads, info))  # before any work
     if named is not None:
         check_head_count("--heads", ",".join(f"{layer}.{head}" for layer, head in named), len(named), info)

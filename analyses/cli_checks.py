@@ -312,6 +312,16 @@ def check_pattern_name(flag: str, spec: str) -> None:
         raise ConfigError(f"{flag}: {error}") from None
 
 
+def check_block_fits(flag: str, seq_len: int, info: ModelInfo) -> None:
+    """``[BOS] X X`` with ``|X| = seq_len`` fits ``info``'s context. The refusal names ``flag`` and the longest value
+    that fits, where the library's own error names its ``seq_len`` argument. After the model loads, before any work."""
+    bos = int(info.bos_token_id is not None)
+    if 2 * seq_len + bos > info.n_ctx:
+        raise InputError(f"{flag} {seq_len}: the repeated block {'[BOS] ' * bos}X X needs {2 * seq_len + bos} "
+                         f"positions, more than the context of {info.n_ctx} of {info.name}; give {flag} "
+                         f"{(info.n_ctx - bos) // 2} or less.")
+
+
 def check_pattern_targets(flag: str, spec: str, info: ModelInfo, seq_len: int) -> None:
     """``spec`` has at least one target in ``[BOS] X X`` with ``|X| = seq_len`` (else every score is 0/0), and on a
     causal model one at or before its query (else every score is 0 by construction)."""

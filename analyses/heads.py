@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from analyses.cli_checks import check_pattern_name, check_pattern_targets, first_repeated
+from analyses.cli_checks import check_block_fits, check_pattern_name, check_pattern_targets, first_repeated
 from analyses.output_paths import check_not_read
 from analyses.paper_result import write_json
 from analyses.pretrained.passages import passage_patterns
@@ -102,6 +102,7 @@ def run_heads(model_spec: str, *, seq_len: int, batches: int, batch_size: int, s
             _check_output(flag, path, example)
             check_not_read(flag, path, "--model", model_spec)
     model = load_model(model_spec, device=device, dtype=torch_dtype(dtype))
+    check_block_fits("--seq-len", seq_len, ModelInfo.of(model))
     for kind in kinds:
         check_pattern_targets("--pattern", kind, ModelInfo.of(model), seq_len)
     result = head_scores(model, kinds=kinds, seq_len=seq_len, n_batches=batches, batch_size=batch_size, seed=seed,

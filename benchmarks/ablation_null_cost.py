@@ -40,6 +40,7 @@ import probes
 from analyses.ablate import parse_heads
 from analyses.cli_checks import (
     ScriptParser,
+    check_block_fits,
     check_model_spec,
     count_arg,
     device_arg,
@@ -55,6 +56,7 @@ from probes.core.errors import ConfigError, InputError
 
 def _batches(model, args):
     info = probes.ModelInfo.of(model)
+    check_block_fits("--seq-len", args.seq_len, info)
     g = torch.Generator().manual_seed(0)
     return [probes.repeated_random_tokens(info, seq_len=args.seq_len, n_sequences=args.batch_size, generator=g)
             .to(args.device) for _ in range(args.batches)]

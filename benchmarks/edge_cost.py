@@ -33,7 +33,15 @@ from torch.utils.flop_counter import FlopCounterMode
 
 import probes
 from analyses.ablate import parse_heads
-from analyses.cli_checks import ScriptParser, check_model_spec, count_arg, script_main, seed_arg, threads_arg
+from analyses.cli_checks import (
+    ScriptParser,
+    check_block_fits,
+    check_model_spec,
+    count_arg,
+    script_main,
+    seed_arg,
+    threads_arg,
+)
 from analyses.output_paths import check_output_file, write_output_file
 from analyses.pretrained.circuit_edge import CircuitConfig, circuit_heads, circuit_protocol, measure_circuit
 from probes.causal import EFFECTS, edge_effect, repeated_half
@@ -89,6 +97,7 @@ def main() -> None:
     config = CircuitConfig(enabled=True, draws=args.draws, seq_len=args.seq_len, sequences=args.sequences)
 
     model = probes.load_model(args.model)
+    check_block_fits("--seq-len", args.seq_len, probes.ModelInfo.of(model))
     heads = chosen_edge(model, config, args.seed) if edge is None else (edge[0], edge[1], (float("nan"),) * 2)
     control = probes.random_weight_control(model, seed=args.seed)
     batch = circuit_protocol(probes.ModelInfo.of(model), config, args.seed)[0]

@@ -28,6 +28,7 @@ from transformer_lens.head_detector import detect_head
 import probes
 from analyses.cli_checks import (
     ScriptParser,
+    check_block_fits,
     check_detect_sequences,
     check_model_spec,
     count_arg,
@@ -61,6 +62,7 @@ def main() -> None:
 
     model = probes.load_model(args.model)
     info = probes.ModelInfo.of(model)
+    check_block_fits("--seq-len", args.seq_len, info)
     generator = torch.Generator().manual_seed(0)
     batches = [probes.repeated_random_tokens(info, seq_len=args.seq_len, n_sequences=args.batch_size,
                                              generator=generator) for _ in range(args.batches)]

@@ -409,3 +409,20 @@ def test_a_flag_given_twice_is_a_usage_error(name, argv, flag, capsys):
     err = capsys.readouterr().err.strip()
     assert exited.value.code == 2 and len(err.splitlines()) == 1, err
     assert f"argument {flag}: given twice ({flag} already); give it once" in err, err
+
+
+@pytest.mark.parametrize("name", ["head_scores_speed.py", "edge_cost.py", "ablation_null_cost.py"])
+def test_a_seq_len_longer_than_the_context_names_the_scripts_flag(name, tmp_path, monkeypatch, capsys):
+    """``--seq-len 100000`` on SmolLM2 advised "Use seq_len <= 4095", the library's argument, not the script's flag."""
+    from tests.random_checkpoints import N_CTX, make_random_checkpoint
+
+    model = make_random_checkpoint("llama", tmp_path / "llama")
+    script = benchmark_module(ROOT / "benchmarks" / name)
+    monkeypatch.setattr(sys, "argv", [name, "--model", str(model), "--seq-len", str(N_CTX)])
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))  # ablation_null_cost.py measures in child processes
+    with pytest.raises(SystemExit) as exited:
+        script.main()
+    err = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+    assert exited.value.code == 2 and len(err) == 1, err
+    assert f"--seq-len {N_CTX}: the repeated block [BOS] X X needs {2 * N_CTX + 1} positions, more than the " \
+           f"context of {N_CTX} of" in err[0] and f"give --seq-len {(N_CTX - 1) // 2} or less." in err[0], err

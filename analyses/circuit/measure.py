@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from analyses.cli_checks import check_head_count, check_pattern_targets
+from analyses.cli_checks import check_block_fits, check_head_count, check_pattern_targets
 from mechprobe import validation
 from probes import ModelInfo, head_scores, repeated_random_tokens
 from probes.causal import (
@@ -73,6 +73,7 @@ class CircuitSettings:
 
 def protocol_batches(info: ModelInfo, settings: CircuitSettings) -> list:
     """``2 * batches`` batches of ``[BOS] X X`` from ``seed``: even ones choose top heads, odd ones are measured."""
+    check_block_fits(FLAGS["seq_len"], settings.seq_len, info)
     generator = torch.Generator().manual_seed(settings.seed)
     return [repeated_random_tokens(info, seq_len=settings.seq_len, n_sequences=settings.batch_size,
                                    generator=generator) for _ in range(2 * settings.batches)]

@@ -250,10 +250,14 @@ def test_heads_json_path_that_is_a_folder_or_inside_a_file(tmp_path, capsys):
                       "does not exist", error=InputError)
 
 
-def test_heads_seq_len_longer_than_the_context(capsys):
-    fails_in_one_line(["heads", "--model", "minilm-l6", "--seq-len", "300", "--batches", "1", "--batch-size", "1",
-                       "--no-progress"], capsys, "more than the model's context of 512", "Use seq_len <= 255",
-                      error=InputError)
+@pytest.mark.parametrize("command", [["heads"], ["ablate", "--heads", "1.0"], ["circuit"]])
+def test_a_seq_len_longer_than_the_context_names_the_flag(command, tmp_path, capsys):
+    """These advised "Use seq_len <= 255", the library's argument, which no command has: the fix is --seq-len."""
+    out = [] if command == ["heads"] else ["--out", str(tmp_path / "out")]
+    fails_in_one_line([*command, "--model", "minilm-l6", "--seq-len", "300", "--batches", "2", "--batch-size", "1",
+                       "--no-progress", *out], capsys, "--seq-len 300: the repeated block [BOS] X X needs 601 "
+                      "positions, more than the context of 512 of", "; give --seq-len 255 or less.", error=InputError)
+    assert not (tmp_path / "out").exists()
 
 
 def model_folder(path, config) -> str:
