@@ -13,8 +13,9 @@ import torch
 
 from analyses.cli_checks import check_block_fits, check_head_count, check_pattern_name, check_pattern_targets
 from analyses.paper_result import write_json
+from analyses.toy_model_loader import load_any_model
 from mechprobe import validation
-from probes import ModelInfo, head_scores, load_model, random_weight_control, repeated_random_tokens
+from probes import ModelInfo, head_scores, random_weight_control, repeated_random_tokens
 from probes.causal import HeadAblation, check_heads, head_ablation, repeated_half
 from probes.causal.ablation import check_method
 from probes.core.errors import ConfigError
@@ -132,7 +133,7 @@ def run_ablate(model_spec: str, settings: AblateSettings, *, out: str | Path, co
     readable back with ``probes.ProbeResult.from_document``) in the folder ``out``, which exists."""
     torch_dtype(dtype)
     check_device(device)
-    model = load_model(model_spec, device=device, dtype=torch_dtype(dtype))
+    model = load_any_model(model_spec, device=device, dtype=torch_dtype(dtype))
     measured = {"model": ablate_model(model, settings)}
     if control:
         measured["control"] = ablate_model(random_weight_control(model, seed=control_seed), settings,

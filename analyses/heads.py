@@ -11,6 +11,7 @@ from analyses.cli_checks import check_block_fits, check_pattern_name, check_patt
 from analyses.output_paths import check_not_read
 from analyses.paper_result import write_json
 from analyses.pretrained.passages import passage_patterns
+from analyses.toy_model_loader import load_any_model
 from probes import (
     HEAD_SCORE_KINDS,
     HeadScores,
@@ -18,7 +19,6 @@ from probes import (
     TokenBatch,
     head_pattern,
     head_scores,
-    load_model,
     repeated_random_tokens,
 )
 from probes.core.atomic import atomic_write_text
@@ -101,7 +101,7 @@ def run_heads(model_spec: str, *, seq_len: int, batches: int, batch_size: int, s
         if path is not None:
             _check_output(flag, path, example)
             check_not_read(flag, path, "--model", model_spec)
-    model = load_model(model_spec, device=device, dtype=torch_dtype(dtype))
+    model = load_any_model(model_spec, device=device, dtype=torch_dtype(dtype))
     check_block_fits("--seq-len", seq_len, ModelInfo.of(model))
     for kind in kinds:
         check_pattern_targets("--pattern", kind, ModelInfo.of(model), seq_len)

@@ -31,7 +31,7 @@ from analyses.toy_registry import toy_names, toy_spec
 from mechprobe import records
 from mechprobe.errors import RecordError
 from probes.core.checkpoint_series import MANIFEST
-from probes.core.errors import ModelError
+from probes.core.errors import ConfigError, ModelError
 from probes.core.loading import load_model
 from probes.core.model_kind import HookedModel
 from toymodels.standard import StandardModelConfig, build_standard_model
@@ -146,7 +146,20 @@ def _rerun(folder: Path, experiment: str | None) -> str:
 
 
 def load_any_model(spec: Any, *, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32) -> Any:
-    """A hooked model from a toy run folder or from any :func:`probes.load_model` spec."""
+    """A hooked model from a toy run folder (a train-lm step too) or from any :func:`probes.load_model` spec. A
+    checkpoint series' own folder is refused: it holds many models."""
     if is_toy_folder(spec):
         return load_toy_model(spec, device=device).model
+    if isinstance(spec, (str, Path)) and (Path(spec) / MANIFEST).is_file():
+        raise ModelError(f"{spec} is a checkpoint series ({MANIFEST}), many models: give one of the step "
+                         f"folders it lists, or measure the series over its steps "
+                         f"with mechprobe dynamics --model {spec}.")
     return load_model(spec, device=device, dtype=dtype)
+
+
+def refuse_toy_dtype(spec: str, dtype: str | None) -> None:
+    """``--dtype`` sets how a pretrained model's weights load; a toy or train-lm folder's model loads in float32, as
+    trained, so the flag is refused there instead of ignored."""
+    if dtype is not None and is_toy_folder(spec):
+        raise ConfigError(f"--dtype does not apply to a toy folder ({spec}: its model is float32, as trained); "
+                          f"drop --dtype.")

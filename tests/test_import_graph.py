@@ -28,11 +28,12 @@ ANALYSES_LAYERS: tuple[tuple[str, ...], ...] = (
      "torch_threads", "paper_reference", "toy_findings", "toy_causal", "toy_orders", "curve_series", "lm_data",
      "toy_model_store"),
     ("paper_result", "series_writer"),  # a toy experiment's typed result and summary.json; a series folder's files
-    # the probe suite on real text: held-out statistics, findings, measurements, passages; edges between heads
-    ("pretrained", "circuit"),
+    # the probe suite on real text: held-out statistics, findings, measurements, passages
+    ("pretrained",),
     ("induction", "scansnap", "topic"),  # the paper toys' experiments
     ("experiments", "toy_model_loader"),  # the toys by name; a toy folder as a model
-    ("toy_seeds", "dynamics", "linear"),  # a toy over seeds; checkpoint series; linear probes (over toys and text)
+    # a toy over seeds; checkpoint series; linear probes (over toys and text); edges between heads (toy folders too)
+    ("toy_seeds", "dynamics", "linear", "circuit"),
     ("report", "heads", "ablate", "plan"),  # the work of the commands that assemble the rest
     ("commands",),  # the command records of the work above (analyses/commands/<name>.py)
     ("cli",),

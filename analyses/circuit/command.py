@@ -23,7 +23,8 @@ from analyses.cli_checks import check_pattern_name, int_arg, model_arg, seed_arg
 from analyses.cli_command import Command
 from analyses.output_paths import check_output_folder, written_atomically
 from analyses.paper_result import write_json
-from probes import ModelInfo, load_model, random_weight_control
+from analyses.toy_model_loader import load_any_model, refuse_toy_dtype
+from probes import ModelInfo, random_weight_control
 from probes.causal import composition_scores
 from probes.core.errors import ConfigError
 from probes.core.loading import check_device, torch_dtype
@@ -52,7 +53,8 @@ def parse_top(flag: str, text: str) -> tuple[str, int]:
 def add_arguments(circuit: argparse.ArgumentParser) -> None:
     """``circuit``'s own flags (:data:`CIRCUIT`)."""
     circuit.add_argument("--model", type=model_arg, required=True, metavar="SPEC",
-                         help="packaged name (smollm2-135m), local checkpoint folder or hub name")
+                         help="packaged name (smollm2-135m), local checkpoint folder "
+                              "(a toy folder or a train-lm step too) or hub name")
     circuit.add_argument("--out", required=True, metavar="DIR", help="output folder (created)")
     for role, default in (("sender", "previous_token:1"), ("receiver", "induction:1")):
         group = circuit.add_mutually_exclusive_group()
@@ -105,7 +107,7 @@ def run_circuit(model_spec: str, settings: CircuitSettings, *, out: Path, contro
     """Load ``model_spec``, measure the edges (and the control's same edges), print the table, write
     ``out/circuit.json`` and ``out/circuit.png`` (``out`` exists)."""
     check_device(device)
-    model = load_model(model_spec, device=device, dtype=torch_dtype(dtype))
+    model = load_any_model(model_spec, device=device, dtype=torch_dtype(dtype))
     info = ModelInfo.of(model)
     made = protocol_batches(info, settings)
     senders, receivers, chosen = choose_heads(model, settings, made)
@@ -135,6 +137,7 @@ def run_circuit(model_spec: str, settings: CircuitSettings, *, out: Path, contro
 def run_circuit_command(args: argparse.Namespace) -> int:
     """``mechprobe circuit``: settings checked, then the run written into ``--out`` in one rename."""
     settings = settings_of(args)
+    refuse_toy_dtype(args.model, args.dtype)
     out = check_output_folder("--out", args.out, earlier_output=lambda folder: (folder / RESULT_FILE).is_file())
     with written_atomically(out) as tmp:
         run_circuit(args.model, settings, out=tmp, control=args.control, device=args.device,

@@ -13,7 +13,8 @@ from analyses.output_paths import check_output_folder, written_atomically
 
 def add_arguments(ablate: argparse.ArgumentParser) -> None:
     ablate.add_argument("--model", type=model_arg, required=True, metavar="SPEC",
-                        help="packaged name (smollm2-135m), local checkpoint folder or hub name")
+                        help="packaged name (smollm2-135m), local checkpoint folder "
+                             "(a toy folder or a train-lm step too) or hub name")
     chosen = ablate.add_mutually_exclusive_group(required=True)
     chosen.add_argument("--heads", metavar="L.H,...", help="heads to ablate, e.g. 17.3,18.6")
     chosen.add_argument("--top", metavar="KIND:K", help="the K best heads by a head score, e.g. induction:5")
@@ -38,6 +39,9 @@ def add_arguments(ablate: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from analyses.ablate import RESULT_FILE, AblateSettings, parse_heads, parse_top, run_ablate
+    from analyses.toy_model_loader import refuse_toy_dtype
+
+    refuse_toy_dtype(args.model, args.dtype)
 
     settings = AblateSettings(
         method=args.method, heads=None if args.heads is None else tuple(parse_heads(args.heads)),

@@ -11,7 +11,8 @@ from analyses.cli_command import Command
 
 def add_arguments(heads: argparse.ArgumentParser) -> None:
     heads.add_argument("--model", type=model_arg, required=True, metavar="SPEC",
-                       help="packaged name (smollm2-135m, minilm-l6), local checkpoint folder or hub name")
+                       help="packaged name (smollm2-135m, minilm-l6), local checkpoint folder "
+                            "(a toy folder or a train-lm step too) or hub name")
     heads.add_argument("--seq-len", type=int_arg, default=50, metavar="N",
                        help="length of the repeated block (default 50)")
     heads.add_argument("--batches", type=int_arg, default=4, metavar="B", help="number of batches (default 4)")
@@ -28,7 +29,10 @@ def add_arguments(heads: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from analyses.heads import run_heads
+    from analyses.toy_model_loader import refuse_toy_dtype
     from probes.attention.head_scores import HEAD_SCORE_KINDS
+
+    refuse_toy_dtype(args.model, args.dtype)
 
     run_heads(args.model, seq_len=args.seq_len, batches=args.batches, batch_size=args.batch_size,
               seed=args.seed, json_path=args.json, top=args.top, progress=not args.no_progress,

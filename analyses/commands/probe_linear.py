@@ -8,7 +8,6 @@ import argparse
 from analyses.cli_checks import model_arg
 from analyses.cli_command import Command
 from analyses.output_paths import check_output_folder, written_atomically
-from probes.core.errors import ConfigError
 
 
 def add_arguments(linear: argparse.ArgumentParser) -> None:
@@ -27,6 +26,7 @@ def add_arguments(linear: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from analyses.config_overrides import apply_overrides, refuse_unused
     from analyses.linear.experiment import LinearProbeConfig, run_linear_probe, unused_settings
+    from analyses.toy_model_loader import refuse_toy_dtype
     from analyses.toy_model_store import is_toy_folder
     from probes.core.loading import torch_dtype
 
@@ -34,9 +34,7 @@ def run(args: argparse.Namespace) -> int:
     toy = is_toy_folder(args.model)
     where = "a toy folder" if toy else "a pretrained model"
     refuse_unused(unused_settings(toy=toy), args.overrides, where=where)
-    if toy and args.dtype is not None:
-        raise ConfigError(f"--dtype does not apply to a toy folder ({args.model}: its model is float32, as trained); "
-                          f"drop --dtype.")
+    refuse_toy_dtype(args.model, args.dtype)
     out = check_output_folder("--out", args.out, earlier_output=lambda folder: (folder / "summary.json").is_file()
                               and (folder / "result").is_dir())
     with written_atomically(out) as tmp:

@@ -28,13 +28,13 @@ from pathlib import Path
 import torch
 
 from analyses.paper_result import write_json
-from analyses.toy_model_loader import ToyModel, load_toy_model
+from analyses.toy_model_loader import ToyModel, load_any_model, load_toy_model
 from analyses.toy_model_store import is_toy_folder
 from analyses.toy_registry import toys
 from mechprobe.validation import is_integer
 from probes.core.batch import TokenBatch
+from probes.core.checkpoint_series import MANIFEST
 from probes.core.errors import ConfigError, InputError
-from probes.core.loading import load_model
 from probes.core.model_info import ModelInfo
 from probes.core.model_kind import HookedModel
 from probes.core.runner import run_probes
@@ -241,7 +241,12 @@ def pretrained_setup(model: HookedModel, target: str, config: LinearProbeConfig,
 
 def toy_setup(toy: ToyModel, target: str, config: LinearProbeConfig) -> ProbeSetup:
     """Fresh sequences of the toy's own data (seeded apart from its training data) and the target's labels."""
-    expected = next((spec.probe_target for spec in toys() if spec.name == toy.experiment), None)  # train-lm: none
+    expected = next((spec.probe_target for spec in toys() if spec.name == toy.experiment), None)
+    if expected is None:  # a train-lm step: text, with no labels of its own data to probe for
+        run = toy.folder.parent
+        measure = f" Measure its run with mechprobe dynamics --model {run}." if (run / MANIFEST).is_file() else ""
+        raise ConfigError(f"{toy.folder} holds a train-lm step, whose data has no parent, topic or next-class labels "
+                          f"of its own: probe-linear takes a paper toy's folder or a pretrained model.{measure}")
     if target != expected:
         raise ConfigError(f"{toy.folder} holds the {toy.experiment} toy, whose target is --target {expected}; got "
                           f"--target {target}.")
@@ -339,7 +344,7 @@ def run_linear_probe(spec: str, target: str, out: str | Path, config: LinearProb
         model, setup = toy.model, toy_setup(toy, target, config)
     else:
         check_pretrained_target(target)  # before the model loads
-        model = load_model(spec, device=device, dtype=dtype)
+        model = load_any_model(spec, device=device, dtype=dtype)  # a checkpoint series' own folder is refused
         n_ctx = ModelInfo.of(model).n_ctx
         if config.seq_len > n_ctx:
             if not cap_seq_len:

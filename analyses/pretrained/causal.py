@@ -42,7 +42,8 @@ from mechprobe.validation import integer
 from probes.attention.repeated_tokens import repeated_random_tokens
 from probes.attention.topic_attention import TopicAttention
 from probes.causal import repeated_half
-from probes.causal.ablation import ABLATION_METHODS, check_z_hooks
+from probes.causal.ablation import ABLATION_METHODS
+from probes.causal.means import check_z_hooks
 from probes.causal.measured import measured_ablation
 from probes.causal.null import signed_contrast
 from probes.causal.slices import SliceFn

@@ -43,7 +43,7 @@ from torch import Tensor
 
 from mechprobe.forward import model_device
 from probes.causal.head_sets import Heads, check_heads, derangement, head_layers, head_mask, layer_matched_head_sets
-from probes.causal.means import HeadMeans, z_hook
+from probes.causal.means import HeadMeans, check_z_hooks, z_hook
 from probes.causal.pass_size import PASS_BYTES, PassSize
 from probes.causal.routes import (
     PLAIN,
@@ -69,18 +69,6 @@ def check_method(method: str) -> str:
     if method not in ABLATION_METHODS:
         raise ConfigError(f"Unknown ablation method {method!r}; use one of {', '.join(ABLATION_METHODS)}.")
     return method
-
-
-def check_z_hooks(model: HookedModel, layers: Iterable[int]) -> None:
-    """Raise :class:`ModelError` naming the first ``blocks.{l}.attn.hook_z`` the model lacks."""
-    missing = [z_hook(layer) for layer in layers if z_hook(layer) not in model.hook_dict]
-    if missing:
-        raise ModelError(
-            f"Head ablation needs each head's output before W_O at {missing[0]} [batch pos head d_head]; this model "
-            f"has no such hook{f' (and {len(missing) - 1} more)' if len(missing) > 1 else ''}. On a "
-            f"HookedRootModule put a HookPoint named {missing[0]} on the per-head output; on a bridge, the "
-            f"architecture's attention has no separate output projection to hook."
-        )
 
 
 @dataclass(frozen=True)

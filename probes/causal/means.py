@@ -58,6 +58,18 @@ class HeadMeans:
         return sums / self.counts[:n_pos, None, None].to(sums.dtype)
 
 
+def check_z_hooks(model: HookedModel, layers: Iterable[int]) -> None:
+    """Raise :class:`ModelError` naming the first ``blocks.{l}.attn.hook_z`` the model lacks."""
+    missing = [z_hook(layer) for layer in layers if z_hook(layer) not in model.hook_dict]
+    if missing:
+        raise ModelError(
+            f"Head ablation needs each head's output before W_O at {missing[0]} [batch pos head d_head]; this model "
+            f"has no such hook{f' (and {len(missing) - 1} more)' if len(missing) > 1 else ''}. On a "
+            f"HookedRootModule put a HookPoint named {missing[0]} on the per-head output; on a bridge, the "
+            f"architecture's attention has no separate output projection to hook."
+        )
+
+
 def _pad(tensor: Tensor, n: int) -> Tensor:
     if tensor.shape[0] >= n:
         return tensor
@@ -100,6 +112,7 @@ def head_output_means(model: HookedModel, layers: tuple[int, ...], batches: Iter
 
     Example: ``means = head_output_means(model, (1,), batches); means.mean(1, n_pos)`` is ``[pos head d_head]``.
     """
+    check_z_hooks(model, layers)
     info = ModelInfo.of(model)
     device = model_device(model)
     total: HeadMeans | None = None

@@ -15,7 +15,7 @@ from tests.probes.causal.planted_models import PlantedInductionModel
 
 @pytest.fixture
 def planted(monkeypatch):
-    monkeypatch.setattr(ablate, "load_model", lambda spec, **kwargs: PlantedInductionModel())
+    monkeypatch.setattr(ablate, "load_any_model", lambda spec, **kwargs: PlantedInductionModel())
 
 
 def test_top_induction_head_is_chosen_and_its_ablation_is_measured(planted, tmp_path, capsys):

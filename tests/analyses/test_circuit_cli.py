@@ -16,7 +16,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_the_planted_k_edge_holds_and_its_q_edge_is_absent(monkeypatch, tmp_path, capsys):
-    monkeypatch.setattr(command, "load_model", lambda spec, **kwargs: planted_circuit_bridge())
+    monkeypatch.setattr(command, "load_any_model", lambda spec, **kwargs: planted_circuit_bridge())
     out = tmp_path / "run"
     assert main(["circuit", "--model", "planted", "--out", str(out), "--inputs", "k,q", "--seq-len", "8",
                  "--batches", "3", "--batch-size", "4", "--draws", "100"]) == 0
@@ -42,7 +42,7 @@ def test_the_planted_k_edge_holds_and_its_q_edge_is_absent(monkeypatch, tmp_path
     (["--draws", "-1"], "--draws must be"),
 ])
 def test_bad_input_is_one_line_and_exit_2(flags, words, tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(command, "load_model", lambda spec, **kwargs: pytest.fail("loaded a model"))
+    monkeypatch.setattr(command, "load_any_model", lambda spec, **kwargs: pytest.fail("loaded a model"))
     assert main(["circuit", "--model", "planted", "--out", str(tmp_path / "run"), *flags]) == 2
     error = capsys.readouterr().err.strip()
     assert error.startswith("mechprobe: error:") and words in error and "\n" not in error, error

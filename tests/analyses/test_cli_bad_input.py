@@ -286,7 +286,7 @@ def test_heads_model_folder_with_a_broken_config_or_no_weights(tmp_path, capsys)
 def test_heads_unknown_pattern_fails_before_the_model_loads(capsys, monkeypatch):
     import analyses.heads
 
-    monkeypatch.setattr(analyses.heads, "load_model", lambda *a, **k: pytest.fail("the model was loaded"))
+    monkeypatch.setattr(analyses.heads, "load_any_model", lambda *a, **k: pytest.fail("the model was loaded"))
     fails_in_one_line(["heads", "--model", "minilm-l6", "--pattern", "offset:x"], capsys,
                       "Unknown head pattern 'offset:x'", "offset:D", error=ConfigError)
 
@@ -301,7 +301,7 @@ def test_heads_one_pattern_given_twice_is_refused_before_the_model_loads(capsys,
     import analyses.heads
     from probes import head_pattern
 
-    monkeypatch.setattr(analyses.heads, "load_model", lambda *a, **k: pytest.fail("the model was loaded"))
+    monkeypatch.setattr(analyses.heads, "load_any_model", lambda *a, **k: pytest.fail("the model was loaded"))
     argv = ["heads", "--model", "minilm-l6", *(arg for pattern in patterns for arg in ("--pattern", pattern))]
     fails_in_one_line(argv, capsys, words, "give each pattern once.", error=ConfigError)
     assert head_pattern("offset:01").name == "offset:1" and head_pattern("offset:-02").name == "offset:-2"
@@ -549,7 +549,7 @@ def test_an_earlier_output_of_the_same_command_is_replaced_whole(tmp_path, capsy
     import analyses.ablate
     from tests.probes.causal.planted_models import PlantedInductionModel
 
-    monkeypatch.setattr(analyses.ablate, "load_model", lambda spec, **kwargs: PlantedInductionModel())
+    monkeypatch.setattr(analyses.ablate, "load_any_model", lambda spec, **kwargs: PlantedInductionModel())
     out = tmp_path / "new" / "run"  # parent folders are made (at the end)
     argv = ["ablate", "--model", "planted", "--heads", "1.0", "--seq-len", "4", "--batches", "2", "--draws", "3",
             "--no-control", "--no-progress", "--out", str(out)]
@@ -604,7 +604,7 @@ def planted_everywhere(monkeypatch):
     from tests.probes.causal.planted_models import PlantedInductionModel
 
     for module in (analyses.ablate, analyses.heads):
-        monkeypatch.setattr(module, "load_model", lambda spec, **kwargs: PlantedInductionModel())
+        monkeypatch.setattr(module, "load_any_model", lambda spec, **kwargs: PlantedInductionModel())
 
 
 ABLATE = ["ablate", "--model", "planted", "--seq-len", "4", "--batches", "2", "--draws", "3", "--no-control",
@@ -670,7 +670,7 @@ def test_probe_linear_distances_with_no_target_in_a_row_are_refused_before_the_m
     '100000' hold 0 class(es) ... Feed more text or choose more classes.': the wrong cause, after the work."""
     import analyses.linear.experiment
 
-    monkeypatch.setattr(analyses.linear.experiment, "load_model", lambda *a, **k: pytest.fail("the model loaded"))
+    monkeypatch.setattr(analyses.linear.experiment, "load_any_model", lambda *a, **k: pytest.fail("the model loaded"))
     sets = [item for setting in settings for item in ("--set", setting)]
     fails_in_one_line(["probe-linear", "--model", "minilm-l6", "--target", "parent", "--out", str(tmp_path / "out"),
                        *sets], capsys, words, error=ConfigError)
