@@ -127,6 +127,10 @@ def _loaded(model: Any, folder: Path, saved: ModelFile, run_config: Any, device:
     except Exception as error:  # safetensors/torch raise several types for a damaged or foreign file
         raise ModelError(f"{weights} does not hold this {saved.model_class}'s weights ({type(error).__name__}): it "
                          f"is damaged or from another run. {rerun}") from None
+    broken = next((name for name, weight in model.named_parameters() if not bool(torch.isfinite(weight).all())), None)
+    if broken is not None:  # every probe of it would read NaN
+        raise ModelError(f"{weights}: {broken} holds NaN or infinite values: the file is damaged, or its run "
+                         f"diverged. {rerun}")
     model.eval()
     return ToyModel(model, saved.experiment, run_config, folder)
 

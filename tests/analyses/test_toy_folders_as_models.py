@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -114,4 +115,23 @@ def test_a_model_without_hook_z_is_refused_before_its_means_are_taken(folders, t
         head_output_means(model, (1,), [batch])
     fails_in_one_line(["ablate", "--model", str(folders["toy"]), "--heads", "1.0", *PROTOCOL, "--out",
                        str(tmp_path / "out")], capsys, "blocks.1.attn.hook_z", error=ModelError)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("command", [["heads", *PROTOCOL], ["probe-linear", "--target", "parent", "--no-progress"]])
+def test_weights_holding_nan_are_refused_naming_the_parameter(folders, command, tmp_path, capsys):
+    """A toy folder whose weights hold NaN was probed: heads ranked a head of score nan, probe-linear wrote its
+    curves (exit 0)."""
+    from safetensors.torch import load_file, save_file
+
+    toy = tmp_path / "induction"
+    shutil.copytree(folders["toy"], toy)
+    weights = load_file(toy / "model.safetensors")
+    name = sorted(weights)[0]
+    weights[name] = torch.full_like(weights[name], float("nan"))
+    save_file(weights, toy / "model.safetensors")
+    out = ["--out", str(tmp_path / "out")] if command[0] != "heads" else []
+    fails_in_one_line([*command, "--model", str(toy), *out], capsys,
+                      f"{toy / 'model.safetensors'}: {name} holds NaN or infinite values: the file is damaged, or its "
+                      f"run diverged. Re-run `mechprobe toy induction --out {toy}`", error=ModelError)
     assert not (tmp_path / "out").exists()
