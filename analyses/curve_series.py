@@ -11,6 +11,8 @@ Example: ``plot_series_together({"SmolLM2 run": summary, "topic toy": order_seri
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +32,9 @@ class CurveSeries:
     curves: dict[str, list[float]]
     events: dict[str, tuple[tuple[float, float, bool], ...]]
 
+    def __post_init__(self) -> None:
+        check_drawable(self.steps, self.curves)
+
     @property
     def tokens(self) -> tuple[None, ...]:
         return (None,) * len(self.steps)
@@ -37,6 +42,21 @@ class CurveSeries:
     def marks(self, curve: str) -> list[tuple[float, float, bool]]:
         """The events drawn on ``curve`` (none for a curve without events)."""
         return list(self.events.get(curve, ()))
+
+
+def check_drawable(steps: Sequence[int], curves: Mapping[str, Sequence[float]],
+                   tokens: Sequence[int | None] = ()) -> None:
+    """Refuse (``ValueError``, which :func:`mechprobe.records.load` names the file by) a series that cannot be drawn
+    on steps: no step, steps not increasing from 0 or more, a curve (or the tokens seen, when given) without one
+    value per step, tokens seen that are negative or go down."""
+    if not steps or steps[0] < 0 or any(b <= a for a, b in itertools.pairwise(steps)):
+        raise ValueError(f"its steps must be one or more, increasing from 0 or more; got {list(steps)}.")
+    for name, values in [*curves.items(), *([("tokens", tokens)] if tokens else [])]:
+        if len(values) != len(steps):
+            raise ValueError(f"{name} has {len(values)} values for its {len(steps)} steps.")
+    known = [t for t in tokens if t is not None]
+    if any(t < 0 for t in known) or any(b < a for a, b in itertools.pairwise(known)):
+        raise ValueError(f"its tokens seen must be 0 or more and grow with the steps; got {list(tokens)}.")
 
 
 def save_curve_series(series: CurveSeries, folder: str | Path) -> Path:

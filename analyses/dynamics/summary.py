@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from analyses.curve_series import check_drawable
 from analyses.dynamics.config import DynamicsConfig
 from analyses.dynamics.events import SeriesEvents
 from mechprobe import records
@@ -30,6 +31,9 @@ class DynamicsSummary:
     events: SeriesEvents
     measured_now: tuple[int, ...]
     reused: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        check_drawable(self.steps, self.curves, self.tokens)
 
     def marks(self, curve: str) -> list[tuple[float, float, bool]]:
         """Where ``curve``'s event is drawn: ``(step, level it crosses, holds)``, none without an event."""

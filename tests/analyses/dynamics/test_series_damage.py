@@ -237,6 +237,40 @@ def test_a_compared_folder_of_another_command_is_refused_saying_what_to_give(mad
     assert code == 0, stderr
 
 
+def _shortened(key: str) -> Callable[[object], object]:
+    """``summary.json`` / ``order_series.json`` with its steps, its tokens or every curve one value short."""
+    def edit(document: object) -> object:
+        assert isinstance(document, dict)
+        if key == "curves":
+            return {**document, "curves": {name: values[:-1] for name, values in document["curves"].items()}}
+        return {**document, key: document[key][:-1]}
+    return edit
+
+
+@pytest.mark.parametrize("key", ["steps", "tokens", "curves"])
+def test_a_compared_run_whose_curves_and_steps_disagree_is_refused_before_measuring(made, tmp_path, key):
+    """``dynamics --compare DIR`` whose summary.json (or a toy's order_series.json) holds a curve, the tokens seen or
+    the steps one value short passed the reader: the series was measured, its summary and figure written, then
+    drawing the comparison failed with a ValueError traceback (steps emptied: an IndexError). Refused now in one
+    line naming the file, before any checkpoint is measured."""
+    from analyses.curve_series import SERIES_FILE, CurveSeries, save_curve_series
+
+    dyn = shutil.copytree(made["dyn"], tmp_path / "dyn")
+    _edit(_shortened(key))(dyn / "summary.json")
+    toy = tmp_path / "toy"
+    toy.mkdir()
+    save_curve_series(CurveSeries("topic toy", (0, 10, 20), {"value_displacement": [0.0, 5.0, 6.0]}, {}), toy)
+    folders = [dyn / "summary.json"]
+    if key != "tokens":  # a toy's series has no tokens
+        _edit(_shortened(key))(toy / SERIES_FILE)
+        folders.append(toy / SERIES_FILE)
+    for damaged in folders:
+        code, _, stderr = run(["dynamics", "--model", str(made["lm2"]), "--out", str(tmp_path / "new"),
+                               "--compare", str(damaged.parent), *DYNAMICS])
+        assert_one_line_naming(code, stderr, damaged)
+        assert "values for its" in stderr and not (tmp_path / "new").exists()
+
+
 TOY = ["toy", "induction", "--preset", "standard", "--set", "data.seq_len=20", "--set", "standard_train.n_steps=12",
        "--set", "eval_every=6", "--set", "n_val=16", "--set", "probe_sequences=16", "--set", "standard.d_model=16",
        "--set", "eval_seq_lens=(10,)", "--set", "eval_alphas=(1.0,)", "--set", "n_train=32", "--set",
