@@ -97,13 +97,22 @@ class TrainLmConfig:
 
     def check_size(self, memory: int | None) -> None:
         """Training fits in ``memory`` bytes (None: not known, not checked), judged by a lower bound: the attention
-        weights alone (4 x d_model x d_model per layer) with their gradients and AdamW's two moments in float32."""
-        least = 16 * 4 * self.n_layers * self.d_model**2
-        if memory is not None and least > memory:
+        weights alone (4 x d_model x d_model per layer) with their gradients and AdamW's two moments in float32, and
+        one step's rows (int64) with each layer's attention pattern (float32, kept for the backward pass)."""
+        if memory is None:
+            return
+        weights = 16 * 4 * self.n_layers * self.d_model**2
+        step = 8 * self.batch_size * self.seq_len + 4 * self.batch_size * self.n_layers * self.n_heads * self.seq_len**2
+        if weights > memory:
             raise ConfigError(f"n_layers {self.n_layers} x d_model {self.d_model}: training holds at least "
-                              f"{least / 2**30:,.0f} GiB (the attention weights with their gradients and AdamW's "
+                              f"{weights / 2**30:,.0f} GiB (the attention weights with their gradients and AdamW's "
                               f"moments), more than this machine's {memory / 2**30:,.0f} GiB; lower n_layers or "
                               f"d_model.")
+        if weights + step > memory:
+            raise ConfigError(f"batch_size {self.batch_size} x seq_len {self.seq_len}: one training step holds at "
+                              f"least {(weights + step) / 2**30:,.0f} GiB (the weights, the rows and each layer's "
+                              f"attention pattern over seq_len x seq_len positions), more than this machine's "
+                              f"{memory / 2**30:,.0f} GiB; lower batch_size or seq_len.")
 
     def model_config(self, d_vocab: int) -> StandardModelConfig:
         return StandardModelConfig(n_layers=self.n_layers, d_model=self.d_model, n_heads=self.n_heads,

@@ -330,3 +330,22 @@ def test_a_model_the_machine_cannot_hold_is_refused_before_training(tmp_path, ca
     assert main(["train-lm", "--out", str(tmp_path / "lm"), "--set", "d_model=1000000", "--set", "n_heads=1",
                  "--no-progress"]) == 2
     assert "training holds at least" in capsys.readouterr().err and list(tmp_path.iterdir()) == []
+
+
+def test_a_step_the_machine_cannot_hold_is_refused_before_anything_is_made(tmp_path, capsys):
+    """train-lm --set batch_size=100000000 wrote train-lm.json, vocab.json, series.json and step_0 into --out, then ran
+    out of memory drawing the first step's rows: a refusal that left a half-made run behind (which the same command
+    fails on again, and another command is refused on). The rows and attention patterns of one step count in the
+    bound now: refused naming batch_size and seq_len before anything is made."""
+    with pytest.raises(ConfigError, match=r"batch_size 100000000 x seq_len 32: one training step holds at least "
+                                          r"3,076 GiB .* lower batch_size or seq_len\."):
+        TrainLmConfig(seq_len=32, d_model=16, span=8, batch_size=100_000_000).check_size(24 * 2**30)
+    with pytest.raises(ConfigError, match=r"batch_size 2 x seq_len 100000: one training step"):
+        TrainLmConfig(seq_len=100_000, batch_size=2).check_size(24 * 2**30)
+    TrainLmConfig(batch_size=64, seq_len=1024).check_size(24 * 2**30)  # about 2 GiB: trained
+    (tmp_path / "text.txt").write_text("\n\n".join(f"line {i} " + "x y z " * (i % 5) for i in range(300)))
+    assert main(["train-lm", "--corpus", str(tmp_path / "text.txt"), "--out", str(tmp_path / "lm"), "--steps", "2",
+                 "--set", "vocab=30", "--set", "seq_len=32", "--set", "batch_size=100000000", "--set", "d_model=16",
+                 "--set", "n_checkpoints=2", "--set", "span=8", "--no-progress"]) == 2
+    assert "one training step holds at least" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["text.txt"]
