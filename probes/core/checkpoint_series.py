@@ -184,6 +184,18 @@ def _check_one_run(folder: Path, checkpoints: tuple[Checkpoint, ...]) -> None:
             )
 
 
+def _check_distinct_files(where: Path, checkpoints: tuple[Checkpoint, ...], *, fix: str) -> None:
+    """Refuse two steps that are one checkpoint on disk (the same path twice, or a link to another step's
+    checkpoint): it would be measured as two points of the run."""
+    seen: dict[Path, int] = {}
+    for checkpoint in checkpoints:
+        real = Path(checkpoint.spec).resolve()
+        if real in seen:
+            raise ConfigError(f"{where}: steps {seen[real]} and {checkpoint.step} are the same checkpoint ({real}); "
+                              f"a series holds one checkpoint per step: {fix}.")
+        seen[real] = checkpoint.step
+
+
 def _manifest_entry(manifest: Path, folder: Path, entry: Any) -> Checkpoint:
     """One ``series.json`` entry as a checkpoint: an integer step and tokens (not fractions, not negative), and a
     relative path inside the series' folder whose own number, if its name ends in one, is its step."""
@@ -235,6 +247,7 @@ def _from_folder(folder: Path) -> CheckpointSeries:
         missing = [c.spec for c in checkpoints if not Path(c.spec).exists()]
         if missing:
             raise ModelError(f"{manifest} names checkpoints that are not there: {', '.join(missing[:3])}.")
+        _check_distinct_files(manifest, checkpoints, fix=f"rewrite {MANIFEST} or re-run what wrote it")
         _check_one_run(folder, checkpoints)
         return CheckpointSeries(str(folder), "folder", checkpoints, extra=extra)
     numbered = []
@@ -246,6 +259,7 @@ def _from_folder(folder: Path) -> CheckpointSeries:
         raise ConfigError(f"{folder} holds no {MANIFEST} and no checkpoint folders or files named by their step "
                           f"(step_100, checkpoint-2000); give {SERIES_FORMS}.")
     ordered = tuple(sorted(numbered, key=lambda c: c.step))
+    _check_distinct_files(folder, ordered, fix="keep one of them in the folder")
     _check_one_run(folder, ordered)
     return CheckpointSeries(str(folder), "folder", ordered)
 

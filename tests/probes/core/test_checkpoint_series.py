@@ -162,3 +162,26 @@ def test_train_lm_steps_of_another_context_are_not_one_run(tmp_path):
     (tmp_path / "s" / "step_10" / "model.json").write_text(json.dumps(
         {"format": 1, "experiment": "train-lm", "class": "StandardBridge", "config": {**config, "seed": 1}}))
     assert checkpoint_series(tmp_path / "s").steps == (0, 10)
+
+
+def test_one_checkpoint_at_two_steps_is_refused(tmp_path):
+    """A series.json naming one folder at two steps (``"path": "a"`` twice), or a link ``step_20 -> step_10`` in the
+    series folder (with or without series.json), was measured as two points of the run: the same weights at step 10
+    and at step 20. Refused now naming both steps and the checkpoint."""
+    manifest = _manifest(tmp_path / "same", [{"step": 0, "path": "step_0"}, {"step": 10, "path": "a"},
+                                             {"step": 20, "path": "a"}])
+    linked = _manifest(tmp_path / "linked", [{"step": 0, "path": "step_0"}, {"step": 10, "path": "step_10"}])
+    (linked / "step_20").symlink_to("step_10")
+    (linked / "series.json").write_text(json.dumps({"checkpoints": [
+        {"step": 0, "path": "step_0"}, {"step": 10, "path": "step_10"}, {"step": 20, "path": "step_20"}]}))
+    bare = tmp_path / "bare"
+    for step in (0, 10):
+        (bare / f"step_{step}").mkdir(parents=True)
+    (bare / "step_20").symlink_to("step_10")
+    for folder, where in ((manifest, manifest / "series.json"), (linked, linked / "series.json"), (bare, bare)):
+        with pytest.raises(ConfigError, match=re.escape(f"{where}: steps 10 and 20 are the same checkpoint")) as caught:
+            checkpoint_series(folder)
+        assert "\n" not in str(caught.value)
+    (bare / "step_20").unlink()
+    (bare / "step_20").mkdir()
+    assert checkpoint_series(bare).steps == (0, 10, 20)
