@@ -79,6 +79,7 @@ def run_dynamics_command(args: argparse.Namespace) -> int:
     from analyses.dynamics.summary import SUMMARY
     from analyses.toy_model_store import is_toy_folder
     from probes.core.loading import torch_dtype
+    from probes.core.out_of_memory import physical_memory
 
     flags = {"seq_len": "--seq-len", "n_batches": "--batches", "batch_size": "--batch-size", "n_boot": "--boot",
              "seed": "--seed", "corpus": "--corpus"}
@@ -88,6 +89,7 @@ def run_dynamics_command(args: argparse.Namespace) -> int:
     except ConfigError as error:  # the config names its field: say which flag set it
         field = str(error).split()[0]
         raise ConfigError(f"{flags[field]}: {error}" if field in flags else str(error)) from None
+    check_rows_fit(config, physical_memory())
     with naming("--model"):  # the series read (hub revisions resolved, step files read) before any work
         series = checked_series(args.model)
     if args.dtype is not None and is_toy_folder(series.checkpoints[0].spec):
@@ -142,6 +144,18 @@ def run_dynamics_command(args: argparse.Namespace) -> int:
         path = plot_series_together({args.model: summary, **others}, out / COMPARE_FIGURE)
         print(f"wrote {path}")
     return 0
+
+
+def check_rows_fit(config: Any, memory: int | None) -> None:
+    """The ``[BOS] X X`` rows of a :class:`~analyses.dynamics.config.DynamicsConfig` (drawn once and kept for every
+    checkpoint: int64 tokens and a mask, at least 2 x seq_len positions a row) fit in ``memory`` bytes (None: not
+    known, not checked); refused naming the flags before any work (they were drawn, and the process killed)."""
+    rows = 9 * config.n_batches * config.batch_size * 2 * config.seq_len
+    if memory is not None and rows > memory:
+        raise ConfigError(f"--batches {config.n_batches} x --batch-size {config.batch_size} x --seq-len "
+                          f"{config.seq_len}: the [BOS] X X rows alone hold at least {rows / 2**30:,.0f} GiB (drawn "
+                          f"once, kept for every checkpoint), more than this machine's {memory / 2**30:,.0f} GiB; "
+                          f"lower --batch-size or --batches.")
 
 
 def compared_series(folder: str, model: str) -> Any:

@@ -195,3 +195,20 @@ def test_a_block_longer_than_a_hub_series_context_is_refused_before_any_checkpoi
     assert code == 2 and err.count("\n") == 1, err
     assert "--seq-len 64" in err and "context of 128" in err and "give --seq-len 63 or less" in err, err
     assert not (tmp_path / "out").exists()
+
+
+def test_rows_the_machine_cannot_hold_are_refused_before_any_work(tmp_path, capsys):
+    """dynamics --batch-size 100000000 --batches 4 drew its [BOS] X X rows (over 100 GiB of them, kept for every
+    checkpoint) and the kernel killed the process: no line, no exit 2. Refused now from a lower bound of those rows
+    against the machine's memory, naming the three flags, before the series is read."""
+    from analyses.dynamics.cli_commands import check_rows_fit
+
+    big = DynamicsConfig(seq_len=16, n_batches=4, batch_size=100_000_000)
+    with pytest.raises(ConfigError, match=r"--batches 4 x --batch-size 100000000 x --seq-len 16: the \[BOS\] X X "
+                                          r"rows alone hold at least 107 GiB .* lower --batch-size or --batches\."):
+        check_rows_fit(big, 24 * 2**30)
+    check_rows_fit(big, None)  # memory not known: not checked
+    check_rows_fit(DynamicsConfig(n_batches=64, batch_size=256, seq_len=512), 2**30)  # 0.6 GiB: measured
+    assert main(["dynamics", "--model", str(tmp_path / "lm"), "--out", str(tmp_path / "dyn"), "--batch-size",
+                 str(2**63 - 1), "--no-progress"]) == 2
+    assert "rows alone hold at least" in capsys.readouterr().err and list(tmp_path.iterdir()) == []
