@@ -12,9 +12,11 @@ Example: ``check_rerun(Path("runs/lm"), records.dump(config))`` before ``train_l
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from analyses.lm_data import VOCAB_FILE, kept_ids
 from analyses.series_writer import CHECKPOINT_FOLDER, saved_steps, start_over
 from mechprobe import records
 from mechprobe.errors import RecordError
@@ -67,6 +69,24 @@ def check_rerun(out: Path, settings: dict[str, Any]) -> set[int]:
                           f"{out / CHECKPOINT_FOLDER}. Delete that checkpoint folder: the same command then trains "
                           f"again from step 0 and writes every step again.")
     return saved_steps(out, fix=start_over(out))
+
+
+def check_vocabulary(out: Path, corpus: str, kept: Sequence[int]) -> None:
+    """A run resumed in ``out`` cuts its corpus to the vocabulary its saved steps were trained in (``vocab.json``);
+    a corpus whose text changed since (another file at the same path) is refused before anything is written: the
+    saved steps would read text through the new vocabulary, and training go on over other rows. A damaged
+    ``vocab.json`` is written again, as before."""
+    if not (out / VOCAB_FILE).is_file():
+        return
+    try:
+        saved = kept_ids(out)
+    except InputError:
+        return
+    if saved != list(kept):
+        raise InputError(f"--out {out} was trained on another text of the corpus {corpus!r}: its vocabulary "
+                         f"({out / VOCAB_FILE}) is not the one the corpus gives now, so the text changed since. Put "
+                         f"that text back to resume {out}, or give a new --out (or delete {out}) to train on the "
+                         f"text as it is now.")
 
 
 def mark_run(out: Path, settings: dict[str, Any]) -> None:

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from analyses.dynamics.lm_run_folder import check_rerun, mark_run
+from analyses.dynamics.lm_run_folder import check_rerun, check_vocabulary, mark_run
 from analyses.lm_data import VOCAB_FILE, LmData
 from analyses.series_writer import (
     CHECKPOINT_FOLDER,
@@ -172,6 +172,7 @@ def train_lm(config: TrainLmConfig, out: str | Path, *, device: str | torch.devi
     saved = check_rerun(out, settings)  # a resumed run: the steps saved before it stopped
     data = LmData.from_corpus(config.corpus, vocab=config.vocab)
     data.check_rows(config.seq_len)
+    check_vocabulary(out, config.corpus, data.kept_ids)
     mark_run(out, settings)  # nothing is written before: a run stopped earlier leaves no trace but an empty folder
     atomic_write_text(out / VOCAB_FILE, json.dumps({"smollm2_ids": list(data.kept_ids), "other": data.vocab - 1}))
     run = lm_training(config, data, device=device)

@@ -157,3 +157,24 @@ def test_another_folder_or_damaged_settings_are_refused_before_any_work(corpus, 
     message = capsys.readouterr().err
     assert f"{marked / 'train-lm.json'} is not valid JSON" in message and "new --out" in message
     assert files(other) == {"notes.txt"} and files(marked) == {"train-lm.json"}
+
+
+def test_a_corpus_whose_text_changed_is_refused_before_its_vocabulary_is_rewritten(tmp_path, capsys):
+    """The same train-lm command run again after the corpus file's text changed (same path, same settings) rewrote
+    OUT/vocab.json from the new text and resumed: the saved steps then read text through a vocabulary they were not
+    trained in, and training went on over other rows, exit 0 (with another vocabulary size it failed on the
+    checkpoint, advising to delete it). Refused now before anything is written; the text put back resumes."""
+    text = tmp_path / "text.txt"
+    first = "\n\n".join(f"paragraph {i} " + "word " * (i % 7) + "end" for i in range(200))
+    text.write_text(first)
+    out = tmp_path / "lm"
+    assert main(command(text, out)) == 0
+    before = {p.relative_to(out): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+    capsys.readouterr()
+    text.write_text("\n\n".join(f"other words {i} " + "alpha beta gamma delta " * (i % 5) for i in range(300)))
+    assert main(command(text, out)) == 2
+    err = capsys.readouterr().err
+    assert f"--out {out} was trained on another text of the corpus" in err and len(err.strip().splitlines()) == 1
+    assert {p.relative_to(out): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()} == before
+    text.write_text(first)
+    assert main(command(text, out)) == 0
