@@ -35,11 +35,12 @@ def is_train_lm_folder(folder: Path) -> bool:
 
 def resumable(out: Path) -> bool:
     """Whether ``out`` (a folder with files) holds a train-lm run the same command takes again; a folder with a
-    run's files (``series.json``, ``checkpoint/``) but not the settings file that lets it be resumed (deleted, or
-    written before there was one) is refused naming that file."""
+    run's files (its ``vocab.json`` beside ``series.json`` or ``checkpoint/``) but not the settings file that lets
+    it be resumed (deleted, or written before there was one) is refused naming that file. Any other folder (another
+    series, the induction toy's) is not one: the caller refuses it as a folder of other files."""
     if is_train_lm_folder(out):
         return True
-    if any((out / name).exists() for name in (MANIFEST, CHECKPOINT_FOLDER)):
+    if (out / VOCAB_FILE).is_file() and any((out / name).exists() for name in (MANIFEST, CHECKPOINT_FOLDER)):
         raise InputError(f"{out / SETTINGS_FILE} is missing: it records the settings of the train-lm run in {out}, "
                          f"without which the run cannot be resumed. Give a new --out, or delete {out} to train it "
                          f"again.")

@@ -178,3 +178,24 @@ def test_a_corpus_whose_text_changed_is_refused_before_its_vocabulary_is_rewritt
     assert {p.relative_to(out): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()} == before
     text.write_text(first)
     assert main(command(text, out)) == 0
+
+
+def test_a_series_folder_train_lm_did_not_write_is_not_called_its_run(corpus, tmp_path, capsys, monkeypatch):
+    """train-lm --out DIR, where DIR is another checkpoint series (its series.json and steps, e.g. the induction
+    toy's OUT/series) or holds a checkpoint/ folder of something else, said 'DIR/train-lm.json is missing: it
+    records the settings of the train-lm run in DIR ... delete DIR to train it again': the wrong cause, and advice
+    to delete a folder train-lm never wrote. It is refused as a folder of other files now; a train-lm folder whose
+    train-lm.json was deleted is still named as one."""
+    monkeypatch.setattr(LmData, "from_corpus", lambda *a, **k: pytest.fail("the corpus was read"))
+    series, held = tmp_path / "series", tmp_path / "held"
+    (series / "step_0").mkdir(parents=True)
+    (series / "series.json").write_text('{"checkpoints": [{"step": 0, "path": "step_0"}]}')
+    (held / "checkpoint").mkdir(parents=True)
+    for folder in (series, held):
+        assert main(command(corpus, folder)) == 2
+        err = capsys.readouterr().err
+        assert f"--out {folder} is a folder that holds other files" in err and "delete" not in err, err
+    (series / "vocab.json").write_text('{"smollm2_ids": [1, 2], "other": 2}')  # a train-lm run's own file
+    assert main(command(corpus, series)) == 2
+    assert f"{series / 'train-lm.json'} is missing" in capsys.readouterr().err
+    assert files(held) == {"checkpoint"}
