@@ -14,8 +14,9 @@ checkpoint at a time (a series of Pythia revisions does not fit in memory at onc
   step or token count in the checkpoint's file name).
 - a folder with ``series.json`` (``{"checkpoints": [{"step", "tokens", "path"}, ...]}``, paths relative to the
   folder; ``mechprobe train-lm`` and the induction toy write one; its other keys are kept as the series'
-  ``extra``), or a folder of checkpoint folders or files whose names end with a
-  number (``step_100``, ``checkpoint-2000``, ``500.pt``), ordered by that number.
+  ``extra``), or a folder of checkpoint folders or weight files (``.pt``, ``.pth``, ``.bin``, ``.ckpt``,
+  ``.safetensors``) whose names end with a number (``step_100``, ``checkpoint-2000``, ``500.pt``), ordered by that
+  number; other files (``notes2.txt``, the ``500.json`` config beside ``500.pt``) are not checkpoints.
 
 :func:`check_revisions` asks transformers for each hub revision's config before any model is loaded, so a
 missing revision fails in one line before the first checkpoint is measured.
@@ -250,10 +251,13 @@ def _from_folder(folder: Path) -> CheckpointSeries:
         _check_distinct_files(manifest, checkpoints, fix=f"rewrite {MANIFEST} or re-run what wrote it")
         _check_one_run(folder, checkpoints)
         return CheckpointSeries(str(folder), "folder", checkpoints, extra=extra)
-    numbered = []
+    from probes.core.tl_checkpoint import WEIGHT_SUFFIXES
+
+    numbered = []  # checkpoint folders, and weight files (not notes2.txt, nor the config 500.json beside 500.pt)
     for entry in sorted(folder.iterdir()):
         match = _TRAILING_NUMBER.search(entry.name)
-        if match is not None and not entry.name.startswith("."):
+        if match is not None and not entry.name.startswith(".") and (entry.is_dir() or
+                                                                      entry.suffix in WEIGHT_SUFFIXES):
             numbered.append(Checkpoint(int(match.group(1)), str(entry)))
     if not numbered:
         raise ConfigError(f"{folder} holds no {MANIFEST} and no checkpoint folders or files named by their step "

@@ -185,3 +185,21 @@ def test_one_checkpoint_at_two_steps_is_refused(tmp_path):
     (bare / "step_20").unlink()
     (bare / "step_20").mkdir()
     assert checkpoint_series(bare).steps == (0, 10, 20)
+
+
+def test_only_checkpoint_folders_and_weight_files_are_steps_of_a_folder(tmp_path):
+    """A folder of checkpoints holding notes2.txt was measured with it as step 2: step 0 was measured and stored,
+    then loading notes2.txt failed ('is a file, but a model file must be a HookedTransformer checkpoint'); and the
+    config 500.json beside the weights 500.pt (a form the loader takes) made step 500 twice, refused as not distinct.
+    Only checkpoint folders and weight files are steps now."""
+    for name in ("step_0", "step_10"):
+        (tmp_path / "a" / name).mkdir(parents=True)
+    (tmp_path / "a" / "notes2.txt").write_text("mine")
+    (tmp_path / "a" / "run_7.log").write_text("mine")
+    assert checkpoint_series(tmp_path / "a").steps == (0, 10)
+    (tmp_path / "b").mkdir()
+    for step in (0, 500):
+        (tmp_path / "b" / f"{step}.pt").write_bytes(b"weights")
+        (tmp_path / "b" / f"{step}.json").write_text("{}")
+    (tmp_path / "b" / "1000.safetensors").write_bytes(b"weights")
+    assert checkpoint_series(tmp_path / "b").steps == (0, 500, 1000)
