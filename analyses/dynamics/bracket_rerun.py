@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -36,8 +37,9 @@ from toymodels.errors import CheckpointError
 from toymodels.step_states import StepStates
 from toymodels.training import Callback, Checkpointer, StateCallback, train
 
-RERUN_FOLDER = "rerun"
-"""The scratch folder (inside the series) a bracket's re-run resumes from; removed when it ends."""
+RERUN_PREFIX = ".rerun-"
+"""The scratch folder a bracket's re-run resumes from: a new one inside the series (``.rerun-XXXX``, made for it, so
+that no folder of the series' owner is taken for it), removed when it ends."""
 
 TrainTo = Callable[[int, Checkpointer | None, Sequence[Callback], Sequence[StateCallback]], object]
 
@@ -175,7 +177,7 @@ def _rerun_bracket(folder: Path, training: SeriesTraining, states: StepStates, s
         if step in wanted:
             run.save_model(folder / f"step_{step}")
 
-    scratch = folder / RERUN_FOLDER
+    scratch = Path(tempfile.mkdtemp(prefix=RERUN_PREFIX, dir=folder))
     new_states = StepStates(states.folder, steps=wanted, fingerprint=training.fingerprint)
     try:
         checkpointer = states.resume_from(start, scratch) if start > 0 else None

@@ -108,3 +108,20 @@ def test_the_toy_at_a_learning_rate_of_zero_has_no_event_and_adds_no_checkpoint(
     again = refine_dynamics(folder, tmp_path / "dyn", DynamicsConfig(n_batches=8, n_boot=200), progress=False)[0]
     assert again.measured_now == (2,) and sorted(p.name for p in (tmp_path / "dyn" / STORE).iterdir()) == [
         "0000-step0.json", "0001-step10.json", "0002-step15.json", "0003-step20.json"]  # the rest reused, renamed
+
+
+def test_a_rerun_keeps_a_folder_of_the_series_owner_named_rerun(tmp_path):
+    """A re-run resumed from a scratch folder named rerun inside the series and removed it when done, whoever made
+    it: a folder rerun/ of the series' owner (notes, another run) was deleted by dynamics --refine. The scratch is
+    a new folder made for the re-run now; the owner's is kept, and nothing of the scratch is left."""
+    (tmp_path / "text.txt").write_text("\n\n".join(f"paragraph {i} " + "word " * (i % 7) + "end" for i in range(300)))
+    config = TrainLmConfig(corpus=str(tmp_path / "text.txt"), vocab=10, seq_len=32, batch_size=4, d_model=16,
+                           n_heads=2, n_steps=16, n_checkpoints=3, span=8)
+    folder = tmp_path / "series"
+    train_lm(config, folder, progress=False)
+    (folder / "rerun").mkdir()
+    (folder / "rerun" / "notes.txt").write_text("mine")
+    before = {p.name for p in folder.iterdir()}
+    assert [(run.start, run.end) for run in rerun_series(folder, [5, 13])] == [(0, 10), (10, 16)]
+    assert (folder / "rerun" / "notes.txt").read_text() == "mine"
+    assert {p.name for p in folder.iterdir()} == before | {"step_5", "step_13"}
