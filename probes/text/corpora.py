@@ -419,7 +419,8 @@ def iter_documents(spec: Any = "wikipedia-excerpt", *, unit: Unit = "paragraph",
         if max_documents is not None and count >= max_documents:
             return
     if count == 0:
+        shorter = " or lower min_chars" if min_chars > 1 else ""  # below 1 nothing is gained: the text is empty
         raise InputError(
             f"The corpus {spec!r} holds no text: no {unit} of at least {min_chars} characters "
-            f"(paragraphs are separated by blank lines). Give a larger UTF-8 text or lower min_chars."
+            f"(paragraphs are separated by blank lines). Give a larger UTF-8 text{shorter}."
         )

@@ -19,6 +19,8 @@ from analyses.series_writer import MAX_CHECKPOINTS, fewest_steps, most_checkpoin
 from analyses.toy_model_loader import load_any_model
 from probes import ConfigError
 from probes.core.checkpoint_series import checkpoint_series
+from probes.core.errors import InputError
+from probes.text.corpora import iter_documents
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -349,3 +351,18 @@ def test_a_step_the_machine_cannot_hold_is_refused_before_anything_is_made(tmp_p
                  "--set", "n_checkpoints=2", "--set", "span=8", "--no-progress"]) == 2
     assert "one training step holds at least" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["text.txt"]
+
+
+def test_an_empty_corpus_is_not_advised_a_setting_train_lm_does_not_have(tmp_path, capsys):
+    """train-lm --corpus EMPTY.txt said '... no article of at least 1 characters ... Give a larger UTF-8 text or
+    lower min_chars.': train-lm has no min_chars, and below 1 nothing is gained. The advice to lower it is given
+    only where it is above 1 (the report's --set min_chars=200)."""
+    (tmp_path / "empty.txt").write_text("")
+    assert main(["train-lm", "--corpus", str(tmp_path / "empty.txt"), "--out", str(tmp_path / "lm"), "--steps", "2",
+                 "--set", "vocab=30", "--set", "seq_len=32", "--set", "batch_size=2", "--set", "d_model=16",
+                 "--set", "n_checkpoints=2", "--set", "span=8", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "holds no text" in err and "Give a larger UTF-8 text." in err and "min_chars" not in err, err
+    assert not (tmp_path / "lm").exists()
+    with pytest.raises(InputError, match="Give a larger UTF-8 text or lower min_chars"):
+        list(iter_documents(str(tmp_path / "empty.txt"), min_chars=200))
