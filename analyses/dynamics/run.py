@@ -13,6 +13,7 @@ Example: ``run_dynamics("EleutherAI/pythia-70m@revisions=step0,step1000,step1430
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -256,13 +257,17 @@ def summary_lines(summary: DynamicsSummary) -> Sequence[str]:
         lines.append(f"{curve}: " + " ".join(f"{v:.3f}" for v in values))
     for curve, event in summary.events.events.items():
         change = event.change
-        lines.append(f"event {curve}: step {change.step:.0f} [{change.step_ci[0]:.0f}, {change.step_ci[1]:.0f}], "
-                     f"{change.start:.3f} -> {change.end:.3f} (peak at step {change.peak_step:.0f}), "
-                     f"p={event.finding.reported_p:.3g}: "
+        where = (f"no step (the measured curve does not cross its event level; {change.draws_with_event:.0%} of "
+                 f"the bootstrap draws do)" if math.isnan(change.step) else
+                 f"step {change.step:.0f} [{change.step_ci[0]:.0f}, {change.step_ci[1]:.0f}]")
+        lines.append(f"event {curve}: {where}, {change.start:.3f} -> {change.end:.3f} (peak at step "
+                     f"{change.peak_step:.0f}), p={event.finding.reported_p:.3g}: "
                      f"{'holds' if event.holds else 'does not hold'}")
     for name, finding in summary.events.orders.items():
-        lines.append(f"order {name}: {finding.value:.0f} steps [{finding.ci[0]:.0f}, {finding.ci[1]:.0f}], "
-                     f"p={finding.reported_p:.3g}: {'holds' if finding.holds else 'does not hold'}")
+        gap = ("no gap (an event of the two has no step)" if math.isnan(finding.value) else
+               f"{finding.value:.0f} steps [{finding.ci[0]:.0f}, {finding.ci[1]:.0f}]")
+        lines.append(f"order {name}: {gap}, p={finding.reported_p:.3g}: "
+                     f"{'holds' if finding.holds else 'does not hold'}")
     for where, within in (("repeated half of [BOS] X X", summary.events.loss_drop_within_induction),
                           ("natural text", summary.events.text_loss_drop_within_induction)):
         if within is not None:

@@ -212,3 +212,28 @@ def test_rows_the_machine_cannot_hold_are_refused_before_any_work(tmp_path, caps
     assert main(["dynamics", "--model", str(tmp_path / "lm"), "--out", str(tmp_path / "dyn"), "--batch-size",
                  str(2**63 - 1), "--no-progress"]) == 2
     assert "rows alone hold at least" in capsys.readouterr().err and list(tmp_path.iterdir()) == []
+
+
+def test_an_event_without_a_step_is_printed_as_such_not_as_step_nan():
+    """A curve that never crosses its level printed ``event duplicate_token: step nan [2, 2]`` and its order
+    ``order ...: nan steps [-123, 1993]``: an interval around no step."""
+    import math
+    from types import SimpleNamespace
+
+    from analyses.dynamics.run import summary_lines
+
+    change = SimpleNamespace(step=math.nan, step_ci=(2.0, 2.0), start=0.1, end=0.1, peak_step=0.0,
+                             draws_with_event=0.25)
+    event = SimpleNamespace(change=change, finding=SimpleNamespace(reported_p=1.0), holds=False)
+    order = SimpleNamespace(value=math.nan, ci=(-123.0, 1993.0), reported_p=1.0, holds=False)
+    summary = SimpleNamespace(steps=(0, 10, 12), curves={"duplicate_token": [0.1, 0.1, 0.1]},
+                              events=SimpleNamespace(events={"duplicate_token": event},
+                                                     orders={"duplicate_token_before_induction": order},
+                                                     loss_drop_within_induction=None,
+                                                     text_loss_drop_within_induction=None))
+    lines = summary_lines(summary)
+    assert lines[2] == ("event duplicate_token: no step (the measured curve does not cross its event level; 25% of "
+                        "the bootstrap draws do), 0.100 -> 0.100 (peak at step 0), p=1: does not hold")
+    assert lines[3] == ("order duplicate_token_before_induction: no gap (an event of the two has no step), p=1: "
+                        "does not hold")
+    assert not any("nan" in line for line in lines)
