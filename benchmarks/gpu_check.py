@@ -111,7 +111,12 @@ def run_part(part: Part, timeout: float, work: Path, env: dict[str, str]) -> dic
     with log.open("w", encoding="utf-8") as handle:
         process = subprocess.Popen(part.command, cwd=ROOT, env={**env, **dict(part.env)}, stdout=handle,
                                    stderr=subprocess.STDOUT, start_new_session=True)
-        code = stop_at(process, time.perf_counter() + timeout)
+        try:
+            code = stop_at(process, time.perf_counter() + timeout)
+        except BaseException:  # Ctrl-C: the part, in a session of its own, did not get it and ran on, orphaned
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            raise
     seconds = time.perf_counter() - start
     output = log.read_text(encoding="utf-8", errors="replace")
     status = "timeout" if code is None else "passed" if code == 0 else "failed"

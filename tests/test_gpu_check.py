@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -178,3 +180,22 @@ def test_an_empty_path_is_refused_as_empty_not_as_the_working_folder(gpu_check, 
         gpu_check.parse_args(["--device", "cpu", flag, ""])
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and f"argument {flag}: the value is empty" in err and err.count("\n") == 1, err
+
+
+def test_a_ctrl_c_stops_the_running_part_too(gpu_check, tmp_path, monkeypatch):
+    """Ctrl-C of gpu_check printed 'interrupted' and exited 130, while the running part (a session of its own, which
+    the terminal's SIGINT does not reach) ran on, orphaned: on the GPU it held the card for the rest of its budget."""
+    pid_file = tmp_path / "pid"
+    child = "import os, sys, time; open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(60)"
+    part = gpu_check.Part("slow", [sys.executable, "-c", child, str(pid_file)], 60, gpu_check.read_nothing)
+
+    def interrupted(process, deadline):
+        while not pid_file.is_file() or not pid_file.read_text():
+            time.sleep(0.05)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(gpu_check, "stop_at", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        gpu_check.run_part(part, 60, tmp_path, {"PATH": "/usr/bin:/bin"})
+    with pytest.raises(ProcessLookupError):  # stopped and reaped, not running on
+        os.kill(int(pid_file.read_text()), 0)
