@@ -473,6 +473,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def check_pack_folder(folder: Path) -> None:
+    """``folder`` is one that --pack-configs may write: new, empty or an earlier --pack-configs folder."""
+    check_output_folder("--pack-configs", str(folder), earlier_output=lambda found: (found / "models").is_dir())
+
+
 WORK_MARK = ".gpu_check_work"  # in --work: this script made the folder (a later run may replace it)
 
 
@@ -484,8 +489,14 @@ def check_args(args: argparse.Namespace) -> None:
     from probes.core.loading import check_device
 
     if args.pack_configs:
-        check_output_folder("--pack-configs", str(args.pack_configs),
-                            earlier_output=lambda folder: (folder / "models").is_dir())
+        defaults = vars(parse_args([]))
+        ignored = [f"--{name.replace('_', '-')}" for name, value in vars(args).items() if value != defaults[name]
+                   and name != "pack_configs"]
+        if ignored:
+            raise InputError(f"--pack-configs {args.pack_configs} writes the configs and exits, so "
+                             f"{', '.join(ignored)} would do nothing; give --pack-configs alone, then run the check "
+                             f"with --configs {args.pack_configs}.")
+        check_pack_folder(args.pack_configs)
         return
     with naming("--device"):
         check_device(args.device)

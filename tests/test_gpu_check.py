@@ -199,3 +199,15 @@ def test_a_ctrl_c_stops_the_running_part_too(gpu_check, tmp_path, monkeypatch):
         gpu_check.run_part(part, 60, tmp_path, {"PATH": "/usr/bin:/bin"})
     with pytest.raises(ProcessLookupError):  # stopped and reaped, not running on
         os.kill(int(pid_file.read_text()), 0)
+
+
+@pytest.mark.parametrize("others", [["--device", "cpu"], ["--quick", "--out", "x.json"], ["--budget", "60"]])
+def test_pack_configs_with_flags_it_ignores_is_refused_before_anything_is_written(gpu_check, tmp_path, capsys,
+                                                                                  others):
+    """--pack-configs wrote the configs and exited 0, silently ignoring --device, --quick, --out and --budget: a
+    user who meant one command got the other."""
+    with pytest.raises(SystemExit) as exit_:
+        gpu_check.main(["--pack-configs", str(tmp_path / "pack"), *others])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and f"so {others[0]}" in err and "give --pack-configs alone" in err, err
+    assert err.count("\n") == 1 and list(tmp_path.iterdir()) == []
