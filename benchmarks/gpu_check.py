@@ -504,8 +504,12 @@ def check_args(args: argparse.Namespace) -> None:
         raise InputError(f"--budget {args.budget:g}: no part is started with less than {MIN_START_S:g} s left, so "
                          f"every part would be skipped; give --budget >= {MIN_START_S:g} (default 480).")
     if args.configs is not None and not (args.configs / "models").is_dir():
-        raise InputError(f"--configs {args.configs} holds no models/ folder; write it with --pack-configs "
-                         f"{args.configs}.")
+        try:  # the advice is one that is then accepted: not a file, a folder of other files or the working folder
+            check_pack_folder(args.configs)
+            fix = f"write it with --pack-configs {args.configs}"
+        except InputError:
+            fix = "give the folder that --pack-configs wrote, or write one with --pack-configs NEW_FOLDER"
+        raise InputError(f"--configs {args.configs} holds no models/ folder; {fix}.")
     check_output_folder("--work", str(args.work), earlier_output=lambda folder: (folder / WORK_MARK).is_file())
     check_output_file("--out", str(args.out))
     work, out = args.work.resolve(), args.out.resolve()

@@ -211,3 +211,30 @@ def test_pack_configs_with_flags_it_ignores_is_refused_before_anything_is_writte
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and f"so {others[0]}" in err and "give --pack-configs alone" in err, err
     assert err.count("\n") == 1 and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("kind", ["file", "folder of other files"])
+def test_configs_without_models_advises_only_a_pack_that_is_then_accepted(gpu_check, tmp_path, capsys, kind):
+    """--configs FILE (or a folder of other files) said 'write it with --pack-configs FILE', which --pack-configs
+    then refused ('is a file, not a folder'; 'holds other files')."""
+    configs = tmp_path / "configs"
+    if kind == "file":
+        configs.write_text("x")
+    else:
+        configs.mkdir()
+        (configs / "notes.txt").write_text("x")
+    with pytest.raises(SystemExit) as exit_:
+        gpu_check.main(["--device", "cpu", "--configs", str(configs), "--work", str(tmp_path / "w"), "--out",
+                        str(tmp_path / "o.json")])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and f"--configs {configs} holds no models/ folder" in err, err
+    assert f"--pack-configs {configs}" not in err and "--pack-configs NEW_FOLDER" in err
+    with pytest.raises(SystemExit):  # the advice it no longer gives: refused
+        gpu_check.main(["--pack-configs", str(configs)])
+    assert "--pack-configs" in capsys.readouterr().err
+    new = tmp_path / "new"  # a new folder: the advice names it, and it is accepted
+    with pytest.raises(SystemExit):
+        gpu_check.main(["--device", "cpu", "--configs", str(new), "--work", str(tmp_path / "w"), "--out",
+                        str(tmp_path / "o.json")])
+    assert f"write it with --pack-configs {new}." in capsys.readouterr().err
+    gpu_check.check_args(gpu_check.parse_args(["--pack-configs", str(new)]))
