@@ -513,6 +513,14 @@ def check_args(args: argparse.Namespace) -> None:
     check_output_folder("--work", str(args.work), earlier_output=lambda folder: (folder / WORK_MARK).is_file())
     check_output_file("--out", str(args.out))
     work, out = args.work.resolve(), args.out.resolve()
+    configs = None if args.configs is None else args.configs.resolve()
+    if configs is not None and (configs == work or work in configs.parents or configs in work.parents):
+        # --configs in --work: deleted with it by a later run, before it is read; --work in --configs: the copy
+        # of --configs made in --work copied itself, without end
+        fix = (f"give a --work outside it, such as {configs.parent / 'gpu_check_work'}" if work != configs and
+               configs in work.parents else f"move --configs out of it first, e.g. to {work.parent / configs.name}")
+        raise InputError(f"--configs {args.configs} and --work {args.work} overlap (--work, replaced whole by a "
+                         f"later run, gets a copy of --configs); {fix}.")
     if out == work or work in out.parents:  # --work: a folder made first (the write at the end would fail), and
         # replaced whole by the next run
         raise InputError(f"--out {args.out} is {'' if out == work else 'inside '}--work {args.work}, the folder "

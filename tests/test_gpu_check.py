@@ -238,3 +238,24 @@ def test_configs_without_models_advises_only_a_pack_that_is_then_accepted(gpu_ch
                         str(tmp_path / "o.json")])
     assert f"write it with --pack-configs {new}." in capsys.readouterr().err
     gpu_check.check_args(gpu_check.parse_args(["--pack-configs", str(new)]))
+
+
+@pytest.mark.parametrize("inside", ["configs in work", "work in configs"])
+def test_configs_and_work_that_overlap_are_refused_before_anything_is_deleted(gpu_check, tmp_path, capsys, inside):
+    """--configs W/pk with --work W (an earlier run's) deleted the configs with W, then said 'holds no models/
+    folder', exit 1; --work C/w with --configs C copied C into C/w/mechprobe-cache without end ('File name too
+    long', a folder hundreds of levels deep left)."""
+    work, configs = (tmp_path / "w", tmp_path / "w" / "pk") if inside == "configs in work" else (
+        tmp_path / "pk" / "w", tmp_path / "pk")
+    if inside == "configs in work":
+        work.mkdir()
+        (work / gpu_check.WORK_MARK).touch()
+    (configs / "models" / "smollm2-135m").mkdir(parents=True)
+    (configs / "models" / "smollm2-135m" / "config.json").write_text("{}")
+    before = sorted(tmp_path.rglob("*"))
+    with pytest.raises(SystemExit) as exit_:
+        gpu_check.main(["--device", "cpu", "--quick", "--configs", str(configs), "--work", str(work), "--out",
+                        str(tmp_path / "o.json")])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and f"--configs {configs} and --work {work} overlap" in err, err
+    assert err.count("\n") == 1 and sorted(tmp_path.rglob("*")) == before
