@@ -166,7 +166,7 @@ def test_an_out_in_the_work_folder_is_refused_before_anything_is_written(gpu_che
     was deleted with the folder by the next run."""
     work = tmp_path / "work"
     with pytest.raises(SystemExit) as exit_:
-        gpu_check.main(["--device", "cpu", "--budget", "10", "--work", str(work), "--out", str(work / inside)])
+        gpu_check.main(["--device", "cpu", "--budget", "30", "--work", str(work), "--out", str(work / inside)])
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and f"--out {work / inside}" in err and f"--work {work}, the folder" in err, err
     assert err.count("\n") == 1 and list(tmp_path.iterdir()) == []
@@ -259,3 +259,14 @@ def test_configs_and_work_that_overlap_are_refused_before_anything_is_deleted(gp
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and f"--configs {configs} and --work {work} overlap" in err, err
     assert err.count("\n") == 1 and sorted(tmp_path.rglob("*")) == before
+
+
+def test_a_budget_that_leaves_a_part_no_time_before_its_interrupt_is_refused(gpu_check, tmp_path, capsys):
+    """--budget 12 passed the check (a part starts with 10 s left), then every part was interrupted 1 s in (its
+    budget less the 15 s grace before the kill): 'checkpoint: timeout in 1 s'."""
+    with pytest.raises(SystemExit) as exit_:
+        gpu_check.main(["--device", "cpu", "--budget", "20", "--work", str(tmp_path / "w"), "--out",
+                        str(tmp_path / "o.json")])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and "--budget 20" in err and f"give --budget >= {gpu_check.MIN_START_S:g}" in err
+    assert gpu_check.MIN_START_S >= gpu_check.GRACE_S + 10 and list(tmp_path.iterdir()) == []
