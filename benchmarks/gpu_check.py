@@ -69,6 +69,7 @@ sys.path.insert(0, str(ROOT))
 import analyses.script_start  # noqa: E402, F401  (a Ctrl-C while the imports below run: one line)
 from analyses.cli_checks import ScriptParser, naming, number_arg, script_main, text_arg  # noqa: E402
 from analyses.output_paths import check_output_file, check_output_folder, write_output_file  # noqa: E402
+from probes.core.errors import InputError  # noqa: E402
 
 PACKAGED = ("smollm2-135m", "minilm-l6")
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt", ".pth")
@@ -417,8 +418,11 @@ def headline(row: dict[str, Any]) -> str:
     return row.get("why", "")
 
 
-def summarise(rows: list[dict[str, Any]], meta: dict[str, Any], out: Path) -> dict[str, Any]:
-    """Print the table of ``rows`` and write them, with ``meta`` and the verdict comparison, to ``out`` (JSON)."""
+def summarise(rows: list[dict[str, Any]], meta: dict[str, Any], out: Path, keep: Path | None = None
+              ) -> dict[str, Any]:
+    """Print the table of ``rows`` and write them, with ``meta`` and the verdict comparison, to ``out`` (JSON);
+    where ``out`` cannot be written by then (its folder made a file, removed, read-only), to ``keep`` instead, with
+    an error that says so: the parts' run is not lost."""
     shows = must_shows(rows, bool(meta.get("quick")))
     summary = {**meta, "parts": rows, "report_cpu_vs_device": compare_verdicts(rows), "must_shows": shows,
                "all_passed": all(row["status"] == "passed" for row in rows)}
@@ -429,7 +433,14 @@ def summarise(rows: list[dict[str, Any]], meta: dict[str, Any], out: Path) -> di
     print("\nissue 44's must-shows:")
     for show, verdict in shows.items():
         print(f"  {'pass' if verdict else 'FAIL' if verdict is False else 'not measured':<12} {show}")
-    write_output_file(out, json.dumps(summary, indent=1))
+    try:
+        write_output_file(out, json.dumps(summary, indent=1))
+    except OSError as error:
+        if keep is None:
+            raise
+        write_output_file(keep, json.dumps(summary, indent=1))
+        raise InputError(f"--out {out} could not be written after the run ({error.strerror or error}); the summary "
+                         f"is kept in {keep}: copy it from there.") from None
     print(f"wrote {out}")
     return summary
 
@@ -485,7 +496,6 @@ def check_args(args: argparse.Namespace) -> None:
     """Every flag checked before any part runs or anything is written (one line and exit 2 otherwise): the device,
     a --budget that lets a part start, --configs, and --work and --out as places this script may write (--work new,
     empty or an earlier run's; --out outside it)."""
-    from probes.core.errors import InputError
     from probes.core.loading import check_device
 
     if args.pack_configs:
@@ -548,7 +558,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     rows = run_parts(build_parts(args, work), args.budget, work, env)
     meta["seconds"] = round(time.perf_counter() - start, 1)
-    summary = summarise(rows, meta, args.out)
+    summary = summarise(rows, meta, args.out, keep=work / "gpu_check.json")
     return 0 if summary["all_passed"] else 1
 
 

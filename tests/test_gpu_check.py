@@ -270,3 +270,17 @@ def test_a_budget_that_leaves_a_part_no_time_before_its_interrupt_is_refused(gpu
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and "--budget 20" in err and f"give --budget >= {gpu_check.MIN_START_S:g}" in err
     assert gpu_check.MIN_START_S >= gpu_check.GRACE_S + 10 and list(tmp_path.iterdir()) == []
+
+
+def test_a_summary_that_cannot_be_written_after_the_run_is_kept_in_the_work_folder(gpu_check, tmp_path, capsys):
+    """--out d/o.json where d became a file during the run: every part ran, then '[Errno 17] File exists: d' and
+    the summary was lost (its table printed, its JSON nowhere)."""
+    work, out = tmp_path / "w", tmp_path / "d" / "o.json"
+    work.mkdir()
+    (tmp_path / "d").write_text("made during the run")
+    rows = [{"part": "ok", "status": "passed", "seconds": 1.0, "budget_s": 20, "returncode": 0, "numbers": {}}]
+    with pytest.raises(gpu_check.InputError, match=f"kept in {work / 'gpu_check.json'}"):
+        gpu_check.summarise(rows, {"device": "cpu"}, out, keep=work / "gpu_check.json")
+    kept = json.loads((work / "gpu_check.json").read_text())
+    assert kept["parts"] == rows and kept["all_passed"] is True
+    assert (tmp_path / "d").read_text() == "made during the run"
