@@ -510,6 +510,10 @@ def check_args(args: argparse.Namespace) -> None:
         return
     with naming("--device"):
         check_device(args.device)
+    if args.gpu and (args.quick or not args.device.startswith("cuda")):  # build_parts asks the ledger for neither
+        mode = "--quick" if args.quick else f"--device {args.device}"
+        raise InputError(f"--gpu {args.gpu} picks the card whose cost ledger sets a full CUDA run's budgets; {mode} "
+                         f"runs with hand-set budgets, which --gpu does not change; leave --gpu out.")
     if args.budget < MIN_START_S:
         raise InputError(f"--budget {args.budget:g}: no part is started with less than {MIN_START_S:g} s left, so "
                          f"every part would be skipped; give --budget >= {MIN_START_S:g} (default 480).")

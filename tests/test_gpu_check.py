@@ -284,3 +284,14 @@ def test_a_summary_that_cannot_be_written_after_the_run_is_kept_in_the_work_fold
     kept = json.loads((work / "gpu_check.json").read_text())
     assert kept["parts"] == rows and kept["all_passed"] is True
     assert (tmp_path / "d").read_text() == "made during the run"
+
+
+@pytest.mark.parametrize("mode", [["--device", "cpu"], ["--device", "cpu", "--quick"]])
+def test_gpu_where_no_ledger_budget_is_taken_is_refused(gpu_check, tmp_path, capsys, mode):
+    """--gpu h200 with --device cpu (or --quick) was silently ignored: those runs take hand-set budgets."""
+    with pytest.raises(SystemExit) as exit_:
+        gpu_check.main([*mode, "--gpu", "h200", "--budget", "5", "--work", str(tmp_path / "w"), "--out",
+                        str(tmp_path / "o.json")])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and "--gpu h200" in err and "leave --gpu out" in err, err
+    assert err.count("\n") == 1 and list(tmp_path.iterdir()) == []
