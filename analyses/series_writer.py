@@ -49,7 +49,8 @@ def checkpoint_steps(n_steps: int, n_checkpoints: int) -> tuple[int, ...]:
     first = min(10, n_steps) if n_checkpoints > 2 else n_steps
     count = max(1, n_checkpoints - 1)
     logs = torch.linspace(math.log(first), math.log(n_steps), count, dtype=torch.float64)
-    return tuple(sorted({0, *(round(float(v)) for v in logs.exp()), n_steps}))
+    # the last is n_steps itself: past 2**53 steps exp(log(n)) is not n (2**63 - 1 gave 2**63 and 2**63 - 30719)
+    return tuple(sorted({0, *(round(float(v)) for v in logs[:-1].exp()), n_steps}))
 
 
 def steps_fit(n_steps: int, n_checkpoints: int) -> bool:
@@ -84,21 +85,29 @@ def fewest_steps(n_checkpoints: int) -> int:
 
 MAX_CHECKPOINTS = 10_000
 """The most checkpoints a series saves (each is a saved model)."""
+MAX_STEPS = 2**63 - 1
+"""The most training steps a config takes (an int64): a count of checkpoints that needs more is advised against."""
 
 
 def checkpoints_refusal(count_name: str, n_checkpoints: int, steps_name: str, n_steps: int) -> str | None:
     """Why ``n_checkpoints`` log-spaced checkpoints cannot be saved in ``n_steps`` steps, with the counts that
-    would fit (None: they can). ``count_name`` and ``steps_name`` are the settings as the user gives them."""
-    if n_checkpoints > MAX_CHECKPOINTS:  # the most that fit the steps too, so that the advice is taken
-        fitting = most_checkpoints(n_steps, MAX_CHECKPOINTS + 1) or MAX_CHECKPOINTS
-        return (f"{count_name} ({n_checkpoints}) is more than {MAX_CHECKPOINTS:,} checkpoints (each a saved model); "
-                f"set {count_name} to {fitting} or fewer.")
-    if steps_fit(n_steps, n_checkpoints):
+    would fit (None: they can), each of which the settings then accept: fewer checkpoints that fit the steps, more
+    steps (within :data:`MAX_STEPS`) that fit the checkpoints, or where neither, both. ``count_name`` and
+    ``steps_name`` are the settings as the user gives them."""
+    over = n_checkpoints > MAX_CHECKPOINTS  # refused before any step is computed
+    if not over and steps_fit(n_steps, n_checkpoints):
         return None
-    most = most_checkpoints(n_steps, n_checkpoints)
-    fewer = f"set {count_name} to {most} or fewer, or " if most is not None else ""
-    return (f"{count_name} ({n_checkpoints}) is more than the distinct log-spaced steps of {steps_name} {n_steps} "
-            f"give; {fewer}set {steps_name} to {fewest_steps(n_checkpoints)} or more.")
+    below = min(n_checkpoints, MAX_CHECKPOINTS + 1)
+    most = most_checkpoints(n_steps, below)
+    fixes = [] if most is None else [f"set {count_name} to {most} or fewer"]
+    if not over and steps_fit(MAX_STEPS, n_checkpoints):  # 554 or more need more steps than an int64 holds
+        fixes.append(f"set {steps_name} to {fewest_steps(n_checkpoints)} or more")
+    if not fixes:
+        most = most_checkpoints(MAX_STEPS, below)
+        fixes.append(f"set {count_name} to {most} or fewer and {steps_name} to {fewest_steps(most or 2)} or more")
+    why = (f"is more than {MAX_CHECKPOINTS:,} checkpoints (each a saved model)" if over else
+           f"is more than the distinct log-spaced steps of {steps_name} {n_steps} give")
+    return f"{count_name} ({n_checkpoints}) {why}; {', or '.join(fixes)}."
 
 
 def start_over(out: Path) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 
 import pytest
 import torch
@@ -70,6 +71,25 @@ def test_more_series_checkpoints_than_steps_is_refused_not_clamped(tmp_path, cap
             "standard_train.n_steps=12", "--set", "series_checkpoints=50"]
     assert main(argv) == 2
     assert "series_checkpoints (50)" in capsys.readouterr().err and not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(("n_steps", "count"), [(2**63 - 1, 3), (2**53 + 1, 3), (1000, 5000), (1, 5000), (1000, 553)])
+def test_series_checkpoints_past_float_precision_are_taken_and_every_advised_fix_is_accepted(n_steps, count):
+    """standard_train.n_steps 2**63 - 1 with series_checkpoints=3 was refused, 'set standard_train.n_steps to 11 or
+    more' (exp(log(n)) is not n past 2**53: a fourth step beside n); series_checkpoints=5000 in 1000 steps advised
+    'set standard_train.n_steps to 80065...905 or more', a number of 137 digits that --set refuses (int64)."""
+    base = small_toy(n_steps=n_steps, series_checkpoints=0)
+    if n_steps > 2**53:  # three checkpoints fit any such count of steps: 0, 10 and the last
+        assert dataclasses.replace(base, series_checkpoints=count).series_checkpoints == count
+        return
+    with pytest.raises(ToyConfigError) as refused:
+        dataclasses.replace(base, series_checkpoints=count)
+    advice = str(refused.value).split("; ", 1)[1]
+    for fix in advice.split(", or "):  # each accepted, the setting it does not name as given
+        fixes = dict(re.findall(r"(series_checkpoints|n_steps) to (\d+)", fix))
+        assert fixes and all(int(value) < 2**63 for value in fixes.values()), refused.value
+        dataclasses.replace(small_toy(n_steps=int(fixes.get("n_steps", n_steps)), series_checkpoints=0),
+                            series_checkpoints=int(fixes.get("series_checkpoints", count)))
 
 
 def test_uniform_copier_mass_is_the_mean_of_one_over_visible_keys():
