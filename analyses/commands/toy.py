@@ -38,8 +38,9 @@ def add_arguments(toy: argparse.ArgumentParser) -> None:
 
 
 def _is_toy_folder(folder: Path) -> bool:
-    """A folder an earlier ``mechprobe toy`` wrote (finished, or stopped with its checkpoints to resume from)."""
-    return any((folder / name).exists() for name in ("summary.json", "checkpoint", "checkpoints"))
+    """A folder an earlier ``mechprobe toy`` wrote (finished, or stopped with its checkpoints, or the checkpoint
+    series of ``--set series_checkpoints``, to resume from)."""
+    return any((folder / name).exists() for name in ("summary.json", "checkpoint", "checkpoints", "series/series.json"))
 
 
 def run(args: argparse.Namespace) -> int:

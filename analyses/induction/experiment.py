@@ -70,14 +70,17 @@ from analyses.timings import write_timings
 from analyses.torch_threads import torch_threads
 from analyses.toy_findings import aggregate_seeds
 from analyses.toy_model_store import save_standard_model, save_toy_model
+from mechprobe import records
 from mechprobe.forward import model_device
 from probes.attention.copier import CopierProbe, CopierProfile
 from probes.attention.generalized_induction import GeneralizedInductionProbe, GeneralizedInductionScores
 from probes.attention.selector import ParentSubsetAttention, ParentSubsetAttentionProbe, SelectorWeightProbe
+from probes.core.checkpoint_series import MANIFEST
 from probes.core.model_kind import as_hooked_model
 from probes.core.probe import Probe
 from probes.core.runner import feed_probes, run_probes
 from probes.text.parent_criterion import chi_square_parent_criterion, population_parent_criterion
+from toymodels.errors import ToyConfigError
 from toymodels.induction.data import bayes_optimal_loss, sample_markov_icl
 from toymodels.induction.simplified import SUBSET_WEIGHTS_HOOK, SimplifiedInductionModel
 from toymodels.induction.training import (
@@ -170,7 +173,10 @@ def _series_saver(model: torch.nn.Module, config: InductionExperimentConfig, out
     log-spaced steps of ``config.series_checkpoints`` (:mod:`analyses.series_writer`)."""
     wanted = set(checkpoint_steps(config.standard_train.n_steps, config.series_checkpoints))
     standard = config.standard_model_config()
-    saved = saved_steps(out, fix=f"Delete {out.parent} (the unfinished run) to train the toy again.")
+    fix = f"Delete {out.parent} (the unfinished run) to train the toy again."
+    saved = saved_steps(out, fix=fix)
+    if saved:
+        _check_series_settings(out, config, fix=fix)
     extra = {"measure": INDUCTION_TOY_MEASURE, "settings": dataclasses.asdict(config)}
     tokens_per_step = config.standard_train.batch_size * config.data.seq_len
 
@@ -187,6 +193,30 @@ def _series_saver(model: torch.nn.Module, config: InductionExperimentConfig, out
             save(step)
 
     return on_step
+
+
+def _check_series_settings(out: Path, config: InductionExperimentConfig, *, fix: str) -> None:
+    """The unfinished run's series in ``out`` was saved with ``config``'s settings (:func:`run_fingerprint`): a run
+    with others would add its steps to the first run's (3000 steps' 0, 10, 42, 173 beside 300 steps' 23, 55, ...)."""
+    kept = records.read_json(out / MANIFEST, rerun=fix).get("settings")
+    here = json.loads(run_fingerprint(config))
+    there = {key: value for key, value in kept.items() if key in here} if isinstance(kept, dict) else {}
+    if there == here:
+        return
+    flat_there, flat_here = _flat(there), _flat(here)
+    key = next(k for k in sorted({*flat_there, *flat_here}) if flat_there.get(k) != flat_here.get(k))
+    raise ToyConfigError(f"{out.parent} holds an unfinished run with other settings ({key} {flat_there.get(key)} "
+                         f"there, {flat_here.get(key)} here), whose series this run would mix with its own; run "
+                         f"the command with its settings to resume it, or give another --out (or delete "
+                         f"{out.parent}) to train with these.")
+
+
+def _flat(settings: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"standard_train.n_steps": 300, ...}`` from nested settings."""
+    flat: dict[str, Any] = {}
+    for key, value in settings.items():
+        flat.update(_flat(value, f"{prefix}{key}.") if isinstance(value, Mapping) else {f"{prefix}{key}": value})
+    return flat
 
 
 def _trajectory_recorder(model: SimplifiedInductionModel, config: InductionExperimentConfig,

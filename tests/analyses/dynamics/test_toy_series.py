@@ -189,3 +189,40 @@ def test_cli_toy_induction_saves_a_series_that_dynamics_reads(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "copier:" in printed and "classifier:" in printed and "order copier_before_classifier" in printed
     assert (tmp_path / "dyn" / "dynamics.png").is_file()
+
+
+def test_a_series_run_interrupted_before_any_checkpoint_is_resumed_by_the_same_command(tmp_path, monkeypatch,
+                                                                                         capsys):
+    """Ctrl-C of toy induction --set series_checkpoints=N (no checkpoint_every: the standard preset's) said 'run the
+    same command again to resume', which then refused OUT.partial as 'not an unfinished run of this command'; once
+    taken, a run with other settings would have mixed its steps into the first run's series."""
+    import analyses.induction.experiment as experiment
+
+    settings = ["data.seq_len=20", "eval_every=6", "n_val=16", "probe_sequences=16", "standard.d_model=16",
+                "eval_seq_lens=(10,)", "eval_alphas=(1.0,)", "n_train=32", "series_checkpoints=4"]
+    out = tmp_path / "toy"
+
+    def argv(n_steps):
+        sets = [*settings, f"standard_train.n_steps={n_steps}"]
+        return ["toy", "induction", "--preset", "standard", "--out", str(out), "--no-progress",
+                *(item for s in sets for item in ("--set", s))]
+
+    written = experiment.write_manifest
+
+    def interrupted(folder, steps, **kwargs):
+        written(folder, steps, **kwargs)
+        if 10 in steps:  # step 10 saved, before any training checkpoint (there is none)
+            raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(experiment, "write_manifest", interrupted)
+        assert main(argv(12)) == 130
+    assert "run the same command again to resume" in capsys.readouterr().err
+    partial = tmp_path / "toy.partial"
+    kept = sorted(p.relative_to(tmp_path) for p in partial.rglob("*"))
+    assert main(argv(13)) == 2  # other settings: refused, the unfinished run kept as it was
+    err = capsys.readouterr().err
+    assert "other settings (standard_train.n_steps 12 there, 13 here)" in err and err.count("\n") == 1, err
+    assert sorted(p.relative_to(tmp_path) for p in partial.rglob("*")) == kept
+    assert main(argv(12)) == 0, capsys.readouterr().err  # the same command: resumed
+    assert checkpoint_series(out / SERIES_FOLDER).steps == (0, 10, 11, 12) and not partial.exists()
