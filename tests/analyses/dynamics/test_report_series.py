@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 
 import pytest
 
@@ -56,6 +57,37 @@ def test_report_with_a_series_has_a_dynamics_section_that_render_rebuilds(hub, t
     damaged.write_text("{broken")
     with pytest.raises(RecordError, match=f"{damaged} is not valid JSON.*Re-run mechprobe report"):
         render_report(out)  # the report wrote that folder: its fix, not dynamics'
+    assert (out / "report.md").read_text() == markdown
+
+
+def test_a_series_summary_of_zero_one_or_unordered_steps_is_refused_by_render_in_one_line(hub, tmp_path,
+                                                                                          monkeypatch):
+    """render of a report whose dynamics/00/summary.json lists 1 step beside 3 values per curve was a ValueError
+    traceback (matplotlib: 'x and y must have same first dimension'), of 0 steps an IndexError; steps swapped or
+    given twice were drawn as if measured."""
+    use_stand_in_hub(monkeypatch, hub)
+    config = ReportConfig(models=(), toys=(), series=(SERIES,), linear=LinearReportConfig(enabled=False))
+    out = tmp_path / "report"
+    run_report(config, out, progress=False, echo=lambda _: None)
+    path = series_folder(out, 0) / "summary.json"
+    saved = json.loads(path.read_text())
+    markdown = (out / "report.md").read_text()
+    damages = {"fewer than 2 steps": {"steps": [0], "tokens": [0]}, "fewer than 2 steps ([])": {"steps": [],
+               "tokens": []}, "steps not increasing": {"steps": [0, 1000, 512]},
+               "steps not increasing ([0, 512, 512])": {"steps": [0, 512, 512]},
+               "a token count per step missing": {"tokens": saved["tokens"][:2]}}
+    for words, change in damages.items():
+        path.write_text(json.dumps({**saved, **change}))
+        with pytest.raises(RecordError, match=re.escape(f"{path}: {words}") + ".*it is damaged. Re-run mechprobe "
+                           "report"):
+            render_report(out)
+        assert (out / "report.md").read_text() == markdown
+    curve = next(iter(saved["curves"]))
+    path.write_text(json.dumps({**saved, "curves": {**saved["curves"], curve: saved["curves"][curve][:2]}}))
+    with pytest.raises(RecordError, match=f"2 values of {curve} for 3 steps"):
+        render_report(out)
+    path.write_text(json.dumps(saved))
+    render_report(out)
     assert (out / "report.md").read_text() == markdown
 
 
