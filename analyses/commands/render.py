@@ -19,6 +19,21 @@ def add_arguments(render: argparse.ArgumentParser) -> None:
     render.add_argument("folder", metavar="OUT", type=text_arg, help="a folder written by mechprobe report")
 
 
+def _what_else(folder: Path, given: str) -> str | None:
+    """What ``folder``, which holds no ``results/``, is instead of a report (another command's output, which the
+    plain 'has no results/ folder ... reports from before saved results must be re-run' misnamed as an old report),
+    and how it enters one; None where it is none of them."""
+    if (folder / "results").exists():
+        return None
+    if (folder / "series.json").is_file():  # mechprobe train-lm --out, the induction toy's OUT/series
+        return f"a checkpoint series (mechprobe report --series {given} --out DIR draws it in a report)"
+    if (folder / "checkpoints").is_dir() and (folder / "summary.json").is_file():
+        return "the --out folder of mechprobe dynamics, which drew its own dynamics.png"
+    if (folder / "summary.json").is_file() and any(folder.glob("*.png")):
+        return "the --out folder of mechprobe toy, which drew its own figures"
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     from analyses.report.build import render_report
 
@@ -27,6 +42,10 @@ def run(args: argparse.Namespace) -> int:
         what = "is a file, not a folder" if folder.exists() else ": no such folder"
         raise InputError(f"{args.folder}{' ' if folder.exists() else ''}{what}; give the folder mechprobe report "
                          f"--out wrote.")
+    instead = _what_else(folder, args.folder)
+    if instead is not None:
+        raise InputError(f"{args.folder} is {instead}, not a folder mechprobe report wrote (what render rebuilds); "
+                         f"give the folder mechprobe report --out wrote.")
     where, fix = f"render {args.folder}", "move it away, then render again"
     check_files_written(where, folder, REWRITTEN, fix=fix)
     figures = folder / "figures"

@@ -486,6 +486,25 @@ def test_render_of_an_empty_missing_or_file_out_names_it_as_given(tmp_path, caps
                       error=InputError)
 
 
+@pytest.mark.parametrize(("files", "words"), [
+    (["series.json", "step_0/model.json"], "is a checkpoint series (mechprobe report --series"),
+    (["summary.json", "dynamics.png", "checkpoints/0000-step0.json"], "is the --out folder of mechprobe dynamics"),
+    (["summary.json", "parent_share.png"], "is the --out folder of mechprobe toy"),
+])
+def test_render_of_another_commands_folder_names_what_it_is(tmp_path, capsys, files, words):
+    """render of a dynamics --out folder, a checkpoint series (train-lm --out, the toy's OUT/series) or a toy folder
+    said 'has no results/ folder: render needs a folder written by mechprobe report (reports from before saved
+    results must be re-run)': the wrong cause, an old report."""
+    folder = tmp_path / "given"
+    for name in files:
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text("{}", encoding="utf-8")
+    before = sorted(folder.rglob("*"))
+    err = fails_in_one_line(["render", str(folder)], capsys, f"{folder} {words}", "give the folder mechprobe "
+                            "report --out wrote", error=InputError)
+    assert "reports from before saved results" not in err and sorted(folder.rglob("*")) == before
+
+
 @pytest.mark.parametrize("name", ["summary.json", "report.md", "report.html"])
 def test_render_where_a_file_it_writes_is_a_folder_is_refused_before_any_work(tmp_path, capsys, name):
     """``render OUT`` whose report.html is a folder rebuilt the report, rewrote summary.json and report.md, then failed
