@@ -110,7 +110,8 @@ class InductionExperimentConfig:
         if self.series_checkpoints and self.model != "standard":
             raise ToyConfigError(f"series_checkpoints saves a TransformerLens model's checkpoints; it needs "
                                  f"model='standard' (preset standard), got model={self.model!r} (whose copier is "
-                                 f"planted at initialisation). Leave series_checkpoints at 0 or use --preset standard.")
+                                 f"planted at initialisation). Leave series_checkpoints at 0, or use --preset "
+                                 f"standard without --set model=....")
         if self.series_checkpoints and self.standard_train.n_steps < 1:
             raise ToyConfigError("series_checkpoints needs standard_train.n_steps >= 1 (a series of step 0 alone is "
                                  "no series).")

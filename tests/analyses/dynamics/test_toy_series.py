@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from analyses.cli import main
+from analyses.config_overrides import apply_overrides
 from analyses.dynamics.config import DynamicsConfig
 from analyses.dynamics.figures import plot_series_together
 from analyses.dynamics.run import run_dynamics, toy_settings
@@ -60,6 +61,19 @@ def test_series_checkpoints_is_for_the_standard_toy_only():
         dataclasses.replace(PRESETS["standard"], series_checkpoints=1)
     with pytest.raises(ToyConfigError, match="n_steps >= 1"):
         small_toy(n_steps=0)
+
+
+@pytest.mark.parametrize("preset", ["fast", "standard"])
+def test_series_checkpoints_of_the_simplified_model_advises_a_fix_that_works(tmp_path, capsys, preset):
+    """toy induction --preset standard --set model=simplified --set series_checkpoints=3 advised 'use --preset
+    standard', the preset given: the fix is to drop --set model=simplified."""
+    argv = ["toy", "induction", "--preset", preset, "--out", str(tmp_path / "toy"), "--set", "model=simplified",
+            "--set", "series_checkpoints=3", "--set", "standard_train.n_steps=12"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "use --preset standard without --set model=" in err and not any(tmp_path.iterdir()), err
+    advised = apply_overrides(PRESETS["standard"], ["series_checkpoints=3", "standard_train.n_steps=12"])
+    assert advised.model == "standard" and advised.series_checkpoints == 3  # the advice: taken
 
 
 def test_more_series_checkpoints_than_steps_is_refused_not_clamped(tmp_path, capsys):
