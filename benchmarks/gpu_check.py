@@ -542,6 +542,12 @@ def check_args(args: argparse.Namespace) -> None:
                          f"gpu_check.json.")
 
 
+def terminated(signum: int, frame: Any) -> None:
+    """SIGTERM (``timeout``, a scheduler): as a Ctrl-C, so that the running part, in a session of its own that the
+    signal does not reach, is stopped with the script (:func:`run_part`) rather than left running on the GPU."""
+    raise KeyboardInterrupt
+
+
 @script_main
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
@@ -549,6 +555,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.pack_configs:
         print(f"packed configs and tokenizers in {pack_configs(args.pack_configs)}")
         return 0
+    signal.signal(signal.SIGTERM, terminated)
     work = args.work.resolve()
     if (work / WORK_MARK).is_file():  # an earlier run's work folder, which this script made: replaced
         shutil.rmtree(work)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -295,3 +296,23 @@ def test_gpu_where_no_ledger_budget_is_taken_is_refused(gpu_check, tmp_path, cap
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and "--gpu h200" in err and "leave --gpu out" in err, err
     assert err.count("\n") == 1 and list(tmp_path.iterdir()) == []
+
+
+def test_a_sigterm_stops_the_running_part_too(gpu_check, tmp_path, monkeypatch, capsys):
+    """SIGTERM of gpu_check (timeout's, a scheduler's) killed the script alone: the running part, in a session of its
+    own, ran on, holding the GPU."""
+    pid_file = tmp_path / "pid"
+    child = ("import os, signal, sys, time; open(sys.argv[1], 'w').write(str(os.getpid()));"
+             " os.kill(os.getppid(), signal.SIGTERM); time.sleep(60)")
+    part = gpu_check.Part("slow", [sys.executable, "-c", child, str(pid_file)], 60, gpu_check.read_nothing)
+    monkeypatch.setattr(gpu_check, "build_parts", lambda args, work: [part])
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)  # this test process: not killed
+    try:
+        with pytest.raises(SystemExit) as exit_:
+            gpu_check.main(["--device", "cpu", "--budget", "30", "--work", str(tmp_path / "w"), "--out",
+                            str(tmp_path / "o.json")])
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert exit_.value.code == 130 and "interrupted" in capsys.readouterr().err
+    with pytest.raises(ProcessLookupError):  # stopped and reaped, not running on
+        os.kill(int(pid_file.read_text()), 0)
