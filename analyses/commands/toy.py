@@ -13,7 +13,7 @@ from analyses.experiments import toy_experiment
 from analyses.output_paths import check_output_folder, check_partial_folder, written_resumably
 from analyses.toy_registry import toy_names, toys
 from mechprobe import records
-from probes.core.errors import ConfigError
+from probes.core.errors import ConfigError, MechprobeError
 from toymodels.errors import TrainingDiverged, TrainingInterrupted
 
 
@@ -41,6 +41,20 @@ def _is_toy_folder(folder: Path) -> bool:
     """A folder an earlier ``mechprobe toy`` wrote (finished, or stopped with its checkpoints, or the checkpoint
     series of ``--set series_checkpoints``, to resume from)."""
     return any((folder / name).exists() for name in ("summary.json", "checkpoint", "checkpoints", "series/series.json"))
+
+
+def _is_toy_output(folder: Path, experiment: str) -> bool:
+    """A finished run of this toy, which the new run replaces: its summary.json reads back as the toy's result. Not
+    another command's folder that also holds a summary.json or a checkpoint(s) folder (a report, a dynamics run, a
+    train-lm series), which ``--out`` replaced whole."""
+    from analyses.experiments import toy_result
+
+    try:
+        document = records.read_json(folder / "summary.json", rerun="")
+        toy_result(experiment, document if isinstance(document, dict) else {}, rerun="")
+    except MechprobeError:
+        return False
+    return True
 
 
 def run(args: argparse.Namespace) -> int:
@@ -76,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     if hasattr(config, "unused_settings"):
         refuse_unused(config.unused_settings(), args.overrides,
                       where=f"the {args.experiment} toy's {args.preset} preset (as set)")
-    out = check_output_folder("--out", args.out, earlier_output=_is_toy_folder)
+    out = check_output_folder("--out", args.out, earlier_output=lambda found: _is_toy_output(found, args.experiment))
     partial = check_partial_folder("--out", out, resumable=_is_toy_folder)
     if partial.exists():
         print(f"resuming the unfinished run in {partial}")

@@ -177,6 +177,25 @@ def test_a_toy_that_diverges_before_writing_anything_leaves_no_partial(tmp_path,
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("files", [
+    {"summary.json": '{"toy": {}, "pretrained": {}}', "results/report.json": "{}", "report.html": "<p>"},  # report
+    {"summary.json": '{"series": "s", "steps": [0, 10]}', "checkpoints/0000-step0.json": "{}"},  # dynamics --out
+    {"series.json": '{"checkpoints": []}', "checkpoint/meta.json": "{}", "step_0/model.json": "{}"},  # train-lm
+])
+def test_toy_out_of_another_commands_folder_is_refused_not_replaced(tmp_path, capsys, files):
+    """toy --out REPORT (or a dynamics --out folder, a train-lm series) was taken as an earlier toy run, since it holds
+    a summary.json or a checkpoint(s) folder: the run finished and replaced the folder whole (results/, report.html,
+    the measured checkpoints gone)."""
+    folder = tmp_path / "theirs"
+    for name, text in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text, encoding="utf-8")
+    before = user_files(tmp_path)
+    fails_in_one_line([*TINY_TOY, "--out", str(folder)], capsys, f"--out {folder} is a folder that holds other "
+                      "files", error=InputError)
+    assert user_files(tmp_path) == before
+
+
 def test_toy_refuses_a_full_out_or_a_foreign_out_partial_before_training(tmp_path, monkeypatch, capsys):
     import analyses.toy_seeds
 
