@@ -71,6 +71,7 @@ from analyses.torch_threads import torch_threads
 from analyses.toy_findings import aggregate_seeds
 from analyses.toy_model_store import save_standard_model, save_toy_model
 from mechprobe import records
+from mechprobe.errors import RecordError
 from mechprobe.forward import model_device
 from probes.attention.copier import CopierProbe, CopierProfile
 from probes.attention.generalized_induction import GeneralizedInductionProbe, GeneralizedInductionScores
@@ -199,8 +200,11 @@ def _check_series_settings(out: Path, config: InductionExperimentConfig, *, fix:
     """The unfinished run's series in ``out`` was saved with ``config``'s settings (:func:`run_fingerprint`): a run
     with others would add its steps to the first run's (3000 steps' 0, 10, 42, 173 beside 300 steps' 23, 55, ...)."""
     kept = records.read_json(out / MANIFEST, rerun=fix).get("settings")
+    if not isinstance(kept, dict):
+        raise RecordError(f"{out / MANIFEST} holds no settings (an object), as this command writes them: it is "
+                          f"damaged. {fix}")
     here = json.loads(run_fingerprint(config))
-    there = {key: value for key, value in kept.items() if key in here} if isinstance(kept, dict) else {}
+    there = {key: value for key, value in kept.items() if key in here}
     if there == here:
         return
     flat_there, flat_here = _flat(there), _flat(here)

@@ -238,5 +238,11 @@ def test_a_series_run_interrupted_before_any_checkpoint_is_resumed_by_the_same_c
     err = capsys.readouterr().err
     assert "other settings (standard_train.n_steps 12 there, 13 here)" in err and err.count("\n") == 1, err
     assert sorted(p.relative_to(tmp_path) for p in partial.rglob("*")) == kept
+    manifest = partial / SERIES_FOLDER / "series.json"
+    saved = manifest.read_text()
+    manifest.write_text(json.dumps({k: v for k, v in json.loads(saved).items() if k != "settings"}))
+    assert main(argv(12)) == 2  # a manifest without its settings: damaged, not 'other settings (... None there)'
+    assert "series.json holds no settings" in capsys.readouterr().err
+    manifest.write_text(saved)
     assert main(argv(12)) == 0, capsys.readouterr().err  # the same command: resumed
     assert checkpoint_series(out / SERIES_FOLDER).steps == (0, 10, 11, 12) and not partial.exists()
