@@ -65,10 +65,12 @@ def load_summary(folder: str | Path, *, rerun: str | None = None) -> DynamicsSum
 
 
 def _check_lengths(summary: DynamicsSummary, path: Path, rerun: str) -> None:
-    """The steps of ``summary`` are 2 or more, increasing, with a token count and a value of each curve each (a
-    summary with 1 step beside 6 values, or none, was a ValueError or IndexError traceback where it was drawn)."""
+    """The steps of ``summary`` are 2 or more, increasing from 0 or more, with a token count and a value of each
+    curve each (a summary with 1 step beside 6 values, or none, was a ValueError or IndexError traceback where it
+    was drawn; a negative step was drawn as measured)."""
     steps = list(summary.steps)
     wrong = ("fewer than 2 steps" if len(steps) < 2 else "steps not increasing" if steps != sorted(set(steps)) else
+             "a negative step" if steps[0] < 0 else
              "a token count per step missing" if len(summary.tokens) != len(steps) else
              next((f"{len(values)} values of {name} for {len(steps)} steps" for name, values in summary.curves.items()
                    if len(values) != len(steps)), None))

@@ -75,7 +75,8 @@ def test_a_series_summary_of_zero_one_or_unordered_steps_is_refused_by_render_in
     damages = {"fewer than 2 steps": {"steps": [0], "tokens": [0]}, "fewer than 2 steps ([])": {"steps": [],
                "tokens": []}, "steps not increasing": {"steps": [0, 1000, 512]},
                "steps not increasing ([0, 512, 512])": {"steps": [0, 512, 512]},
-               "a token count per step missing": {"tokens": saved["tokens"][:2]}}
+               "a token count per step missing": {"tokens": saved["tokens"][:2]},
+               "a negative step": {"steps": [-5, 512, 1000]}}
     for words, change in damages.items():
         path.write_text(json.dumps({**saved, **change}))
         with pytest.raises(RecordError, match=re.escape(f"{path}: {words}") + ".*it is damaged. Re-run mechprobe "
