@@ -68,7 +68,12 @@ sys.path.insert(0, str(ROOT))
 
 import analyses.script_start  # noqa: E402, F401  (a Ctrl-C while the imports below run: one line)
 from analyses.cli_checks import ScriptParser, naming, number_arg, script_main, text_arg  # noqa: E402
-from analyses.output_paths import check_output_file, check_output_folder, write_output_file  # noqa: E402
+from analyses.output_paths import (  # noqa: E402
+    check_not_read,
+    check_output_file,
+    check_output_folder,
+    write_output_file,
+)
 from probes.core.errors import InputError  # noqa: E402
 
 PACKAGED = ("smollm2-135m", "minilm-l6")
@@ -526,6 +531,8 @@ def check_args(args: argparse.Namespace) -> None:
         raise InputError(f"--configs {args.configs} holds no models/ folder; {fix}.")
     check_output_folder("--work", str(args.work), earlier_output=lambda folder: (folder / WORK_MARK).is_file())
     check_output_file("--out", str(args.out))
+    if args.configs is not None:  # --out CONFIGS/models/smollm2-135m/config.json replaced the packed config
+        check_not_read("--out", str(args.out), "--configs", str(args.configs))
     work, out = args.work.resolve(), args.out.resolve()
     configs = None if args.configs is None else args.configs.resolve()
     if configs is not None and (configs == work or work in configs.parents or configs in work.parents):

@@ -316,3 +316,19 @@ def test_a_sigterm_stops_the_running_part_too(gpu_check, tmp_path, monkeypatch, 
     assert exit_.value.code == 130 and "interrupted" in capsys.readouterr().err
     with pytest.raises(ProcessLookupError):  # stopped and reaped, not running on
         os.kill(int(pid_file.read_text()), 0)
+
+
+def test_an_out_that_is_a_file_of_configs_is_refused_before_it_is_replaced(gpu_check, tmp_path, capsys,
+                                                                             monkeypatch):
+    """--out CONFIGS/models/smollm2-135m/config.json ran every part, then replaced the packed config with the
+    summary: the next run's --configs was damaged."""
+    monkeypatch.setattr(gpu_check, "run_parts", lambda parts, budget, work, env: [])  # no part is run either way
+    config = tmp_path / "pk" / "models" / "smollm2-135m" / "config.json"
+    config.parent.mkdir(parents=True)
+    config.write_text('{"model_type": "llama"}')
+    with pytest.raises(SystemExit) as exit_:
+        gpu_check.main(["--device", "cpu", "--quick", "--configs", str(tmp_path / "pk"), "--work",
+                        str(tmp_path / "w"), "--out", str(config)])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and f"--out {config} is a file of --configs" in err and err.count("\n") == 1, err
+    assert config.read_text() == '{"model_type": "llama"}' and not (tmp_path / "w").exists()
