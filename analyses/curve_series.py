@@ -47,10 +47,10 @@ class CurveSeries:
 def check_drawable(steps: Sequence[int], curves: Mapping[str, Sequence[float]],
                    tokens: Sequence[int | None] = ()) -> None:
     """Refuse (``ValueError``, which :func:`mechprobe.records.load` names the file by) a series that cannot be drawn
-    on steps: no step, steps not increasing from 0 or more, a curve (or the tokens seen, when given) without one
-    value per step, tokens seen that are negative or go down."""
-    if not steps or steps[0] < 0 or any(b <= a for a, b in itertools.pairwise(steps)):
-        raise ValueError(f"its steps must be one or more, increasing from 0 or more; got {list(steps)}.")
+    on steps: fewer than 2 steps (a curve over training), steps not increasing from 0 or more, a curve (or the tokens
+    seen, when given) without one value per step, tokens seen that are negative or go down."""
+    if len(steps) < 2 or steps[0] < 0 or any(b <= a for a, b in itertools.pairwise(steps)):
+        raise ValueError(f"its steps must be two or more, increasing from 0 or more; got {list(steps)}.")
     for name, values in [*curves.items(), *([("tokens", tokens)] if tokens else [])]:
         if len(values) != len(steps):
             raise ValueError(f"{name} has {len(values)} values for its {len(steps)} steps.")

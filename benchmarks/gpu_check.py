@@ -455,9 +455,7 @@ def child_env(configs: Path | None, work: Path) -> dict[str, str]:
     mechprobe cache (a copy, so nothing is ever converted into the packed folder)."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONUNBUFFERED": "1",
            "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
-    if configs is not None:
-        if not (configs / "models").is_dir():
-            raise SystemExit(f"--configs {configs} holds no models/ folder; write it with --pack-configs {configs}.")
+    if configs is not None:  # check_args made sure it holds models/
         cache = work / "mechprobe-cache"
         shutil.rmtree(cache, ignore_errors=True)
         shutil.copytree(configs, cache)

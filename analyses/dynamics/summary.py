@@ -10,7 +10,6 @@ from analyses.curve_series import check_drawable
 from analyses.dynamics.config import DynamicsConfig
 from analyses.dynamics.events import SeriesEvents
 from mechprobe import records
-from mechprobe.errors import RecordError
 from probes.core.checkpoint_series import MANIFEST
 from probes.core.errors import InputError
 
@@ -59,21 +58,5 @@ def load_summary(folder: str | Path, *, rerun: str | None = None) -> DynamicsSum
                             f"DIR, then give DIR." if series else "; give the --out folder of one."))
     rerun = rerun or (f"Run the mechprobe dynamics command that wrote {folder} again (it reuses the checkpoints "
                       f"measured there and writes {SUMMARY} anew).")
-    summary = records.checked(DynamicsSummary, records.read_json(path, rerun=rerun), path, rerun=rerun)
-    _check_lengths(summary, path, rerun)
-    return summary
+    return records.checked(DynamicsSummary, records.read_json(path, rerun=rerun), path, rerun=rerun)
 
-
-def _check_lengths(summary: DynamicsSummary, path: Path, rerun: str) -> None:
-    """The steps of ``summary`` are 2 or more, increasing from 0 or more, with a token count and a value of each
-    curve each (a summary with 1 step beside 6 values, or none, was a ValueError or IndexError traceback where it
-    was drawn; a negative step was drawn as measured)."""
-    steps = list(summary.steps)
-    wrong = ("fewer than 2 steps" if len(steps) < 2 else "steps not increasing" if steps != sorted(set(steps)) else
-             "a negative step" if steps[0] < 0 else
-             "a token count per step missing" if len(summary.tokens) != len(steps) else
-             next((f"{len(values)} values of {name} for {len(steps)} steps" for name, values in summary.curves.items()
-                   if len(values) != len(steps)), None))
-    if wrong is not None:
-        raise RecordError(f"{path}: {wrong} ({steps[:8]}{' ...' if len(steps) > 8 else ''}), not a series as "
-                          f"mechprobe dynamics writes it: it is damaged. {rerun}")
