@@ -73,9 +73,22 @@ def tiny_model(tmp_path_factory) -> Path:
     return make_random_checkpoint("gpt_neox", tmp_path_factory.mktemp("fuzz") / "neox", seed=0)
 
 
+# Finished outputs of the commands that write folders, as their files name them (``@report_out`` ...): given as
+# another program's output folder, each must be refused before any work, never replaced by that program's output.
+OTHER_OUTPUTS = {
+    "report": ("summary.json", "report.md", "report.html", "results/report.json", "figures/verdicts_forest.png"),
+    "dynamics": ("summary.json", "dynamics.png", "checkpoints/step_0.json"),
+    "series": ("series.json", "vocab.json", "train-lm.json", "summary.json", "step_0/model.json",
+               "checkpoint/checkpoint.json"),
+    "toy": ("summary.json", "model.json", "model.safetensors", "history.json", "trajectory.png"),
+}
+OWN_OUTPUT = {"report": "report", "dynamics": "dynamics", "train-lm": "series", "toy": "toy"}
+
+
 def make_sandbox(folder: Path) -> None:
     """The paths the placeholders name: a file, a folder with a file of the user's, an empty folder, files of the
-    user's in the working folder, and a report folder whose results/report.json is damaged."""
+    user's in the working folder, a report folder whose results/report.json is damaged, and the finished outputs
+    of OTHER_OUTPUTS."""
     folder.mkdir()
     (folder / "file").write_text("keep", encoding="utf-8")
     (folder / "full").mkdir()
@@ -85,6 +98,11 @@ def make_sandbox(folder: Path) -> None:
         (folder / name).write_text("keep", encoding="utf-8")
     (folder / "damaged_report" / "results").mkdir(parents=True)
     (folder / "damaged_report" / "results" / "report.json").write_text("{broken", encoding="utf-8")
+    for kind, files in OTHER_OUTPUTS.items():
+        for name in files:
+            path = folder / f"{kind}_out" / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("{}" if name.endswith(".json") else "keep", encoding="utf-8")
 
 
 def snapshot(folder: Path) -> dict[str, bytes | None]:
@@ -423,9 +441,11 @@ def test_every_flag_and_setting_exits_0_or_2_and_loses_nothing(case, tiny_model,
 
 # ---------------------------------------------------------------------------------------------------------------
 # 2. Existing folders given as output folders, generated from the parsers: every program's every output-folder flag
-#    given an empty folder (which a program may accept and write into) and a folder of the user's (which it must
-#    refuse or leave as it is). A program that deletes or empties its output folder before its work (a planted
-#    ``shutil.rmtree(out)`` after the entry check, or before it) fails here.
+#    given an empty folder (which a program may accept and write into), a folder of the user's (which it must
+#    refuse or leave as it is) and each other command's finished output (a report, a dynamics run, a train-lm series,
+#    a toy run: refused before any work; ``toy --out REPORT`` once trained, then replaced the report whole). A
+#    program that deletes or empties its output folder before its work (a planted ``shutil.rmtree(out)`` after the
+#    entry check, or before it) fails here.
 # ---------------------------------------------------------------------------------------------------------------
 
 
@@ -441,6 +461,10 @@ def existing_folder_cases() -> list[FuzzCase]:
             for where in ("empty", "full"):
                 cases.append(FuzzCase(f"{program.name}:{flag}=@{where}", program.name, (*argv, flag, f"@{where}"),
                                       flag, "folder_for_file" if where == "full" else "empty", "any",
+                                      tuple(action.option_strings), output=True))
+            for kind in sorted(OTHER_OUTPUTS.keys() - {OWN_OUTPUT.get(program.name)}):
+                cases.append(FuzzCase(f"{program.name}:{flag}=@{kind}_out", program.name,
+                                      (*argv, flag, f"@{kind}_out"), flag, "folder_for_file", "refuse",
                                       tuple(action.option_strings), output=True))
     return cases
 
