@@ -13,9 +13,12 @@ cli_fuzz_corpus.json`` (the test checks that the saved corpus is what the genera
 
 from __future__ import annotations
 
+import functools
 import json
 import random
+import re
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -379,6 +382,29 @@ def programs() -> list[Program]:
     for path in sorted(BENCHMARKS.glob("*.py")):
         found.append(Program(f"benchmarks/{path.name}", (), benchmark_parser(path)))
     return found
+
+
+FLAG_IN_TEXT = re.compile(r"(?<![\w/.-])--[a-z][a-z0-9-]*")
+
+
+@functools.cache
+def _options() -> dict[str, frozenset[str]]:
+    """Every program's option strings, by program name (``heads``, ``benchmarks/gpu_check.py``)."""
+    return {program.name: frozenset(o for action in program.parser._actions for o in action.option_strings)
+            for program in programs()}
+
+
+def flags_it_lacks(program: str, line: str, given: Sequence[str] = ()) -> list[str]:
+    """The flags an error line of ``program`` names that neither it nor a program the line names (``mechprobe
+    dynamics --model ...``, ``gpu_check.py --pack-configs``) takes, nor the user ``given`` (echoed back: an
+    unrecognized argument): advice to give a flag that is not there."""
+    options = _options()
+    known = set(options.get(program, frozenset())) | {"--debug", "--help"} | set(given)
+    for named in re.findall(r"mechprobe ([a-z][a-z-]*)", line):
+        known |= options.get(named, frozenset())
+    for script in re.findall(r"([a-z_]+\.py)", line):
+        known |= options.get(f"benchmarks/{script}", frozenset())
+    return [flag for flag in FLAG_IN_TEXT.findall(line) if flag not in known]
 
 
 def _number_type(action: Any) -> type | None:

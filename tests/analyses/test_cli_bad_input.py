@@ -12,7 +12,7 @@ import torch
 from analyses.cli import UsageError, main
 from probes.core.errors import ConfigError, InputError, MechprobeError, ModelError
 from probes.core.out_of_memory import size_refusal
-from tests.analyses.cli_fuzz import without_flags
+from tests.analyses.cli_fuzz import flags_it_lacks, without_flags
 
 TINY_HEADS = ["--seq-len", "3", "--batches", "1", "--batch-size", "1", "--no-progress"]
 
@@ -26,6 +26,8 @@ def fails_in_one_line(argv: list[str], capsys, *words: str, error: type[BaseExce
     assert len(errors) == 1 and errors[0] == lines[-1] and errors[0].startswith("mechprobe"), captured.err
     err = errors[0]
     assert "Traceback" not in captured.err and "Traceback" not in captured.out
+    command = argv[0] if argv else ""
+    assert not flags_it_lacks(command, err, argv), f"the error advises flags {command} does not take: {err}"
     for word in words:
         assert word in err, (word, err)
     with pytest.raises(error):

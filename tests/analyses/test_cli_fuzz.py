@@ -44,6 +44,7 @@ from tests.analyses.cli_fuzz import (
     Program,
     benchmark_module,
     cover,
+    flags_it_lacks,
     generate,
     parser_cases,
     programs,
@@ -179,6 +180,8 @@ def problems(case: dict, code: int | str, stdout: str, stderr: str, before: dict
             found.append(f"no one-line error: {stderr!r}")
         elif case["names"] and not any(name in lines[-1] for name in case["names"]):
             found.append(f"error does not name {case['names']}: {lines[-1]}")
+        if lines and (unknown := flags_it_lacks(case["argv"][0], lines[-1], case["argv"])):
+            found.append(f"the error names {', '.join(unknown)}, which {case['argv'][0]} does not take: {lines[-1]}")
         if after != before:
             found.append(f"a refusal changed files: {sorted(set(after.items()) ^ set(before.items()))[:5]}")
     changed = [name for name, content in before.items() if after.get(name, b"gone") != content]
@@ -377,6 +380,8 @@ def parser_case_problems(case: FuzzCase, code: int | str, stderr: str, before: d
             found.append(f"not one 'PROG: error: ...' line: {stderr.strip()[-600:]!r}")
         elif case.expect == "refuse" and not any(name in lines[-1] for name in case.names):
             found.append(f"the error does not name {' or '.join(case.names)}: {lines[-1]}")
+        if lines and (unknown := flags_it_lacks(case.program, lines[-1], case.argv)):
+            found.append(f"the error names {', '.join(unknown)}, which {case.program} does not take: {lines[-1]}")
         if after != before:
             found.append(f"a refusal changed files: {sorted(set(after) ^ set(before))[:5]}")
     changed = [name for name, content in before.items() if after.get(name, b"gone") != content]
