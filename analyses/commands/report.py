@@ -22,6 +22,7 @@ from analyses.cli_checks import (
 from analyses.cli_command import Command
 from analyses.experiments import toy_experiment
 from analyses.output_paths import check_output_folder, check_outside
+from analyses.toy_model_store import is_toy_folder
 from analyses.toy_registry import toy_names
 from probes.core.errors import ConfigError
 from probes.text.corpora import check_corpus_spec
@@ -133,6 +134,20 @@ def report_config(args: argparse.Namespace):
     return config
 
 
+def _check_dtype_used(config, args: argparse.Namespace, toy_series: list[str]) -> None:
+    """A dtype other than float32 with no pretrained model and no Hugging Face series to load in it is refused: the
+    toys and toy or train-lm series run in float32, as trained, and the report would record a dtype nothing used."""
+    from analyses.report.config import ReportConfig
+
+    if config.dtype == ReportConfig().dtype or config.models or len(toy_series) < len(config.series):
+        return
+    given = (f"--dtype {args.dtype}" if args.dtype is not None
+             else f"the setting dtype={config.dtype} (--set or --config)")
+    what = f"the toy or train-lm series {', '.join(toy_series)}" if toy_series else "the toys"
+    raise ConfigError(f"{given} sets the dtype of the pretrained models, and this report has none (--model): "
+                      f"{what} run in float32, as trained; drop it, or add --model.")
+
+
 def run(args: argparse.Namespace) -> int:
     import dataclasses
 
@@ -163,11 +178,14 @@ def run(args: argparse.Namespace) -> int:
                 f"{', '.join(presets)}."
             )
     check_distinct_models("--model", config.models)
+    toy_series = []
     with naming("--series"):  # a malformed or damaged series, or one given twice, fails before any slow work
         check_distinct_series("--series", config.series)
         seq_len = DynamicsConfig().seq_len  # the report measures every series with dynamics' default |X|
         for spec in config.series:
             series = checked_series(spec)
+            if is_toy_folder(series.checkpoints[0].spec):
+                toy_series.append(spec)
             if series.kind == "folder":
                 check_outside("--out", Path(args.out), "--series", series.source, suffix="report")
             too_long = longest_block(series, seq_len)
@@ -177,6 +195,7 @@ def run(args: argparse.Namespace) -> int:
                                   f"more positions than its models' context of {too_long[0]}; measure it with "
                                   f"mechprobe dynamics --model {spec} --seq-len {too_long[1]} --out DIR "
                                   f"instead{retrain}.")
+    _check_dtype_used(config, args, toy_series)
     check_output_folder("--out", args.out, earlier_output=_is_report_folder, make_parents=False)
     path = run_report(config, args.out, progress=not args.no_progress)
     print(f"report written: {path} (also report.md and summary.json in {path.parent})")

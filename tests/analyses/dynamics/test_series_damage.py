@@ -346,3 +346,22 @@ def test_an_out_inside_the_series_it_reads_is_refused(made, command, inside):
     assert code == 2 and len(stderr.strip().splitlines()) == 1, stderr
     assert "lies inside" in stderr or "holds other files" in stderr, stderr
     assert snapshot(made["lm"]) == before
+
+
+@pytest.mark.parametrize("dtype", [["--dtype", "float16"], ["--set", "dtype=bfloat16"]])
+@pytest.mark.parametrize("series", [True, False])
+def test_a_dtype_with_no_pretrained_model_to_load_in_it_is_refused(made, tmp_path, dtype, series):
+    """``report --set models=[] --series LM --dtype float16`` wrote a report recording float16, though the train-lm
+    series (and the toys) ran in float32: a dtype nothing uses is refused before any work, naming its flag."""
+    command = ["report", "--fast", "--out", str(tmp_path / "r"), *dtype,
+               *(["--no-toys", "--series", str(made["lm"])] if series else [])]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("analyses.report.build.run_report", _measure)
+        code, _, stderr = run([*command, "--set", "models=[]"])
+        assert code == 2 and len(stderr.strip().splitlines()) == 1, stderr
+        named = "--dtype float16" if "--dtype" in dtype else "the setting dtype"
+        assert stderr.startswith(f"mechprobe: error: {named}"), stderr
+        assert ("series " + str(made["lm"]) if series else "the toys run in float32") in stderr, stderr
+        assert not (tmp_path / "r").exists()
+        code, _, stderr = run([*command, "--model", "minilm-l6"])  # a model to load in it: the dtype is used
+        assert isinstance(code, str) and "Measured" in code, stderr
