@@ -200,6 +200,9 @@ def run_train_lm_command(args: argparse.Namespace) -> int:
     summary = train_lm(config, out, device=args.device, progress=not args.no_progress)
     print(f"trained {config.n_steps} steps in {summary.seconds:.0f} s: loss {summary.first_loss:.3f} -> "
           f"{summary.final_loss:.3f}; saved steps {', '.join(str(s) for s in summary.steps)}")
+    if summary.vocab < config.vocab:  # the cap was not reached: say what the model has (summary.json records it)
+        print(f"the corpus has {summary.vocab - 1} distinct tokens, fewer than vocab={config.vocab} keeps: the "
+              f"model's vocabulary is those and OTHER, {summary.vocab} ids")
     print(f"wrote {out}; measure it with: mechprobe dynamics --model {shlex.quote(str(out))} --out "
           f"{shlex.quote(f'{out}-dynamics')}{dynamics_seq_len(config.seq_len)}")
     return 0

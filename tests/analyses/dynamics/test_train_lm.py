@@ -108,6 +108,23 @@ def test_the_printed_dynamics_command_of_a_short_context_runs(tmp_path, capsys):
     assert main([*printed.split(), "--batches", "4", "--batch-size", "2", "--boot", "100", "--no-progress"]) == 0
 
 
+def test_a_vocabulary_cap_the_corpus_does_not_reach_is_said_and_recorded(tmp_path, capsys):
+    """``--set vocab=100000`` on a corpus of a few distinct tokens trained on those and OTHER without saying so: the
+    run now says how many ids the model has, and summary.json records them beside the cap."""
+    (tmp_path / "text.txt").write_text("\n\n".join("x y z " * (2 + i % 5) for i in range(200)))
+    lm = tmp_path / "lm"
+    assert main(["train-lm", "--corpus", str(tmp_path / "text.txt"), "--out", str(lm), "--steps", "2",
+                 "--set", "vocab=100000", "--set", "seq_len=16", "--set", "batch_size=2", "--set", "d_model=16",
+                 "--set", "n_checkpoints=2", "--set", "span=4", "--no-progress"]) == 0
+    summary = json.loads((lm / "summary.json").read_text())
+    kept = len(json.loads((lm / "vocab.json").read_text())["smollm2_ids"])
+    assert summary["vocab"] == kept + 1 < 10 and summary["settings"]["vocab"] == 100000
+    assert load_any_model(str(lm / "step_2")).cfg.d_vocab == kept + 1
+    said = f"the corpus has {kept} distinct tokens, fewer than vocab=100000 keeps: the model's vocabulary is " \
+           f"those and OTHER, {kept + 1} ids"
+    assert said in capsys.readouterr().out.splitlines()
+
+
 def test_the_printed_dynamics_command_quotes_a_path_with_spaces(tmp_path, capsys):
     """``train-lm --out "my lm"`` printed ``mechprobe dynamics --model my lm --out my lm-dynamics``: a shell splits
     it into other arguments. The paths are quoted for the shell now, and the printed command runs."""
