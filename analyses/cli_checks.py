@@ -33,6 +33,7 @@ import torch
 
 from analyses import script_start
 from mechprobe import validation
+from mechprobe.validation import real_path
 from probes import ModelInfo, head_pattern, repeated_random_tokens
 from probes.core.checkpoint_series import checkpoint_series
 from probes.core.errors import ConfigError, InputError, MechprobeError
@@ -368,6 +369,8 @@ def check_model_spec(flag: str, spec: str) -> str:
         raise InputError(f"{flag} is empty; give a packaged name ({', '.join(PACKAGED_MODELS)}), a checkpoint folder "
                          f"or a Hugging Face hub name.")
     path = Path(spec).expanduser()
+    if path.is_symlink():
+        real_path(flag, path)  # a link that loops is refused as one, not as a path that is not there
     if spec not in PACKAGED_MODELS and not path.exists() and (path.is_absolute() or spec.startswith((".", "~"))
                                                               or spec.count("/") > 1):
         raise InputError(f"{flag} {spec}: no such file or folder; give a checkpoint folder that exists, a packaged "
@@ -414,14 +417,14 @@ def check_compared_folders(flag: str, folders: Sequence[str], *, out: Path, mode
     work."""
     seen: dict[Path, str] = {}
     for folder in folders:
-        real = Path(folder).resolve()
+        real = real_path(flag, folder)
         if real in seen:
             raise ConfigError(f"{flag} {folder} is the folder {flag} {seen[real]} names already; give each folder "
                               f"once.")
-        if real == out.resolve():
+        if real == real_path("--out", out):
             raise ConfigError(f"{flag} {folder} is this run's --out: the series it measures would be drawn beside "
                               f"itself; compare with another finished run's folder, or leave {flag} {folder} out.")
-        if Path(model).is_dir() and real == Path(model).resolve():
+        if Path(model).is_dir() and real == real_path("--model", model):
             raise ConfigError(f"{flag} {folder} is the series --model measures; {flag} takes a finished dynamics "
                               f"--out folder (or a topic or scansnap toy's folder) of another series.")
         seen[real] = folder

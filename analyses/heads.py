@@ -12,6 +12,7 @@ from analyses.output_paths import check_not_read
 from analyses.paper_result import write_json
 from analyses.pretrained.passages import passage_patterns
 from analyses.toy_model_loader import load_any_model
+from mechprobe.validation import real_path
 from probes import (
     HEAD_SCORE_KINDS,
     HeadScores,
@@ -38,6 +39,7 @@ def heads_document(result: HeadScores, model_name: str, settings: dict[str, Any]
 
 def _check_output(flag: str, path: str, example: str) -> None:
     target = Path(path)
+    real_path(flag, target)
     if target.is_dir():
         raise InputError(f"{flag} {path} is a folder; give a file path such as {target / example}.")
     if target.parent.exists() and not target.parent.is_dir():

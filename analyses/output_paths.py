@@ -17,6 +17,7 @@ import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
+from mechprobe.validation import real_path
 from probes.core.atomic import atomic_directory, atomic_write_text, replace_directory
 from probes.core.errors import InputError
 
@@ -42,13 +43,13 @@ def check_output_folder(flag: str, out: str, *, earlier_output: Callable[[Path],
     its parent folder must exist. Checked before any work."""
     if not out.strip():
         raise InputError(f"{flag} is empty; give a new folder such as runs/out.")
-    path = Path(out)
-    if path.resolve() in (Path.cwd(), *Path.cwd().parents):
+    path, real = Path(out), real_path(flag, out)
+    if real in (Path.cwd(), *Path.cwd().parents):
         raise InputError(f"{flag} {out!r} would write into the current folder or one above it; give a new folder "
                          f"such as runs/out.")
-    existing = _nearest_existing(path.resolve())
+    existing = _nearest_existing(real)
     if not existing.is_dir():
-        where = "" if existing == path.resolve() else f": {existing}"
+        where = "" if existing == real else f": {existing}"
         raise InputError(f"{flag} {out}{where} is a file, not a folder; give a folder path (it is created if new).")
     _check_writable(flag, out, existing)
     if not make_parents and not path.exists() and not path.parent.is_dir():
@@ -73,10 +74,10 @@ def check_files_written(where: str, folder: Path, names: Sequence[str], *, fix: 
 def check_outside(flag: str, out: Path, input_flag: str, folder: str, *, suffix: str) -> None:
     """``out`` is neither the folder ``folder`` nor inside it: what a command writes is kept apart from the run it
     reads (a train-lm series is resumed and refined in place). Checked before any work."""
-    inside = Path(folder).resolve()
-    if out.resolve() == inside or out.resolve().is_relative_to(inside):
+    inside, real = real_path(input_flag, folder), real_path(flag, out)
+    if real == inside or real.is_relative_to(inside):
         raise InputError(f"{flag} {out} lies inside {input_flag} {folder}, the run it reads, whose own files it would "
-                         f"mix with; give a folder outside it, such as {Path(folder).resolve()}-{suffix}.")
+                         f"mix with; give a folder outside it, such as {inside}-{suffix}.")
 
 
 def check_output_file(flag: str, out: str) -> Path:
@@ -84,10 +85,10 @@ def check_output_file(flag: str, out: str) -> Path:
     folder that exists or can be made (not under a file) and is writable. Checked before any work."""
     if not out.strip():
         raise InputError(f"{flag} is empty; give a file path such as runs/out.json.")
-    path = Path(out)
-    if path.is_dir() or path.resolve() in (Path.cwd(), *Path.cwd().parents):
+    path, real = Path(out), real_path(flag, out)
+    if path.is_dir() or real in (Path.cwd(), *Path.cwd().parents):
         raise InputError(f"{flag} {out} is a folder; give a file path such as {path / 'out.json'}.")
-    existing = _nearest_existing(path.resolve().parent)
+    existing = _nearest_existing(real.parent)
     if not existing.is_dir():
         raise InputError(f"{flag} {out}: {existing} is a file, not a folder; give a path in a folder.")
     _check_writable(flag, out, existing)
@@ -105,7 +106,7 @@ def check_not_read(flag: str, out: str, read_flag: str, spec: str) -> None:
     """``out`` (a file this command writes) is not a file of what ``read_flag`` names (a model folder or file that
     it reads): writing it would replace the input (``--json MODEL/config.json``). Checked before any work."""
     source, target = Path(spec).expanduser(), Path(out).expanduser()
-    if source.exists() and target.exists() and target.resolve().is_relative_to(source.resolve()):
+    if source.exists() and target.exists() and real_path(flag, target).is_relative_to(real_path(read_flag, source)):
         raise InputError(f"{flag} {out} is a file of {read_flag} {spec}, which this command reads: writing it would "
                          f"replace it; give a path outside {spec}.")
 

@@ -7,11 +7,14 @@ Example: ``integer("n_steps", self.n_steps, 1)`` in a config's ``__post_init__``
 
 from __future__ import annotations
 
+import errno
 import math
+import os
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any, TypeGuard
 
-from mechprobe.errors import ConfigError
+from mechprobe.errors import ConfigError, InputError
 
 
 def is_integer(value: Any) -> TypeGuard[int]:
@@ -80,3 +83,24 @@ def one_of(name: str, value: Any, choices: Iterable[Any], *, error: type[Excepti
     options = list(choices)
     if value not in options:
         raise error(f"{name} must be one of {', '.join(map(repr, options))}; got {value!r}.")
+
+
+def real_path(name: str, path: str | os.PathLike[str]) -> Path:
+    """``path`` made absolute with its symbolic links followed (``Path.resolve``), for a path a user gave as ``name``
+    (a flag): a link on it that points back at itself, which ``Path.resolve`` of Python 3.11 raises RuntimeError for
+    (a traceback) and of 3.13 leaves unresolved, raises :class:`InputError` naming ``name``. A path that is not there
+    (yet) resolves as far as it exists.
+
+    Example: ``real_path("--out", "runs/loop")`` where ``runs/loop -> loop`` raises
+    ``InputError("--out runs/loop: a symbolic link on it loops (...)")``."""
+    given = Path(path)
+    try:
+        return given.resolve(strict=True)
+    except RuntimeError as error:  # Python < 3.13: "Symlink loop from ..."
+        reason = str(error)
+    except OSError as error:
+        if error.errno != errno.ELOOP:
+            return given.resolve()  # not there yet, under a file, unreadable: the caller's checks say which
+        reason = error.strerror or "a symlink loop"
+    raise InputError(f"{name} {path}: a symbolic link on it loops ({reason}), so it names no file or folder; give "
+                     f"a real path, or point the link at one.")

@@ -827,3 +827,20 @@ def test_flags_given_once_each_and_repeatable_flags_parse_as_before():
                                       "x=1", "--set", "y=2", "--out", "o"])
     assert (args.seed, args.models, args.overrides) == (1, ["a", "b"], ["x=1", "y=2"])
     assert "_flags_given" not in vars(args)
+
+
+def test_a_symbolic_link_that_loops_is_named_as_one(tmp_path, capsys):
+    """Python 3.11's Path.resolve raised RuntimeError ('Symlink loop from ...', a traceback) for every output flag
+    and for dynamics --compare; a --model that loops was called a path that is not there."""
+    from analyses.cli_checks import check_model_spec
+    from mechprobe.validation import real_path
+
+    loop = tmp_path / "loop"
+    loop.symlink_to("loop")
+    with pytest.raises(InputError, match=r"--out .*loop: a symbolic link on it loops"):
+        real_path("--out", loop)
+    with pytest.raises(InputError, match="a symbolic link on it loops"):
+        check_model_spec("--model", str(loop))
+    assert real_path("--out", tmp_path / "new" / "x") == (tmp_path / "new" / "x").resolve()
+    fails_in_one_line(["toy", "scansnap", "--out", str(loop)], capsys, "--out", "loops")
+    assert loop.is_symlink() and not (tmp_path / "loop.partial").exists()

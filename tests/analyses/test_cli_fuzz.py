@@ -88,9 +88,10 @@ OWN_OUTPUT = {"report": "report", "dynamics": "dynamics", "train-lm": "series", 
 
 def make_sandbox(folder: Path) -> None:
     """The paths the placeholders name: a file, a folder with a file of the user's, an empty folder, files of the
-    user's in the working folder, a report folder whose results/report.json is damaged, and the finished outputs
-    of OTHER_OUTPUTS."""
+    user's in the working folder, a symbolic link that loops (``loop -> loop``), a report folder whose
+    results/report.json is damaged, and the finished outputs of OTHER_OUTPUTS."""
     folder.mkdir()
+    (folder / "loop").symlink_to("loop")
     (folder / "file").write_text("keep", encoding="utf-8")
     (folder / "full").mkdir()
     (folder / "full" / "notes.txt").write_text("keep", encoding="utf-8")
@@ -357,7 +358,7 @@ def output_paths(program: Program, argv: list[str], sandbox: Path) -> list[Path]
         given = [argv[i + 1] for i, arg in enumerate(argv[:-1]) if arg in action.option_strings]
         for value in given or ([str(action.default)] if action.default not in (None, "") else []):
             if value.strip():
-                paths.append((sandbox / value).resolve())
+                paths.append(Path(os.path.realpath(sandbox / value)))  # a link that loops too (no RuntimeError)
     return paths
 
 
@@ -445,12 +446,12 @@ def test_every_flag_and_setting_exits_0_or_2_and_loses_nothing(case, tiny_model,
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# 2. Existing folders given as output folders, generated from the parsers: every program's every output-folder flag
-#    given an empty folder (which a program may accept and write into), a folder of the user's (which it must
-#    refuse or leave as it is) and each other command's finished output (a report, a dynamics run, a train-lm series,
-#    a toy run: refused before any work; ``toy --out REPORT`` once trained, then replaced the report whole). A
-#    program that deletes or empties its output folder before its work (a planted ``shutil.rmtree(out)`` after the
-#    entry check, or before it) fails here.
+# 2. Existing folders given as output folders, generated from the parsers: every program's every output flag given
+#    a symbolic link that loops, and every output-folder flag an empty folder (which a program may accept and write
+#    into), a folder of the user's (which it must refuse or leave as it is) and each other command's finished output
+#    (a report, a dynamics run, a train-lm series, a toy run: refused before any work; ``toy --out REPORT`` once
+#    trained, then replaced the report whole). A program that deletes or empties its output folder before its work
+#    (a planted ``shutil.rmtree(out)`` after the entry check, or before it) fails here.
 # ---------------------------------------------------------------------------------------------------------------
 
 
@@ -459,10 +460,15 @@ def existing_folder_cases() -> list[FuzzCase]:
     for program in PROGRAMS.values():
         base = program.prefix + BASE_ARGS.get(program.name, ())
         for action in value_flags(program.parser):
-            if action.dest not in OUTPUT_FOLDERS or not action.option_strings:
+            if action.dest not in OUTPUT_FOLDERS | OUTPUT_FILES or not action.option_strings:
                 continue
             flag = action.option_strings[0]
             argv = [*without_flags(base, action.option_strings)]
+            # a symbolic link that loops: refused in one line naming the flag (Path.resolve raised RuntimeError)
+            cases.append(FuzzCase(f"{program.name}:{flag}=@loop", program.name, (*argv, flag, "@loop"), flag,
+                                  "missing_path", "refuse", tuple(action.option_strings), output=True))
+            if action.dest not in OUTPUT_FOLDERS:
+                continue
             for where in ("empty", "full"):
                 cases.append(FuzzCase(f"{program.name}:{flag}=@{where}", program.name, (*argv, flag, f"@{where}"),
                                       flag, "folder_for_file" if where == "full" else "empty", "any",
