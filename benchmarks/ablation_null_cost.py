@@ -41,7 +41,7 @@ from analyses.ablate import parse_heads
 from analyses.cli_checks import (
     ScriptParser,
     check_block_fits,
-    check_model_spec,
+    check_pretrained_spec,
     count_arg,
     device_arg,
     first_repeated,
@@ -199,7 +199,7 @@ def main() -> None:
     parser.add_argument("--role", choices=("suite", "ablation"), help=argparse.SUPPRESS)
     parser.add_argument("--heads-json", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    check_model_spec("--model", args.model)
+    check_pretrained_spec("--model", args.model)
     heads = None if args.heads is None else [list(pair) for pair in parse_heads(args.heads)]
     twice = first_repeated(heads or [])
     if heads is not None and twice is not None:  # checked here, before the suite's process runs (the ablation's

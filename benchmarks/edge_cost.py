@@ -36,7 +36,7 @@ from analyses.ablate import parse_heads
 from analyses.cli_checks import (
     ScriptParser,
     check_block_fits,
-    check_model_spec,
+    check_pretrained_spec,
     count_arg,
     script_main,
     seed_arg,
@@ -87,7 +87,7 @@ def main() -> None:
     parser.add_argument("--no-both", action="store_true", help="skip (4), the null of both effects")
     parser.add_argument("--out", dest="json", metavar="FILE.json", help="also write the measurements to this file")
     args = parser.parse_args()
-    check_model_spec("--model", args.model)
+    check_pretrained_spec("--model", args.model)
     edge = None if args.edge is None else parse_heads(args.edge, "--edge")
     if edge is not None and len(edge) != 2:
         parser.error(f"--edge takes two heads, the sender and the receiver; got {len(edge)}")

@@ -30,7 +30,7 @@ from analyses.cli_checks import (
     ScriptParser,
     check_block_fits,
     check_detect_sequences,
-    check_model_spec,
+    check_pretrained_spec,
     count_arg,
     script_main,
     threads_arg,
@@ -55,7 +55,7 @@ def main() -> None:
                         help="sequences given to detect_head (its time is scaled to all sequences)")
     parser.add_argument("--threads", type=threads_arg(0), default=0, help="torch threads (0 = torch's default)")
     args = parser.parse_args()
-    check_model_spec("--model", args.model)
+    check_pretrained_spec("--model", args.model)
     check_detect_sequences(args.detect_sequences, args.batch_size)
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -25,7 +25,7 @@ import subprocess
 import sys
 import time
 
-from analyses.cli_checks import ScriptParser, check_model_spec, count_arg, list_arg, script_main
+from analyses.cli_checks import ScriptParser, check_pretrained_spec, count_arg, list_arg, script_main
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -77,7 +77,7 @@ def main() -> None:
     parser.add_argument("--max-examples", type=count_arg(1), default=2000)
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    check_model_spec("--model", args.model)
+    check_pretrained_spec("--model", args.model)
     if args.child is not None:
         child(args.model, args.child, args.max_examples)
         return

@@ -29,7 +29,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from analyses.cli_checks import ScriptParser, check_model_spec, list_arg, script_main, text_arg
+from analyses.cli_checks import ScriptParser, check_pretrained_spec, list_arg, script_main, text_arg
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -42,7 +42,7 @@ def main() -> None:
     parser.add_argument("--models", type=list_arg(str), default=["smollm2-135m", "minilm-l6"])
     args = parser.parse_args()
     for spec in args.models:  # before --report, whose default folder may be missing too
-        check_model_spec("--models", spec)
+        check_pretrained_spec("--models", spec)
     if not Path(args.report).is_dir():
         parser.error(f"--report {args.report!r} is not a folder; give a finished report folder (mechprobe report "
                      f"--out DIR)")

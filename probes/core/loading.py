@@ -251,6 +251,27 @@ def _is_network_failure(error: BaseException) -> bool:
     return False
 
 
+def check_model_path(spec: str) -> None:
+    """Where ``spec`` is a local folder or file, that it is one :func:`load_model` reads (a Hugging Face checkpoint
+    folder, a TransformerLens checkpoint folder or file), else the :class:`ModelError` load_model gives, without
+    loading anything: for a caller that loads the model later (a script's child process) to refuse first. Other
+    specs (a packaged or hub name) pass.
+
+    Example: ``check_model_path("runs/report")`` raises ``ModelError("runs/report is a folder but not a Hugging Face
+    checkpoint (no config.json in it). ...")``."""
+    path = Path(spec).expanduser()
+    if path.is_dir() and not is_tl_folder(path) and not (path / "config.json").is_file():
+        raise ModelError(
+            f"{path} is a folder but not a Hugging Face checkpoint (no config.json in it). "
+            f"Give the folder that holds config.json and the weights, or {CHECKPOINT_FORMS}."
+        )
+    if path.is_file() and path.suffix not in WEIGHT_SUFFIXES:
+        raise ModelError(
+            f"{path} is a file, but a model file must be {CHECKPOINT_FORMS} (suffix {', '.join(STATE_SUFFIXES)}); "
+            f"a Hugging Face checkpoint is given as its folder."
+        )
+
+
 def load_model(
     spec: Any,
     *,
@@ -295,22 +316,13 @@ def load_model(
         except Exception as error:  # transformers/hub raise many types; one line naming the revision
             raise missing_revision_error(revision[0], revision[1], error) from error
     path = Path(text).expanduser()
+    check_model_path(text)
     if path.is_dir():
         if is_tl_folder(path):
             return load_hooked_checkpoint(path, device=device, dtype=dtype)
-        if not (path / "config.json").is_file():
-            raise ModelError(
-                f"{path} is a folder but not a Hugging Face checkpoint (no config.json in it). "
-                f"Give the folder that holds config.json and the weights, or {CHECKPOINT_FORMS}."
-            )
         return _boot_folder(path, device, dtype, trust_remote_code)
     if path.is_file():
-        if path.suffix in WEIGHT_SUFFIXES:
-            return load_hooked_checkpoint(path, device=device, dtype=dtype)
-        raise ModelError(
-            f"{path} is a file, but a model file must be {CHECKPOINT_FORMS} (suffix {', '.join(STATE_SUFFIXES)}); "
-            f"a Hugging Face checkpoint is given as its folder."
-        )
+        return load_hooked_checkpoint(path, device=device, dtype=dtype)
     if "@" in text:
         split_checkpoint(text)  # a bad checkpoint suffix (@checkpoint_value=1.5) is named as such, not as a path
     if path.suffix or text.startswith((".", "/", "~")) or (os.sep in text and text.count("/") > 1):

@@ -299,7 +299,7 @@ FUZZ_VALUES = {"empty": "", "zero": "0", "negative": "-1", "huge": HUGE, "nan": 
 # Flags named by their ``dest``: folders or files a program writes, and paths or names of what it reads.
 OUTPUT_FOLDERS = {"out", "work", "pack_configs"}
 OUTPUT_FILES = {"json", "html"}
-INPUTS = {"model", "models", "corpus", "config", "configs", "compare", "report", "folder", "baseline"}
+INPUTS = {"model", "models", "corpus", "config", "configs", "compare", "report", "folder", "baseline", "series"}
 # Flags that are a program's internal protocol (hidden from --help: a parent process talks to its child).
 # The full product (every program x flag or setting x value: about 4,600 cases, about 25 minutes on one core) runs
 # when MECHPROBE_FUZZ=full; the default suite runs SAMPLE_SIZE of them drawn with SAMPLE_SEED (about 20 s), and the
