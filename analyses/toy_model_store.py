@@ -25,6 +25,8 @@ from toymodels.standard import StandardModelConfig
 
 MODEL_JSON = "model.json"
 MODEL_WEIGHTS = "model.safetensors"
+HF_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json")
+"""Files a Hugging Face checkpoint folder holds and a toy folder never does."""
 FORMAT = 1
 MODEL_CLASSES: dict[str, tuple[type, type]] = {model.__name__: (model, config) for spec in TOYS
                                                 for model, config in spec.models}
@@ -55,13 +57,15 @@ class ModelFile:
 
 def is_toy_folder(spec: Any) -> bool:
     """True when ``spec`` names a folder holding a saved toy model: ``model.json``, or ``model.safetensors`` without
-    the ``config.json`` of a Hugging Face folder (a toy folder that lost its ``model.json``, which
-    :func:`~analyses.toy_model_loader.load_toy_model` refuses as such)."""
+    the files of a Hugging Face folder (a toy folder that lost its ``model.json``, which
+    :func:`~analyses.toy_model_loader.load_toy_model` refuses as such; a Hugging Face folder that lost its
+    ``config.json`` keeps its tokenizer files, and is refused as a checkpoint without config.json, not told to re-run
+    a toy)."""
     if not isinstance(spec, (str, Path)):
         return False
     folder = Path(spec)
     return (folder / MODEL_JSON).is_file() or ((folder / MODEL_WEIGHTS).is_file()
-                                               and not (folder / "config.json").exists())
+                                               and not any((folder / name).exists() for name in HF_FILES))
 
 
 def save_toy_model(model: torch.nn.Module, folder: str | Path, experiment: str) -> Path | None:

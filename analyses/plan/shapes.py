@@ -124,10 +124,25 @@ def meta_models(spec: str, *, n_pos: int, dtype: torch.dtype = torch.bfloat16, n
     """The bridge (eager attention, as TransformerLens boots it) and the bare SDPA body of ``spec`` on ``meta``
     weights, with a context of at least ``n_pos``; ``n_layers`` overrides the depth. ``device="cpu"`` builds the
     same models with random weights on the CPU (the tests compare the meter's numbers on both)."""
+    name, settings = shape_config(spec)
+    if ALIASES.get(spec.lower(), spec.lower()) in SHAPES:
+        return _built(name, settings, n_pos=n_pos, dtype=dtype, n_layers=n_layers, device=device)
+    try:  # a folder's config.json: built on meta weights before any measuring
+        return _built(name, settings, n_pos=n_pos, dtype=dtype, n_layers=n_layers, device=device)
+    except Exception as error:  # transformers and torch raise ValueError, TypeError, RuntimeError... for a damaged one
+        path = Path(spec).expanduser() / "config.json"
+        reason = (str(error).splitlines() or [""])[0]
+        raise ConfigError(f"--model {spec}: {path} does not describe a model that can be built ({type(error).__name__}"
+                          f": {reason}): it is damaged; save the checkpoint again (model.save_pretrained), or give "
+                          f"a named shape ({', '.join(SHAPES)}).") from None
+
+
+def _built(name: str, settings: dict[str, Any], *, n_pos: int, dtype: torch.dtype, n_layers: int | None,
+           device: str) -> MetaModels:
+    """:func:`meta_models` of the shape ``name`` whose Hugging Face config is ``settings``."""
     from transformer_lens.model_bridge import TransformerBridge
     from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
 
-    name, settings = shape_config(spec)
     settings = {key: value for key, value in settings.items() if key not in ("transformers_version", "dtype",
                                                                               "torch_dtype", "quantization_config")}
     if n_layers is not None:
