@@ -227,14 +227,19 @@ def toml_assignments(path: str | Path) -> list[str]:
     ``["seed=3", "topics.n_topics=20"]``.
     """
     path = Path(path)
+    example = "such as seed = 3, then a [topics] table with n_topics = 20"
     try:
         document = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise ConfigError(f"--config {path}: no such file.") from None
+        raise ConfigError(f"--config {path}: no such file; give a TOML file of settings, {example}.") from None
+    except IsADirectoryError:
+        raise ConfigError(f"--config {path} is a folder; give a TOML file of settings, {example}.") from None
     except (OSError, UnicodeDecodeError) as error:
-        raise ConfigError(f"--config {path}: cannot read it ({error}).") from None
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else error
+        raise ConfigError(f"--config {path}: cannot read it ({reason}); give a UTF-8 TOML file of settings, "
+                          f"{example}.") from None
     except tomllib.TOMLDecodeError as error:
-        raise ConfigError(f"--config {path} is not valid TOML: {error}.") from None
+        raise ConfigError(f"--config {path} is not valid TOML: {error}; correct that line ({example}).") from None
 
     def flatten(table: dict[str, Any], prefix: str) -> list[str]:
         out = []

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from analyses.cli_checks import naming
 from analyses.dynamics.config import DynamicsConfig
 from analyses.experiments import toy_experiment
 from analyses.pretrained.measure import PretrainedRun, probe_pretrained
@@ -88,7 +89,8 @@ def run_report(config: ReportConfig, out_dir: str | Path, *, progress: bool = Tr
                                             text_column=config.text_column,
                                             max_documents=config.max_documents))
             echo(f"training LDA ({config.topics.n_topics} topics) on {len(documents)} paragraphs ...")
-            topic_model = fit_lda_topics(documents, config.topics)
+            with naming("--corpus"):  # too few documents: the corpus is what to change
+                topic_model = fit_lda_topics(documents, config.topics)
             topic_model.save(tmp / "topics")
             word_topics = assign_word_topics(topic_model)
             if not word_topics:

@@ -413,7 +413,8 @@ def fit_lda_topics(documents: Iterable[Document | str], config: LdaTopicConfig =
                   d.title if isinstance(d, Document) else None) for d in documents]
     tokenized = [(text, title) for text, title in tokenized if text]
     if len(tokenized) < 2:
-        raise InputError(f"LDA needs at least 2 non-empty documents; the corpus gave {len(tokenized)}.")
+        raise InputError(f"LDA needs at least 2 non-empty documents; the corpus gave {len(tokenized)}. Give a corpus "
+                         f"with more documents (paragraphs, or articles).")
     training, held_out = held_out_split(len(tokenized), config.held_out_fraction, config.seed)
     texts = [tokenized[i][0] for i in training]
     chunks = article_chunks(texts, [tokenized[i][1] for i in training], config.chunk_words)

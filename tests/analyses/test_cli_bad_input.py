@@ -476,6 +476,7 @@ def test_report_corpus_folder_without_text(tmp_path, capsys):
 @pytest.mark.parametrize("content, words", [
     (b"", ["holds no text", "lower min_chars"]),
     (b"short line\n", ["holds no text", "at least 200 characters"]),
+    (b"one paragraph " * 20, ["--corpus", "LDA needs at least 2 non-empty documents", "Give a corpus with more"]),
     (b"x" * 300 + b"\x00\x01\x02 binary", ["looks binary"]),
     ("caf\u00e9 ".encode("latin-1") * 100, ["is not UTF-8 text", "iconv"]),
 ])

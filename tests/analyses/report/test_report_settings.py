@@ -88,6 +88,21 @@ def test_report_bad_config_file_is_one_line_before_any_work(tmp_path, capsys, co
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.toml"]
 
 
+@pytest.mark.parametrize("make, words", [
+    (lambda path: path.mkdir(), "is a folder; give a TOML file of settings"),
+    (lambda path: path.write_bytes(b"\xff\xfeseed = 3"), "give a UTF-8 TOML file of settings"),
+    (lambda path: path.symlink_to(path.name), "give a UTF-8 TOML file of settings"),
+], ids=["a_folder", "not_utf8", "a_link_that_loops"])
+def test_report_config_that_is_no_toml_file_says_what_to_give(tmp_path, capsys, make, words):
+    """--config FOLDER said 'cannot read it ([Errno 21] Is a directory: ...)', and no fix."""
+    from tests.analyses.test_cli_bad_input import fails_in_one_line
+
+    make(tmp_path / "settings")
+    fails_in_one_line(["report", "--no-progress", "--config", str(tmp_path / "settings"), "--out",
+                       str(tmp_path / "report")], capsys, "--config", words, error=ConfigError)
+    assert not (tmp_path / "report").exists()
+
+
 def test_report_config_from_parsed_arguments():
     args = build_parser().parse_args(["report", "--out", "x", "--no-toys", "--model", "minilm-l6"])
     config = report_config(args)
