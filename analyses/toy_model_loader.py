@@ -16,7 +16,7 @@ import torch
 from safetensors.torch import load_model as load_weights
 
 from analyses.induction.experiment import SERIES_FOLDER
-from analyses.lm_data import VOCAB_FILE, CutVocabTokenizer, kept_ids
+from analyses.lm_data import VOCAB_FILE, CutVocabTokenizer
 from analyses.paper_result import SUMMARY_FILE
 from analyses.series_writer import start_over
 from analyses.toy_model_store import (
@@ -32,7 +32,7 @@ from mechprobe import records
 from mechprobe.errors import RecordError
 from probes.core.checkpoint_series import MANIFEST
 from probes.core.errors import ConfigError, ModelError
-from probes.core.loading import load_model
+from probes.core.loading import check_model_path, load_model
 from probes.core.model_kind import HookedModel
 from toymodels.standard import StandardModelConfig, build_standard_model
 
@@ -101,19 +101,19 @@ def train_lm_context(spec: str) -> int | None:
 
 
 def check_toy_checkpoints(specs: Iterable[str]) -> None:
-    """Each toy folder among ``specs`` (a series' checkpoints) has a ``model.json`` and weights that read back (one
-    folder at a time) and (a train-lm step) its series' vocabulary, so that a series of toy or train-lm steps is
-    refused before its first checkpoint is measured, in one line naming the damaged file and the command that wrote
-    it.
+    """Each checkpoint of a series (its ``specs``) that is a local path holds a model, checked before the first one
+    is measured: a toy or train-lm step is loaded (one at a time, then dropped: its ``model.json``, weights of the
+    model's shapes and finite, and a train-lm step's vocabulary), any other folder or file must be one
+    :func:`probes.load_model` reads (a step emptied, or a file in its place, was found only when its turn came, after
+    the steps before it were measured). A damaged one is refused in one line naming the file and the command that
+    wrote it.
 
     Example: ``check_toy_checkpoints(["runs/lm/step_0", "runs/lm/step_10"])``."""
     for spec in specs:
         if is_toy_folder(spec):
-            folder = Path(spec)
-            saved, _, rerun = _model_file(folder)
-            records.read_tensors(folder / MODEL_WEIGHTS, rerun=rerun)
-            if saved.experiment == "train-lm" and (folder.parent / VOCAB_FILE).is_file():
-                kept_ids(folder.parent)
+            load_toy_model(spec)
+        else:
+            check_model_path(spec)
 
 
 def _loaded(model: Any, folder: Path, saved: ModelFile, run_config: Any, device: str | torch.device,

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mechprobe.validation import is_integer
+from mechprobe.validation import is_integer, real_path
 from probes.core.errors import ConfigError, ModelError
 
 MANIFEST = "series.json"
@@ -190,7 +190,7 @@ def _check_distinct_files(where: Path, checkpoints: tuple[Checkpoint, ...], *, f
     checkpoint): it would be measured as two points of the run."""
     seen: dict[Path, int] = {}
     for checkpoint in checkpoints:
-        real = Path(checkpoint.spec).resolve()
+        real = real_path(f"{where}: step {checkpoint.step},", checkpoint.spec)  # a link that loops: one line
         if real in seen:
             raise ConfigError(f"{where}: steps {seen[real]} and {checkpoint.step} are the same checkpoint ({real}); "
                               f"a series holds one checkpoint per step: {fix}.")
@@ -210,8 +210,8 @@ def _manifest_entry(manifest: Path, folder: Path, entry: Any) -> Checkpoint:
         raise ConfigError(f"{manifest}: tokens {tokens!r} at step {step} is not an integer >= 0 or null.")
     if not isinstance(path, str) or not path.strip():
         raise ConfigError(f"{manifest}: path {path!r} at step {step} is not a path inside {folder}.")
-    resolved = (folder / path).resolve()
-    if Path(path).is_absolute() or not resolved.is_relative_to(folder.resolve()) or resolved == folder.resolve():
+    resolved, inside = real_path(f"{manifest}: step {step},", folder / path), real_path(str(manifest), folder)
+    if Path(path).is_absolute() or not resolved.is_relative_to(inside) or resolved == inside:
         raise ConfigError(f"{manifest}: path {path!r} at step {step} is outside the series folder {folder}; a series "
                           f"holds its own checkpoints (paths relative to the folder, inside it).")
     named = _TRAILING_NUMBER.search(Path(path).name)

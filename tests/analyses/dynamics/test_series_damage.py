@@ -365,3 +365,81 @@ def test_a_dtype_with_no_pretrained_model_to_load_in_it_is_refused(made, tmp_pat
         assert not (tmp_path / "r").exists()
         code, _, stderr = run([*command, "--model", "minilm-l6"])  # a model to load in it: the dtype is used
         assert isinstance(code, str) and "Measured" in code, stderr
+
+
+# -- a step of the series damaged as a whole (emptied, a file in its place, a link that loops) or its weights (NaN,
+#    other shapes): found before the first step is measured, not when its turn came after the steps before it ------
+
+
+def _replaced(make: Callable[[Path], None]) -> Damage:
+    def damage(path: Path) -> None:
+        shutil.rmtree(path)
+        make(path)
+    return damage
+
+
+def _nan_weights(path: Path) -> None:
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    save_file({name: torch.full_like(w, float("nan")) for name, w in load_file(str(path)).items()}, str(path))
+
+
+STEP_DAMAGES: dict[str, Damage] = {
+    "emptied": _replaced(lambda path: path.mkdir()), "a_file": _replaced(lambda path: path.write_text("x")),
+    "a_link_that_loops": _replaced(lambda path: path.symlink_to(path.name)),
+}
+WEIGHT_DAMAGES: dict[str, Damage] = {"nan": _nan_weights}
+
+
+def step_cases(series: Path) -> list[tuple[str, str, Damage]]:
+    """Every step of ``series`` x STEP_DAMAGES, and every step's weights x WEIGHT_DAMAGES and other shapes."""
+    from tests.analyses.test_checkpoint_damage import _other_shapes
+
+    steps = [Path(c.spec).relative_to(series) for c in checkpoint_series(series).checkpoints]
+    cases = [(str(step), name, damage) for step in steps for name, damage in STEP_DAMAGES.items()]
+    return cases + [(str(step / "model.safetensors"), name, damage) for step in steps
+                    for name, damage in {**WEIGHT_DAMAGES, "other_shapes": _other_shapes}.items()]
+
+
+MEASURING = {"dynamics": ["dynamics", "--model", "@lm", "--out", "@out", *DYNAMICS],
+             "report": ["report", "--no-toys", "--out", "@out", "--series", "@lm"]}
+
+
+def check_step_refused(made: dict[str, Path], where: Path, file: str, damage: Damage, command: str) -> None:
+    folder = where / "lm"
+    shutil.copytree(made["lm"], folder)
+    damage(folder / file)
+    before, out = snapshot(folder), where / "new"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("analyses.dynamics.run.measure_series", _measure)
+        patch.setattr("analyses.report.build.run_report", _measure)
+        code, _, stderr = run([str(folder) if a == "@lm" else str(out) if a == "@out" else a
+                               for a in MEASURING[command]])
+    assert snapshot(folder) == before and not out.exists()
+    assert_one_line_naming(code, stderr, folder / file)
+    assert "mechprobe toy" not in stderr, stderr
+
+
+def _step_failures(made: dict[str, Path], tmp_path: Path, cases: list[tuple[str, str, Damage]]) -> list[str]:
+    found = []
+    for command in MEASURING:
+        for i, (file, name, damage) in enumerate(cases):
+            try:
+                check_step_refused(made, tmp_path / f"{command}{i}", file, damage, command)
+            except Exception as error:  # an assertion, or the check's own reading of the folder
+                found.append(f"{command} {file} {name}: {str(error).strip().splitlines()[0][:300]}")
+    return found
+
+
+def test_a_damaged_later_step_is_refused_before_the_first_is_measured(made, tmp_path):
+    """The last step emptied, a file or a link that loops in its place, or its weights NaN (dynamics and report
+    --series measured the steps before it first; a loop was a RuntimeError traceback)."""
+    found = _step_failures(made, tmp_path, [case for case in step_cases(made["lm"]) if case[0].startswith("step_12")])
+    assert not found, "\n".join(found)
+
+
+@pytest.mark.slow
+def test_every_damaged_step_is_refused_before_any_is_measured(made, tmp_path):
+    found = _step_failures(made, tmp_path, step_cases(made["lm"]))
+    assert not found, "\n".join(found)
