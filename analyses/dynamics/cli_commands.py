@@ -10,7 +10,7 @@ from typing import Any
 from analyses.cli_checks import check_compared_folders, count_arg, int_arg, naming, number_arg, seed_arg, text_arg
 from analyses.cli_command import Command
 from analyses.output_paths import check_output_folder, check_outside
-from probes.core.errors import ConfigError
+from probes.core.errors import ConfigError, InputError
 from probes.text.corpora import check_corpus_spec
 
 COMPARE_FIGURE = "dynamics_compare.png"
@@ -165,11 +165,16 @@ def compared_series(folder: str, model: str) -> Any:
 
     from analyses.curve_series import SERIES_FILE, load_curve_series
     from analyses.dynamics.summary import load_summary
+    from analyses.toy_model_store import is_toy_folder
     from probes.core.checkpoint_series import same_spec
 
     with naming("--compare"):  # a folder that is not a finished run is refused naming the flag
         if (Path(folder) / SERIES_FILE).is_file():  # a toy's folder (a dynamics run writes no such file)
             return load_curve_series(folder, rerun=f"Re-run the toy that wrote {folder}.")
+        if is_toy_folder(folder):  # it was told it is no dynamics run, as if a toy's folder were not taken
+            raise InputError(f"{folder} is a toy's --out folder without a readable {SERIES_FILE} (the topic and "
+                             f"scansnap toys write their order curves there, the induction toy none): re-run the "
+                             f"toy that wrote it, or give a finished dynamics --out folder.")
         summary = load_summary(folder)
     if same_spec(summary.series, model):
         raise ConfigError(f"--compare {folder} measured the series --model {model} names ({summary.series}): it "

@@ -443,3 +443,18 @@ def test_a_damaged_later_step_is_refused_before_the_first_is_measured(made, tmp_
 def test_every_damaged_step_is_refused_before_any_is_measured(made, tmp_path):
     found = _step_failures(made, tmp_path, step_cases(made["lm"]))
     assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize("damage", ["deleted", "a_folder", "a_link_that_loops"])
+def test_a_toy_folder_without_its_order_curves_is_named_as_one(made, tmp_path, damage):
+    """dynamics --compare TOY whose order_series.json was gone (or a folder, or a loop) was told it is 'not the
+    --out folder of a mechprobe dynamics run', as if a toy's folder were not taken."""
+    toy = tmp_path / "toy"
+    shutil.copytree(made["lm"] / "step_0", toy)  # model.json and weights: a toy's folder
+    {"deleted": lambda p: None, "a_folder": lambda p: p.mkdir(), "a_link_that_loops": lambda p: p.symlink_to(p.name)
+     }[damage](toy / "order_series.json")
+    code, _, stderr = run(["dynamics", "--model", str(made["lm2"]), "--out", str(tmp_path / "new"), "--compare",
+                           str(toy), *DYNAMICS])
+    assert code == 2 and len(stderr.strip().splitlines()) == 1, stderr
+    assert f"--compare: {toy} is a toy's --out folder without a readable order_series.json" in stderr, stderr
+    assert not (tmp_path / "new").exists()
