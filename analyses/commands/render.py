@@ -9,6 +9,7 @@ from pathlib import Path
 from analyses.cli_checks import text_arg
 from analyses.cli_command import Command
 from analyses.output_paths import check_files_written
+from mechprobe.validation import real_path
 from probes.core.errors import InputError
 
 REWRITTEN = ("summary.json", "report.md", "report.html")
@@ -38,6 +39,7 @@ def run(args: argparse.Namespace) -> int:
     from analyses.report.build import render_report
 
     folder = Path(args.folder)
+    real_path("render", folder)  # a link that loops is named as one, not as a folder that is not there
     if not folder.is_dir():
         what = "is a file, not a folder" if folder.exists() else ": no such folder"
         raise InputError(f"{args.folder}{' ' if folder.exists() else ''}{what}; give the folder mechprobe report "

@@ -845,3 +845,4 @@ def test_a_symbolic_link_that_loops_is_named_as_one(tmp_path, capsys):
     assert real_path("--out", tmp_path / "new" / "x") == (tmp_path / "new" / "x").resolve()
     fails_in_one_line(["toy", "scansnap", "--out", str(loop)], capsys, "--out", "loops")
     assert loop.is_symlink() and not (tmp_path / "loop.partial").exists()
+    fails_in_one_line(["render", str(loop)], capsys, "render", "a symbolic link on it loops")
