@@ -24,7 +24,7 @@ TL3_PACKAGES := transformer-lens==3.9.0 better-abc==0.0.3
 TEST_WORKERS ?= 2
 PYTEST := $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
-.PHONY: install demo lint test test-fast test-tl3 clean
+.PHONY: install demo lint test test-fast test-exhaustive test-tl3 clean
 
 install: $(VENV)/.installed
 
@@ -49,8 +49,13 @@ lint: install
 # make test builds the TransformerLens 3.9 overlay first (two packages, no dependencies): the parity test in
 # tests/probes/test_tl_checkpoint.py has 3.9 build and save HookedTransformers in a subprocess over $(TL3) and loads
 # them in-process on 4.x through TransformerLens's converter (it skips, saying so, only where $(TL3) is missing).
+# Every test but the exhaustive fuzz products, whose fixed-seed samples it runs; test-exhaustive runs those products
+# (the fuzz tests of every flag, setting and damaged saved folder in full; CI runs it after make test).
 test: install $(TL3)/.installed
-	$(PYTEST) -m "slow or not slow"
+	$(PYTEST) -m "not exhaustive"
+
+test-exhaustive: install
+	$(PYTEST) -m exhaustive
 
 test-fast: install
 	$(PYTEST)

@@ -303,8 +303,8 @@ INPUTS = {"model", "models", "corpus", "config", "configs", "compare", "report",
 # Flags that are a program's internal protocol (hidden from --help: a parent process talks to its child).
 # The full product (every program x flag or setting x value: about 4,600 cases, about 25 minutes on one core) runs
 # when MECHPROBE_FUZZ=full; the default suite runs SAMPLE_SIZE of them drawn with SAMPLE_SEED (about 20 s), and the
-# slow suite (make test) one case per flag and per setting of every program, its value drawn with SAMPLE_SEED
-# (:func:`cover`; about 3 minutes).
+# exhaustive suite (make test-exhaustive, which CI runs) one case per flag and per setting of every program, its value
+# drawn with SAMPLE_SEED (:func:`cover`; about 3 minutes).
 SAMPLE_SIZE = 120
 SAMPLE_SEED = 45
 
@@ -598,7 +598,7 @@ def sample(cases: list[FuzzCase], n: int = SAMPLE_SIZE, seed: int = SAMPLE_SEED)
 
 
 def cover(cases: list[FuzzCase], seed: int = SAMPLE_SEED) -> list[FuzzCase]:
-    """One case of every (program, flag or setting): its value drawn with ``seed`` (the slow suite)."""
+    """One case of every (program, flag or setting): its value drawn with ``seed`` (the exhaustive suite)."""
     rng = random.Random(seed)
     by_flag: dict[tuple[str, str, str], list[FuzzCase]] = {}
     for case in cases:

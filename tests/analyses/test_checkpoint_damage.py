@@ -9,7 +9,7 @@ damaged file (``plan`` reads only ``config.json``; a script's child process load
 nothing written or changed; and a refusal never tells the user to re-run a toy (the folder is a Hugging Face
 checkpoint, not a toy's). A new flag that reads a model is covered without anyone writing a case.
 
-The default suite runs SAMPLE cases drawn with a fixed seed; the slow suite all of them.
+The default suite runs SAMPLE cases drawn with a fixed seed; ``make test-exhaustive`` (which CI runs) all of them.
 """
 
 from __future__ import annotations
@@ -118,6 +118,7 @@ def test_a_sample_of_damaged_checkpoints_is_one_line_or_unread(case, tiny_model,
 
 
 @pytest.mark.slow
+@pytest.mark.exhaustive
 @pytest.mark.parametrize("case", SLOW, ids=[c.id for c in SLOW])
 def test_every_damaged_checkpoint_is_one_line_or_unread(case, tiny_model, tmp_path, monkeypatch):
     check_damaged_checkpoint(case, tiny_model, tmp_path, monkeypatch)

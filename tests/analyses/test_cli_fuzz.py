@@ -2,8 +2,9 @@
 
 1. Generated from the parsers (every command, every benchmark script, every flag, every ``--set`` key, each given
    empty, zero, negative, huge, NaN, inf, wrong-type values, a missing path, a file for a folder, a folder for a
-   file and the current folder): a fixed-seed sample in the default suite, the full product in a slow test. Each
-   case runs in this process in a fresh sandbox folder (the working folder) until the program exits or reaches
+   file and the current folder): a fixed-seed sample in the default suite, one case per flag and setting in an
+   exhaustive test (``make test-exhaustive``; the full product with ``MECHPROBE_FUZZ=full``). Each case runs in
+   this process in a fresh sandbox folder (the working folder) until the program exits or reaches
    its first piece of work (:func:`stop_at_work`: a forward pass or training step, a child process, a packaged
    model or an LDA fit), which every check must come before. It must exit 0 or 2 (or reach its work) with no
    traceback, refuse in one ``PROG: error: ...`` line naming the flag (or setting) what can only be refused,
@@ -440,6 +441,7 @@ SLOW = [c for c in (PARSER_CASES if os.environ.get("MECHPROBE_FUZZ") == "full" e
 
 
 @pytest.mark.slow
+@pytest.mark.exhaustive
 @pytest.mark.parametrize("case", SLOW, ids=[c.id for c in SLOW])
 def test_every_flag_and_setting_exits_0_or_2_and_loses_nothing(case, tiny_model, tiny_series, tmp_path, monkeypatch):
     check_parser_case(case, tiny_model, tiny_series, tmp_path, monkeypatch)

@@ -7,8 +7,8 @@ the user's. Each must be refused before any work (test_cli_fuzz.py's :func:`stop
 ``PROG: error: ...`` line naming the flag or the path it was given, with no traceback, nothing written and nothing
 of the user's changed. A new reading flag, program or kind of saved output is fuzzed without anyone writing a case.
 
-The default suite runs SAMPLE cases drawn with a fixed seed; the slow suite (``make test``) all of them. Rerun one:
-``pytest tests/analyses/test_cli_fuzz_inputs.py -k 'render'``.
+The default suite runs SAMPLE cases drawn with a fixed seed; ``make test-exhaustive`` (which CI runs) all of them.
+Rerun one: ``pytest tests/analyses/test_cli_fuzz_inputs.py -k 'render'``.
 """
 
 from __future__ import annotations
@@ -81,6 +81,7 @@ def test_a_sample_of_the_reading_flags_refuses_another_saved_output(case, tiny_m
 
 
 @pytest.mark.slow
+@pytest.mark.exhaustive
 @pytest.mark.parametrize("case", SLOW, ids=[c.id for c in SLOW])
 def test_every_reading_flag_refuses_another_saved_output(case, tiny_model, tiny_series, tmp_path, monkeypatch):
     check_parser_case(case, tiny_model, tiny_series, tmp_path, monkeypatch)

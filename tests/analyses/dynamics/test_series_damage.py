@@ -10,8 +10,8 @@ without anyone writing a case. Each damaged folder is then given to every comman
   read);
 - the same ``dynamics`` command given its damaged folder back as ``--out`` must resume (measuring again what was
   lost) or refuse naming the file, every file as it was (slow suite only: each resume measures).
-Never a traceback. The default suite runs a fixed-seed sample of the cases; the slow suite (``make test``) all of
-them.
+Never a traceback. The default suite runs a fixed-seed sample of the cases; ``make test-exhaustive`` (which CI runs)
+all of them.
 """
 
 from __future__ import annotations
@@ -212,6 +212,7 @@ def test_a_sample_of_damaged_series_folders_is_resumed_or_refused_naming_the_fil
 
 
 @pytest.mark.slow
+@pytest.mark.exhaustive
 def test_every_damaged_series_file_is_resumed_or_refused_naming_the_file(made, tmp_path):
     run_checks(made, tmp_path, every=True)
 
@@ -327,6 +328,7 @@ def test_a_sample_of_damaged_toy_series_is_refused_naming_the_file(toy_series, t
 
 
 @pytest.mark.slow
+@pytest.mark.exhaustive
 def test_every_damaged_toy_series_file_is_refused_naming_the_file(toy_series, tmp_path):
     toy_series_checks(toy_series, tmp_path, every=True)
 
@@ -440,6 +442,7 @@ def test_a_damaged_later_step_is_refused_before_the_first_is_measured(made, tmp_
 
 
 @pytest.mark.slow
+@pytest.mark.exhaustive
 def test_every_damaged_step_is_refused_before_any_is_measured(made, tmp_path):
     found = _step_failures(made, tmp_path, step_cases(made["lm"]))
     assert not found, "\n".join(found)
