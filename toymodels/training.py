@@ -194,13 +194,22 @@ class Checkpointer:
             _atomic_write_bytes(self.folder / state, buffer.getvalue())
             _atomic_write_bytes(self.meta_path, json.dumps(meta).encode())
         except BaseException:  # the previous checkpoint stays in force; drop the new files it does not name
-            for name in (weights, state):
-                (self.folder / name).unlink(missing_ok=True)
+            if not self._names(weights):  # stopped after checkpoint.json was renamed: the new one is in force
+                for name in (weights, state):
+                    (self.folder / name).unlink(missing_ok=True)
             raise
         for pattern in _OWNED:
             for path in self.folder.glob(pattern):
                 if path.name not in (weights, state):
                     path.unlink(missing_ok=True)
+
+    def _names(self, weights: str) -> bool:
+        """The ``checkpoint.json`` in force names the weights file ``weights`` (an interrupt after its rename,
+        while the folder was synced, left the new checkpoint in force: its files are kept)."""
+        try:
+            return json.loads(self.meta_path.read_text(encoding="utf-8")).get("weights") == weights
+        except (OSError, ValueError, AttributeError):
+            return False
 
     def _bad(self, path: Path, problem: str) -> CheckpointError:
         return CheckpointError(f"Checkpoint file {path} {problem}. {self.fix}")

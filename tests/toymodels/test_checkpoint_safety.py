@@ -237,6 +237,44 @@ def test_a_crash_in_any_rename_of_a_save_keeps_the_previous_checkpoint(tmp_path,
     assert_same_weights(restored, reference)
 
 
+# os calls of one save: per file (weights, state, checkpoint.json) fsync, replace, and the folder's open, fsync, close
+SAVE_OS_CALLS = range(1, 16)
+
+
+@pytest.mark.parametrize("n", SAVE_OS_CALLS)
+def test_a_ctrl_c_at_any_os_call_of_a_save_leaves_a_whole_checkpoint_in_force(tmp_path, monkeypatch, n):
+    """A Ctrl-C at the Nth os call of a save (the files written, renamed, the folder synced) leaves the previous
+    checkpoint or the new one, every file it names there (issue 45: one after checkpoint.json's rename, while the
+    folder was synced, removed the files the new checkpoint.json named, and the same command then refused)."""
+    import toymodels.training as training
+
+    folder = tmp_path / "ck"
+    run(folder, n_steps=3)
+    calls = []
+
+    class Os:
+        def __getattr__(self, name):
+            real = getattr(os, name)
+            if name not in ("fsync", "replace", "open", "close"):
+                return real
+
+            def call(*args, **kwargs):
+                calls.append(name)
+                if len(calls) == n:
+                    raise KeyboardInterrupt
+                return real(*args, **kwargs)
+            return call
+
+    monkeypatch.setattr(training, "os", Os())
+    model, optimizers, generator = setup()
+    Checkpointer(folder, every=3).restore(model, optimizers, generator)
+    with pytest.raises(KeyboardInterrupt):
+        train(model, regression_loss(model), optimizers, n_steps=6, generator=generator,
+              checkpointer=Checkpointer(folder, every=3))
+    monkeypatch.undo()
+    assert Checkpointer(folder, every=3).verify() in (3, 6)
+
+
 def test_a_crash_while_writing_bytes_leaves_no_partial_file(tmp_path, monkeypatch):
     import toymodels.training as training
 
