@@ -58,13 +58,23 @@ def atomic_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
 
 def replace_directory(complete: str | os.PathLike[str], path: str | os.PathLike[str]) -> Path:
     """Put the finished folder ``complete`` at ``path`` (same parent folder) by renames; an existing ``path`` is
-    moved aside first and removed only after ``complete`` took its place. Returns ``path``."""
+    moved aside first and removed only after ``complete`` took its place (stopped between the renames, it is put
+    back: the user's folder is never left under a hidden name). Returns ``path``."""
     complete, path = Path(complete), Path(path)
     old = None
     if path.exists():
         old = path.with_name(f".{path.name}.old-{os.getpid()}")
         os.replace(path, old)
-    os.replace(complete, path)
+    try:
+        os.replace(complete, path)
+    except BaseException:  # a Ctrl-C or error between the renames: the earlier folder goes back to its name
+        if old is not None and old.exists() and not path.exists():
+            os.replace(old, path)
+        raise
     if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+        try:
+            shutil.rmtree(old, ignore_errors=True)
+        except BaseException:  # a Ctrl-C while the earlier folder was removed: finish, leave no hidden half of it
+            shutil.rmtree(old, ignore_errors=True)
+            raise
     return path
