@@ -232,7 +232,7 @@ DYNAMICS = Command(
     "Writes OUT/summary.json (events with bootstrap intervals, their "
     "order as a finding; the first checkpoint is the control) and OUT/dynamics.png.",
     add_arguments=add_dynamics_arguments, run=run_dynamics_command, shared=("device", "dtype", "progress"),
-    progress_help="hide the progress bar", hub_bars=True,
+    progress_help="hide the progress bar", hub_bars=True, resumes=True,
 )
 
 

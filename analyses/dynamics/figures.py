@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from probes.core.atomic import atomic_file
+
 if TYPE_CHECKING:
     from analyses.curve_series import CurveSeries
     from analyses.dynamics.summary import DynamicsSummary
@@ -58,7 +60,8 @@ def plot_dynamics(summary: DynamicsSummary, path: Path) -> Path:
         axis.legend(fontsize=8)
     figure.suptitle(f"{summary.series}: events dashed when they hold, intervals shaded")
     figure.tight_layout()
-    figure.savefig(path, dpi=110)
+    with atomic_file(path) as tmp:  # written in place in OUT: never half a figure there
+        figure.savefig(tmp, dpi=110)
     plt.close(figure)
     return path
 
@@ -112,6 +115,7 @@ def plot_series_together(summaries: Mapping[str, DynamicsSummary | CurveSeries],
                 axes[row][column].legend(fontsize=7)
     figure.suptitle("checkpoint series on one axis; events: filled dot when it holds, open when not")
     figure.tight_layout()
-    figure.savefig(path, dpi=110)
+    with atomic_file(path) as tmp:  # written in place in OUT: never half a figure there
+        figure.savefig(tmp, dpi=110)
     plt.close(figure)
     return path

@@ -245,8 +245,8 @@ def run_dynamics(series_spec: Any, out: str | Path, config: DynamicsConfig | Non
     summary = DynamicsSummary(series.source, series.kind, series.steps, tuple(c.tokens for c in series.checkpoints),
                               config, dict(curve_table(measures)), series_events(measures, config),
                               tuple(measured_now), tuple(reused))
-    atomic_write_text(out / SUMMARY, records.to_json(summary))
     plot_dynamics(summary, out / FIGURE)
+    atomic_write_text(out / SUMMARY, records.to_json(summary))  # last: a folder with it is finished, its figure too
     return summary
 
 

@@ -39,6 +39,24 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
 
 
 @contextlib.contextmanager
+def atomic_file(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """A temporary path beside ``path`` (with its suffix, for writers that choose the format by it: a figure's
+    ``savefig``) for a block to write; renamed to ``path`` when the block succeeds, removed on error, so that a
+    run stopped while writing leaves the earlier file or none, never half of the new one."""
+    path = Path(path)
+    _check_parent(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".tmp{path.suffix}", dir=path.parent)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
 def atomic_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary folder; on success it replaces ``path`` in one rename.
 
