@@ -149,7 +149,8 @@ def written_resumably(out: Path, *, keep_on: tuple[type[BaseException], ...]) ->
     one rename. An error of a ``keep_on`` type (an interruption whose checkpoints the same command resumes from)
     leaves ``OUT.partial`` as it is; any other error removes it if this call made it (with the parent folders
     made for it), so that no partial output is left; so does a ``keep_on`` error before anything was written to it
-    (nothing to resume: a run that diverged at step 2 left an empty ``OUT.partial``, which the next run refused). A
+    (nothing to resume, folders without a file at most: a run that diverged at step 2 left an empty ``OUT.partial``,
+    which the next run refused). A
     kill leaves ``OUT.partial`` too: the next run resumes it."""
     partial = partial_folder(out)
     made = [p for p in (partial, *partial.parents) if not p.exists()]
@@ -157,7 +158,7 @@ def written_resumably(out: Path, *, keep_on: tuple[type[BaseException], ...]) ->
     try:
         yield partial
     except keep_on:
-        if made and partial.is_dir() and not any(partial.iterdir()):
+        if made and partial.is_dir() and not any(path.is_file() for path in partial.rglob("*")):
             shutil.rmtree(made[-1], ignore_errors=True)
         raise
     except BaseException:

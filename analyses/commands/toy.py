@@ -39,8 +39,10 @@ def add_arguments(toy: argparse.ArgumentParser) -> None:
 
 def _is_toy_folder(folder: Path) -> bool:
     """A folder an earlier ``mechprobe toy`` wrote (finished, or stopped with its checkpoints, or the checkpoint
-    series of ``--set series_checkpoints``, to resume from)."""
-    return any((folder / name).exists() for name in ("summary.json", "checkpoint", "checkpoints", "series/series.json"))
+    series of ``--set series_checkpoints``, to resume from: its ``series.json``, or its first step while that was
+    written, before the manifest)."""
+    return any((folder / name).exists() for name in ("summary.json", "checkpoint", "checkpoints", "series/series.json",
+                                                     "series/step_0"))
 
 
 def _is_toy_output(folder: Path, experiment: str) -> bool:

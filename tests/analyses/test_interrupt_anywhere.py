@@ -23,10 +23,13 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 LM = ["--steps", "6", "--set", "vocab=10", "--set", "seq_len=16", "--set", "batch_size=2", "--set", "d_model=8",
       "--set", "n_heads=2", "--set", "n_checkpoints=2", "--set", "span=4", "--set", "resume_every=3",
       "--no-progress"]
+TOY_SERIES = ["data.seq_len=20", "standard_train.n_steps=12", "eval_every=6", "n_val=16", "probe_sequences=16",
+              "standard.d_model=16", "eval_seq_lens=(10,)", "eval_alphas=(1.0,)", "n_train=32", "series_checkpoints=4",
+              "checkpoint_every=4"]
 RESUME = "mechprobe: interrupted; run the same command again to resume\n"
 ONCE = "mechprobe: interrupted\n"
 # what differs between a resumed run and an uninterrupted one by design: timings, which checkpoints were measured now
-UNCOMPARED = {"seconds", "measured_now", "reused"}
+UNCOMPARED = {"seconds", "measured_now", "reused", "timings.json"}
 
 
 @pytest.fixture(scope="module")
@@ -44,6 +47,8 @@ COMMANDS: dict[str, tuple[Callable[[Path, Path], list[str]], str]] = {
                                       "--batches", "4", "--boot", "20", "--no-progress"], RESUME),
     "train-lm": (lambda inputs, out: ["train-lm", "--corpus", str(inputs / "text.txt"), "--out", str(out), *LM],
                  RESUME),
+    "toy-series": (lambda inputs, out: ["toy", "induction", "--preset", "standard", "--out", str(out), "--no-progress",
+                                        *(arg for item in TOY_SERIES for arg in ("--set", item))], RESUME),
     "ablate": (lambda inputs, out: ["ablate", "--model", str(inputs / "model"), "--top", "induction:2", "--out",
                                     str(out), "--batch-size", "2", "--no-progress"], ONCE),
 }
@@ -60,7 +65,7 @@ def results(out: Path) -> dict[str, object]:
     found: dict[str, object] = {}
     for path in sorted(out.rglob("*")):
         name = str(path.relative_to(out))
-        if path.is_dir() or name.split("/")[0] in ("checkpoint", "states"):
+        if path.is_dir() or {"checkpoint", "states"} & set(name.split("/")) or path.name in UNCOMPARED:
             continue
         if path.suffix == ".json":
             found[name] = kept(json.loads(path.read_text()))
@@ -121,6 +126,22 @@ def test_a_ctrl_c_at_a_sample_of_calls_is_one_line_and_the_same_command_finishes
                                                                                           tmp_path):
     for n in sample(references[name][0]):
         check_interrupt_at(name, n, inputs, references, tmp_path / str(n))
+
+
+def series_started(kinds: list[str]) -> list[int]:
+    """The calls of a toy series run while its first step is saved, before series.json: the folders made for it,
+    and the sync before each of the first three renames (the weights, model.json, series.json)."""
+    renames = [index for index, kind in enumerate(kinds, 1) if kind == "rename"][:3]
+    mkdirs = [index for index, kind in enumerate(kinds, 1) if kind == "mkdir" and index < renames[0]]
+    return sorted({*mkdirs[-2:], *(index - 1 for index in renames)})
+
+
+def test_a_ctrl_c_while_the_toy_series_first_step_is_saved_is_resumed_by_the_same_command(inputs, references,
+                                                                                           tmp_path):
+    """Stopped while step_0 of ``--set series_checkpoints`` was written, before series.json, OUT.partial held only
+    series/step_0 (or an empty series/): the same command refused it as 'not an unfinished run of this command'."""
+    for n in series_started(references["toy-series"][0]):
+        check_interrupt_at("toy-series", n, inputs, references, tmp_path / str(n))
 
 
 @pytest.mark.slow
