@@ -127,6 +127,14 @@ def written_atomically(out: Path) -> Iterator[Path]:
 
 
 PARTIAL_SUFFIX = ".partial"
+UNFINISHED_MARK = ".unfinished"
+"""The file :func:`written_resumably` puts in the ``OUT.partial`` it makes (removed before the rename to ``OUT``):
+the folder is this command's unfinished run, which it takes again whatever stopped it (a kill included, where the
+run wrote no checkpoint yet)."""
+
+
+def _holds_a_file(partial: Path) -> bool:
+    return any(path.is_file() and path.name != UNFINISHED_MARK for path in partial.rglob("*"))
 
 
 def partial_folder(out: Path) -> Path:
@@ -135,34 +143,40 @@ def partial_folder(out: Path) -> Path:
 
 
 def check_partial_folder(flag: str, out: Path, *, resumable: Callable[[Path], bool]) -> Path:
-    """``OUT.partial`` is absent or a run this command can resume (``resumable``); checked before any work."""
+    """``OUT.partial`` is absent, or a run this command can resume (``resumable``), or one it left unfinished
+    (:data:`UNFINISHED_MARK`: it starts again there); checked before any work."""
     partial = partial_folder(out)
-    if partial.exists() and not (partial.is_dir() and resumable(partial)):
+    if partial.exists() and not (partial.is_dir() and ((partial / UNFINISHED_MARK).is_file() or resumable(partial))):
         raise InputError(f"{flag} {out}: {partial} exists and is not an unfinished run of this command to resume; "
                          f"move it away or choose another {flag}.")
     return partial
 
 
 @contextlib.contextmanager
-def written_resumably(out: Path, *, keep_on: tuple[type[BaseException], ...]) -> Iterator[Path]:
+def written_resumably(out: Path, *, keep_on: tuple[type[BaseException], ...],
+                      resumable: Callable[[Path], bool] = _holds_a_file) -> Iterator[Path]:
     """``OUT.partial`` (made if new) for the command to work in; when the block succeeds it replaces ``out`` in
     one rename. An error of a ``keep_on`` type (an interruption whose checkpoints the same command resumes from)
-    leaves ``OUT.partial`` as it is; any other error removes it if this call made it (with the parent folders
-    made for it), so that no partial output is left; so does a ``keep_on`` error before anything was written to it
-    (nothing to resume, folders without a file at most: a run that diverged at step 2 left an empty ``OUT.partial``,
-    which the next run refused). A
-    kill leaves ``OUT.partial`` too: the next run resumes it."""
+    leaves ``OUT.partial`` as it is where it is ``resumable`` (what :func:`check_partial_folder` takes: by default,
+    any file written); any other error removes it if this call made it (with the parent folders made for it), so
+    that no partial output is left; so does a ``keep_on`` error before it held anything to resume (a run that
+    diverged at step 2 left an empty ``OUT.partial``, and a Ctrl-C of a toy without checkpoints one with its figures,
+    both of which the next run refused). A kill leaves ``OUT.partial`` too, marked (:data:`UNFINISHED_MARK`): the
+    next run takes it again."""
     partial = partial_folder(out)
     made = [p for p in (partial, *partial.parents) if not p.exists()]
-    partial.mkdir(parents=True, exist_ok=True)
     try:
+        partial.mkdir(parents=True, exist_ok=True)
+        if made:
+            (partial / UNFINISHED_MARK).touch()
         yield partial
     except keep_on:
-        if made and partial.is_dir() and not any(path.is_file() for path in partial.rglob("*")):
+        if made and not (partial.is_dir() and resumable(partial)):
             shutil.rmtree(made[-1], ignore_errors=True)
         raise
     except BaseException:
         if made:
             shutil.rmtree(made[-1], ignore_errors=True)
         raise
+    (partial / UNFINISHED_MARK).unlink(missing_ok=True)
     replace_directory(partial, out)

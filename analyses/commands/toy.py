@@ -99,7 +99,8 @@ def run(args: argparse.Namespace) -> int:
     # The run works in OUT.partial and replaces OUT in one rename when it is done. Bad input found during the
     # run (or any other error) takes back OUT.partial if this command made it; a run stopped by SIGTERM, Ctrl-C
     # or divergence keeps it with its checkpoints, and so does a kill: the same command resumes from them.
-    with written_resumably(out, keep_on=(TrainingDiverged, TrainingInterrupted, KeyboardInterrupt)) as work:
+    with written_resumably(out, keep_on=(TrainingDiverged, TrainingInterrupted, KeyboardInterrupt),
+                           resumable=_is_toy_folder) as work:
         result = run_with_seeds(args.experiment, config, work, n_seeds=args.seeds, progress=not args.no_progress)
     shown = {k: v for k, v in records.dump(result).items() if not isinstance(v, (dict, list, tuple))}
     for key, value in shown.items():

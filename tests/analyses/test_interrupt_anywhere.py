@@ -26,6 +26,7 @@ LM = ["--steps", "6", "--set", "vocab=10", "--set", "seq_len=16", "--set", "batc
 TOY_SERIES = ["data.seq_len=20", "standard_train.n_steps=12", "eval_every=6", "n_val=16", "probe_sequences=16",
               "standard.d_model=16", "eval_seq_lens=(10,)", "eval_alphas=(1.0,)", "n_train=32", "series_checkpoints=4",
               "checkpoint_every=4"]
+TOY_SCANSNAP = ["train.n_steps=20", "eval_sequences=16", "standard.n_steps=5", "standard.d_model=8"]
 RESUME = "mechprobe: interrupted; run the same command again to resume\n"
 ONCE = "mechprobe: interrupted\n"
 # what differs between a resumed run and an uninterrupted one by design: timings, which checkpoints were measured now
@@ -49,6 +50,8 @@ COMMANDS: dict[str, tuple[Callable[[Path, Path], list[str]], str]] = {
                  RESUME),
     "toy-series": (lambda inputs, out: ["toy", "induction", "--preset", "standard", "--out", str(out), "--no-progress",
                                         *(arg for item in TOY_SERIES for arg in ("--set", item))], RESUME),
+    "toy-scansnap": (lambda inputs, out: ["toy", "scansnap", "--out", str(out), "--no-progress",
+                                          *(arg for item in TOY_SCANSNAP for arg in ("--set", item))], RESUME),
     "ablate": (lambda inputs, out: ["ablate", "--model", str(inputs / "model"), "--top", "induction:2", "--out",
                                     str(out), "--batch-size", "2", "--no-progress"], ONCE),
 }
@@ -121,7 +124,7 @@ def all_points(name: str, references) -> list[int]:
     return list(range(1, len(references[name][0]) + 1))
 
 
-@pytest.mark.parametrize("name", ["dynamics", "train-lm"])  # resumed in place; ablate's folder is renamed whole
+@pytest.mark.parametrize("name", ["dynamics", "train-lm", "toy-scansnap"])  # resumed; ablate's is renamed whole
 def test_a_ctrl_c_at_a_sample_of_calls_is_one_line_and_the_same_command_finishes_the_run(name, inputs, references,
                                                                                           tmp_path):
     for n in sample(references[name][0]):
@@ -170,3 +173,20 @@ def test_a_ctrl_c_while_the_dynamics_figure_is_saved_leaves_no_summary_and_no_ha
     monkeypatch.undo()
     assert run(main, command)[0] == 0
     assert (tmp_path / "out" / "summary.json").is_file()
+
+
+def test_a_toy_killed_before_its_first_checkpoint_is_taken_again_by_the_same_command(inputs, tmp_path, monkeypatch):
+    """A kill (the out-of-memory killer, SIGKILL) leaves OUT.partial as it was, here with a scansnap toy's model and
+    figures but no checkpoint: the same command refused it as 'not an unfinished run of this command'; it is marked
+    as this command's unfinished run and taken again."""
+    import analyses.output_paths as output_paths
+
+    command = COMMANDS["toy-scansnap"][0](inputs, tmp_path / "out")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(output_paths.shutil, "rmtree", lambda *args, **kwargs: None)  # nothing cleaned up: a kill
+        patch.setattr(output_paths, "replace_directory", lambda *args: (_ for _ in ()).throw(KeyboardInterrupt))
+        assert run(main, command)[0] == 130
+    assert (tmp_path / "out.partial" / "model.json").is_file() and not (tmp_path / "out").exists()
+    assert run(main, command)[0] == 0
+    assert not (tmp_path / "out.partial").exists() and (tmp_path / "out" / "summary.json").is_file()
+    assert not (tmp_path / "out" / output_paths.UNFINISHED_MARK).exists()
