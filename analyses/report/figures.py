@@ -13,6 +13,7 @@ import numpy as np
 from torch import Tensor
 
 from analyses.plot_backend import use_file_backend
+from probes.core.atomic import atomic_file
 
 use_file_backend()
 
@@ -38,7 +39,8 @@ def layer_head_heatmaps(tables: Mapping[str, Tensor], path: Path, *, title: str,
         fig.colorbar(image, ax=ax, label=colorbar)
     fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    with atomic_file(path) as tmp:  # render redraws it in the user's report: never half a figure
+        fig.savefig(tmp, dpi=90)
     plt.close(fig)
     return path
 
@@ -64,7 +66,8 @@ def paired_bars(groups: Mapping[str, Mapping[str, float]], path: Path, *, title:
     ax.set_title(title)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    with atomic_file(path) as tmp:  # render redraws it in the user's report: never half a figure
+        fig.savefig(tmp, dpi=90)
     plt.close(fig)
     return path
 
@@ -138,7 +141,8 @@ def forest_plot(rows: Sequence[ForestRow], path: Path) -> Path:
         ax.tick_params(axis="x", labelsize=8)
         ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    with atomic_file(path) as tmp:  # render redraws it in the user's report: never half a figure
+        fig.savefig(tmp, dpi=90)
     plt.close(fig)
     return path
 
@@ -187,6 +191,7 @@ def null_strips(panels: Mapping[str, Sequence[NullStripRow]], path: Path, *, xla
         ax.grid(axis="x", alpha=0.3)
     axes[-1, 0].set_xlabel(xlabel, fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    with atomic_file(path) as tmp:  # render redraws it in the user's report: never half a figure
+        fig.savefig(tmp, dpi=90)
     plt.close(fig)
     return path

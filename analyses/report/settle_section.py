@@ -13,6 +13,7 @@ import matplotlib.pyplot as plt
 from analyses.plot_backend import use_file_backend
 from analyses.pretrained.settled import SettledFinding
 from analyses.report.document import Figure, Section, Table
+from probes.core.atomic import atomic_file
 
 if TYPE_CHECKING:
     from analyses.pretrained.measure import PretrainedRun
@@ -38,7 +39,8 @@ def _narrowing_plot(settled: Mapping[str, Mapping[str, SettledFinding]], path: P
         ax.set_title(f"{model}: {finding.name.replace('_', ' ')}\n{finding.verdict}", fontsize=8)
     axes[0][0].legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    with atomic_file(path) as tmp:  # render redraws it in the user's report: never half a figure
+        fig.savefig(tmp, dpi=90)
     plt.close(fig)
     return path
 

@@ -221,3 +221,26 @@ def test_a_deleted_folder_or_figure_is_refused_not_drawn_without(saved_report, t
         damaged = folder / part.relative_to(saved_report)
         delete(damaged)
         assert_render_refuses(folder, damaged, "deleted", capsys)
+
+
+@pytest.mark.slow
+def test_a_ctrl_c_while_render_draws_a_figure_leaves_every_figure_whole(saved_report, tmp_path, monkeypatch, capsys):
+    """render redraws the figures in the user's report folder: a Ctrl-C while one was saved left half a PNG there
+    (issue 45); each is now renamed into place, so every figure stays as it was, and render again finishes."""
+    from matplotlib.figure import Figure
+
+    folder = copy_report(saved_report, tmp_path)
+    figures = {path: path.read_bytes() for path in folder.rglob("*.png")}
+    real = Figure.savefig
+
+    def half_then_interrupted(self, path, **kwargs):
+        Path(path).write_bytes(b"\x89PNG\r\n\x1a\n")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Figure, "savefig", half_then_interrupted)
+    assert main(["render", str(folder)]) == 130
+    assert capsys.readouterr().err == "mechprobe: interrupted\n"
+    assert {path: path.read_bytes() for path in folder.rglob("*.png")} == figures
+    assert not [path for path in folder.rglob("*") if ".tmp" in path.name]
+    monkeypatch.setattr(Figure, "savefig", real)
+    assert main(["render", str(folder)]) == 0
