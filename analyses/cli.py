@@ -9,6 +9,7 @@ import logging
 import signal
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import probes
 from analyses.circuit.command import CIRCUIT
@@ -22,6 +23,7 @@ from analyses.commands.report import REPORT
 from analyses.commands.toy import TOY
 from analyses.dynamics.cli_commands import DYNAMICS, TRAIN_LM
 from analyses.plan.command import PLAN
+from mechprobe.errors import Terminated, terminate_as_interrupt
 from probes.core.errors import MechprobeError
 from probes.core.out_of_memory import size_refusal
 from toymodels.errors import TrainingInterrupted
@@ -108,6 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()  # the "Loading weights" bars too
+    terminated = _sigterm_as_interrupt()
     try:
         return command.run(args)
     except TrainingInterrupted as error:
@@ -127,12 +130,29 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"mechprobe: error: {refusal}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as error:
         if args.debug:
             raise
         resumes = command.resumes  # their stopped runs are kept for the same command to resume
-        print(f"mechprobe: interrupted{'; run the same command again to resume' if resumes else ''}", file=sys.stderr)
-        return 130
+        stopped = "terminated" if isinstance(error, Terminated) else "interrupted"
+        print(f"mechprobe: {stopped}{'; run the same command again to resume' if resumes else ''}", file=sys.stderr)
+        return 128 + signal.SIGTERM if isinstance(error, Terminated) else 130
+    finally:
+        if terminated is not None:
+            signal.signal(signal.SIGTERM, terminated)
+
+
+def _sigterm_as_interrupt() -> Any:
+    """SIGTERM raises :class:`~mechprobe.errors.Terminated` (a KeyboardInterrupt) while the command runs, so that it
+    cleans up as after a Ctrl-C (issue 45: a SIGTERM of report left its half-written temporary folder, without a
+    line); installed in the main thread where SIGTERM has its default action. Returns the handler to put back
+    (None: not installed)."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread() or (
+            signal.getsignal(signal.SIGTERM) != signal.SIG_DFL):
+        return None
+    return signal.signal(signal.SIGTERM, terminate_as_interrupt)
 
 
 if __name__ == "__main__":

@@ -50,3 +50,15 @@ class TrainingInterrupted(MechprobeError, RuntimeError):
 
 class RecordError(InputError):
     """A saved document does not hold the record it should: a key unknown or missing, a value of the wrong type."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``kill``, ``timeout``, a job scheduler) taken as a Ctrl-C while a ``mechprobe`` command runs
+    (:func:`terminate_as_interrupt`): what the command was writing is cleaned up or kept to resume as after a Ctrl-C,
+    and it exits 143 in one line."""
+
+
+def terminate_as_interrupt(signum: int, frame: object) -> None:
+    """The SIGTERM handler of a running command: raise :class:`Terminated`. Toy training replaces it while it
+    trains, to save the current step first (:class:`toymodels.training.Checkpointer`), and puts it back."""
+    raise Terminated

@@ -50,16 +50,20 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return kinds
 
 
-def interrupted_at(monkeypatch: pytest.MonkeyPatch, n: int) -> list[str]:
-    """A KeyboardInterrupt at the Nth call (once); the list returned holds its kind once it was raised (a run can
-    make fewer calls than the one counted: a cache made once per process)."""
+def _ctrl_c() -> None:
+    raise KeyboardInterrupt
+
+
+def interrupted_at(monkeypatch: pytest.MonkeyPatch, n: int, stop: Callable[[], None] = _ctrl_c) -> list[str]:
+    """A KeyboardInterrupt at the Nth call (once; or what ``stop`` does, e.g. raise SIGTERM); the list returned
+    holds its kind once it was raised (a run can make fewer calls than the one counted: a cache made once)."""
     calls, fired = [0], []
 
     def hit(kind: str) -> None:
         calls[0] += 1
         if calls[0] == n:
             fired.append(kind)
-            raise KeyboardInterrupt
+            stop()
     _install(monkeypatch, hit)
     return fired
 

@@ -37,7 +37,7 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from mechprobe import records
-from mechprobe.errors import RecordError
+from mechprobe.errors import RecordError, terminate_as_interrupt
 from toymodels.errors import CheckpointError, ToyConfigError, TrainingDiverged, TrainingInterrupted
 
 log = logging.getLogger(__name__)
@@ -344,8 +344,9 @@ def _one_line(error: BaseException) -> str:
 class _SigtermStop:
     """While active, SIGTERM only sets ``requested``; the loop then saves, and stops.
 
-    Installed only in the main thread and only where SIGTERM still has its default action (an
-    application's own handler is left alone). A SIGTERM that arrives after the loop's last check
+    Installed only in the main thread and only where SIGTERM still has its default action or the ``mechprobe``
+    command's (:func:`mechprobe.errors.terminate_as_interrupt`; another application's own handler is left alone).
+    A SIGTERM that arrives after the loop's last check
     is re-delivered with the default action on exit, so the process still ends.
     """
 
@@ -359,7 +360,7 @@ class _SigtermStop:
 
     def __enter__(self) -> _SigtermStop:
         if (self.enabled and threading.current_thread() is threading.main_thread()
-                and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL):
+                and signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, terminate_as_interrupt)):
             self._previous = signal.signal(signal.SIGTERM, self._handle)
         return self
 

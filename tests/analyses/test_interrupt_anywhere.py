@@ -190,3 +190,28 @@ def test_a_toy_killed_before_its_first_checkpoint_is_taken_again_by_the_same_com
     assert run(main, command)[0] == 0
     assert not (tmp_path / "out.partial").exists() and (tmp_path / "out" / "summary.json").is_file()
     assert not (tmp_path / "out" / output_paths.UNFINISHED_MARK).exists()
+
+
+@pytest.mark.parametrize("name", ["ablate"])
+def test_a_sigterm_midway_is_one_line_and_exit_143_and_leaves_nothing_half_written(name, inputs, references,
+                                                                                   tmp_path):
+    """SIGTERM (kill, timeout, a scheduler) while a command measures: it ended the process at once, without a line,
+    leaving report's, ablate's or circuit's half-written temporary folder (.OUT.XXXX.tmp); it is now taken as a
+    Ctrl-C (mechprobe.errors.Terminated): cleaned up, or kept to resume, and one line, exit 143."""
+    import signal
+
+    def sigterm() -> None:
+        if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:  # it would end this test process, as it did the command
+            raise AssertionError("SIGTERM has its default action while the command runs: it ends at once")
+        signal.raise_signal(signal.SIGTERM)
+
+    kinds = references[name][0]
+    forwards = [index for index, kind in enumerate(kinds, 1) if kind == "forward"]
+    with pytest.MonkeyPatch.context() as patch:
+        interrupted_at(patch, forwards[len(forwards) // 2], sigterm)
+        code, stderr = run(main, COMMANDS[name][0](inputs, tmp_path / "out"))
+    assert (code, stderr) == (143, COMMANDS[name][1].replace("interrupted", "terminated"))
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # put back
+    assert not [path for path in tmp_path.rglob("*") if ".tmp" in path.name]
+    assert run(main, COMMANDS[name][0](inputs, tmp_path / "out"))[0] == 0
+    assert results(tmp_path / "out") == references[name][1]
