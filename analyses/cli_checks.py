@@ -230,8 +230,9 @@ def script_main(main: F) -> F:
         except subprocess.CalledProcessError as error:  # a step run as a child process
             print(f"{Path(sys.argv[0]).name}: error: {_child_failure(error)}", file=sys.stderr)
             raise SystemExit(2) from None
-        except KeyboardInterrupt:  # Ctrl-C: one line and exit 130, as mechprobe's (a child process gets it too)
-            print(f"{Path(sys.argv[0]).name}: interrupted", file=sys.stderr)
+        except KeyboardInterrupt as error:  # Ctrl-C: one line and exit 130, as mechprobe's (a child process too)
+            kept = f"; {error}" if str(error) else ""  # what the script kept of the run (gpu_check's finished parts)
+            print(f"{Path(sys.argv[0]).name}: interrupted{kept}", file=sys.stderr)
             raise SystemExit(130) from None
 
     return run  # type: ignore[return-value]

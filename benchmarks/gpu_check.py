@@ -158,17 +158,28 @@ def skipped(part: Part, why: str) -> dict[str, Any]:
             "numbers": {}, "why": why}
 
 
-def run_parts(parts: list[Part], budget_s: float, work: Path, env: dict[str, str]) -> list[dict[str, Any]]:
-    """Run ``parts`` in order within ``budget_s`` seconds in all, each within its own budget."""
+def run_parts(parts: list[Part], budget_s: float, work: Path, env: dict[str, str], keep: Path | None = None
+              ) -> list[dict[str, Any]]:
+    """Run ``parts`` in order within ``budget_s`` seconds in all, each within its own budget. A Ctrl-C or SIGTERM
+    after a part ran writes the rows of those that ran to ``keep`` (not ``--out``: not a finished run; not in
+    ``--work``, which the next run replaces) and says so in the interrupt's line."""
     deadline = time.perf_counter() + budget_s
-    rows = []
-    for part in parts:
-        left = deadline - time.perf_counter()
-        if left < MIN_START_S or (part.needs_whole_budget and left < part.budget_s):
-            rows.append(skipped(part, f"{left:.0f} s of the {budget_s:.0f} s budget left"))
-            continue
-        rows.append(run_part(part, min(part.budget_s, left), work, env))
-        print(f"{part.name}: {rows[-1]['status']} in {rows[-1]['seconds']:.0f} s", flush=True)
+    rows: list[dict[str, Any]] = []
+    try:
+        for part in parts:
+            left = deadline - time.perf_counter()
+            if left < MIN_START_S or (part.needs_whole_budget and left < part.budget_s):
+                rows.append(skipped(part, f"{left:.0f} s of the {budget_s:.0f} s budget left"))
+                continue
+            rows.append(run_part(part, min(part.budget_s, left), work, env))
+            print(f"{part.name}: {rows[-1]['status']} in {rows[-1]['seconds']:.0f} s", flush=True)
+    except KeyboardInterrupt:
+        ran = [row for row in rows if row["status"] != "skipped"]
+        if keep is None or not ran:
+            raise
+        write_output_file(keep, json.dumps({"interrupted": True, "all_passed": False, "parts": rows}, indent=1))
+        raise KeyboardInterrupt(f"the rows of the {len(ran)} part(s) that ran are kept in {keep}; run the same "
+                                f"command again for the whole check") from None
     return rows
 
 
@@ -572,7 +583,8 @@ def main(argv: list[str] | None = None) -> int:
     meta = {"device": args.device, "quick": args.quick, "budget_s": args.budget, "python": sys.version.split()[0],
             "started": time.strftime("%Y-%m-%d %H:%M:%S"), "work": str(work)}
     start = time.perf_counter()
-    rows = run_parts(build_parts(args, work), args.budget, work, env)
+    rows = run_parts(build_parts(args, work), args.budget, work, env,
+                     keep=args.out.with_name(f"{args.out.stem}.interrupted.json"))
     meta["seconds"] = round(time.perf_counter() - start, 1)
     summary = summarise(rows, meta, args.out, keep=work / "gpu_check.json")
     return 0 if summary["all_passed"] else 1

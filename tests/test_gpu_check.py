@@ -332,3 +332,37 @@ def test_an_out_that_is_a_file_of_configs_is_refused_before_it_is_replaced(gpu_c
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and f"--out {config} is a file of --configs" in err and err.count("\n") == 1, err
     assert config.read_text() == '{"model_type": "llama"}' and not (tmp_path / "w").exists()
+
+
+def test_a_ctrl_c_after_a_part_ran_keeps_the_rows_of_the_parts_that_ran(gpu_check, tmp_path, monkeypatch):
+    """A Ctrl-C of gpu_check after parts ran lost their rows (nothing written; the next run replaces --work whole):
+    they are kept beside --out, in a file not taken for a finished run, and the interrupt's line says where."""
+    parts = [gpu_check.Part(name, ["true"], 60, gpu_check.read_nothing) for name in ("first", "second")]
+
+    def run_part(part, budget, work, env):
+        if part.name == "second":
+            raise KeyboardInterrupt
+        return {"part": part.name, "status": "passed", "seconds": 1.0, "budget_s": 60, "returncode": 0, "numbers": {}}
+
+    monkeypatch.setattr(gpu_check, "run_part", run_part)
+    keep = tmp_path / "gpu_check.interrupted.json"
+    with pytest.raises(KeyboardInterrupt, match=f"1 part.s. that ran are kept in {keep}"):
+        gpu_check.run_parts(parts, 600, tmp_path / "work", {}, keep=keep)
+    kept = json.loads(keep.read_text())
+    assert kept["interrupted"] is True and [row["part"] for row in kept["parts"]] == ["first"]
+
+
+def test_the_interrupt_line_says_what_the_script_kept(monkeypatch, capsys):
+    from analyses.cli_checks import script_main
+
+    monkeypatch.setattr(sys, "argv", ["gpu_check.py"])
+
+    @script_main
+    def interrupted() -> int:
+        raise KeyboardInterrupt("the rows of the 1 part(s) that ran are kept in x.interrupted.json")
+
+    with pytest.raises(SystemExit) as exit_:
+        interrupted()
+    assert exit_.value.code == 130
+    assert capsys.readouterr().err == ("gpu_check.py: interrupted; the rows of the 1 part(s) that ran are kept in "
+                                       "x.interrupted.json\n")
