@@ -106,12 +106,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
     command = next(command for command in COMMANDS if command.name == args.command)
-    if getattr(args, "no_progress", False) and command.hub_bars:
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()  # the "Loading weights" bars too
     terminated = _sigterm_as_interrupt()
     try:
+        if getattr(args, "no_progress", False) and command.hub_bars:  # an import of seconds: a Ctrl-C is one line
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()  # the "Loading weights" bars too
         return command.run(args)
     except TrainingInterrupted as error:
         if args.debug:

@@ -66,3 +66,20 @@ def test_a_real_ctrl_c_a_second_after_the_start_prints_no_traceback():
     assert "Traceback" not in stderr, stderr
     assert (process.returncode, stderr) == (130, INTERRUPTED + "\n") or (process.returncode, stdout.split()[0]) == (
         0, "mechprobe"), (process.returncode, stdout, stderr)
+
+
+def test_an_interrupt_while_the_hub_progress_bars_are_turned_off_is_one_line(monkeypatch, capsys):
+    """``--no-progress`` of a command that loads models imports transformers' logging first (seconds, where
+    nothing imported it yet): a Ctrl-C then was a KeyboardInterrupt traceback, outside the command's own handling
+    (issue 45)."""
+    from transformers.utils import logging as hf_logging
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(hf_logging, "disable_progress_bar", interrupted)
+    try:
+        code = cli.main(["dynamics", "--model", "nowhere", "--out", "nowhere-out", "--no-progress"])
+    except KeyboardInterrupt:
+        pytest.fail("the interrupt left main as a KeyboardInterrupt (a traceback at the console)")
+    assert (code, capsys.readouterr().err) == (130, "mechprobe: interrupted; run the same command again to resume\n")
