@@ -2,7 +2,8 @@
 a forward pass: :mod:`tests.interrupt_points`), for every N of an uninterrupted run: one line and exit 130, nothing
 of the user's changed, and the same command then finishes with the results of an uninterrupted run (issue 45:
 every run can be rerun or resumed with the command it printed, whatever stopped it). The default suite tries a
-sample of N (the first call of each kind, the middle and the last); the slow test every N."""
+sample of N (the first call of each kind, the middle and the last); the exhaustive test (``make test-exhaustive``,
+which CI runs) every N."""
 
 from __future__ import annotations
 
@@ -148,6 +149,7 @@ def test_a_ctrl_c_while_the_toy_series_first_step_is_saved_is_resumed_by_the_sam
 
 
 @pytest.mark.slow
+@pytest.mark.exhaustive
 @pytest.mark.parametrize("name", list(COMMANDS))
 def test_a_ctrl_c_at_every_call_is_one_line_and_the_same_command_finishes_the_run(name, inputs, references,
                                                                                    tmp_path):
