@@ -68,6 +68,18 @@ def interrupted_at(monkeypatch: pytest.MonkeyPatch, n: int, stop: Callable[[], N
     return fired
 
 
+def raising_at(n: int, calls: list[str], name: str, real: Callable) -> Callable:
+    """``real``, each call recorded as ``name`` in ``calls`` (shared by the wrapped functions); the call that makes
+    ``calls`` ``n`` long raises KeyboardInterrupt instead, as a Ctrl-C there would (one function's own Nth call:
+    :func:`interrupted_at` counts every stage of a command)."""
+    def call(*args, **kwargs):
+        calls.append(name)
+        if len(calls) == n:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+    return call
+
+
 def sample(kinds: Sequence[str]) -> list[int]:
     """The Ns of the default suite (1-based): the first rename (the first file written), the middle call and the
     last rename (the output put in place)."""

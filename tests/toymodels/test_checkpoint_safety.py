@@ -17,6 +17,7 @@ from safetensors.torch import save as save_safetensors
 from torch import nn
 
 from analyses.cli import main
+from tests.interrupt_points import raising_at
 from toymodels.errors import CheckpointError, TrainingDiverged, TrainingInterrupted
 from toymodels.topic.model import TopicModel, TopicModelConfig
 from toymodels.training import Checkpointer, History, _all_finite, train
@@ -255,15 +256,7 @@ def test_a_ctrl_c_at_any_os_call_of_a_save_leaves_a_whole_checkpoint_in_force(tm
     class Os:
         def __getattr__(self, name):
             real = getattr(os, name)
-            if name not in ("fsync", "replace", "open", "close"):
-                return real
-
-            def call(*args, **kwargs):
-                calls.append(name)
-                if len(calls) == n:
-                    raise KeyboardInterrupt
-                return real(*args, **kwargs)
-            return call
+            return raising_at(n, calls, name, real) if name in ("fsync", "replace", "open", "close") else real
 
     monkeypatch.setattr(training, "os", Os())
     model, optimizers, generator = setup()

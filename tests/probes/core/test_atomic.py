@@ -11,6 +11,7 @@ import pytest
 
 import probes.core.atomic as atomic
 from probes.core.atomic import atomic_directory
+from tests.interrupt_points import raising_at
 
 
 def write(folder: Path, text: str) -> None:
@@ -30,19 +31,10 @@ def test_a_ctrl_c_at_any_call_of_a_folder_replacement_keeps_one_whole_folder(tmp
     out = tmp_path / "out"
     write(out, "earlier")
     calls: list[str] = []
-
-    def interrupted_at_n(name, real):
-        def call(*args, **kwargs):
-            calls.append(name)
-            if len(calls) == n:
-                raise KeyboardInterrupt
-            return real(*args, **kwargs)
-        return call
-
     with pytest.raises(KeyboardInterrupt), atomic_directory(out) as tmp:
         write(tmp, "new")
-        monkeypatch.setattr(atomic.os, "replace", interrupted_at_n("replace", atomic.os.replace))
-        monkeypatch.setattr(atomic.shutil, "rmtree", interrupted_at_n("rmtree", atomic.shutil.rmtree))
+        monkeypatch.setattr(atomic.os, "replace", raising_at(n, calls, "replace", atomic.os.replace))
+        monkeypatch.setattr(atomic.shutil, "rmtree", raising_at(n, calls, "rmtree", atomic.shutil.rmtree))
     monkeypatch.undo()
     assert contents(out) == dict.fromkeys(["a.txt", "sub/b.txt"], "earlier" if n < 3 else "new")
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
