@@ -32,7 +32,7 @@ from mechprobe import records
 from mechprobe.errors import RecordError
 from probes.core.checkpoint_series import MANIFEST
 from probes.core.errors import ConfigError, ModelError
-from probes.core.loading import check_model_path, load_model
+from probes.core.loading import check_model_path, load_model, non_finite_parameter
 from probes.core.model_kind import HookedModel
 from toymodels.standard import StandardModelConfig, build_standard_model
 
@@ -127,7 +127,7 @@ def _loaded(model: Any, folder: Path, saved: ModelFile, run_config: Any, device:
     except Exception as error:  # safetensors/torch raise several types for a damaged or foreign file
         raise ModelError(f"{weights} does not hold this {saved.model_class}'s weights ({type(error).__name__}): it "
                          f"is damaged or from another run. {rerun}") from None
-    broken = next((name for name, weight in model.named_parameters() if not bool(torch.isfinite(weight).all())), None)
+    broken = non_finite_parameter(model)
     if broken is not None:  # every probe of it would read NaN
         raise ModelError(f"{weights}: {broken} holds NaN or infinite values: the file is damaged, or its run "
                          f"diverged. {rerun}")

@@ -251,6 +251,23 @@ def _is_network_failure(error: BaseException) -> bool:
     return False
 
 
+def non_finite_parameter(model: Any) -> str | None:
+    """The name of the first parameter of ``model`` holding a NaN or an infinity, as its checkpoint names it (a
+    bridge's wrapping ``_original_component.`` left out); None when every one is finite."""
+    return next((name.replace("_original_component.", "") for name, weight in model.named_parameters()
+                 if weight.is_floating_point() and not bool(torch.isfinite(weight).all())), None)
+
+
+def _finite(model: Any, spec: str) -> Any:
+    """``model``, loaded from the local checkpoint ``spec``, refused if a parameter is not finite (every probe of it
+    would read NaN, and a head score of nan would be ranked)."""
+    broken = non_finite_parameter(model)
+    if broken is not None:
+        raise ModelError(f"{spec}: its parameter {broken} holds NaN or infinite values: the checkpoint is damaged, "
+                         f"or the training that saved it diverged; give another checkpoint.")
+    return model
+
+
 def check_model_path(spec: str) -> None:
     """Where ``spec`` is a local folder or file, that it is one :func:`load_model` reads (a Hugging Face checkpoint
     folder, a TransformerLens checkpoint folder or file), else the :class:`ModelError` load_model gives, without
@@ -319,10 +336,10 @@ def load_model(
     check_model_path(text)
     if path.is_dir():
         if is_tl_folder(path):
-            return load_hooked_checkpoint(path, device=device, dtype=dtype)
-        return _boot_folder(path, device, dtype, trust_remote_code)
+            return _finite(load_hooked_checkpoint(path, device=device, dtype=dtype), text)
+        return _finite(_boot_folder(path, device, dtype, trust_remote_code), text)
     if path.is_file():
-        return load_hooked_checkpoint(path, device=device, dtype=dtype)
+        return _finite(load_hooked_checkpoint(path, device=device, dtype=dtype), text)
     if "@" in text:
         split_checkpoint(text)  # a bad checkpoint suffix (@checkpoint_value=1.5) is named as such, not as a path
     if path.suffix or text.startswith((".", "/", "~")) or (os.sep in text and text.count("/") > 1):

@@ -38,6 +38,29 @@ def test_a_relative_folder_named_like_a_transformer_lens_alias_loads_the_folder(
     assert model.cfg.d_model == 64 and model.cfg.n_layers == 2 and model.cfg.model_name == name
 
 
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_a_checkpoint_with_a_weight_that_is_not_finite_is_refused_naming_it(tmp_path, value, capsys):
+    """A Hugging Face folder whose weights hold a NaN loaded, and ``heads`` ranked heads of score nan (issue 45,
+    inputs read): the load now refuses it in one line naming the parameter as the checkpoint names it."""
+    from safetensors.torch import load_file, save_file
+
+    from analyses.cli import main
+    from tests.random_checkpoints import make_random_checkpoint
+
+    folder = make_random_checkpoint("llama", tmp_path / "llama")
+    assert probes.load_model(str(folder)) is not None  # the same folder, undamaged, loads
+    weights = load_file(folder / "model.safetensors")
+    weights["model.layers.1.self_attn.q_proj.weight"][0, 0] = value
+    save_file(weights, folder / "model.safetensors")
+    with pytest.raises(ModelError, match=r"its parameter model\.layers\.1\.self_attn\.q_proj\.weight holds NaN or "
+                                         r"infinite values: the checkpoint is damaged"):
+        probes.load_model(str(folder))
+    capsys.readouterr()  # the loads' progress bars
+    assert main(["heads", "--model", str(folder), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"mechprobe: error: {folder}: its parameter model.layers.1"), err
+
+
 def test_folder_without_config(tmp_path):
     with pytest.raises(ModelError, match=re.escape("config.json")):
         probes.load_model(tmp_path)
