@@ -54,8 +54,9 @@ lint: install
 test: install $(TL3)/.installed
 	$(PYTEST) -m "not exhaustive"
 
+# Test by test, not file by file (--dist load): the interrupt test's commands, each a few minutes, share workers.
 test-exhaustive: install
-	$(PYTEST) -m exhaustive
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist load -m exhaustive
 
 test-fast: install
 	$(PYTEST)
