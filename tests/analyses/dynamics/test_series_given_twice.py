@@ -5,6 +5,7 @@ slash, relative and absolute, a symlink) or hub series (the revisions in another
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -12,6 +13,7 @@ import pytest
 
 from analyses.dynamics.cli_commands import compared_series as _REAL_COMPARED
 from tests.analyses.test_cli_fuzz import run, snapshot
+from tests.random_checkpoints import make_random_checkpoint
 
 
 class Worked(Exception):
@@ -22,14 +24,20 @@ def _work(*args: object, **kwargs: object) -> None:
     raise Worked
 
 
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory) -> Path:
+    """A tiny random-weight checkpoint folder, copied as each step (every step is checked before any is measured)."""
+    return make_random_checkpoint("llama", tmp_path_factory.mktemp("checkpoint") / "llama")
+
+
 @pytest.fixture
-def place(tmp_path, monkeypatch) -> Path:
+def place(tmp_path, monkeypatch, checkpoint) -> Path:
     """A working folder holding two series folders (``lm``, ``lm2``: two step folders each), two dynamics folders
     and a symlink to the first; the compared folders are not read, and the measuring and the report stop before any
     work."""
     for series in ("lm", "lm2"):
         for step in (0, 10):
-            (tmp_path / series / f"step_{step}").mkdir(parents=True)
+            shutil.copytree(checkpoint, tmp_path / series / f"step_{step}")
     for name in ("dyn", "other"):
         (tmp_path / name / "checkpoints").mkdir(parents=True)
     (tmp_path / "link").symlink_to(tmp_path / "dyn")
