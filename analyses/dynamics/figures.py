@@ -10,8 +10,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from probes.core.atomic import atomic_file
-
 if TYPE_CHECKING:
     from analyses.curve_series import CurveSeries
     from analyses.dynamics.summary import DynamicsSummary
@@ -36,7 +34,7 @@ SHARED_CURVES = tuple(c for curves in SHARED_COLUMNS.values() for c in curves)
 def plot_dynamics(summary: DynamicsSummary, path: Path) -> Path:
     """The curves against ``log(1 + step)``: head scores on one panel, loss gains on the other, each event's step
     (dashed: holds; dotted: does not) and interval (shaded) marked."""
-    from analyses.plot_backend import use_file_backend
+    from analyses.plot_backend import save_figure, use_file_backend
 
     use_file_backend()
     import matplotlib.pyplot as plt
@@ -60,10 +58,7 @@ def plot_dynamics(summary: DynamicsSummary, path: Path) -> Path:
         axis.legend(fontsize=8)
     figure.suptitle(f"{summary.series}: events dashed when they hold, intervals shaded")
     figure.tight_layout()
-    with atomic_file(path) as tmp:  # written in place in OUT: never half a figure there
-        figure.savefig(tmp, dpi=110)
-    plt.close(figure)
-    return path
+    return save_figure(figure, path, dpi=110)
 
 
 
@@ -77,7 +72,7 @@ def plot_series_together(summaries: Mapping[str, DynamicsSummary | CurveSeries],
     Top row: against the fraction of training (step / last step); bottom row: against tokens seen (log; steps
     where a series does not know its tokens). Each event is marked where it crosses its level: a filled dot when
     it holds, an open one when not."""
-    from analyses.plot_backend import use_file_backend
+    from analyses.plot_backend import save_figure, use_file_backend
 
     use_file_backend()
     import matplotlib.pyplot as plt
@@ -115,7 +110,4 @@ def plot_series_together(summaries: Mapping[str, DynamicsSummary | CurveSeries],
                 axes[row][column].legend(fontsize=7)
     figure.suptitle("checkpoint series on one axis; events: filled dot when it holds, open when not")
     figure.tight_layout()
-    with atomic_file(path) as tmp:  # written in place in OUT: never half a figure there
-        figure.savefig(tmp, dpi=110)
-    plt.close(figure)
-    return path
+    return save_figure(figure, path, dpi=110)

@@ -11,8 +11,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.ticker import MaxNLocator
 
-from analyses.plot_backend import use_file_backend
-from probes.core.atomic import atomic_file
+from analyses.plot_backend import save_figure, use_file_backend
 from probes.linear.probe import LinearProbeScores
 
 use_file_backend()
@@ -54,7 +53,4 @@ def gain_curves(runs: Mapping[str, LinearProbeScores], path: Path, *, control_su
         ax.legend(fontsize=7)
     axes[0][0].set_ylabel("gain (accuracy - baseline)")
     fig.tight_layout()
-    with atomic_file(path) as tmp:  # render redraws it in the user's report: never half a figure
-        fig.savefig(tmp, dpi=90)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=90)

@@ -12,8 +12,7 @@ import matplotlib.ticker
 import numpy as np
 from torch import Tensor
 
-from analyses.plot_backend import use_file_backend
-from probes.core.atomic import atomic_file
+from analyses.plot_backend import save_figure, use_file_backend
 
 use_file_backend()
 
@@ -39,10 +38,7 @@ def layer_head_heatmaps(tables: Mapping[str, Tensor], path: Path, *, title: str,
         fig.colorbar(image, ax=ax, label=colorbar)
     fig.suptitle(title)
     fig.tight_layout()
-    with atomic_file(path) as tmp:  # render redraws it in the user's report: never half a figure
-        fig.savefig(tmp, dpi=90)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=90)
 
 
 def paired_bars(groups: Mapping[str, Mapping[str, float]], path: Path, *, title: str, ylabel: str,
@@ -66,10 +62,7 @@ def paired_bars(groups: Mapping[str, Mapping[str, float]], path: Path, *, title:
     ax.set_title(title)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    with atomic_file(path) as tmp:  # render redraws it in the user's report: never half a figure
-        fig.savefig(tmp, dpi=90)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=90)
 
 
 @dataclass(frozen=True)
@@ -141,10 +134,7 @@ def forest_plot(rows: Sequence[ForestRow], path: Path) -> Path:
         ax.tick_params(axis="x", labelsize=8)
         ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
-    with atomic_file(path) as tmp:  # render redraws it in the user's report: never half a figure
-        fig.savefig(tmp, dpi=90)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=90)
 
 
 @dataclass(frozen=True)
@@ -191,7 +181,4 @@ def null_strips(panels: Mapping[str, Sequence[NullStripRow]], path: Path, *, xla
         ax.grid(axis="x", alpha=0.3)
     axes[-1, 0].set_xlabel(xlabel, fontsize=8)
     fig.tight_layout()
-    with atomic_file(path) as tmp:  # render redraws it in the user's report: never half a figure
-        fig.savefig(tmp, dpi=90)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=90)

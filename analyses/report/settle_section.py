@@ -10,10 +10,9 @@ from typing import TYPE_CHECKING
 
 import matplotlib.pyplot as plt
 
-from analyses.plot_backend import use_file_backend
+from analyses.plot_backend import save_figure, use_file_backend
 from analyses.pretrained.settled import SettledFinding
 from analyses.report.document import Figure, Section, Table
-from probes.core.atomic import atomic_file
 
 if TYPE_CHECKING:
     from analyses.pretrained.measure import PretrainedRun
@@ -39,10 +38,7 @@ def _narrowing_plot(settled: Mapping[str, Mapping[str, SettledFinding]], path: P
         ax.set_title(f"{model}: {finding.name.replace('_', ' ')}\n{finding.verdict}", fontsize=8)
     axes[0][0].legend(fontsize=7)
     fig.tight_layout()
-    with atomic_file(path) as tmp:  # render redraws it in the user's report: never half a figure
-        fig.savefig(tmp, dpi=90)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=90)
 
 
 def settle_section(runs: Mapping[str, PretrainedRun], figures: Path) -> Section | None:
