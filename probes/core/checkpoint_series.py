@@ -223,7 +223,7 @@ def _manifest_entry(manifest: Path, folder: Path, entry: Any) -> Checkpoint:
 
 def _from_folder(folder: Path) -> CheckpointSeries:
     manifest = folder / MANIFEST
-    if manifest.is_file():
+    if manifest.exists() or manifest.is_symlink():  # a folder, a loop or a dangling link too: refused, not skipped
         try:
             document = json.loads(manifest.read_text(encoding="utf-8"))
             entries = document["checkpoints"]

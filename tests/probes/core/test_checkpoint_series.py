@@ -187,6 +187,22 @@ def test_one_checkpoint_at_two_steps_is_refused(tmp_path):
     assert checkpoint_series(bare).steps == (0, 10, 20)
 
 
+@pytest.mark.parametrize("kind", ["a folder", "a loop", "a dangling link"])
+def test_a_manifest_that_is_not_a_file_is_refused_not_skipped(tmp_path, kind):
+    """A series.json that was a folder or a looping link was skipped as if absent: the steps were then found by
+    folder name, so the run the manifest listed (another order, other paths) was not the one measured (issue 45)."""
+    folder = _manifest(tmp_path / "s", [{"step": 0, "path": "step_0"}, {"step": 10, "path": "step_10"}])
+    manifest = folder / "series.json"
+    manifest.unlink()
+    if kind == "a folder":
+        manifest.mkdir()
+    else:
+        manifest.symlink_to("series.json" if kind == "a loop" else "gone.json")
+    with pytest.raises(ConfigError, match=re.escape(f"{manifest} is not a series manifest")) as caught:
+        checkpoint_series(folder)
+    assert "\n" not in str(caught.value)
+
+
 def test_only_checkpoint_folders_and_weight_files_are_steps_of_a_folder(tmp_path):
     """A folder of checkpoints holding notes2.txt was measured with it as step 2: step 0 was measured and stored,
     then loading notes2.txt failed ('is a file, but a model file must be a HookedTransformer checkpoint'); and the
