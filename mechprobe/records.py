@@ -19,8 +19,10 @@ The rules, in one place:
   where the type also admits ``None`` (``float | None``: null means "none"), it is written as the string
   ``"NaN"``, ``"Infinity"`` or ``"-Infinity"`` instead, so both come back as they were;
 - a tensor goes to ``tensors[name]`` (a safetensors sidecar, ``name`` its path in the document) when
-  ``tensors`` is given, written as ``{"__tensor__": name}``; otherwise inline as ``{"dtype", "shape",
-  "values"}`` (non-finite values as above: ``"NaN"``, ``"Infinity"``, ``"-Infinity"``).
+  ``tensors`` is given, written as ``{"__tensor__": name, "dtype", "shape"}``: a sidecar tensor of another dtype or
+  shape than the document says is refused on reading (the sidecar or the document is damaged, or they are of two
+  runs); otherwise inline as ``{"dtype", "shape", "values"}`` (non-finite values as above: ``"NaN"``,
+  ``"Infinity"``, ``"-Infinity"``).
 
 Files mechprobe reads back (toy folders, a report's ``results/``, saved probe results) are read by
 :func:`read_json`, :func:`read_record` and :func:`read_tensors`: a file missing, not UTF-8, not JSON, holding
@@ -163,11 +165,15 @@ def _tensor_out(tensor: Tensor, path: str, tensors: dict[str, Tensor] | None) ->
         if name in tensors:
             raise RecordError(f"two tensors would be stored as {name!r}; give them different keys.")
         tensors[name] = tensor
-        return {TENSOR: name}
+        return {TENSOR: name, **_dtype_and_shape(tensor)}
     values = tensor.tolist()
     if tensor.is_floating_point():
         values = _nonfinite_to_text(values)
-    return {"dtype": str(tensor.dtype).removeprefix("torch."), "shape": list(tensor.shape), "values": values}
+    return {**_dtype_and_shape(tensor), "values": values}
+
+
+def _dtype_and_shape(tensor: Tensor) -> dict[str, Any]:
+    return {"dtype": str(tensor.dtype).removeprefix("torch."), "shape": list(tensor.shape)}
 
 
 def _nonfinite_to_text(values: Any) -> Any:
@@ -335,7 +341,9 @@ class _Reader:
         try:
             return cls(**values)
         except (ValueError, TypeError) as error:  # the record's own validation
-            raise self.fail(path, f"not a valid {cls.__name__}: {error}") from None
+            sidecar = getattr(self.tensors, "source", None)
+            tensors = "" if sidecar is None else f" (its tensors are in {sidecar})"
+            raise self.fail(path, f"not a valid {cls.__name__}{tensors}: {error}") from None
 
     def tensor(self, value: Any, path: str) -> Tensor:
         if not isinstance(value, Mapping):
@@ -351,7 +359,13 @@ class _Reader:
             raise self.fail(path, "the tensor is in a sidecar file, and none was given.")
         if name not in self.tensors:
             raise self.fail(path, f"the sidecar has no tensor {name!r}.")
-        return self.tensors[name]
+        tensor = self.tensors[name]
+        found, written = _dtype_and_shape(tensor), {key: value.get(key) for key in ("dtype", "shape")}
+        if any(key in value and found[key] != written[key] for key in written):  # (older documents: no dtype, shape)
+            sidecar = getattr(self.tensors, "source", "the sidecar")
+            raise self.fail(path, f"{sidecar} holds {found['dtype']} {found['shape']} as {name!r}, where the document "
+                                  f"has {written['dtype']} {written['shape']}: the two files are not of one save.")
+        return tensor
 
 
 def _text_to_nonfinite(values: Any) -> Any:
@@ -413,7 +427,15 @@ def checked(cls: type[T], document: Any, path: PathLike, *, rerun: str, at: str 
         raise RecordError(f"{error} {rerun}") from None
 
 
-def read_tensors(path: PathLike, *, rerun: str) -> dict[str, Tensor]:
+class Sidecar(dict[str, Tensor]):
+    """The tensors of a safetensors file, by name, and ``source``, the file (named when one does not fit)."""
+
+    def __init__(self, tensors: Mapping[str, Tensor], source: PathLike) -> None:
+        super().__init__(tensors)
+        self.source = os.fspath(source)
+
+
+def read_tensors(path: PathLike, *, rerun: str) -> Sidecar:
     """Every tensor of the safetensors file ``path``; a file missing or damaged is one :class:`RecordError` line
     naming it and ending with ``rerun``. Example: ``read_tensors("runs/r/result/result.safetensors", rerun=...)``."""
     from safetensors import SafetensorError
@@ -422,7 +444,7 @@ def read_tensors(path: PathLike, *, rerun: str) -> dict[str, Tensor]:
     if not os.path.isfile(path):
         raise RecordError(f"{path} is missing (its folder is incomplete). {rerun}")
     try:
-        return load_file(os.fspath(path))
+        return Sidecar(load_file(os.fspath(path)), path)
     except (SafetensorError, OSError, ValueError, RuntimeError) as error:
         why = " ".join(str(error).split())[:120]
         raise RecordError(f"{path} is not a readable safetensors file ({why}): it is truncated or damaged. "

@@ -6,6 +6,7 @@ from __future__ import annotations
 import enum
 import json
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
@@ -130,11 +131,33 @@ def test_tensors_go_inline_or_to_a_sidecar_and_come_back_exactly():
     assert back.optional is None
     sidecar: dict[str, Tensor] = {}
     document = dump(record, sidecar)
-    assert document["scores"] == {"__tensor__": "scores"} and set(sidecar) == {"scores", "per_model/a", "per_model/b"}
+    assert document["scores"] == {"__tensor__": "scores", "dtype": "float32", "shape": [2, 2]}
+    assert set(sidecar) == {"scores", "per_model/a", "per_model/b"}
     again = load(WithTensors, document, sidecar)
     assert again.per_model["a"] is sidecar["per_model/a"]
     with pytest.raises(RecordError, match="sidecar"):
         load(WithTensors, document)
+    del document["scores"]["dtype"], document["scores"]["shape"]  # as documents were written before they had them
+    assert load(WithTensors, document, sidecar).scores is sidecar["scores"]
+
+
+@pytest.mark.parametrize("other", [torch.zeros(3, 2), torch.zeros(2, 2, dtype=torch.float64), torch.zeros(4)])
+def test_a_sidecar_tensor_of_another_shape_or_dtype_than_written_is_refused_naming_the_file(tmp_path, other):
+    """A sidecar whose tensors were swapped for others of another shape (a damaged file, or the sidecar of another
+    run) was read as it was: render drew per-head maps of another model's shape (issue 45). The document now keeps
+    each sidecar tensor's dtype and shape, and reading checks them."""
+    from safetensors.torch import save_file
+
+    from mechprobe.records import read_tensors
+
+    record = WithTensors(torch.ones(2, 2), {"a": torch.arange(3)})
+    sidecar: dict[str, Tensor] = {}
+    document = dump(record, sidecar)
+    save_file({**sidecar, "scores": other}, str(tmp_path / "t.safetensors"))
+    with pytest.raises(RecordError, match=re.escape(f"scores: {tmp_path / 't.safetensors'} holds "
+                                                    f"{str(other.dtype)[6:]} {list(other.shape)} as 'scores', "
+                                                    "where the document has float32 [2, 2]")):
+        load(WithTensors, document, read_tensors(tmp_path / "t.safetensors", rerun="Re-run it."))
 
 
 def test_derived_properties_are_written_for_readers_and_skipped_on_load():

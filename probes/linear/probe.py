@@ -109,6 +109,37 @@ class LinearProbeScores(ProbeResult):
     n_documents: dict[str, int]
     fit_seconds: float
 
+    def __post_init__(self) -> None:
+        """Refuse a result whose tensors do not fit its hooks and examples, or whose accuracies are not ones a
+        probe gets (a saved result damaged or edited: render drew accuracies of -1)."""
+        n_hooks = len(self.hooks)
+        for key in self.keys:
+            n = self.documents[key].shape[0] if key in self.documents else -1
+            shapes = {"accuracy": (n_hooks,), "baseline_accuracy": (n_hooks,), "gain": (n_hooks,),
+                      "accuracy_ci": (n_hooks, 2), "gain_ci": (n_hooks, 2), "correct": (n_hooks, n),
+                      "baseline_correct": (n_hooks, n), "documents": (n,), "labels": (n,), "types": (n,)}
+            for name, shape in shapes.items():
+                tensor = getattr(self, name).get(key)
+                if tensor is None or tuple(tensor.shape) != shape:
+                    got = "none" if tensor is None else list(tensor.shape)
+                    raise InputError(f"{name}[{key!r}] has shape {got}, where {n_hooks} hooks and {n} examples "
+                                     f"give {list(shape)}.")
+            for name in ("correct", "baseline_correct"):
+                if not bool(((self._at(name, key) == 0) | (self._at(name, key) == 1)).all()):
+                    raise InputError(f"{name}[{key!r}] holds values other than 0 and 1 (each example is right or "
+                                     f"wrong).")
+            for name in ("accuracy", "baseline_accuracy", "accuracy_ci"):
+                values = self._at(name, key)
+                if n == 0 and bool(values.isnan().all()):  # no scores for this key (too little data)
+                    continue
+                if not bool(((values >= 0) & (values <= 1)).all()):
+                    raise InputError(f"{name}[{key!r}] holds {values.flatten().tolist()[:4]}...: accuracies lie "
+                                     f"in [0, 1].")
+
+    def _at(self, name: str, key: str) -> Tensor:
+        tensor: Tensor = getattr(self, name)[key]
+        return tensor.detach().double()
+
     def example_gain(self, key: str) -> np.ndarray:
         """[layer, example]: each example's correctness minus its baseline's (float64)."""
         gain: np.ndarray = self.correct[key].numpy().astype(np.float64) - self.baseline_correct[key].numpy()

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import torch
 
 from analyses.cli import main
 from analyses.scansnap.config import PRESETS
@@ -70,8 +71,17 @@ JSON_DAMAGES: dict[str, Damage] = {
     "a_field_of_the_other_container": _edit(_swap_container),
     "a_key_removed": _edit(_remove_key),
 }
+def other_shapes(path: Path) -> None:
+    """Every tensor one row longer (a 0-d one, one value long): a whole file, of another run's shapes."""
+    from safetensors.torch import load_file, save_file
+
+    save_file({name: torch.cat([t, t[:1]]) if t.dim() else t.reshape(1)
+               for name, t in load_file(str(path)).items()}, str(path))
+
+
 BINARY_DAMAGES: dict[str, Damage] = {"truncated": truncate, "deleted": delete,
-                                     "garbage": lambda path: path.write_bytes(b"not a safetensors file" * 4)}
+                                     "garbage": lambda path: path.write_bytes(b"not a safetensors file" * 4),
+                                     "tensors_of_other_shapes": other_shapes}
 
 
 def snapshot(folder: Path) -> dict[str, bytes | None]:
@@ -208,6 +218,23 @@ def test_each_damaged_safetensors_file_is_one_line_naming_the_file(saved_report,
         folder = copy_report(saved_report, tmp_path / str(i))
         BINARY_DAMAGES[kind](folder / name)
         assert_render_refuses(folder, folder / name, kind, capsys)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("value", [-1.0, float("nan")])
+def test_a_linear_result_whose_accuracies_are_not_accuracies_is_refused(saved_report, tmp_path, capsys, value):
+    """render drew a linear result whose accuracies were all -1 (or NaN, with examples scored) as it was (issue 45)."""
+    from safetensors.torch import load_file, save_file
+
+    names = sorted(p.relative_to(saved_report) for p in (saved_report / "results" / "linear").rglob("*.safetensors"))
+    assert len(names) == 4
+    for i, name in enumerate(names):
+        folder = copy_report(saved_report, tmp_path / str(i))
+        tensors = load_file(str(folder / name))
+        save_file({k: torch.full_like(t, value) if k.startswith("accuracy/") else t for k, t in tensors.items()},
+                  str(folder / name))
+        line = assert_render_refuses(folder, folder / name, "edited", capsys)
+        assert "accuracies lie in [0, 1]" in line, line
 
 
 @pytest.mark.slow

@@ -192,7 +192,8 @@ def test_result_saves_to_one_json_file_with_the_same_document(tmp_path):
     inline, stored = json.loads(single.read_text()), json.loads((folder / "result.json").read_text())
     assert inline["type"] == stored["type"] == "HeadScores"
     tensors = {"scores", "target_mass"}  # inline in one file, in the safetensors sidecar beside the other
-    assert stored["result"]["scores"]["induction"] == {"__tensor__": "scores/induction"}
+    assert stored["result"]["scores"]["induction"] == {"__tensor__": "scores/induction", "dtype": "float32",
+                                                          "shape": list(result.scores["induction"].shape)}
     assert {k: v for k, v in inline["result"].items() if k not in tensors} == {
         k: v for k, v in stored["result"].items() if k not in tensors}
 
