@@ -379,18 +379,6 @@ def check_model_spec(flag: str, spec: str) -> str:
     return spec
 
 
-def check_pretrained_spec(flag: str, spec: str) -> str:
-    """:func:`check_model_spec`, and where ``spec`` is a local path, one that :func:`probes.load_model` reads (a
-    Hugging Face or TransformerLens checkpoint: not a toy folder, a series, a report): for a script that loads the
-    model in a child process, refused before the child starts."""
-    from probes.core.loading import check_model_path
-
-    check_model_spec(flag, spec)
-    with naming(flag):
-        check_model_path(spec)
-    return spec
-
-
 def series_identity(spec: str) -> object:
     """What makes two series specs the same checkpoint series: a folder's real path (a trailing slash, a relative
     or an absolute spelling and a symlink name one folder), else the kind and the checkpoints' specs."""

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 from safetensors.torch import load_model as load_weights
 
+from analyses.cli_checks import check_model_spec, naming
 from analyses.induction.experiment import SERIES_FOLDER
 from analyses.lm_data import VOCAB_FILE, CutVocabTokenizer
 from analyses.paper_result import SUMMARY_FILE
@@ -159,6 +160,31 @@ def load_any_model(spec: Any, *, device: str | torch.device = "cpu", dtype: torc
                          f"folders it lists, or measure the series over its steps "
                          f"with mechprobe dynamics --model {spec}.")
     return load_model(spec, device=device, dtype=dtype)
+
+
+def check_pretrained_spec(flag: str, spec: str, *, toys: str = "") -> str:
+    """``spec`` as a pretrained model, checked before any work (:func:`~analyses.cli_checks.check_model_spec`):
+    where it is a local path, one :func:`probes.load_model` reads (a Hugging Face or TransformerLens checkpoint), not
+    a toy or train-lm folder, a checkpoint series or another command's output. ``toys``: where this command takes
+    toys instead (the report: its own toys and ``--series``); by default, the commands that probe a toy folder.
+
+    Example: ``check_pretrained_spec("--model", "runs/toy")`` raises ``ModelError("--model runs/toy is a toy model's
+    folder ...")``."""
+    check_model_spec(flag, spec)
+    path = Path(spec).expanduser()
+    takes = (f"{flag} takes a pretrained model: a packaged or Hugging Face hub name, a Hugging Face checkpoint folder "
+             f"or a TransformerLens checkpoint")
+    if is_toy_folder(path):
+        instead = toys or f"probe the toy with mechprobe heads, ablate or probe-linear --model {spec}"
+        raise ModelError(f"{flag} {spec} is a toy model's folder (written by mechprobe toy or train-lm); {takes}. "
+                         f"{instead[0].upper()}{instead[1:]}.")
+    if (path / MANIFEST).exists() or (path / MANIFEST).is_symlink():
+        instead = toys or f"measure it with mechprobe dynamics --model {spec}"
+        raise ModelError(f"{flag} {spec} is a checkpoint series ({MANIFEST}), many models; {takes}. "
+                         f"{instead[0].upper()}{instead[1:]}.")
+    with naming(flag):
+        check_model_path(spec)
+    return spec
 
 
 def refuse_toy_dtype(spec: str, dtype: str | None) -> None:

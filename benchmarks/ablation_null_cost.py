@@ -41,7 +41,6 @@ from analyses.ablate import parse_heads
 from analyses.cli_checks import (
     ScriptParser,
     check_block_fits,
-    check_pretrained_spec,
     count_arg,
     device_arg,
     first_repeated,
@@ -49,6 +48,7 @@ from analyses.cli_checks import (
     threads_arg,
 )
 from analyses.output_paths import check_output_file, write_output_file
+from analyses.toy_model_loader import check_pretrained_spec
 from probes.causal import AblationPlan, ablation_sums, head_output_means, repeated_half
 from probes.causal.pass_size import PASS_BYTES
 from probes.core.errors import ConfigError, InputError

@@ -36,7 +36,6 @@ from analyses.ablate import parse_heads
 from analyses.cli_checks import (
     ScriptParser,
     check_block_fits,
-    check_pretrained_spec,
     count_arg,
     script_main,
     seed_arg,
@@ -44,6 +43,7 @@ from analyses.cli_checks import (
 )
 from analyses.output_paths import check_output_file, write_output_file
 from analyses.pretrained.circuit_edge import CircuitConfig, circuit_heads, circuit_protocol, measure_circuit
+from analyses.toy_model_loader import check_pretrained_spec
 from probes.causal import EFFECTS, edge_effect, repeated_half
 from probes.core.errors import ConfigError
 

@@ -30,11 +30,11 @@ from analyses.cli_checks import (
     ScriptParser,
     check_block_fits,
     check_detect_sequences,
-    check_pretrained_spec,
     count_arg,
     script_main,
     threads_arg,
 )
+from analyses.toy_model_loader import check_pretrained_spec
 
 
 def timed(fn) -> float:

@@ -25,7 +25,8 @@ import subprocess
 import sys
 import time
 
-from analyses.cli_checks import ScriptParser, check_pretrained_spec, count_arg, list_arg, script_main
+from analyses.cli_checks import ScriptParser, count_arg, list_arg, script_main
+from analyses.toy_model_loader import check_pretrained_spec
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

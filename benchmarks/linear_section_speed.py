@@ -29,7 +29,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from analyses.cli_checks import ScriptParser, check_pretrained_spec, list_arg, script_main, text_arg
+from analyses.cli_checks import ScriptParser, list_arg, script_main, text_arg
+from analyses.toy_model_loader import check_pretrained_spec
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

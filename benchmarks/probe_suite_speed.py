@@ -37,12 +37,12 @@ import probes
 from analyses.cli_checks import (
     ScriptParser,
     check_detect_sequences,
-    check_pretrained_spec,
     count_arg,
     script_main,
     sized_by,
     threads_arg,
 )
+from analyses.toy_model_loader import check_pretrained_spec
 from probes.text.corpora import iter_documents
 from probes.text.token_topics import token_topic_labels
 from probes.text.topics import LdaTopicConfig, assign_word_topics, fit_lda_topics

@@ -22,6 +22,7 @@ from analyses.cli_checks import (
 from analyses.cli_command import Command
 from analyses.experiments import toy_experiment
 from analyses.output_paths import check_output_folder, check_outside
+from analyses.toy_model_loader import check_pretrained_spec
 from analyses.toy_model_store import is_toy_folder
 from analyses.toy_registry import toy_names
 from probes.core.errors import ConfigError
@@ -134,6 +135,10 @@ def report_config(args: argparse.Namespace):
     return config
 
 
+REPORT_TOYS = ("the report trains its own toys (--set toys=NAME,...), and measures a toy's or a train-lm run's "
+               "checkpoints with --series DIR")
+
+
 def _check_dtype_used(config, args: argparse.Namespace, toy_series: list[str]) -> None:
     """A dtype other than float32 with no pretrained model and no Hugging Face series to load in it is refused: the
     toys and toy or train-lm series run in float32, as trained, and the report would record a dtype nothing used."""
@@ -178,6 +183,8 @@ def run(args: argparse.Namespace) -> int:
                 f"{', '.join(presets)}."
             )
     check_distinct_models("--model", config.models)
+    for spec in config.models:
+        check_pretrained_spec("--model" if args.models else "the models setting", spec, toys=REPORT_TOYS)
     toy_series = []
     with naming("--series"):  # a malformed or damaged series, or one given twice, fails before any slow work
         check_distinct_series("--series", config.series)

@@ -82,6 +82,23 @@ def test_a_checkpoint_series_folder_is_refused_naming_its_steps(folders, command
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("which", ["toy", "step", "lm"])
+def test_the_report_says_it_takes_pretrained_models_and_where_toys_go(folders, which, tmp_path, capsys,
+                                                                      monkeypatch):
+    """``report --model TOY`` said "not a Hugging Face checkpoint (no config.json in it)", and a series folder the
+    same, without saying that the report's --model takes pretrained models only (issue 45). Both are refused before
+    any work, pointing to the report's own toys and --series."""
+    import analyses.report.build
+
+    monkeypatch.setattr(analyses.report.build, "run_report", lambda *a, **k: pytest.fail("the report ran"))
+    what = "a checkpoint series (series.json), many models" if which == "lm" else "a toy model's folder"
+    fails_in_one_line(["report", "--model", str(folders[which]), "--out", str(tmp_path / "out"), "--no-progress"],
+                      capsys, f"--model {folders[which]} is {what}", "--model takes a pretrained model",
+                      "The report trains its own toys (--set toys=NAME,...)", "checkpoints with --series DIR",
+                      error=ModelError)
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("command", [["heads"], ["ablate", "--heads", "1.0"], ["circuit"]])
 def test_dtype_on_a_toy_folder_is_refused_not_ignored(folders, command, tmp_path, capsys, monkeypatch):
     import analyses.toy_model_loader
