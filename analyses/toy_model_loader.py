@@ -69,7 +69,7 @@ def load_toy_model(folder: str | Path, *, device: str | torch.device = "cpu") ->
         return _loaded(bridge, folder, saved, None, device, rerun)
     model_class, _ = MODEL_CLASSES[saved.model_class]
     summary = folder / SUMMARY_FILE
-    if not summary.is_file():
+    if not summary.exists() and not summary.is_symlink():  # (a folder or a link in its place: read_json names it)
         raise RecordError(f"{summary} is missing: it holds the settings the model was trained with. {rerun}")
     run = records.read_json(summary, rerun=rerun)
     if not isinstance(run, dict) or "settings" not in run:
@@ -122,7 +122,7 @@ def _loaded(model: Any, folder: Path, saved: ModelFile, run_config: Any, device:
     """``model`` with the folder's weights, in eval mode, as a :class:`ToyModel`."""
     weights = folder / MODEL_WEIGHTS
     if not weights.is_file():
-        raise RecordError(f"{weights} is missing (its folder is incomplete). {rerun}")
+        raise records.not_a_file(weights, rerun)
     try:
         load_weights(model, str(weights), device=str(device))
     except Exception as error:  # safetensors/torch raise several types for a damaged or foreign file

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from analyses.cli_checks import ScriptParser, list_arg, script_main, text_arg
 from analyses.toy_model_loader import check_pretrained_spec
+from mechprobe.validation import real_path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -44,7 +45,7 @@ def main() -> None:
     args = parser.parse_args()
     for spec in args.models:  # before --report, whose default folder may be missing too
         check_pretrained_spec("--models", spec)
-    if not Path(args.report).is_dir():
+    if not real_path("--report", args.report).is_dir():  # a link that loops: named as one
         parser.error(f"--report {args.report!r} is not a folder; give a finished report folder (mechprobe report "
                      f"--out DIR)")
     from analyses.report.config import ReportConfig

@@ -36,6 +36,7 @@ from analyses.cli_checks import ScriptParser, count_arg, script_main, text_arg
 from analyses.plan.estimate import GPUS, estimate
 from analyses.plan.routes import run
 from analyses.plan.shapes import SHAPES, meta_models
+from mechprobe.validation import real_path
 from probes.core.errors import InputError
 
 WIKITEXT_103_TOKENS = 103_227_021
@@ -83,6 +84,7 @@ def main() -> None:
                         help="tokens of text available (default WikiText-103's training split)")
     parser.add_argument("--rows-per-pass", type=count_arg(1), default=256, help="ablation rows per forward pass")
     args = parser.parse_args()
+    real_path("argument report:", args.report)  # a link that loops is named as one, not as a missing file
     summary_path = Path(args.report) / "summary.json"
     if not summary_path.is_file():
         parser.error(f"argument report: {summary_path} does not exist; give the folder of mechprobe report --settle")

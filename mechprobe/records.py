@@ -39,12 +39,14 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import errno
 import json
 import math
 import os
 import types
 import typing
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, TypeVar
 
 import torch
@@ -379,6 +381,19 @@ def _text_to_nonfinite(values: Any) -> Any:
 # -- files --------------------------------------------------------------------------------------------------
 
 
+def not_a_file(path: PathLike, rerun: str) -> RecordError:
+    """The error for ``path``, where a file should be and none reads: missing, a folder, or a symbolic link that loops
+    or points nowhere (each named as what it is), ending with ``rerun``."""
+    where = Path(path)
+    if where.is_symlink() and not where.exists():
+        what = "is a symbolic link that loops or points nowhere, not the file it should be"
+    elif where.is_dir():
+        what = "is a folder, not the file it should be"
+    else:
+        what = "is missing (its folder is incomplete)"
+    return RecordError(f"{path} {what}. {rerun}")
+
+
 def read_json(path: PathLike, *, rerun: str) -> Any:
     """The strict JSON document in the file ``path``. A file missing, unreadable, not UTF-8 or not strict JSON raises
     :class:`RecordError` naming ``path`` and ending with ``rerun`` (what to run again, e.g. "Re-run mechprobe report.").
@@ -388,14 +403,14 @@ def read_json(path: PathLike, *, rerun: str) -> Any:
     try:
         with open(path, encoding="utf-8") as handle:
             text = handle.read()
-    except FileNotFoundError:
-        raise RecordError(f"{path} is missing (its folder is incomplete). {rerun}") from None
-    except IsADirectoryError:
-        raise RecordError(f"{path} is a folder, not the file it should be. {rerun}") from None
+    except (FileNotFoundError, IsADirectoryError):
+        raise not_a_file(path, rerun) from None
     except UnicodeDecodeError as error:
         raise RecordError(f"{path} is not UTF-8 text (byte {error.start} is {error.object[error.start]:#04x}): it "
                           f"is damaged. {rerun}") from None
     except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise not_a_file(path, rerun) from None
         raise RecordError(f"{path} cannot be read ({error.strerror}). {rerun}") from None
     try:
         return strict_json(text)
@@ -442,7 +457,7 @@ def read_tensors(path: PathLike, *, rerun: str) -> Sidecar:
     from safetensors.torch import load_file
 
     if not os.path.isfile(path):
-        raise RecordError(f"{path} is missing (its folder is incomplete). {rerun}")
+        raise not_a_file(path, rerun)
     try:
         return Sidecar(load_file(os.fspath(path)), path)
     except (SafetensorError, OSError, ValueError, RuntimeError) as error:

@@ -215,3 +215,21 @@ def test_unsaved_fields_stay_out_of_the_document_and_take_their_default():
     assert load(WithCache, {"a": 1}).cache == {}
     with pytest.raises(RecordError, match="unknown key 'cache'"):
         load(WithCache, {"a": 1, "cache": {}})
+
+
+@pytest.mark.parametrize("kind", ["missing", "a folder", "a loop", "a dangling link"])
+def test_a_saved_file_that_does_not_read_is_named_as_what_it_is(tmp_path, kind):
+    """A looping or dangling link where a saved file should be was called "missing" (issue 45: the wrong cause)."""
+    from mechprobe.records import read_json, read_tensors
+
+    path = tmp_path / "saved"
+    if kind == "a folder":
+        path.mkdir()
+    elif kind != "missing":
+        path.symlink_to("saved" if kind == "a loop" else "gone")
+    what = {"missing": "is missing", "a folder": "is a folder, not the file it should be"}.get(
+        kind, "is a symbolic link that loops or points nowhere")
+    for read in (read_json, read_tensors):
+        with pytest.raises(RecordError, match=re.escape(f"{path} {what}")) as caught:
+            read(path, rerun="Re-run it.")
+        assert str(caught.value).endswith("Re-run it.")

@@ -162,6 +162,14 @@ def test_a_report_folder_without_topics_or_toys_is_refused_before_any_model_load
     assert f"--report '{tmp_path}' holds neither topics/ nor a toy folder (toy/" in err, err
 
 
+def test_a_report_that_is_a_looping_link_is_named_as_one(tmp_path, monkeypatch, capsys):
+    """It said "--report LOOP is not a folder" (issue 45: the wrong cause)."""
+    (tmp_path / "loop").symlink_to("loop")
+    stopped, err = _linear_section_speed(tmp_path / "loop", monkeypatch, capsys)
+    assert isinstance(stopped, SystemExit) and stopped.code == 2 and len(err.splitlines()) == 1, err
+    assert f"--report {tmp_path / 'loop'}: a symbolic link on it loops" in err, err
+
+
 def test_a_report_folder_with_its_topic_model_is_taken(tmp_path, monkeypatch, capsys):
     (tmp_path / "topics").mkdir()
     (tmp_path / "topics" / "topic_config.json").write_text("{}")

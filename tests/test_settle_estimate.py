@@ -63,6 +63,18 @@ def test_a_damaged_summary_is_one_line_and_exit_2(text, tmp_path, monkeypatch, c
     assert exited.value.code == 2 and "summary.json" in error and "\n" not in error and "Traceback" not in error
 
 
+def test_a_report_that_is_a_looping_link_is_named_as_one(tmp_path, monkeypatch, capsys):
+    """It said "REPORT/summary.json does not exist" (issue 45: the wrong cause)."""
+    script = benchmark_module(ROOT / "benchmarks" / "settle_estimate.py")
+    (tmp_path / "loop").symlink_to("loop")
+    monkeypatch.setattr(sys, "argv", ["settle_estimate.py", str(tmp_path / "loop")])
+    with pytest.raises(SystemExit) as exited:
+        script.main()
+    error = capsys.readouterr().err.strip()
+    assert exited.value.code == 2 and "\n" not in error, error
+    assert f"argument report: {tmp_path / 'loop'}: a symbolic link on it loops" in error, error
+
+
 @pytest.mark.parametrize("pretrained", [{}, {"m": {"n_layers": 2}}])
 def test_a_report_made_without_settle_is_refused_not_priced_at_0_s(pretrained, tmp_path, monkeypatch, capsys):
     """A report made without --settle (or of no model) printed an empty table and 'Still needed: 0 s', exit 0."""

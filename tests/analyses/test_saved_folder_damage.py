@@ -41,6 +41,11 @@ def delete(path: Path) -> None:
     shutil.rmtree(path) if path.is_dir() else path.unlink()
 
 
+def looping_link(path: Path) -> None:
+    path.unlink()
+    path.symlink_to(path.name)
+
+
 def _edit(change: Callable[[object], object]) -> Damage:
     def damage(path: Path) -> None:
         path.write_text(json.dumps(change(json.loads(path.read_text(encoding="utf-8")))), encoding="utf-8")
@@ -125,6 +130,7 @@ def test_the_undamaged_toy_folder_is_probed(toy_folder, tmp_path, capsys):
 TOY_CASES = [(name, kind, damage) for name in ("model.json", "summary.json") for kind, damage in JSON_DAMAGES.items()]
 TOY_CASES += [("model.json", "an_extra_key", _edit(_extra_key))]
 TOY_CASES += [("model.safetensors", kind, damage) for kind, damage in BINARY_DAMAGES.items()]
+TOY_CASES += [(name, "a_looping_link", looping_link) for name in ("model.json", "summary.json", "model.safetensors")]
 
 
 @pytest.mark.parametrize("name, kind, damage", TOY_CASES, ids=[f"{n}-{k}" for n, k, _ in TOY_CASES])
@@ -138,6 +144,8 @@ def test_a_damaged_toy_folder_is_one_line_naming_the_file(toy_folder, tmp_path, 
     assert f"Re-run `mechprobe toy scansnap --out {folder}`" in line or \
         (name == "model.json" and "Re-run `mechprobe toy NAME" in line), line
     assert snapshot(tmp_path) == before  # no --out left, nothing else touched
+    if kind == "a_looping_link":  # model.safetensors and summary.json were called "missing" (issue 45)
+        assert "is a symbolic link that loops or points nowhere" in line, line
 
 
 def test_a_damaged_toy_setting_names_the_field(toy_folder, tmp_path, capsys):
