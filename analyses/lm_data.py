@@ -167,11 +167,15 @@ def kept_ids(folder: str | Path) -> list[int]:
     ids there is one :class:`InputError` line naming it and how to write it again."""
     path = Path(folder) / VOCAB_FILE
     try:
-        kept = json.loads(path.read_text(encoding="utf-8"))["smollm2_ids"]
+        document = json.loads(path.read_text(encoding="utf-8"))
+        kept = document["smollm2_ids"]
         if not isinstance(kept, list) or not all(type(i) is int and i >= 0 for i in kept):
             raise TypeError("smollm2_ids is not a list of ids")
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        raise InputError(f"{path} does not hold a train-lm vocabulary ({type(error).__name__}); run the same "
-                         f"mechprobe train-lm command (--out {folder}) again: it writes the vocabulary again from its "
-                         f"corpus.") from None
+        if len(set(kept)) != len(kept) or document.keys() != {"smollm2_ids", "other"} or document["other"] != len(
+                kept):  # an id twice, or OTHER not the id after them: not a vocabulary train-lm wrote
+            raise ValueError("its ids repeat, or 'other' is not their count, or it holds other keys")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        raise InputError(f"{path} does not hold a train-lm vocabulary ({type(error).__name__}: {error}); run the "
+                         f"same mechprobe train-lm command (--out {folder}) again: it writes the vocabulary again "
+                         f"from its corpus.") from None
     return kept

@@ -66,6 +66,10 @@ def load_toy_model(folder: str | Path, *, device: str | torch.device = "cpu") ->
         bridge = build_standard_model(config, device=device)
         if saved.experiment == "train-lm" and (folder.parent / VOCAB_FILE).is_file():
             bridge.tokenizer = CutVocabTokenizer.of_series(folder.parent)
+            if len(bridge.tokenizer) != config.d_vocab:  # the vocabulary of another run: every token read wrong
+                raise RecordError(f"{folder.parent / VOCAB_FILE} holds {len(bridge.tokenizer)} tokens with OTHER, and "
+                                  f"the model in {folder} reads {config.d_vocab}: the vocabulary is another run's. "
+                                  f"{rerun}")
         return _loaded(bridge, folder, saved, None, device, rerun)
     model_class, _ = MODEL_CLASSES[saved.model_class]
     summary = folder / SUMMARY_FILE

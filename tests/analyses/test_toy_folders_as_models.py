@@ -99,6 +99,22 @@ def test_the_report_says_it_takes_pretrained_models_and_where_toys_go(folders, w
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize(("edit", "words"), [
+    (lambda v: {**v, "smollm2_ids": v["smollm2_ids"][:1] * 2 + v["smollm2_ids"][2:]}, "its ids repeat"),
+    (lambda v: {**v, "other": v["other"] + 1}, "'other' is not their count"),
+    (lambda v: {**v, "note": "mine"}, "it holds other keys"),
+    (lambda v: {"smollm2_ids": v["smollm2_ids"][:-1], "other": v["other"] - 1}, "the vocabulary is another run's"),
+], ids=["an_id_twice", "other_miscounted", "an_extra_key", "another_runs"])
+def test_a_train_lm_vocabulary_that_is_not_the_runs_is_refused(folders, edit, words, tmp_path, capsys):
+    """A train-lm series' vocab.json with an id twice, a count that disagrees, or the (whole) vocabulary of another
+    run was read as it was: every token the step's model read mapped to another word (issue 45)."""
+    lm = tmp_path / "lm"
+    shutil.copytree(folders["lm"], lm)
+    vocab = lm / "vocab.json"
+    vocab.write_text(json.dumps(edit(json.loads(vocab.read_text()))))
+    fails_in_one_line(["heads", "--model", str(lm / "step_2"), *PROTOCOL], capsys, str(vocab), words)
+
+
 @pytest.mark.parametrize("command", [["heads"], ["ablate", "--heads", "1.0"], ["circuit"]])
 def test_dtype_on_a_toy_folder_is_refused_not_ignored(folders, command, tmp_path, capsys, monkeypatch):
     import analyses.toy_model_loader
