@@ -22,7 +22,8 @@ skipped; ``ledger_plan.json`` in ``--work`` keeps the estimates (or, where the l
 its error, and the parts run with hand-set budgets). The summary ends with issue 44's must-shows, each pass, FAIL
 or not measured.
 
-It prints one table and writes every part's status, seconds and numbers to ``--out`` (JSON); the parts' logs and
+It prints one table and writes every part's status, seconds and numbers to ``--out`` (JSON; the reading of the
+numbers, the must-shows and the summary are in ``gpu_check_results.py`` beside it); the parts' logs and
 outputs go to ``--work`` (default ``gpu_check_work``). ``--quick`` shrinks every part (the checkpoint to SmolLM2's
 architecture at 2 layers) so that ``--quick --device cpu`` runs on a 2-core CPU in about a minute; CI runs it
 (``tests/test_gpu_check.py``) to test this script's wiring.
@@ -49,24 +50,36 @@ import argparse
 import importlib.util
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ElementTree
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 # this checkout's code before an installed mechprobe: on the GPU machine the carried wheel (its metadata) is on
-# PYTHONPATH, and its copy of the code, older than the checkout, ran the ledger's plan at de21b09
-sys.path.insert(0, str(ROOT))
+# PYTHONPATH, and its copy of the code, older than the checkout, ran the ledger's plan at de21b09; and this script's
+# folder, for gpu_check_results beside it (put first by Python when run as a script, not when imported by the tests)
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
 import analyses.script_start  # noqa: E402, F401  (a Ctrl-C while the imports below run: one line)
+
+# isort: split
+
+from gpu_check_results import (  # noqa: E402  (this script's numbers, must-shows and summary)
+    PartReader,
+    read_ablation,
+    read_long_context,
+    read_nothing,
+    read_report,
+    read_tests,
+    summarise,
+)
+
 from analyses.cli_checks import ScriptParser, naming, number_arg, script_main, text_arg  # noqa: E402
 from analyses.output_paths import (  # noqa: E402
     check_not_read,
@@ -80,7 +93,6 @@ PACKAGED = ("smollm2-135m", "minilm-l6")
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt", ".pth")
 GRACE_S = 15.0  # a part over its budget is interrupted (SIGINT: pytest still writes its XML), killed this much later
 MIN_START_S = GRACE_S + 10.0  # a part is not started with less time than this left: it runs 10 s before the SIGINT
-PartReader = Callable[[Path, str], dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -182,62 +194,6 @@ def run_parts(parts: list[Part], budget_s: float, work: Path, env: dict[str, str
                                 f"command again for the whole check") from None
     return rows
 
-
-def read_tests(work: Path, output: str) -> dict[str, Any]:
-    """pytest's counts from its JUnit XML, the failed tests' names and the packaged models run as random stand-ins."""
-    suite = ElementTree.parse(work / "tests.xml").getroot()
-    suite = suite if suite.tag == "testsuite" else suite[0]
-    counts = {key: int(suite.get(key, 0)) for key in ("tests", "failures", "errors", "skipped")}
-    failed = [f"{case.get('classname')}::{case.get('name')}" for case in suite.iter("testcase")
-              if case.find("failure") is not None or case.find("error") is not None]
-    stand_ins = sorted(set(re.findall(r"(\S+): packaged weights absent", output)))
-    passed = counts["tests"] - counts["failures"] - counts["errors"] - counts["skipped"]
-    return {"passed": passed, **counts, "failed_tests": failed, "random_weight_stand_ins": stand_ins}
-
-
-def read_report(name: str) -> PartReader:
-    """Reader of a report part: every finding's verdict, how many hold, and the report's own timings."""
-    def read(work: Path, output: str) -> dict[str, Any]:
-        folder = work / name
-        summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
-        verdicts = {f"{model} {finding}": bool(entry["holds"]) for model, run in summary["pretrained"].items()
-                    for finding, entry in run["findings"].items()}
-        timings = folder / "timings.json"
-        return {"verdicts": verdicts, "holds": sum(verdicts.values()),
-                "timings_s": json.loads(timings.read_text(encoding="utf-8")) if timings.is_file() else {}}
-    return read
-
-
-def read_long_context(work: Path, output: str) -> dict[str, Any]:
-    """Every (shape, tokens, route) measurement, and the suite's time and memory over the bare SDPA forward."""
-    rows = json.loads((work / "long_context.json").read_text(encoding="utf-8"))
-    measured = [{key: row.get(key) for key in ("shape", "length", "route", "seconds", "peak_mib", "error")}
-                for row in rows if "shape" in row]
-    cells: dict[tuple[str, int], dict[str, dict]] = {}
-    for row in measured:
-        cells.setdefault((row["shape"], row["length"]), {})[row["route"]] = row
-    ratios = {}
-    for (shape, length), routes in cells.items():
-        bare, suite = routes.get("bare", {}), routes.get("suite", {})
-        if bare.get("seconds") and suite.get("seconds"):
-            ratios[f"{shape} {length}"] = {"time_x_bare": suite["seconds"] / bare["seconds"],
-                                           "memory_x_bare": suite["peak_mib"] / bare["peak_mib"]
-                                           if bare.get("peak_mib") else None}
-    return {"rows": measured, "suite_over_bare": ratios}
-
-
-def read_ablation(work: Path, output: str) -> dict[str, Any]:
-    """The null's cost: seconds, x one bare forward, peak memory x the probe suite's."""
-    run = json.loads((work / "ablation_null.json").read_text(encoding="utf-8"))
-    return {"draws": run["draws"], "bare_s": run["ablation"]["bare"], "null_s": run["ablation"]["null"],
-            "x_bare_forward": run["x_bare_forward"], "peak_mib": run["ablation"]["peak_mib"],
-            "suite_peak_mib": run["suite"]["peak_mib"], "peak_x_suite": run["peak_x_suite"],
-            "route": run["ablation"]["route"]}
-
-
-def read_nothing(work: Path, output: str) -> dict[str, Any]:
-    """Parts whose result is their exit status alone."""
-    return {}
 
 
 def report_command(python: str, checkpoint: Path, device: str, dtype: str, out: Path, quick: bool) -> list[str]:
@@ -387,78 +343,6 @@ def build_parts(args: argparse.Namespace, work: Path) -> list[Part]:
         parts.append(Part("report-cpu", report_command(python, checkpoint, "cpu", "float32", work / "report-cpu",
                                                        quick), 90, read_report("report-cpu"), needs_whole_budget=True))
     return parts
-
-
-def must_shows(rows: list[dict[str, Any]], quick: bool) -> dict[str, bool | None]:
-    """Issue 44's GPU must-shows, each passed (True), failed (False) or not measured (None)."""
-    numbers = {row["part"]: row["numbers"] for row in rows}
-    ratios = numbers.get("long-context", {}).get("suite_over_bare", {})
-    cells = ["smollm2 256"] if quick else [f"{s} {n}" for s in ("smollm2", "llama1b") for n in ("8192", "32768")]
-    shows: dict[str, bool | None] = {"every part passed": all(row["status"] == "passed" for row in rows)}
-    for cell in cells:
-        got = ratios.get(cell)
-        shows[f"suite <= 2x SDPA time at {cell}"] = None if not got else got["time_x_bare"] <= 2
-        shows[f"suite <= 1.5x SDPA memory at {cell}"] = (None if not got or got["memory_x_bare"] is None
-                                                          else got["memory_x_bare"] <= 1.5)
-    null = numbers.get("ablation-null", {}).get("x_bare_forward")
-    shows["200-draw null <= 20x a forward"] = None if quick or null is None else null <= 20
-    shows["report verdicts equal the CPU's"] = compare_verdicts(rows)["verdicts_match"]
-    return shows
-
-
-def compare_verdicts(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Whether the device report's verdicts equal the CPU report's (``None`` when either did not finish)."""
-    reports = {row["part"]: row["numbers"].get("verdicts") for row in rows if row["part"].startswith("report-")}
-    device = next((v for name, v in reports.items() if name != "report-cpu"), None)
-    cpu = reports.get("report-cpu")
-    if device is None or cpu is None or len(reports) < 2:
-        return {"verdicts_match": None, "why": "both reports are needed"}
-    return {"verdicts_match": device == cpu, "differing": sorted(k for k in device if device.get(k) != cpu.get(k))}
-
-
-def headline(row: dict[str, Any]) -> str:
-    """The few numbers of a part's row worth a line in the table."""
-    numbers = row["numbers"]
-    if "unreadable" in numbers:
-        return f"numbers unreadable ({numbers['unreadable'][:60]})"
-    if row["part"] == "tests" and numbers:
-        stand_ins = ", ".join(numbers["random_weight_stand_ins"]) or "-"
-        return (f"{numbers['passed']} passed, {numbers['failures'] + numbers['errors']} failed, "
-                f"{numbers['skipped']} skipped; random stand-ins: {stand_ins}")
-    if row["part"].startswith("report-") and numbers:
-        return f"{numbers['holds']} of {len(numbers['verdicts'])} findings hold"
-    if row["part"] == "long-context" and numbers:
-        return "; ".join(f"{cell} suite {r['time_x_bare']:.1f}x time" for cell, r in numbers["suite_over_bare"].items())
-    if row["part"] == "ablation-null" and numbers:
-        return f"{numbers['draws']} draws {numbers['x_bare_forward']:.1f}x forward, {numbers['peak_x_suite']:.2f}x peak"
-    return row.get("why", "")
-
-
-def summarise(rows: list[dict[str, Any]], meta: dict[str, Any], out: Path, keep: Path | None = None
-              ) -> dict[str, Any]:
-    """Print the table of ``rows`` and write them, with ``meta`` and the verdict comparison, to ``out`` (JSON);
-    where ``out`` cannot be written by then (its folder made a file, removed, read-only), to ``keep`` instead, with
-    an error that says so: the parts' run is not lost."""
-    shows = must_shows(rows, bool(meta.get("quick")))
-    summary = {**meta, "parts": rows, "report_cpu_vs_device": compare_verdicts(rows), "must_shows": shows,
-               "all_passed": all(row["status"] == "passed" for row in rows)}
-    print(f"\n{'part':<14} {'status':<8} {'seconds':>8} {'budget':>7}  numbers")
-    for row in rows:
-        print(f"{row['part']:<14} {row['status']:<8} {row['seconds']:>8.1f} {row['budget_s']:>7.0f}  {headline(row)}")
-    print(f"report verdicts on the device vs the CPU: {summary['report_cpu_vs_device']}")
-    print("\nissue 44's must-shows:")
-    for show, verdict in shows.items():
-        print(f"  {'pass' if verdict else 'FAIL' if verdict is False else 'not measured':<12} {show}")
-    try:
-        write_output_file(out, json.dumps(summary, indent=1))
-    except OSError as error:
-        if keep is None:
-            raise
-        write_output_file(keep, json.dumps(summary, indent=1))
-        raise InputError(f"--out {out} could not be written after the run ({error.strerror or error}); the summary "
-                         f"is kept in {keep}: copy it from there.") from None
-    print(f"wrote {out}")
-    return summary
 
 
 def child_env(configs: Path | None, work: Path) -> dict[str, str]:

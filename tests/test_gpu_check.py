@@ -25,6 +25,12 @@ def gpu_check():
     return module
 
 
+@pytest.fixture(scope="module")
+def results(gpu_check):
+    """``benchmarks/gpu_check_results.py`` as the script imported it: the parts' numbers, must-shows, summary."""
+    return sys.modules["gpu_check_results"]
+
+
 def test_arguments_default_to_cuda_within_eight_minutes(gpu_check):
     args = gpu_check.parse_args([])
     assert (args.device, args.quick, args.budget, args.out) == ("cuda", False, 480.0, Path("gpu_check.json"))
@@ -52,14 +58,14 @@ def test_the_full_parts_take_their_budgets_from_the_ledger_and_run_what_the_issu
     assert "--device cuda --dtype bfloat16" in commands["report-cuda"] and "--fast" in commands["report-cuda"]
 
 
-def test_the_must_shows_read_the_parts_numbers(gpu_check):
+def test_the_must_shows_read_the_parts_numbers(results):
     rows = [{"part": "long-context", "status": "passed", "numbers": {"suite_over_bare": {
                 "smollm2 8192": {"time_x_bare": 1.6, "memory_x_bare": 1.02},
                 "smollm2 32768": {"time_x_bare": 2.4, "memory_x_bare": 1.01}}}},
             {"part": "ablation-null", "status": "passed", "numbers": {"x_bare_forward": 32.0}},
             {"part": "report-cuda", "status": "passed", "numbers": {"verdicts": {"a": True, "b": False}}},
             {"part": "report-cpu", "status": "timeout", "numbers": {"verdicts": {"a": True, "b": False}}}]
-    shows = gpu_check.must_shows(rows, quick=False)
+    shows = results.must_shows(rows, quick=False)
     assert shows["every part passed"] is False
     assert shows["suite <= 2x SDPA time at smollm2 8192"] and not shows["suite <= 2x SDPA time at smollm2 32768"]
     assert shows["suite <= 1.5x SDPA memory at smollm2 32768"]
@@ -90,12 +96,12 @@ def test_a_failed_and_a_skipped_part_are_recorded_not_dropped(gpu_check, tmp_pat
     assert "broken" in table and "failed" in table and "skipped" in table
 
 
-def test_verdicts_are_compared_between_the_device_and_the_cpu_report(gpu_check):
+def test_verdicts_are_compared_between_the_device_and_the_cpu_report(results):
     def row(name, verdicts):
         return {"part": name, "numbers": {"verdicts": verdicts}}
 
-    same = gpu_check.compare_verdicts([row("report-cuda", {"m a": False}), row("report-cpu", {"m a": False})])
-    differ = gpu_check.compare_verdicts([row("report-cuda", {"m a": True}), row("report-cpu", {"m a": False})])
+    same = results.compare_verdicts([row("report-cuda", {"m a": False}), row("report-cpu", {"m a": False})])
+    differ = results.compare_verdicts([row("report-cuda", {"m a": True}), row("report-cpu", {"m a": False})])
     assert same == {"verdicts_match": True, "differing": []}
     assert differ == {"verdicts_match": False, "differing": ["m a"]}
 
