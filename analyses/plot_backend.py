@@ -11,7 +11,7 @@ from typing import Any
 
 import matplotlib
 
-from probes.core.atomic import atomic_file
+from mechprobe.atomic import atomic_file
 
 
 def use_file_backend() -> None:

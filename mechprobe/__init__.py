@@ -1,2 +1,2 @@
-"""The base every mechprobe package shares: its errors and its setting checks (``probes``, ``toymodels`` and
-``analyses`` import it; it imports none of them)."""
+"""The base every mechprobe package shares: its errors, its setting checks and its one way of writing a file whole
+(``atomic``) (``probes``, ``toymodels`` and ``analyses`` import it; it imports none of them)."""

@@ -10,9 +10,11 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import re
 import shutil
 import traceback
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import pytest
 import torch
@@ -41,6 +43,17 @@ def _install(monkeypatch: pytest.MonkeyPatch, hit: Callable[[str], None]) -> Non
         finally:
             depth[0] -= 1
     monkeypatch.setattr(torch.nn.Module, "__call__", forward)
+
+
+# a temporary that a stopped write leaves: .NAME.XXXX.tmp (atomic_write_text, atomic_directory, a checkpoint's
+# files) or .NAME.XXXX.tmp.SUFFIX (mechprobe.atomic.atomic_file: a figure); and .NAME.old-PID (replace_directory)
+TEMPORARY = re.compile(r"\.tmp(\.[^.]+)?$")
+
+
+def leftovers(folder: Path) -> list[Path]:
+    """What a stopped write left anywhere under ``folder``: a temporary (:data:`TEMPORARY`) or an earlier folder
+    moved aside."""
+    return [path for path in folder.rglob("*") if TEMPORARY.search(path.name) or ".old-" in path.name]
 
 
 def counted(monkeypatch: pytest.MonkeyPatch) -> list[str]:

@@ -22,7 +22,6 @@ import os
 import pickle
 import secrets
 import signal
-import tempfile
 import threading
 import zipfile
 from collections.abc import Callable, Sequence
@@ -37,6 +36,7 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from mechprobe import records
+from mechprobe.atomic import atomic_file
 from mechprobe.errors import RecordError, terminate_as_interrupt
 from toymodels.errors import CheckpointError, ToyConfigError, TrainingDiverged, TrainingInterrupted
 
@@ -103,20 +103,12 @@ def _atomic_write_bytes(path: Path, payload: bytes) -> None:
     """Write ``payload`` to a temporary file beside ``path``, fsync it, rename it over ``path``.
 
     A crash (or SIGKILL) at any point leaves either the old file or the new one under ``path``,
-    never a partial one; the temporary ``.NAME.*.tmp`` is removed on errors raised here.
+    never a partial one; the temporary ``.NAME.*.tmp`` (:func:`mechprobe.atomic.atomic_file`) is removed on
+    errors and interrupts raised here.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(payload)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with atomic_file(path, fsync=True, keep_suffix=False) as tmp:  # .NAME.XXXX.tmp: _OWNED's pattern
+        tmp.write_bytes(payload)
     _fsync_folder(path.parent)
 
 

@@ -1,4 +1,5 @@
-"""Write files and folders so that a crash never leaves one that looks complete."""
+"""Write files and folders so that a crash never leaves one that looks complete (a single file through
+:func:`mechprobe.atomic.atomic_file`, shared with the other packages)."""
 
 from __future__ import annotations
 
@@ -9,51 +10,15 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from probes.core.errors import InputError
-
-
-def _check_parent(path: Path) -> None:
-    if not path.parent.is_dir():
-        raise InputError(
-            f"Cannot write {path}: the folder {path.parent} does not exist. Create it first "
-            f"(mkdir -p {path.parent}) or choose another path."
-        )
+from mechprobe.atomic import atomic_file, check_parent
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
-    """Write ``text`` to ``path`` through a temporary file in the same folder, then rename."""
+    """Write ``text`` to ``path`` through a temporary ``.NAME.XXXX.tmp`` in the same folder, synced, then rename."""
     path = Path(path)
-    _check_parent(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    with atomic_file(path, fsync=True, keep_suffix=False) as tmp:
+        tmp.write_text(text, encoding="utf-8")
     return path
-
-
-@contextlib.contextmanager
-def atomic_file(path: str | os.PathLike[str]) -> Iterator[Path]:
-    """A temporary path beside ``path`` (with its suffix, for writers that choose the format by it: a figure's
-    ``savefig``) for a block to write; renamed to ``path`` when the block succeeds, removed on error, so that a
-    run stopped while writing leaves the earlier file or none, never half of the new one."""
-    path = Path(path)
-    _check_parent(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".tmp{path.suffix}", dir=path.parent)
-    os.close(fd)
-    try:
-        yield Path(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
 
 
 @contextlib.contextmanager
@@ -64,7 +29,7 @@ def atomic_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
     is removed and ``path`` is left as it was.
     """
     path = Path(path)
-    _check_parent(path)
+    check_parent(path)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
     try:
         yield tmp

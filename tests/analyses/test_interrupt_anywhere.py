@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from analyses.cli import main
-from tests.interrupt_points import counted, interrupted_at, run, sample
+from tests.interrupt_points import counted, interrupted_at, leftovers, run, sample
 from tests.random_checkpoints import make_random_checkpoint
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -115,10 +115,22 @@ def check_interrupt_at(name: str, n: int, inputs: Path, references, tmp_path: Pa
         return
     assert (code, stderr) == (130, line), f"Ctrl-C at call {n} ({kinds[n - 1]}): {code!r} {stderr!r}"
     assert (tmp_path / "notes.txt").read_text() == "the user's"
-    assert not [p for p in tmp_path.rglob("*") if p.name.endswith(".tmp") or ".old-" in p.name]
+    assert not leftovers(tmp_path)
     code, stderr = run(main, command)
     assert code == 0, f"the same command after a Ctrl-C at call {n} ({kinds[n - 1]}): {code!r} {stderr}"
     assert results(tmp_path / "out") == reference
+
+
+def test_the_leftover_check_finds_each_kind_of_temporary(tmp_path):
+    """The check after each Ctrl-C found only ``.NAME.XXXX.tmp``: a figure's ``.NAME.XXXX.tmp.png``
+    (``mechprobe.atomic.atomic_file``) left by a stopped write passed it."""
+    planted = [tmp_path / ".summary.json.k2j4.tmp", tmp_path / "out" / ".dynamics.png.x8q1.tmp.png",
+               tmp_path / ".out.a1b2.tmp", tmp_path / ".out.old-4242"]
+    kept = [tmp_path / "notes.txt", tmp_path / "out" / "summary.json", tmp_path / "out" / "dynamics.png"]
+    for path in planted + kept:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("x")
+    assert sorted(leftovers(tmp_path)) == sorted(planted)
 
 
 def all_points(name: str, references) -> list[int]:
