@@ -21,11 +21,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import torch
 from torch import nn
 
+from analyses.dynamics.lm_run_folder import check_corpus_recorded
 from analyses.lm_data import LmData
 from analyses.series_writer import INDUCTION_TOY_MEASURE, STATES_FOLDER, write_manifest
 from analyses.torch_threads import torch_threads
@@ -36,6 +37,9 @@ from probes.core.errors import InputError
 from toymodels.errors import CheckpointError
 from toymodels.step_states import StepStates
 from toymodels.training import Callback, Checkpointer, StateCallback, train
+
+if TYPE_CHECKING:
+    from analyses.dynamics.train_lm import TrainLmConfig
 
 RERUN_PREFIX = ".rerun-"
 """The scratch folder a bracket's re-run resumes from: a new one inside the series (``.rerun-XXXX``, made for it, so
@@ -75,12 +79,23 @@ class BracketRun:
     seconds: float
 
 
-def _lm_training(folder: Path, device: str | torch.device, progress: bool) -> SeriesTraining:
-    from analyses.dynamics.train_lm import TrainLmSummary, lm_training
+def _lm_settings(folder: Path) -> TrainLmConfig:
+    """The settings of the train-lm run in ``folder`` (its ``summary.json``), whose corpus names one text wherever
+    the command is run from (:func:`~analyses.dynamics.lm_run_folder.check_corpus_recorded`)."""
+    from analyses.dynamics.train_lm import TrainLmSummary
 
-    summary = records.read_record(TrainLmSummary, folder / "summary.json",
-                                  rerun=f"Run mechprobe train-lm --out {folder} to its end first.")
-    config = summary.settings
+    path = folder / "summary.json"
+    config = records.read_record(TrainLmSummary, path,
+                                 rerun=f"Run mechprobe train-lm --out {folder} to its end first.").settings
+    check_corpus_recorded(config.corpus, path, "Train the series again (mechprobe train-lm, a new --out) to refine "
+                                               "it, or leave --refine out.")
+    return config
+
+
+def _lm_training(folder: Path, device: str | torch.device, progress: bool) -> SeriesTraining:
+    from analyses.dynamics.train_lm import lm_training
+
+    config = _lm_settings(folder)
     data = LmData.from_corpus(config.corpus, vocab=config.vocab)
 
     def fresh() -> FreshRun:
@@ -132,6 +147,7 @@ def check_refinable(folder: Path) -> Literal["train-lm", "induction-toy"]:
         kind: Literal["train-lm", "induction-toy"] = "induction-toy"
     elif (folder / "summary.json").is_file() and not series.extra:
         kind = "train-lm"
+        _lm_settings(folder)  # its corpus read again from any folder
     else:
         raise InputError(f"--refine re-runs the training of a series trained here (a mechprobe train-lm folder, or "
                          f"the induction toy's OUT/series); {folder} is neither. Leave --refine out, or give "

@@ -6,6 +6,9 @@ read first, and nothing is written while it is), so a folder is either new, empt
   saved, else from step 0, saving again every step it passes (training is deterministic, so the steps already
   in ``OUT/series.json`` are rewritten with the same weights);
 - with other settings it is refused before any work, naming the settings that differ (a series is one run).
+A corpus file or folder is recorded by its absolute path (:func:`absolute_corpus`), so that the run is resumed, and
+refined, on the same text wherever the command is run from; a relative one, recorded by an older mechprobe without
+the folder it was relative to, is refused naming it (:func:`check_corpus_recorded`).
 
 Example: ``check_rerun(Path("runs/lm"), records.dump(config))`` before ``train_lm(config, "runs/lm")``.
 """
@@ -23,6 +26,7 @@ from mechprobe.errors import RecordError
 from probes.core.atomic import atomic_write_text
 from probes.core.checkpoint_series import MANIFEST
 from probes.core.errors import InputError
+from probes.text.corpora import local_corpus_path
 
 SETTINGS_FILE = "train-lm.json"
 """``{"settings": {...}}``: the settings of the train-lm run in this folder."""
@@ -47,6 +51,22 @@ def resumable(out: Path) -> bool:
     return False
 
 
+def absolute_corpus(corpus: str) -> str:
+    """``corpus`` as a train-lm run records it: a file or folder by its absolute path, a named corpus as given."""
+    path = local_corpus_path(corpus)
+    return corpus if path is None else str(path.resolve())
+
+
+def check_corpus_recorded(corpus: str, record: Path, fix: str) -> None:
+    """The corpus ``record`` holds names one text wherever the command is run from; a relative path is refused
+    naming it, with ``fix``: the folder it was relative to was not recorded."""
+    path = local_corpus_path(corpus)
+    if path is not None and not path.is_absolute():
+        raise InputError(f"{record} records the corpus {corpus!r} relative to the folder the run was started from, "
+                         f"which it does not record (an older mechprobe wrote it): which text it is cannot be told "
+                         f"from here. {fix}")
+
+
 def check_rerun(out: Path, settings: dict[str, Any]) -> set[int]:
     """The steps already saved in ``out`` when it holds a train-lm run of ``settings`` (``records.dump`` of a
     config), nothing when it holds none; any other run is refused naming what differs. Reads no corpus."""
@@ -59,6 +79,9 @@ def check_rerun(out: Path, settings: dict[str, Any]) -> set[int]:
     if not isinstance(recorded, dict):
         raise RecordError(f"{path} holds no settings: it is damaged. It records the settings of the train-lm run in "
                           f"{out}: {elsewhere}.")
+    if isinstance(recorded.get("corpus"), str):
+        check_corpus_recorded(recorded["corpus"], path, f"Give a new --out (or delete {out}) to train on --corpus "
+                                                        f"{settings.get('corpus')} again.")
     differ = [f"{key} {recorded.get(key)!r} there, {value!r} here" for key, value in settings.items()
               if recorded.get(key) != value]
     differ += [f"{key} {value!r} there, not a setting here" for key, value in recorded.items() if key not in settings]

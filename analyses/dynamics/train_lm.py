@@ -20,6 +20,7 @@ Example: ``train_lm(TrainLmConfig(n_steps=200), "runs/lm")`` then ``run_dynamics
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
@@ -28,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from analyses.dynamics.lm_run_folder import check_rerun, check_vocabulary, mark_run
+from analyses.dynamics.lm_run_folder import absolute_corpus, check_rerun, check_vocabulary, mark_run
 from analyses.lm_data import VOCAB_FILE, LmData
 from analyses.series_writer import (
     CHECKPOINT_FOLDER,
@@ -167,6 +168,7 @@ def train_lm(config: TrainLmConfig, out: str | Path, *, device: str | torch.devi
              progress: bool = True) -> TrainLmSummary:
     """Train the model of ``config`` and save it at :func:`checkpoint_steps` into ``out`` (module docstring)."""
     config.check_checkpoint_count()
+    config = dataclasses.replace(config, corpus=absolute_corpus(config.corpus))  # the same text from any folder
     out = Path(out)
     settings = records.dump(config)
     saved = check_rerun(out, settings)  # a resumed run: the steps saved before it stopped

@@ -384,6 +384,16 @@ def check_corpus_spec(spec: Any, text_column: str = "text") -> None:
         raise InputError(f"The corpus {path} is neither a regular file nor a folder; give a UTF-8 text file.")
 
 
+def local_corpus_path(spec: str) -> Path | None:
+    """The file or folder a corpus spec names (``~`` expanded; relative to the working folder when relative), or
+    None for a named corpus (``wikipedia-excerpt``, ``wikitext-2[:split]``, ``hf:...``) that no path of that name
+    shadows. Example: ``local_corpus_path("wikipedia-excerpt") is None``."""
+    name = spec.partition(":")[0]
+    if spec == "wikipedia-excerpt" or (name in ("hf", *WIKITEXT_CONFIGS) and not Path(spec).exists()):
+        return None
+    return Path(spec).expanduser()
+
+
 def iter_documents(spec: Any = "wikipedia-excerpt", *, unit: Unit = "paragraph", min_chars: int = 1,
                    max_documents: int | None = None, text_column: str = "text") -> Iterator[Document]:
     """Stream the documents of a corpus spec (see the module docstring), at most ``max_documents``.
@@ -402,14 +412,15 @@ def iter_documents(spec: Any = "wikipedia-excerpt", *, unit: Unit = "paragraph",
     if isinstance(spec, (str, os.PathLike)):
         text = os.fspath(spec)
         name, _, split = text.partition(":")
-        if text == "wikipedia-excerpt":
+        path = local_corpus_path(text)
+        if path is not None:
+            stream = local_documents(path, unit, min_chars, text_column)
+        elif text == "wikipedia-excerpt":
             stream = wikipedia_excerpt_documents(unit, min_chars)
-        elif name == "hf" and not Path(text).exists():
+        elif name == "hf":
             stream = _row_documents(hub_rows(text, text_column), text, unit, min_chars, text_column)
-        elif name in WIKITEXT_CONFIGS and not Path(text).exists():
-            stream = wikitext_documents(hub_wikitext_lines(name, split or "test"), text, unit, min_chars)
         else:
-            stream = local_documents(Path(text).expanduser(), unit, min_chars, text_column)
+            stream = wikitext_documents(hub_wikitext_lines(name, split or "test"), text, unit, min_chars)
     else:
         stream = wikitext_documents((row["text"] for row in spec), "datasets", unit, min_chars)
     count = 0

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 
 import pytest
 import torch
@@ -125,3 +126,34 @@ def test_a_rerun_keeps_a_folder_of_the_series_owner_named_rerun(tmp_path):
     assert [(run.start, run.end) for run in rerun_series(folder, [5, 13])] == [(0, 10), (10, 16)]
     assert (folder / "rerun" / "notes.txt").read_text() == "mine"
     assert {p.name for p in folder.iterdir()} == before | {"step_5", "step_13"}
+
+
+def test_a_series_trained_on_a_relative_corpus_is_refined_on_that_text_from_any_folder(tmp_path, monkeypatch):
+    """train-lm --corpus text.txt recorded the corpus as given, and a re-run read text.txt from wherever --refine ran:
+    another text (or none) there, so the stretch did not reproduce its end and --refine stopped, advising another
+    machine. The corpus is recorded by its absolute path now, and the stretch is re-run on it from anywhere."""
+    (tmp_path / "text.txt").write_text("\n\n".join(f"paragraph {i} " + "word " * (i % 7) + "end" for i in range(300)))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "text.txt").write_text("\n\n".join(f"other {i} " + "words " * (i % 5) for i in range(300)))
+    monkeypatch.chdir(tmp_path)
+    train_lm(TrainLmConfig(corpus="text.txt", vocab=10, seq_len=16, batch_size=2, d_model=8, n_heads=2, n_steps=8,
+                           n_checkpoints=2, span=4), "series", progress=False)
+    monkeypatch.chdir(elsewhere)
+    assert [(run.start, run.end) for run in rerun_series(tmp_path / "series", [5])] == [(0, 8)]
+    assert checkpoint_series(tmp_path / "series").steps == (0, 5, 8)
+
+
+def test_a_series_whose_corpus_was_recorded_relative_is_refused_before_any_work(tiny_lm, tmp_path, capsys):
+    """A train-lm series whose summary.json records its corpus relative (an older mechprobe) names no folder it was
+    relative to: --refine is refused in one line naming it before anything is measured (it was measured, then
+    re-run on whichever text.txt the working folder held, or none)."""
+    folder = tmp_path / "series"
+    shutil.copytree(tiny_lm[1], folder)
+    summary = folder / "summary.json"
+    summary.write_text(summary.read_text().replace(tiny_lm[0].corpus, "text.txt"))
+    code = main(["dynamics", "--model", str(folder), "--out", str(tmp_path / "d"), "--refine", "--seq-len", "8",
+                 "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and not (tmp_path / "d").exists()
+    assert f"{summary} records the corpus 'text.txt' relative to the folder" in err and "--refine out" in err, err

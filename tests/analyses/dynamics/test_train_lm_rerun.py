@@ -5,6 +5,7 @@ that names the file and the fix, never a traceback, never with a file of the run
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -199,3 +200,46 @@ def test_a_series_folder_train_lm_did_not_write_is_not_called_its_run(corpus, tm
     assert main(command(corpus, series)) == 2
     assert f"{series / 'train-lm.json'} is missing" in capsys.readouterr().err
     assert files(held) == {"checkpoint"}
+
+
+def test_a_relative_corpus_is_resumed_on_the_same_text_from_any_folder(corpus, reference, tmp_path, monkeypatch,
+                                                                       capsys):
+    """train-lm --corpus text.txt recorded the corpus as given: the same command run from another folder resumed on
+    that folder's text.txt, another text of the same words, exit 0 (the steps before the stop trained on one text,
+    the rest on the other). The corpus is recorded by its absolute path now: another file of that name is refused
+    as another setting, and the corpus given from anywhere resumes to the uninterrupted run's weights."""
+    out, elsewhere = tmp_path / "lm", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    paragraphs = corpus.read_text().split("\n\n")
+    (elsewhere / "text.txt").write_text("\n\n".join(reversed(paragraphs)))  # the same vocabulary, other rows
+    monkeypatch.chdir(corpus.parent)
+    with monkeypatch.context() as patch:
+        interrupting(patch, LmData, "rows", 11)  # after step 10 is saved
+        assert main(command(Path("text.txt"), out)) == 130
+    assert f'"corpus": "{corpus.resolve()}"' in (out / "train-lm.json").read_text()
+    capsys.readouterr()
+    kept = {p.relative_to(out): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+    monkeypatch.chdir(elsewhere)
+    assert main(command(Path("text.txt"), out)) == 2
+    err = capsys.readouterr().err
+    assert f"corpus '{corpus.resolve()}' there, '{elsewhere.resolve() / 'text.txt'}' here" in err, err
+    assert err.count("\n") == 1
+    assert {p.relative_to(out): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()} == kept
+    assert main(command(Path(os.path.relpath(corpus, elsewhere)), out)) == 0, capsys.readouterr().err
+    assert_same_run(out, reference)
+
+
+def test_a_corpus_recorded_relative_by_an_older_version_is_refused_naming_it(corpus, reference, tmp_path, capsys):
+    """A train-lm.json written before corpora were recorded by their absolute path names no folder the corpus was
+    relative to: it is refused in one line naming the corpus and what to give, nothing changed (it was resumed on
+    whichever file of that name the working folder held, or refused as other settings with a fix that fails)."""
+    out = tmp_path / "lm"
+    shutil.copytree(reference, out)
+    settings = out / "train-lm.json"
+    settings.write_text(settings.read_text().replace(str(corpus.resolve()), "text.txt"))
+    kept = {p.relative_to(out): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+    assert main(command(corpus, out)) == 2
+    err = capsys.readouterr().err
+    assert f"{settings} records the corpus 'text.txt' relative to the folder the run was started from" in err, err
+    assert f"Give a new --out (or delete {out})" in err and err.count("\n") == 1
+    assert {p.relative_to(out): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()} == kept
