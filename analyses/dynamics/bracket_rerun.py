@@ -7,7 +7,8 @@ of ``a`` (the fresh build when ``a`` is 0), and run to ``b``, saving the model a
 thread count the states were made with. At ``b`` its weights must equal the ones kept for ``b`` bit for bit: then the
 re-run followed the first run's trajectory and the new checkpoints lie on it. Otherwise (another torch build or
 device) the new checkpoints are removed and the run stops, saying so. Only checked checkpoints enter
-``series.json``.
+``series.json``. A ``step_N`` folder of the series that ``series.json`` does not list, where a re-run would save
+step N, is refused before any work (:func:`check_refinable`): the re-run replaced it, or removed it when it failed.
 
 Example: ``rerun_series("runs/lm", [1800, 1900, 2000])``.
 """
@@ -138,7 +139,8 @@ def _toy_training(settings: dict, device: str | torch.device, progress: bool) ->
 
 def check_refinable(folder: Path) -> Literal["train-lm", "induction-toy"]:
     """Which training made the series in ``folder`` (a ``train-lm`` run or the induction toy's series); any other
-    series, or one saved without its training states, is refused in one line."""
+    series, one saved without its training states, or one holding a ``step_N`` the manifest does not list where a
+    re-run would save step N, is refused in one line."""
     if not (folder / MANIFEST).is_file():
         raise InputError(f"--refine re-runs the training of a series trained here; {folder} has no {MANIFEST} (give "
                          f"a mechprobe train-lm folder, or the induction toy's OUT/series), or leave --refine out.")
@@ -152,6 +154,14 @@ def check_refinable(folder: Path) -> Literal["train-lm", "induction-toy"]:
         raise InputError(f"--refine re-runs the training of a series trained here (a mechprobe train-lm folder, or "
                          f"the induction toy's OUT/series); {folder} is neither. Leave --refine out, or give "
                          f"checkpoints closer together yourself.")
+    for path in sorted(folder.iterdir()):  # where a re-run saves a checkpoint it adds: none of the owner's replaced
+        number = path.name.removeprefix("step_")
+        step = int(number) if number.isdigit() and path.name == f"step_{int(number)}" else None
+        if step is not None and step not in series.steps and series.steps[0] < step < series.steps[-1]:
+            raise InputError(f"{path} is not a checkpoint of the series ({MANIFEST} does not list it), and --refine "
+                             f"saves the checkpoints it adds between steps {series.steps[0]} and "
+                             f"{series.steps[-1]} as {folder}/step_N: move it out of {folder} (or delete it, if a "
+                             f"stopped --refine left it), then run the command again.")
     states = StepStates(folder / STATES_FOLDER, steps=(), fingerprint="")
     if not states.saved():
         raise CheckpointError(f"{folder} keeps no training states ({STATES_FOLDER}/step_N), which --refine resumes "

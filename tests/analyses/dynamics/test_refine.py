@@ -157,3 +157,27 @@ def test_a_series_whose_corpus_was_recorded_relative_is_refused_before_any_work(
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and not (tmp_path / "d").exists()
     assert f"{summary} records the corpus 'text.txt' relative to the folder" in err and "--refine out" in err, err
+
+
+def test_a_step_folder_the_manifest_does_not_list_is_refused_before_any_work(tiny_lm, tmp_path, capsys):
+    """A re-run saved each checkpoint it added at step N into SERIES/step_N whatever was there: a step_12 of the
+    series' owner that series.json does not list (their own, or left over) was written into and listed as the
+    series' checkpoint, or deleted whole when the re-run did not reproduce its end. It is refused in one line naming
+    it before anything is measured; a step_N where no re-run saves (past the last step) is kept and not refused."""
+    folder = tmp_path / "series"
+    shutil.copytree(tiny_lm[1], folder)
+    for name in ("step_12", "step_99"):
+        (folder / name).mkdir()
+        (folder / name / "notes.txt").write_text("mine")
+    before = {p.relative_to(folder): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+    code = main(["dynamics", "--model", str(folder), "--out", str(tmp_path / "d"), "--refine", "--seq-len", "8",
+                 "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and not (tmp_path / "d").exists()
+    assert f"{folder / 'step_12'} is not a checkpoint of the series (series.json does not list it)" in err, err
+    with pytest.raises(InputError, match="step_12 is not a checkpoint"):
+        rerun_series(folder, [5])
+    assert {p.relative_to(folder): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()} == before
+    shutil.rmtree(folder / "step_12")  # what the message advises
+    assert [run.added for run in rerun_series(folder, [12])] == [(12,)]
+    assert (folder / "step_99" / "notes.txt").read_text() == "mine"
