@@ -35,6 +35,7 @@ from analyses.toy_model_store import save_standard_model
 from mechprobe import records
 from probes.core.checkpoint_series import MANIFEST, checkpoint_series
 from probes.core.errors import InputError
+from probes.text.corpora import local_corpus_path
 from toymodels.errors import CheckpointError
 from toymodels.step_states import StepStates
 from toymodels.training import Callback, Checkpointer, StateCallback, train
@@ -82,7 +83,7 @@ class BracketRun:
 
 def _lm_settings(folder: Path) -> TrainLmConfig:
     """The settings of the train-lm run in ``folder`` (its ``summary.json``), whose corpus names one text wherever
-    the command is run from (:func:`~analyses.dynamics.lm_run_folder.check_corpus_recorded`)."""
+    the command is run from (:func:`~analyses.dynamics.lm_run_folder.check_corpus_recorded`), and is there."""
     from analyses.dynamics.train_lm import TrainLmSummary
 
     path = folder / "summary.json"
@@ -90,6 +91,11 @@ def _lm_settings(folder: Path) -> TrainLmConfig:
                                  rerun=f"Run mechprobe train-lm --out {folder} to its end first.").settings
     check_corpus_recorded(config.corpus, path, "Train the series again (mechprobe train-lm, a new --out) to refine "
                                                "it, or leave --refine out.")
+    corpus = local_corpus_path(config.corpus)
+    if corpus is not None and not corpus.exists():
+        raise InputError(f"The corpus {config.corpus} is not there: {folder} was trained on it ({path}), and --refine "
+                         f"re-runs that training. Put the corpus back there to refine {folder}, or leave --refine "
+                         f"out.")
     return config
 
 

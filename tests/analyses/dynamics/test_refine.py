@@ -181,3 +181,18 @@ def test_a_step_folder_the_manifest_does_not_list_is_refused_before_any_work(tin
     shutil.rmtree(folder / "step_12")  # what the message advises
     assert [run.added for run in rerun_series(folder, [12])] == [(12,)]
     assert (folder / "step_99" / "notes.txt").read_text() == "mine"
+
+
+def test_a_series_whose_corpus_is_gone_is_refused_before_any_work(tiny_lm, tmp_path, capsys):
+    """--refine on a train-lm series whose corpus file was moved measured every step, then, where an event called
+    for a re-run, stopped: 'Unknown corpus ... Check the path.', not saying it was the series' training text.
+    Refused in one line naming it before anything is measured."""
+    folder, moved = tmp_path / "series", tmp_path / "moved" / "text.txt"
+    shutil.copytree(tiny_lm[1], folder)
+    summary = folder / "summary.json"
+    summary.write_text(summary.read_text().replace(tiny_lm[0].corpus, str(moved)))
+    code = main(["dynamics", "--model", str(folder), "--out", str(tmp_path / "d"), "--refine", "--seq-len", "8",
+                 "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and not (tmp_path / "d").exists()
+    assert f"The corpus {moved} is not there: {folder} was trained on it" in err, err
