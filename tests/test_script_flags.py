@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.analyses.cli_fuzz import benchmark_module, benchmark_parser
+from tests.analyses.cli_fuzz import benchmark_module, benchmark_parser, benchmark_scripts
 from tests.fresh_process import ctrl_c_as_at_a_terminal
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -291,9 +291,7 @@ IMPORT_INTERRUPTED = (
     "runpy.run_path(sys.argv[1], run_name='__main__')\n")
 
 
-# the scripts of benchmarks/, not the modules they import (gpu_check_results.py: nothing of its own to start)
-SCRIPTS = sorted(path.name for path in (ROOT / "benchmarks").glob("*.py")
-                 if 'if __name__ == "__main__":' in path.read_text(encoding="utf-8"))
+SCRIPTS = [path.name for path in benchmark_scripts()]
 
 
 @pytest.mark.parametrize("name", SCRIPTS)

@@ -337,6 +337,13 @@ class _Captured(BaseException):
         self.parser = parser
 
 
+def benchmark_scripts() -> list[Path]:
+    """The scripts of benchmarks/ (each with a ``__main__`` block), not the modules they import
+    (``gpu_check_results.py``: nothing of its own to run)."""
+    return sorted(path for path in BENCHMARKS.glob("*.py")
+                  if 'if __name__ == "__main__":' in path.read_text(encoding="utf-8"))
+
+
 def benchmark_module(path: Path) -> Any:
     """The benchmark script ``path`` imported as a module (once)."""
     import importlib.util
@@ -379,7 +386,7 @@ def programs() -> list[Program]:
     sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     for command, parser in sub.choices.items():
         found.append(Program(command, (command,), parser))
-    for path in sorted(BENCHMARKS.glob("*.py")):
+    for path in benchmark_scripts():
         found.append(Program(f"benchmarks/{path.name}", (), benchmark_parser(path)))
     return found
 
