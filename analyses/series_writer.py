@@ -145,6 +145,21 @@ def saved_steps(out: Path, *, fix: str) -> set[int]:
     return set(steps)
 
 
+def check_saved_weights(out: Path, steps: Iterable[int], model: torch.nn.Module, *, fix: str) -> None:
+    """Each saved ``out/step_N/model.safetensors`` of ``steps`` holds weights of ``model``'s names and shapes (a step
+    whose weights were swapped for another model's is kept by a resumed run, and measured, otherwise): one
+    :class:`RecordError` naming the file and ending with ``fix``."""
+    shapes = {name: tuple(tensor.shape) for name, tensor in model.state_dict().items()}
+    for step in sorted(steps):
+        weights = out / f"step_{step}" / MODEL_WEIGHTS
+        tensors = records.read_tensors(weights, rerun=fix)
+        wrong = next((name for name, tensor in tensors.items() if shapes.get(name) != tuple(tensor.shape)), None)
+        if wrong is not None:
+            raise RecordError(f"{weights} holds {wrong} of shape {list(tensors[wrong].shape)}, which this run's model "
+                              f"does not have (it has {list(shapes.get(wrong, ()))}): it is damaged or another "
+                              f"run's. {fix}")
+
+
 def write_manifest(out: Path, steps: Iterable[int], *, tokens_per_step: int,
                    extra: Mapping[str, Any] | None = None) -> None:
     """Write ``out/series.json`` listing ``out/step_N`` for each of ``steps`` (tokens seen: ``N * tokens_per_step``)

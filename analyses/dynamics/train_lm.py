@@ -34,8 +34,10 @@ from analyses.lm_data import VOCAB_FILE, LmData
 from analyses.series_writer import (
     CHECKPOINT_FOLDER,
     STATES_FOLDER,
+    check_saved_weights,
     checkpoint_steps,
     checkpoints_refusal,
+    start_over,
     write_manifest,
 )
 from analyses.toy_model_store import save_standard_model
@@ -175,9 +177,10 @@ def train_lm(config: TrainLmConfig, out: str | Path, *, device: str | torch.devi
     data = LmData.from_corpus(config.corpus, vocab=config.vocab)
     data.check_rows(config.seq_len)
     check_vocabulary(out, config.corpus, data.kept_ids)
+    run = lm_training(config, data, device=device)  # (seeded: built here or later, the same model)
+    check_saved_weights(out, saved, run.model, fix=start_over(out))
     mark_run(out, settings)  # nothing is written before: a run stopped earlier leaves no trace but an empty folder
     atomic_write_text(out / VOCAB_FILE, json.dumps({"smollm2_ids": list(data.kept_ids), "other": data.vocab - 1}))
-    run = lm_training(config, data, device=device)
     model, model_config = run.model, run.model_config
     wanted = set(checkpoint_steps(config.n_steps, config.n_checkpoints))
     fingerprint = records.to_json(config, indent=None)

@@ -51,8 +51,10 @@ def damages_of(path: Path) -> dict[str, Damage]:
     """The ways to damage the file ``path``, by its kind."""
     if path.suffix == ".json":
         return {**JSON_DAMAGES, **({"steps_swapped": _edit(_swap_steps)} if path.name == "series.json" else {})}
-    if path.suffix in (".safetensors", ".pt"):
+    if path.suffix == ".safetensors":
         return BINARY_DAMAGES
+    if path.suffix == ".pt":  # a torch file: its tensors are not rewritten in other shapes here
+        return {name: damage for name, damage in BINARY_DAMAGES.items() if name != "tensors_of_other_shapes"}
     return {"deleted": BINARY_DAMAGES["deleted"], "truncated": BINARY_DAMAGES["truncated"]}
 
 

@@ -144,6 +144,27 @@ def test_a_damaged_checkpoint_is_refused_and_its_fix_works(corpus, reference, tm
     assert_same_run(out, reference)
 
 
+def test_a_step_whose_weights_are_another_models_is_refused_and_its_fix_works(corpus, reference, tmp_path, capsys):
+    """A saved step whose model.safetensors holds tensors of other shapes (another run's) was kept by the resumed
+    run, exit 0, and the series then failed to load at that step (issue 45). Refused now before anything is written,
+    and its advice trains the run again whole."""
+    from safetensors.torch import load_file, save_file
+
+    out = tmp_path / "lm"
+    assert main(command(corpus, out)) == 0
+    weights = out / "step_0" / "model.safetensors"
+    save_file({name: torch.cat([t, t[:1]]) for name, t in load_file(str(weights)).items()}, str(weights))
+    before = {path: path.read_bytes() for path in out.rglob("*") if path.is_file()}
+    assert main(command(corpus, out)) == 2
+    message = capsys.readouterr().err
+    assert str(weights) in message and "which this run's model does not have" in message, message
+    assert {path: path.read_bytes() for path in out.rglob("*") if path.is_file()} == before
+    (out / "series.json").unlink()  # what the message advises
+    shutil.rmtree(out / "checkpoint")
+    assert main(command(corpus, out)) == 0
+    assert_same_run(out, reference)
+
+
 def test_another_folder_or_damaged_settings_are_refused_before_any_work(corpus, tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(LmData, "from_corpus", lambda *a, **k: pytest.fail("the corpus was read"))
     other = tmp_path / "other"
