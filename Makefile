@@ -49,14 +49,15 @@ lint: install
 # make test builds the TransformerLens 3.9 overlay first (two packages, no dependencies): the parity test in
 # tests/probes/test_tl_checkpoint.py has 3.9 build and save HookedTransformers in a subprocess over $(TL3) and loads
 # them in-process on 4.x through TransformerLens's converter (it skips, saying so, only where $(TL3) is missing).
-# Every test but the exhaustive fuzz products, whose fixed-seed samples it runs; test-exhaustive runs those products
-# (the fuzz tests of every flag, setting and damaged saved folder in full; CI runs it after make test).
+# Every test but the exhaustive fuzz products, whose fixed-seed samples it runs, and the device twins; test-exhaustive
+# runs those (the fuzz tests of every flag, setting and damaged saved folder in full, and the CPU halves of the GPU
+# machine's checks: tests/test_gpu.py, gpu_check.py end to end); CI runs it after make test.
 test: install $(TL3)/.installed
-	$(PYTEST) -m "not exhaustive"
+	$(PYTEST) -m "not exhaustive and not device_twin"
 
 # Test by test, not file by file (--dist load): the interrupt test's commands, each a few minutes, share workers.
 test-exhaustive: install
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist load -m exhaustive
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist load -m "exhaustive or device_twin"
 
 test-fast: install
 	$(PYTEST)

@@ -32,6 +32,8 @@ from analyses.toy_registry import toy_names
 from tests.devices import DEVICES, NO_CUDA
 from tests.random_checkpoints import make_random_checkpoint, packaged_or_random
 
+pytestmark = pytest.mark.device_twin  # on a CPU machine: the CPU halves, which CI runs with make test-exhaustive
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -107,6 +107,7 @@ def test_verdicts_are_compared_between_the_device_and_the_cpu_report(results):
 
 
 @pytest.mark.slow
+@pytest.mark.device_twin
 def test_the_quick_check_runs_end_to_end_on_the_cpu(tmp_path):
     """``gpu_check.py --quick --device cpu``: every part's command runs and its numbers are read (about 2 minutes on
     a shared 2-core CPU, most of it starting Python in each part's process)."""
